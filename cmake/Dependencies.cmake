@@ -1,0 +1,43 @@
+# Every dependency is a Debian package (scripts/install-deps installs them) plus the CUDA toolkit
+# headers; a missing one stops the configure step with the package to install.
+set(TRAINSHIM_INSTALL_HINT "run: sudo scripts/install-deps")
+
+find_package(CUDAToolkit)
+if(NOT CUDAToolkit_FOUND OR NOT EXISTS "${CUDAToolkit_INCLUDE_DIRS}/cuda_runtime_api.h")
+  message(FATAL_ERROR "CUDA toolkit headers not found: install the CUDA toolkit (cuda_runtime_api.h, nccl.h) "
+                      "and pass -DCUDAToolkit_ROOT=/usr/local/cuda if it is elsewhere.")
+endif()
+find_path(TRAINSHIM_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/include)
+if(NOT TRAINSHIM_NCCL_INCLUDE)
+  message(FATAL_ERROR "nccl.h not found: install libnccl-dev or the NCCL headers of the CUDA toolkit.")
+endif()
+
+function(trainshim_require_header header package)
+  find_path(_found_${package} ${header})
+  if(NOT _found_${package})
+    message(FATAL_ERROR "${header} not found: install the Debian package ${package} (${TRAINSHIM_INSTALL_HINT})")
+  endif()
+endfunction()
+
+trainshim_require_header(boost/interprocess/shared_memory_object.hpp libboost-dev)
+trainshim_require_header(libunwind.h libunwind-dev)
+trainshim_require_header(CLI/CLI.hpp libcli11-dev)
+trainshim_require_header(nlohmann/json.hpp nlohmann-json3-dev)
+
+find_package(fmt QUIET)
+if(NOT fmt_FOUND)
+  message(FATAL_ERROR "fmt not found: install the Debian package libfmt-dev (${TRAINSHIM_INSTALL_HINT})")
+endif()
+find_package(SQLite3 QUIET)
+if(NOT SQLite3_FOUND)
+  message(FATAL_ERROR "SQLite3 not found: install the Debian package libsqlite3-dev (${TRAINSHIM_INSTALL_HINT})")
+endif()
+find_package(GTest QUIET)
+if(NOT GTest_FOUND)
+  message(FATAL_ERROR "GoogleTest not found: install libgtest-dev and libgmock-dev (${TRAINSHIM_INSTALL_HINT})")
+endif()
+find_package(benchmark QUIET)
+if(NOT benchmark_FOUND)
+  message(FATAL_ERROR "Google Benchmark not found: install libbenchmark-dev (${TRAINSHIM_INSTALL_HINT})")
+endif()
+find_package(Threads REQUIRED)

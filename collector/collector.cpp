@@ -1,0 +1,82 @@
+#include "collector.hpp"
+
+#include <fmt/format.h>
+
+#include <thread>
+
+namespace trainshim::collector {
+
+Collector::Collector(CollectorOptions options)
+    : options_(std::move(options)), database_(options_.database_path, options_.job) {}
+
+void Collector::report(const std::string& level, const std::string& message) {
+  fmt::print(stderr, "trainshim-collector: {}: {}\n", level, message);
+  database_.log(level, message);
+}
+
+void Collector::discover() {
+  for (const std::string& name : list_segments(options_.uid, options_.job)) {
+    if (segments_.count(name) || rejected_.count(name)) continue;
+    try {
+      auto reader = std::make_unique<SegmentReader>(name);
+      const int64_t id = database_.add_process(name, reader->header());
+      segments_.emplace(name, Tracked{std::move(reader), id, {}});
+    } catch (const std::exception& e) {
+      // A producer publishes its header last: a segment that is merely young is tried again.
+      if (std::string_view(e.what()) == header_problem_text(HeaderProblem::NotPublished)) continue;
+      rejected_.insert(name);
+      report("warning", fmt::format("skipped segment /dev/shm/{}: {}", name, e.what()));
+    }
+  }
+}
+
+uint64_t Collector::pass() {
+  discover();
+  clock_.refine();
+  uint64_t stored = 0;
+  for (auto it = segments_.begin(); it != segments_.end();) {
+    Tracked& t = it->second;
+    SegmentReader& reader = *t.reader;
+    const bool gone = !reader.producer_alive();
+    const auto counts = reader.drain(
+        [&](const EventRecord& r) {
+          database_.add_event(t.process_id, r, clock_.to_monotonic_ns(reader.header(), r.begin_ticks),
+                              clock_.to_monotonic_ns(reader.header(), r.end_ticks));
+        },
+        gone);
+    stored += counts.records;
+    Database::ProcessCounters delta{counts.records, reader.dropped_ring_full(), reader.dropped_not_ready(),
+                                    counts.unpublished, counts.malformed, gone};
+    if (counts.malformed)
+      report("warning", fmt::format("{} malformed records skipped in /dev/shm/{}", counts.malformed, it->first));
+    if (counts.records || counts.malformed || counts.unpublished || gone ||
+        delta.dropped_ring_full != t.totals.dropped_ring_full || delta.dropped_not_ready != t.totals.dropped_not_ready) {
+      database_.update_process(t.process_id, delta);
+      t.totals = delta;
+    }
+    // A gone producer's segment is drained in one pass (its slots cannot fill any more).
+    if (gone) {
+      reader.unlink();
+      it = segments_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  database_.commit();
+  return stored;
+}
+
+void Collector::run(const std::atomic<bool>& stop) {
+  using clock = std::chrono::steady_clock;
+  auto last_activity = clock::now();
+  while (!stop.load()) {
+    const uint64_t stored = pass();
+    if (stored || !segments_.empty()) last_activity = clock::now();
+    if (options_.idle_exit.count() > 0 && segments_.empty() && clock::now() - last_activity >= options_.idle_exit)
+      break;
+    if (!stored) std::this_thread::sleep_for(options_.poll);
+  }
+  pass();
+}
+
+}  // namespace trainshim::collector

@@ -1,0 +1,52 @@
+#pragma once
+// The collector's loop: discover the job's segments, drain them into the database, retire the
+// segments of producers that are gone once nothing is left in them.
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "clock_calibration.hpp"
+#include "database.hpp"
+#include "segment_reader.hpp"
+
+namespace trainshim::collector {
+
+struct CollectorOptions {
+  std::string job;
+  std::string database_path;
+  uid_t uid = 0;
+  std::chrono::milliseconds poll{50};
+  // Exit once every producer seen is gone and drained and no new one appeared for this long
+  // (and, when none was ever seen, once this long passed since start). Zero: run until signalled.
+  std::chrono::milliseconds idle_exit{0};
+};
+
+class Collector {
+ public:
+  explicit Collector(CollectorOptions options);
+  // Runs until `stop` is set or the idle rule ends it; always finishes with a last full drain.
+  void run(const std::atomic<bool>& stop);
+  // One discover + drain pass; returns the number of records stored.
+  uint64_t pass();
+  std::size_t live_segments() const { return segments_.size(); }
+
+ private:
+  struct Tracked {
+    std::unique_ptr<SegmentReader> reader;
+    int64_t process_id;
+    Database::ProcessCounters totals;
+  };
+  void discover();
+  void report(const std::string& level, const std::string& message);
+
+  CollectorOptions options_;
+  Database database_;
+  ClockCalibration clock_;
+  std::map<std::string, Tracked> segments_;
+  std::set<std::string> rejected_;  // reported once, then left alone
+};
+
+}  // namespace trainshim::collector

@@ -1,0 +1,198 @@
+#include "database.hpp"
+
+#include <fmt/format.h>
+
+#include <ctime>
+#include <stdexcept>
+
+namespace trainshim::collector {
+
+namespace {
+
+constexpr const char* kSchema = R"sql(
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS apis(id INTEGER PRIMARY KEY, name TEXT NOT NULL, class TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS directions(id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS host_memories(id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS processes(
+  id INTEGER PRIMARY KEY,
+  segment TEXT NOT NULL,
+  pid INTEGER NOT NULL,
+  host TEXT NOT NULL,
+  rank INTEGER NOT NULL,
+  local_rank INTEGER NOT NULL,
+  world_size INTEGER NOT NULL,
+  job TEXT NOT NULL,
+  command TEXT NOT NULL,
+  start_realtime_ns INTEGER NOT NULL,
+  start_monotonic_ns INTEGER NOT NULL,
+  events INTEGER NOT NULL DEFAULT 0,
+  dropped_ring_full INTEGER NOT NULL DEFAULT 0,
+  dropped_not_ready INTEGER NOT NULL DEFAULT 0,
+  lost_unpublished INTEGER NOT NULL DEFAULT 0,
+  malformed INTEGER NOT NULL DEFAULT 0,
+  ended INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS events(
+  process_id INTEGER NOT NULL REFERENCES processes(id),
+  tid INTEGER NOT NULL,
+  api INTEGER NOT NULL REFERENCES apis(id),
+  begin_ns INTEGER NOT NULL,
+  end_ns INTEGER NOT NULL,
+  bytes INTEGER NOT NULL,
+  direction INTEGER NOT NULL REFERENCES directions(id),
+  host_memory INTEGER NOT NULL REFERENCES host_memories(id),
+  stream INTEGER NOT NULL,
+  object INTEGER NOT NULL,
+  detail INTEGER NOT NULL,
+  rank_in_comm INTEGER NOT NULL,
+  comm_size INTEGER NOT NULL,
+  result INTEGER NOT NULL,
+  native_stack INTEGER NOT NULL,
+  python_stack INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS events_by_process_api ON events(process_id, api);
+CREATE TABLE IF NOT EXISTS collector_log(time_ns INTEGER NOT NULL, level TEXT NOT NULL, message TEXT NOT NULL);
+)sql";
+
+}  // namespace
+
+Database::Database(const std::string& path, const std::string& job) {
+  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK) {
+    const std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw std::runtime_error(fmt::format("cannot open the database {}: {} (set TRAINSHIM_OUT to a writable path)", path, why));
+  }
+  sqlite3_busy_timeout(db_, 2000);
+  try {
+    exec("PRAGMA journal_mode=WAL");
+    exec("PRAGMA synchronous=NORMAL");
+    exec(kSchema);
+    sqlite3_stmt* version = prepare("SELECT value FROM meta WHERE key='schema_version'");
+    if (sqlite3_step(version) == SQLITE_ROW) {
+      const std::string found = reinterpret_cast<const char*>(sqlite3_column_text(version, 0));
+      sqlite3_finalize(version);
+      if (found != std::to_string(kSchemaVersion))
+        throw std::runtime_error(fmt::format("{} holds schema version {}, this collector writes version {}: "
+                                             "set TRAINSHIM_OUT to a new file", path, found, kSchemaVersion));
+    } else {
+      sqlite3_finalize(version);
+      exec(fmt::format("INSERT INTO meta VALUES('schema_version','{}'),('job','{}'),('created_unix','{}')",
+                       kSchemaVersion, job, std::time(nullptr)).c_str());
+    }
+    exec("BEGIN");
+    for (std::size_t i = 0; i < kApiCount; ++i)
+      exec(fmt::format("INSERT OR REPLACE INTO apis VALUES({},'{}','{}')", i, kApis[i].name,
+                       api_class_name(kApis[i].api_class)).c_str());
+    for (uint8_t i = 0; i < kDirectionCount; ++i)
+      exec(fmt::format("INSERT OR REPLACE INTO directions VALUES({},'{}')", i, direction_name(Direction(i))).c_str());
+    for (uint8_t i = 0; i < kHostMemoryCount; ++i)
+      exec(fmt::format("INSERT OR REPLACE INTO host_memories VALUES({},'{}')", i, host_memory_name(HostMemory(i))).c_str());
+    exec("COMMIT");
+    insert_event_ = prepare("INSERT INTO events VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+    insert_process_ = prepare(
+        "INSERT INTO processes(segment,pid,host,rank,local_rank,world_size,job,command,start_realtime_ns,"
+        "start_monotonic_ns) VALUES(?,?,?,?,?,?,?,?,?,?)");
+    update_process_ = prepare(
+        "UPDATE processes SET events=events+?, dropped_ring_full=?, dropped_not_ready=?, "
+        "lost_unpublished=lost_unpublished+?, malformed=malformed+?, ended=? WHERE id=?");
+    insert_log_ = prepare("INSERT INTO collector_log VALUES(?,?,?)");
+  } catch (...) {
+    for (auto* s : {insert_event_, insert_process_, update_process_, insert_log_}) sqlite3_finalize(s);
+    sqlite3_close(db_);
+    throw;
+  }
+}
+
+Database::~Database() {
+  if (in_transaction_) sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
+  for (auto* s : {insert_event_, insert_process_, update_process_, insert_log_}) sqlite3_finalize(s);
+  sqlite3_close(db_);
+}
+
+void Database::exec(const char* sql) {
+  char* error = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &error) != SQLITE_OK) {
+    std::string why = error ? error : "unknown error";
+    sqlite3_free(error);
+    throw std::runtime_error("database error: " + why);
+  }
+}
+
+sqlite3_stmt* Database::prepare(const char* sql) {
+  sqlite3_stmt* stmt = nullptr;
+  if (sqlite3_prepare_v2(db_, sql, -1, &stmt, nullptr) != SQLITE_OK)
+    throw std::runtime_error(std::string("database error: ") + sqlite3_errmsg(db_));
+  return stmt;
+}
+
+void Database::begin_if_needed() {
+  if (in_transaction_) return;
+  exec("BEGIN");
+  in_transaction_ = true;
+}
+
+void Database::commit() {
+  if (!in_transaction_) return;
+  exec("COMMIT");
+  in_transaction_ = false;
+}
+
+namespace {
+void step_and_reset(sqlite3* db, sqlite3_stmt* stmt) {
+  const int rc = sqlite3_step(stmt);
+  sqlite3_reset(stmt);
+  sqlite3_clear_bindings(stmt);
+  if (rc != SQLITE_DONE) throw std::runtime_error(std::string("database error: ") + sqlite3_errmsg(db));
+}
+}  // namespace
+
+int64_t Database::add_process(const std::string& segment, const SegmentHeader& h) {
+  begin_if_needed();
+  auto text = [&](int i, const char* s, std::size_t capacity) {
+    sqlite3_bind_text(insert_process_, i, s, int(strnlen(s, capacity)), SQLITE_TRANSIENT);
+  };
+  sqlite3_bind_text(insert_process_, 1, segment.c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64(insert_process_, 2, h.pid);
+  text(3, h.host, sizeof h.host);
+  sqlite3_bind_int(insert_process_, 4, h.rank);
+  sqlite3_bind_int(insert_process_, 5, h.local_rank);
+  sqlite3_bind_int(insert_process_, 6, h.world_size);
+  text(7, h.job, sizeof h.job);
+  text(8, h.command, sizeof h.command);
+  sqlite3_bind_int64(insert_process_, 9, int64_t(h.anchor_realtime_ns));
+  sqlite3_bind_int64(insert_process_, 10, int64_t(h.anchor_monotonic_ns));
+  step_and_reset(db_, insert_process_);
+  return sqlite3_last_insert_rowid(db_);
+}
+
+void Database::add_event(int64_t process_id, const EventRecord& r, uint64_t begin_ns, uint64_t end_ns) {
+  begin_if_needed();
+  sqlite3_stmt* s = insert_event_;
+  const int64_t values[] = {process_id,        r.tid,          r.api,         int64_t(begin_ns),
+                            int64_t(end_ns),   int64_t(r.bytes), r.direction, r.host_memory,
+                            int64_t(r.stream), int64_t(r.object), int64_t(r.detail), r.rank_in_comm,
+                            r.comm_size,       r.result,       r.native_stack, r.python_stack};
+  for (int i = 0; i < 16; ++i) sqlite3_bind_int64(s, i + 1, values[i]);
+  step_and_reset(db_, s);
+}
+
+void Database::update_process(int64_t process_id, const ProcessCounters& c) {
+  begin_if_needed();
+  const int64_t values[] = {int64_t(c.events),          int64_t(c.dropped_ring_full), int64_t(c.dropped_not_ready),
+                            int64_t(c.lost_unpublished), int64_t(c.malformed),         c.ended ? 1 : 0,
+                            process_id};
+  for (int i = 0; i < 7; ++i) sqlite3_bind_int64(update_process_, i + 1, values[i]);
+  step_and_reset(db_, update_process_);
+}
+
+void Database::log(const std::string& level, const std::string& message) {
+  begin_if_needed();
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  sqlite3_bind_int64(insert_log_, 1, int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec);
+  sqlite3_bind_text(insert_log_, 2, level.c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_text(insert_log_, 3, message.c_str(), -1, SQLITE_TRANSIENT);
+  step_and_reset(db_, insert_log_);
+}
+
+}  // namespace trainshim::collector

@@ -1,0 +1,83 @@
+// trainshim-collector: drains one job's shared-memory segments on this node into its database.
+// Normally started for you (by the shim on the job's first CUDA call, or by `trainshim run`).
+#include <signal.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <cstdlib>
+#include <fmt/format.h>
+
+#include "collector.hpp"
+#include "trainshim/collector_launch.hpp"
+#include "trainshim/names.hpp"
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void request_stop(int) { g_stop.store(true); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"trainshim-collector: drains a job's trainshim segments into its SQLite database"};
+  std::string job;
+  std::string out;
+  int lock_fd = -1;
+  double idle_exit_seconds = 0;
+  int poll_ms = 50;
+  app.add_option("--job", job, "job id (default: as the shim derives it from the environment)");
+  app.add_option("--out", out, "database path (default: $TRAINSHIM_OUT, else ./trainshim-<job>.db)");
+  app.add_option("--lock-fd", lock_fd, "descriptor of the job's lock, already held (set by whoever starts the collector)");
+  app.add_option("--exit-when-idle", idle_exit_seconds,
+                 "exit once every producer is gone and none appeared for this many seconds")
+      ->expected(0, 1)
+      ->default_str("10");
+  app.add_option("--poll-ms", poll_ms, "pause between passes when there is nothing to read")->check(CLI::Range(1, 10000));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (app.count("--exit-when-idle") && idle_exit_seconds == 0) idle_exit_seconds = 10;
+
+  if (job.empty()) job = trainshim::job_from_environment();
+  job = trainshim::sanitize_job(job);
+  if (out.empty()) {
+    const char* env = std::getenv("TRAINSHIM_OUT");
+    out = env && *env ? env : fmt::format("trainshim-{}.db", job);
+  }
+  if (lock_fd < 0) {
+    const std::string lock_path = trainshim::collector_lock_path(getuid(), job);
+    lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+      fmt::print(stderr, "trainshim-collector: a collector for job {} already runs on this node (lock {})\n", job, lock_path);
+      return 1;
+    }
+  }
+
+  struct sigaction action {};
+  action.sa_handler = request_stop;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+  signal(SIGHUP, SIG_IGN);
+  signal(SIGPIPE, SIG_IGN);
+
+  try {
+    trainshim::collector::CollectorOptions options;
+    options.job = job;
+    options.database_path = out;
+    options.uid = getuid();
+    options.poll = std::chrono::milliseconds(poll_ms);
+    options.idle_exit = std::chrono::milliseconds(int64_t(idle_exit_seconds * 1000));
+    trainshim::collector::Collector collector(options);
+    collector.run(g_stop);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "trainshim-collector: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,165 @@
+#pragma once
+// The shim–collector contract: the layout of a process's shared-memory segment and of the event
+// record. A segment is written by one process (the shim) and read by the collector, which treats
+// every byte as untrusted and validates it (validate_header, validate_record).
+//
+// Segment layout:  [SegmentHeader][RingControl, Slot x ring_capacity] x ring_count
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "trainshim/api.hpp"
+
+namespace trainshim {
+
+inline constexpr uint64_t kSegmentMagic = 0x314753485352'5254ULL;  // "TRSHSG1" little-endian
+inline constexpr uint32_t kFormatVersion = 1;
+
+enum class Direction : uint8_t { None, HostToDevice, DeviceToHost, DeviceToDevice, HostToHost, Peer };
+enum class HostMemory : uint8_t { Unknown, Pinned, Pageable, Device };
+enum class ClockKind : uint32_t { Tsc = 1, Monotonic = 2 };
+
+inline constexpr uint8_t kDirectionCount = 6;
+inline constexpr uint8_t kHostMemoryCount = 4;
+
+inline constexpr std::string_view direction_name(Direction d) {
+  constexpr std::string_view names[] = {"none", "h2d", "d2h", "d2d", "h2h", "peer"};
+  return static_cast<uint8_t>(d) < kDirectionCount ? names[static_cast<uint8_t>(d)] : "invalid";
+}
+inline constexpr std::string_view host_memory_name(HostMemory m) {
+  constexpr std::string_view names[] = {"unknown", "pinned", "pageable", "device"};
+  return static_cast<uint8_t>(m) < kHostMemoryCount ? names[static_cast<uint8_t>(m)] : "invalid";
+}
+
+// One call to an interposed function. The meaning of the generic fields per ApiClass:
+//   Copy            bytes copied, stream, direction, host_memory of the host side
+//   Sync            stream waited for (0 = device), object = event for cudaEventSynchronize
+//   Pinned*         object = host address, bytes = size
+//   Collective      bytes = count x element size, object = communicator handle, stream,
+//                   detail = reduction op << 8 | data type
+//   CommInit        object = communicator handle, detail = hash of the unique id,
+//                   rank_in_comm, comm_size
+//   CommEnd         object = communicator handle
+struct EventRecord {
+  uint64_t begin_ticks;   // clock reading on entry (ClockKind of the segment)
+  uint64_t end_ticks;     // clock reading when the real function returned
+  uint64_t bytes;
+  uint64_t stream;        // cudaStream_t as an integer
+  uint64_t object;
+  uint64_t detail;
+  uint32_t tid;           // kernel thread id of the caller
+  uint32_t native_stack;  // 0: none captured
+  uint32_t python_stack;  // 0: none captured
+  int32_t result;         // the real function's return code
+  uint32_t rank_in_comm;
+  uint32_t comm_size;
+  uint16_t api;           // Api
+  uint8_t direction;      // Direction
+  uint8_t host_memory;    // HostMemory
+  uint32_t reserved;
+};
+static_assert(sizeof(EventRecord) == 80);
+
+// A ring slot. `state` encodes lap and fullness so that zero-filled memory is an empty ring:
+// 2*lap = free for the producer of that lap, 2*lap+1 = holds that lap's record.
+struct Slot {
+  std::atomic<uint64_t> state;
+  EventRecord record;
+};
+static_assert(sizeof(Slot) == 88);
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
+struct alignas(64) RingControl {
+  std::atomic<uint64_t> head;     // next position a producer claims
+  char pad0[56];
+  std::atomic<uint64_t> tail;     // next position the collector reads
+  char pad1[56];
+  std::atomic<uint64_t> dropped;  // records lost because the ring was full
+  char pad2[56];
+};
+static_assert(sizeof(RingControl) == 192);
+
+enum class ProducerState : uint32_t { Live = 1, Exited = 2 };
+
+struct alignas(64) SegmentHeader {
+  uint64_t magic;
+  uint32_t format_version;
+  uint32_t header_bytes;           // sizeof(SegmentHeader)
+  uint64_t segment_bytes;          // whole mapping
+  uint32_t ring_count;
+  uint32_t ring_capacity;          // slots per ring, a power of two
+  uint32_t slot_bytes;             // sizeof(Slot)
+  int32_t pid;
+  uint64_t pid_start_time;         // field 22 of /proc/<pid>/stat: tells a reused pid apart
+  int32_t rank;                    // -1: not launched by a known launcher
+  int32_t local_rank;
+  int32_t world_size;
+  uint32_t clock_kind;             // ClockKind
+  uint64_t anchor_ticks;           // clock reading taken together with the two below
+  uint64_t anchor_monotonic_ns;
+  uint64_t anchor_realtime_ns;
+  char host[64];
+  char job[128];
+  char command[256];               // argv[0] and arguments, space-separated, truncated
+  std::atomic<uint64_t> dropped_not_ready;  // events lost while the segment was being created
+  std::atomic<uint32_t> producer_state;     // ProducerState; published last with release
+  uint32_t reserved;
+};
+
+inline constexpr uint64_t ring_bytes(uint32_t capacity) {
+  return sizeof(RingControl) + uint64_t{capacity} * sizeof(Slot);
+}
+inline constexpr uint64_t segment_bytes(uint32_t ring_count, uint32_t capacity) {
+  return sizeof(SegmentHeader) + uint64_t{ring_count} * ring_bytes(capacity);
+}
+static_assert(sizeof(SegmentHeader) % 64 == 0, "rings must start cache-line aligned");
+
+inline constexpr uint32_t kMaxRings = 256;
+inline constexpr uint32_t kMaxRingCapacity = 1u << 22;
+
+// Why a segment cannot be read; Ok when it can.
+enum class HeaderProblem { Ok, TooSmall, BadMagic, BadVersion, BadGeometry, NotPublished };
+
+inline constexpr std::string_view header_problem_text(HeaderProblem p) {
+  switch (p) {
+    case HeaderProblem::Ok: return "ok";
+    case HeaderProblem::TooSmall: return "segment smaller than its header";
+    case HeaderProblem::BadMagic: return "not a trainshim segment (bad magic)";
+    case HeaderProblem::BadVersion: return "segment format version not supported by this collector";
+    case HeaderProblem::BadGeometry: return "ring geometry inconsistent with the segment size";
+    case HeaderProblem::NotPublished: return "segment not yet published by its producer";
+  }
+  return "unknown";
+}
+
+// mapped_bytes: the size of the mapping the reader actually has.
+inline HeaderProblem validate_header(const SegmentHeader& h, uint64_t mapped_bytes) {
+  if (mapped_bytes < sizeof(SegmentHeader)) return HeaderProblem::TooSmall;
+  if (h.magic != kSegmentMagic) return HeaderProblem::BadMagic;
+  if (h.format_version != kFormatVersion) return HeaderProblem::BadVersion;
+  const bool power_of_two = h.ring_capacity != 0 && (h.ring_capacity & (h.ring_capacity - 1)) == 0;
+  if (h.header_bytes != sizeof(SegmentHeader) || h.slot_bytes != sizeof(Slot) || !power_of_two ||
+      h.ring_capacity > kMaxRingCapacity || h.ring_count == 0 || h.ring_count > kMaxRings ||
+      h.segment_bytes != segment_bytes(h.ring_count, h.ring_capacity) ||
+      h.segment_bytes > mapped_bytes || (h.clock_kind != static_cast<uint32_t>(ClockKind::Tsc) &&
+                                         h.clock_kind != static_cast<uint32_t>(ClockKind::Monotonic)))
+    return HeaderProblem::BadGeometry;
+  const auto state = h.producer_state.load(std::memory_order_acquire);
+  if (state != static_cast<uint32_t>(ProducerState::Live) &&
+      state != static_cast<uint32_t>(ProducerState::Exited))
+    return HeaderProblem::NotPublished;
+  return HeaderProblem::Ok;
+}
+
+inline bool validate_record(const EventRecord& r) {
+  if (r.api >= kApiCount || r.direction >= kDirectionCount || r.host_memory >= kHostMemoryCount)
+    return false;
+  if (r.end_ticks < r.begin_ticks) return false;
+  const auto cls = kApis[r.api].api_class;
+  if (cls == ApiClass::CommInit && r.result == 0 && (r.comm_size == 0 || r.rank_in_comm >= r.comm_size))
+    return false;
+  return true;
+}
+
+}  // namespace trainshim

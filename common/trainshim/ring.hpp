@@ -1,0 +1,82 @@
+#pragma once
+// A bounded multi-producer single-consumer ring in shared memory. Producers never wait: a full
+// ring drops the record and counts it. Threads of one process normally each use their own ring,
+// so the claim below is uncontended; sharing a ring stays correct (lock-free compare-exchange).
+#include <cstdint>
+#include <optional>
+
+#include "trainshim/protocol.hpp"
+
+namespace trainshim {
+
+class RingView {
+ public:
+  RingView(RingControl* control, Slot* slots, uint32_t capacity)
+      : control_(control), slots_(slots), mask_(capacity - 1), shift_(__builtin_ctz(capacity)) {}
+
+  // Returns false (and counts the loss) when the ring is full.
+  bool push(const EventRecord& record) {
+    uint64_t pos = control_->head.load(std::memory_order_relaxed);
+    for (;;) {
+      Slot& slot = slots_[pos & mask_];
+      const uint64_t free_mark = (pos >> shift_) * 2;
+      const uint64_t state = slot.state.load(std::memory_order_acquire);
+      if (state == free_mark) {
+        if (control_->head.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
+          slot.record = record;
+          slot.state.store(free_mark + 1, std::memory_order_release);
+          return true;
+        }
+      } else if (state < free_mark) {
+        control_->dropped.fetch_add(1, std::memory_order_relaxed);
+        return false;
+      } else {
+        pos = control_->head.load(std::memory_order_relaxed);
+      }
+    }
+  }
+
+  enum class PopStatus { Record, Empty, Unpublished };
+
+  // Consumer side. Unpublished: a producer claimed the next slot but has not finished writing it
+  // (still writing, or it died mid-write); `skip_unpublished` gives such a slot up.
+  PopStatus pop(EventRecord& out) {
+    const uint64_t pos = control_->tail.load(std::memory_order_relaxed);
+    Slot& slot = slots_[pos & mask_];
+    const uint64_t lap_mark = (pos >> shift_) * 2;
+    if (slot.state.load(std::memory_order_acquire) != lap_mark + 1) {
+      return control_->head.load(std::memory_order_acquire) > pos ? PopStatus::Unpublished
+                                                                   : PopStatus::Empty;
+    }
+    out = slot.record;
+    slot.state.store(lap_mark + 2, std::memory_order_release);
+    control_->tail.store(pos + 1, std::memory_order_release);
+    return PopStatus::Record;
+  }
+
+  void skip_unpublished() {
+    const uint64_t pos = control_->tail.load(std::memory_order_relaxed);
+    slots_[pos & mask_].state.store((pos >> shift_) * 2 + 2, std::memory_order_release);
+    control_->tail.store(pos + 1, std::memory_order_release);
+  }
+
+  uint64_t dropped() const { return control_->dropped.load(std::memory_order_relaxed); }
+  uint64_t pending() const {
+    return control_->head.load(std::memory_order_acquire) - control_->tail.load(std::memory_order_acquire);
+  }
+
+ private:
+  RingControl* control_;
+  Slot* slots_;
+  uint64_t mask_;
+  uint32_t shift_;
+};
+
+// The rings of a mapped segment whose header was validated (or that this process created).
+inline RingView ring_of(SegmentHeader* header, uint32_t index) {
+  auto* base = reinterpret_cast<char*>(header) + sizeof(SegmentHeader) + index * ring_bytes(header->ring_capacity);
+  return RingView(reinterpret_cast<RingControl*>(base),
+                  reinterpret_cast<Slot*>(base + sizeof(RingControl)), header->ring_capacity);
+}
+
+}  // namespace trainshim

@@ -1,0 +1,65 @@
+#pragma once
+// One interposed call being recorded. The generated wrappers (hooks.cpp) do, for API A:
+//   Call<A> call;  if active: call.draft = describe(...); call.begin(); real(...); call.end(rc)
+#include "core/recorder.hpp"
+#include "describe.hpp"
+#include "trainshim/clock.hpp"
+
+namespace trainshim::shim {
+
+template <Api A>
+class Call {
+  static constexpr ApiClass kClass = kApis[static_cast<std::size_t>(A)].api_class;
+
+ public:
+  Call() {
+    ThreadState& thread = thread_state();
+    if (thread.busy) return;
+    thread.busy = true;
+    recorder_ = active_recorder();
+    if (recorder_) thread_ = &thread; else thread.busy = false;
+  }
+  ~Call() {
+    if (thread_) thread_->busy = false;
+  }
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
+
+  bool active() const { return recorder_ != nullptr; }
+  void begin() { begin_ = ticks(); }
+
+  void end(int result) {
+    EventRecord r{};
+    r.end_ticks = ticks();
+    r.begin_ticks = begin_;
+    r.api = static_cast<uint16_t>(A);
+    r.result = result;
+    r.bytes = draft.bytes;
+    r.stream = draft.stream;
+    r.object = draft.object;
+    r.detail = draft.detail;
+    r.rank_in_comm = draft.rank_in_comm;
+    r.comm_size = draft.comm_size;
+    r.direction = static_cast<uint8_t>(draft.direction);
+    r.host_memory = static_cast<uint8_t>(draft.host_memory);
+    if constexpr (kClass == ApiClass::PinnedAlloc || kClass == ApiClass::CommInit) {
+      if (result == 0 && draft.result_object) r.object = describe::as_integer(*draft.result_object);
+    }
+    if constexpr (kClass == ApiClass::PinnedAlloc || kClass == ApiClass::PinnedRegister) {
+      if (result == 0) pinned_ranges().add(r.object, r.bytes);
+    }
+    if constexpr (kClass == ApiClass::PinnedFree) {
+      if (result == 0) r.bytes = pinned_ranges().remove(r.object);
+    }
+    recorder_->record(r, *thread_);
+  }
+
+  describe::Draft draft;
+
+ private:
+  Recorder* recorder_ = nullptr;
+  ThreadState* thread_ = nullptr;
+  uint64_t begin_ = 0;
+};
+
+}  // namespace trainshim::shim

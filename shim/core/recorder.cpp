@@ -1,0 +1,240 @@
+#include "recorder.hpp"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/interprocess/mapped_region.hpp>
+#include <boost/interprocess/shared_memory_object.hpp>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string_view>
+
+#include "identity.hpp"
+#include "trainshim/clock.hpp"
+#include "trainshim/collector_launch.hpp"
+#include "trainshim/names.hpp"
+
+namespace trainshim::shim {
+
+namespace {
+
+namespace bip = boost::interprocess;
+
+enum State : int { Uninitialized, Starting, Ready, Disabled };
+
+constexpr uint32_t kDefaultRings = 8;
+constexpr uint32_t kDefaultRingEvents = 16384;
+
+std::atomic<int> g_state{Uninitialized};
+Recorder* g_recorder = nullptr;
+std::atomic<uint64_t> g_generation{1};
+std::atomic<uint32_t> g_next_ring{0};
+std::atomic<uint64_t> g_lost_while_starting{0};
+PinnedRanges g_pinned;
+std::string* g_disabled_reason = nullptr;
+std::string* g_segment_name = nullptr;
+
+void say(std::string_view message) {
+  std::string line = "trainshim: ";
+  line.append(message);
+  line.push_back('\n');
+  [[maybe_unused]] auto ignored = write(STDERR_FILENO, line.data(), line.size());
+}
+
+uint32_t environment_count(const char* name, uint32_t fallback, uint32_t limit) {
+  const char* value = std::getenv(name);
+  if (!value || !*value) return fallback;
+  const unsigned long parsed = std::strtoul(value, nullptr, 10);
+  if (parsed == 0) return fallback;
+  return parsed > limit ? limit : uint32_t(parsed);
+}
+
+bool environment_flag_off(const char* name) {
+  const char* value = std::getenv(name);
+  return value && (std::string_view(value) == "0" || std::string_view(value) == "off" ||
+                   std::string_view(value) == "false");
+}
+
+uint32_t round_up_power_of_two(uint32_t n) {
+  uint32_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+// Reads a small /proc file with plain syscalls (no stdio in someone else's process).
+std::string read_small_file(const char* path) {
+  std::string out;
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  char buffer[1024];
+  ssize_t n;
+  while (out.size() < 8192 && (n = read(fd, buffer, sizeof buffer)) > 0) out.append(buffer, size_t(n));
+  close(fd);
+  return out;
+}
+
+uint64_t process_start_time() {
+  const std::string stat = read_small_file("/proc/self/stat");
+  const auto close_paren = stat.rfind(')');
+  if (close_paren == std::string::npos) return 0;
+  // Field 22 is the 20th after the command name's closing parenthesis.
+  std::size_t pos = close_paren + 2;
+  for (int field = 3; field < 22 && pos < stat.size(); ++field) pos = stat.find(' ', pos) + 1;
+  return std::strtoull(stat.c_str() + pos, nullptr, 10);
+}
+
+void copy_text(char* dst, std::size_t capacity, std::string_view text) {
+  const std::size_t n = std::min(capacity - 1, text.size());
+  std::memcpy(dst, text.data(), n);
+  dst[n] = '\0';
+}
+
+std::string collector_path() {
+  if (const char* path = std::getenv("TRAINSHIM_COLLECTOR"); path && *path) return path;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&active_recorder), &info) == 0 || !info.dli_fname) return {};
+  std::string self = info.dli_fname;
+  const auto slash = self.rfind('/');
+  return (slash == std::string::npos ? std::string(".") : self.substr(0, slash)) + "/trainshim-collector";
+}
+
+void start_collector(const std::string& job) {
+  if (environment_flag_off("TRAINSHIM_SPAWN_COLLECTOR")) return;
+  const std::string path = collector_path();
+  const auto result = launch_collector(path, collector_lock_path(getuid(), job),
+                                       {"--job", job, "--exit-when-idle"}, true, nullptr);
+  if (result == LaunchResult::Failed)
+    say("could not start the collector " + path + " (events wait in shared memory for `trainshim collect`)");
+}
+
+void reset_in_child() {
+  g_state.store(Uninitialized, std::memory_order_relaxed);
+  g_recorder = nullptr;
+  g_generation.fetch_add(1, std::memory_order_relaxed);
+  g_lost_while_starting.store(0, std::memory_order_relaxed);
+  g_pinned.reset_after_fork();
+  thread_state().busy = false;
+}
+
+SegmentHeader* create_segment(const Identity& id) {
+  const uint32_t rings = environment_count("TRAINSHIM_RINGS", kDefaultRings, kMaxRings);
+  const uint32_t capacity =
+      round_up_power_of_two(environment_count("TRAINSHIM_RING_EVENTS", kDefaultRingEvents, kMaxRingCapacity));
+  const uint64_t bytes = segment_bytes(rings, capacity);
+
+  bip::permissions owner_only;
+  owner_only.set_permissions(0600);
+  const std::string base = segment_name(getuid(), id.job, getpid());
+  std::string name = base;
+  bip::shared_memory_object shm;
+  // A segment left by an earlier process with the same pid is not ours to reuse.
+  for (int attempt = 1;; ++attempt) {
+    try {
+      shm = bip::shared_memory_object(bip::create_only, name.c_str(), bip::read_write, owner_only);
+      break;
+    } catch (const bip::interprocess_exception& e) {
+      if (e.get_error_code() != bip::already_exists_error || attempt == 16) throw;
+      name = base + "." + std::to_string(attempt);
+    }
+  }
+  shm.truncate(bip::offset_t(bytes));
+  auto* region = new bip::mapped_region(shm, bip::read_write, 0, bytes);
+  g_segment_name = new std::string(name);
+
+  auto* header = static_cast<SegmentHeader*>(region->get_address());
+  header->magic = kSegmentMagic;
+  header->format_version = kFormatVersion;
+  header->header_bytes = sizeof(SegmentHeader);
+  header->segment_bytes = bytes;
+  header->ring_count = rings;
+  header->ring_capacity = capacity;
+  header->slot_bytes = sizeof(Slot);
+  header->pid = getpid();
+  header->pid_start_time = process_start_time();
+  header->rank = id.rank;
+  header->local_rank = id.local_rank;
+  header->world_size = id.world_size;
+  header->clock_kind = static_cast<uint32_t>(kClockKind);
+  header->anchor_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
+  header->anchor_ticks = ticks();
+  header->anchor_realtime_ns = clock_ns(CLOCK_REALTIME);
+  char host[64] = {};
+  gethostname(host, sizeof host - 1);
+  copy_text(header->host, sizeof header->host, host);
+  copy_text(header->job, sizeof header->job, id.job);
+  std::string command = read_small_file("/proc/self/cmdline");
+  while (!command.empty() && command.back() == '\0') command.pop_back();
+  for (char& c : command) if (c == '\0') c = ' ';
+  copy_text(header->command, sizeof header->command, command);
+  header->producer_state.store(static_cast<uint32_t>(ProducerState::Live), std::memory_order_release);
+  return header;
+}
+
+void start() {
+  if (const char* off = std::getenv("TRAINSHIM_DISABLE"); off && *off && std::string_view(off) != "0") {
+    g_state.store(Disabled, std::memory_order_release);
+    return;
+  }
+  try {
+    const Identity id = identity_from_environment();
+    SegmentHeader* header = create_segment(id);
+    g_recorder = new Recorder(header);
+    static std::atomic<bool> fork_handler_installed{false};
+    if (!fork_handler_installed.exchange(true)) pthread_atfork(nullptr, nullptr, reset_in_child);
+    start_collector(id.job);
+    g_state.store(Ready, std::memory_order_release);
+    header->dropped_not_ready.fetch_add(g_lost_while_starting.exchange(0), std::memory_order_relaxed);
+  } catch (const std::exception& e) {
+    g_disabled_reason = new std::string(std::string("cannot create the shared-memory segment: ") + e.what());
+    say(*g_disabled_reason + "; recording is off, the job runs unchanged");
+    g_state.store(Disabled, std::memory_order_release);
+  } catch (...) {
+    g_disabled_reason = new std::string("unexpected failure while starting");
+    say(*g_disabled_reason + "; recording is off, the job runs unchanged");
+    g_state.store(Disabled, std::memory_order_release);
+  }
+}
+
+}  // namespace
+
+void Recorder::record(EventRecord& record, ThreadState& thread) {
+  const uint64_t generation = g_generation.load(std::memory_order_relaxed);
+  if (thread.generation != generation) {
+    thread.generation = generation;
+    thread.tid = uint32_t(syscall(SYS_gettid));
+    thread.ring = g_next_ring.fetch_add(1, std::memory_order_relaxed) % header_->ring_count;
+  }
+  record.tid = thread.tid;
+  ring_of(header_, thread.ring).push(record);
+}
+
+Recorder* active_recorder() {
+  int state = g_state.load(std::memory_order_acquire);
+  if (state == Ready) return g_recorder;
+  if (state == Uninitialized) {
+    int expected = Uninitialized;
+    if (g_state.compare_exchange_strong(expected, Starting, std::memory_order_acq_rel)) {
+      start();
+      return g_state.load(std::memory_order_acquire) == Ready ? g_recorder : nullptr;
+    }
+    state = expected;
+  }
+  if (state == Starting) g_lost_while_starting.fetch_add(1, std::memory_order_relaxed);
+  return nullptr;
+}
+
+PinnedRanges& pinned_ranges() { return g_pinned; }
+
+std::string disabled_reason() { return g_disabled_reason ? *g_disabled_reason : std::string(); }
+
+std::string segment_name_in_use() {
+  return g_state.load(std::memory_order_acquire) == Ready && g_segment_name ? *g_segment_name : std::string();
+}
+
+}  // namespace trainshim::shim

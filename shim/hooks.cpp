@@ -1,0 +1,48 @@
+// The interposed functions, generated from common/trainshim/api.def.
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "call.hpp"
+#include "core/resolve.hpp"
+
+// cudart declares the per-thread-default-stream twins only when compiled for that mode.
+extern "C" {
+cudaError_t cudaMemcpy_ptds(void*, const void*, size_t, cudaMemcpyKind);
+cudaError_t cudaMemcpyAsync_ptsz(void*, const void*, size_t, cudaMemcpyKind, cudaStream_t);
+cudaError_t cudaMemcpy2D_ptds(void*, size_t, const void*, size_t, size_t, size_t, cudaMemcpyKind);
+cudaError_t cudaMemcpy2DAsync_ptsz(void*, size_t, const void*, size_t, size_t, size_t, cudaMemcpyKind,
+                                   cudaStream_t);
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t);
+}
+
+namespace {
+
+// What a hook returns when the real library is not loaded at all.
+template <class Result>
+Result not_loaded();
+template <>
+cudaError_t not_loaded<cudaError_t>() { return cudaErrorSharedObjectSymbolNotFound; }
+template <>
+ncclResult_t not_loaded<ncclResult_t>() { return ncclSystemError; }
+
+}  // namespace
+
+#define TS_API(name, api_class, library, return_type, parameters, arguments, describe_expression) \
+  extern "C" __attribute__((visibility("default"))) return_type name parameters {                 \
+    using Real = return_type(*) parameters;                                                        \
+    constexpr auto api = trainshim::Api::name;                                                     \
+    const auto real = reinterpret_cast<Real>(trainshim::shim::real_function(api));                 \
+    if (!real) return not_loaded<return_type>();                                                   \
+    trainshim::shim::Call<api> call;                                                               \
+    if (!call.active()) return real arguments;                                                     \
+    {                                                                                              \
+      using namespace trainshim::shim::describe;                                                   \
+      call.draft = describe_expression;                                                            \
+    }                                                                                              \
+    call.begin();                                                                                  \
+    const return_type result = real arguments;                                                     \
+    call.end(static_cast<int>(result));                                                            \
+    return result;                                                                                 \
+  }
+#include "trainshim/api.def"
+#undef TS_API

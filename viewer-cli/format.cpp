@@ -1,0 +1,38 @@
+#include "format.hpp"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+
+namespace trainshim::cli {
+
+std::string with_thousands(int64_t n) {
+  const std::string digits = std::to_string(std::llabs(n));
+  std::string out = n < 0 ? "-" : "";
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return out;
+}
+
+std::string human_bytes(int64_t bytes) {
+  constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = double(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  return unit == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", value, units[unit]);
+}
+
+std::string human_duration(int64_t ns) {
+  const double v = double(ns);
+  if (ns >= 1'000'000'000) return fmt::format("{:.2f} s", v / 1e9);
+  if (ns >= 1'000'000) return fmt::format("{:.1f} ms", v / 1e6);
+  if (ns >= 1'000) return fmt::format("{:.1f} µs", v / 1e3);
+  return fmt::format("{} ns", ns);
+}
+
+}  // namespace trainshim::cli

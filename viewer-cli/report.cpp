@@ -1,0 +1,266 @@
+#include "report.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <tuple>
+
+#include "format.hpp"
+
+namespace trainshim::cli {
+
+namespace {
+
+std::string rank_label(int rank) { return rank < 0 ? std::string("?") : std::to_string(rank); }
+
+std::string rank_words(const ProcessReport& p) {
+  return p.rank < 0 ? fmt::format("process {}", p.pid) : fmt::format("rank {}", p.rank);
+}
+
+void load_process_details(const RunDatabase& db, int64_t id, ProcessReport& p) {
+  Statement copies(db,
+                   "SELECT d.name, m.name, count(*), sum(e.bytes), sum(e.end_ns - e.begin_ns) FROM events e "
+                   "JOIN apis a ON a.id = e.api JOIN directions d ON d.id = e.direction "
+                   "JOIN host_memories m ON m.id = e.host_memory "
+                   "WHERE e.process_id = ? AND a.class = 'copy' GROUP BY e.direction, e.host_memory "
+                   "ORDER BY e.direction, e.host_memory");
+  copies.bind(1, id);
+  while (copies.step())
+    p.copies.push_back({copies.text(0), copies.text(1), copies.integer(2), copies.integer(3), copies.integer(4)});
+
+  Statement syncs(db,
+                  "SELECT a.name, count(*), sum(e.end_ns - e.begin_ns) FROM events e JOIN apis a ON a.id = e.api "
+                  "WHERE e.process_id = ? AND a.class = 'sync' GROUP BY e.api ORDER BY a.name");
+  syncs.bind(1, id);
+  while (syncs.step()) p.syncs.push_back({syncs.text(0), syncs.integer(1), syncs.integer(2)});
+
+  Statement collectives(db,
+                        "SELECT a.name, count(*), sum(e.bytes), sum(e.end_ns - e.begin_ns) FROM events e "
+                        "JOIN apis a ON a.id = e.api WHERE e.process_id = ? AND a.class = 'collective' "
+                        "GROUP BY e.api ORDER BY a.name");
+  collectives.bind(1, id);
+  while (collectives.step())
+    p.collectives.push_back({collective_op_name(collectives.text(0)), collectives.integer(1),
+                             collectives.integer(2), collectives.integer(3)});
+}
+
+// Sums rows that share a key across processes.
+template <class Row, class Key>
+std::vector<Row> merge(const std::vector<ProcessReport>& processes, std::vector<Row> ProcessReport::*rows, Key key) {
+  std::map<decltype(key(std::declval<Row>())), Row> merged;
+  for (const auto& p : processes)
+    for (const Row& r : p.*rows) {
+      auto [it, fresh] = merged.emplace(key(r), r);
+      if (fresh) continue;
+      Row& m = it->second;
+      m.calls += r.calls;
+      if constexpr (requires { r.bytes; }) m.bytes += r.bytes;
+      if constexpr (requires { r.host_ns; }) m.host_ns += r.host_ns;
+      if constexpr (requires { r.blocked_ns; }) m.blocked_ns += r.blocked_ns;
+    }
+  std::vector<Row> out;
+  for (auto& [k, r] : merged) out.push_back(r);
+  return out;
+}
+
+void add_findings(Report& report) {
+  for (const ProcessReport& p : report.processes) {
+    for (const CopyRow& c : p.copies) {
+      if (c.host_memory != "pageable" || (c.direction != "h2d" && c.direction != "d2h")) continue;
+      Finding f;
+      f.kind = "pageable_copy";
+      f.rank = p.rank;
+      f.calls = c.calls;
+      f.bytes = c.bytes;
+      f.cost_ns = c.host_ns;
+      const bool h2d = c.direction == "h2d";
+      f.message = fmt::format("{} copied {} {} {} pageable memory in {} calls ({} of host time)", rank_words(p),
+                              human_bytes(c.bytes), h2d ? "H2D" : "D2H", h2d ? "from" : "into",
+                              with_thousands(c.calls), human_duration(c.host_ns));
+      f.advice = h2d ? "pin the host buffer (DataLoader pin_memory=True, or tensor.pin_memory()) and copy "
+                       "with non_blocking=True so the copy overlaps compute"
+                     : "copy into a pinned buffer with non_blocking=True; into pageable memory every D2H copy "
+                       "blocks the host until the GPU reaches it";
+      report.findings.push_back(std::move(f));
+    }
+    if (p.lost.total() > 0) {
+      Finding f;
+      f.kind = "dropped_events";
+      f.rank = p.rank;
+      f.calls = p.lost.total();
+      f.message = fmt::format("{} lost {} events ({} ring full, {} before recording started, {} unfinished "
+                              "at exit, {} malformed): its figures are lower bounds",
+                              rank_words(p), with_thousands(p.lost.total()), p.lost.ring_full, p.lost.not_ready,
+                              p.lost.unpublished, p.lost.malformed);
+      f.advice = "raise TRAINSHIM_RING_EVENTS (events per ring) or TRAINSHIM_RINGS if rings fill";
+      report.findings.push_back(std::move(f));
+    }
+  }
+  std::stable_sort(report.findings.begin(), report.findings.end(),
+                   [](const Finding& a, const Finding& b) { return a.cost_ns > b.cost_ns; });
+}
+
+}  // namespace
+
+std::string collective_op_name(const std::string& api) {
+  std::string name = api.starts_with("nccl") ? api.substr(4) : api;
+  std::string out;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    if (std::isupper(static_cast<unsigned char>(c)) && i > 0) out.push_back('_');
+    out.push_back(char(std::tolower(static_cast<unsigned char>(c))));
+  }
+  return out;
+}
+
+Report load_report(const RunDatabase& db) {
+  Report report;
+  report.job = db.meta("job");
+  report.database = db.path();
+  Statement processes(db,
+                      "SELECT id, rank, local_rank, world_size, pid, host, command, ended, events, dropped_ring_full, "
+                      "dropped_not_ready, lost_unpublished, malformed FROM processes "
+                      "ORDER BY rank < 0, rank, pid, id");
+  std::vector<int64_t> ids;
+  while (processes.step()) {
+    ProcessReport p;
+    ids.push_back(processes.integer(0));
+    p.rank = int(processes.integer(1));
+    p.local_rank = int(processes.integer(2));
+    p.world_size = int(processes.integer(3));
+    p.pid = processes.integer(4);
+    p.host = processes.text(5);
+    p.command = processes.text(6);
+    p.ended = processes.integer(7) != 0;
+    p.events = processes.integer(8);
+    p.lost = {processes.integer(9), processes.integer(10), processes.integer(11), processes.integer(12)};
+    report.processes.push_back(std::move(p));
+  }
+  for (std::size_t i = 0; i < ids.size(); ++i) load_process_details(db, ids[i], report.processes[i]);
+
+  report.total_copies = merge(report.processes, &ProcessReport::copies,
+                              [](const CopyRow& r) { return std::make_pair(r.direction, r.host_memory); });
+  report.total_syncs = merge(report.processes, &ProcessReport::syncs, [](const SyncRow& r) { return r.api; });
+  report.total_collectives =
+      merge(report.processes, &ProcessReport::collectives, [](const CollectiveRow& r) { return r.op; });
+  for (const auto& p : report.processes) {
+    report.total_lost.ring_full += p.lost.ring_full;
+    report.total_lost.not_ready += p.lost.not_ready;
+    report.total_lost.unpublished += p.lost.unpublished;
+    report.total_lost.malformed += p.lost.malformed;
+  }
+  add_findings(report);
+  return report;
+}
+
+namespace {
+
+void render_tables(std::string& out, const std::vector<CopyRow>& copies, const std::vector<SyncRow>& syncs,
+                   const std::vector<CollectiveRow>& collectives, int64_t lost) {
+  if (!copies.empty()) {
+    out += fmt::format("  {:<14}{:<7}{:<10}{:>12}{:>12}{:>12}\n", "copies", "dir", "memory", "calls", "bytes", "host time");
+    for (const auto& c : copies)
+      out += fmt::format("  {:<14}{:<7}{:<10}{:>12}{:>12}{:>12}\n", "", c.direction, c.host_memory,
+                         with_thousands(c.calls), human_bytes(c.bytes), human_duration(c.host_ns));
+  }
+  if (!syncs.empty()) {
+    out += fmt::format("  {:<14}{:<29}{:>12}{:>12}\n", "syncs", "api", "calls", "blocked");
+    for (const auto& s : syncs)
+      out += fmt::format("  {:<14}{:<29}{:>12}{:>12}\n", "", s.api, with_thousands(s.calls), human_duration(s.blocked_ns));
+  }
+  if (!collectives.empty()) {
+    out += fmt::format("  {:<14}{:<17}{:>12}{:>12}{:>12}\n", "collectives", "op", "calls", "bytes", "host time");
+    for (const auto& c : collectives)
+      out += fmt::format("  {:<14}{:<17}{:>12}{:>12}{:>12}\n", "", c.op, with_thousands(c.calls),
+                         human_bytes(c.bytes), human_duration(c.host_ns));
+  }
+  if (copies.empty() && syncs.empty() && collectives.empty()) out += "  no copies, syncs or collectives recorded\n";
+  out += fmt::format("  dropped events: {}\n", with_thousands(lost));
+}
+
+}  // namespace
+
+std::string render_text(const Report& report) {
+  std::string out = fmt::format("trainshim report: job {} ({} process{}), {}\n", report.job, report.processes.size(),
+                                report.processes.size() == 1 ? "" : "es", report.database);
+  if (report.processes.empty()) {
+    out += "\nNo process of this job made a CUDA or NCCL call that trainshim records.\n";
+    return out;
+  }
+  for (const auto& p : report.processes) {
+    out += fmt::format("\nrank {}  pid {}  host {}{}\n  {}\n", rank_label(p.rank), p.pid, p.host,
+                       p.ended ? "" : "  (still running)", p.command);
+    render_tables(out, p.copies, p.syncs, p.collectives, p.lost.total());
+  }
+  if (report.processes.size() > 1) {
+    out += fmt::format("\nall ranks\n");
+    render_tables(out, report.total_copies, report.total_syncs, report.total_collectives, report.total_lost.total());
+  }
+  out += "\nFindings\n";
+  if (report.findings.empty()) out += "  none: no pageable copies and no lost events\n";
+  for (const auto& f : report.findings) out += fmt::format("  * {}\n    -> {}\n", f.message, f.advice);
+  return out;
+}
+
+namespace {
+
+nlohmann::json copies_json(const std::vector<CopyRow>& rows) {
+  auto out = nlohmann::json::array();
+  for (const auto& c : rows)
+    out.push_back({{"direction", c.direction}, {"host_memory", c.host_memory}, {"calls", c.calls},
+                   {"bytes", c.bytes}, {"host_ns", c.host_ns}});
+  return out;
+}
+nlohmann::json syncs_json(const std::vector<SyncRow>& rows) {
+  auto out = nlohmann::json::array();
+  for (const auto& s : rows) out.push_back({{"api", s.api}, {"calls", s.calls}, {"blocked_ns", s.blocked_ns}});
+  return out;
+}
+nlohmann::json collectives_json(const std::vector<CollectiveRow>& rows) {
+  auto out = nlohmann::json::array();
+  for (const auto& c : rows)
+    out.push_back({{"op", c.op}, {"calls", c.calls}, {"bytes", c.bytes}, {"host_ns", c.host_ns}});
+  return out;
+}
+nlohmann::json lost_json(const LostEvents& l) {
+  return {{"ring_full", l.ring_full}, {"not_ready", l.not_ready}, {"unpublished", l.unpublished},
+          {"malformed", l.malformed}};
+}
+nlohmann::json rank_json(int rank) { return rank < 0 ? nlohmann::json(nullptr) : nlohmann::json(rank); }
+
+}  // namespace
+
+nlohmann::json render_json(const Report& report) {
+  nlohmann::json doc;
+  doc["format"] = "trainshim-report/1";
+  doc["job"] = {{"id", report.job}, {"database", report.database}, {"processes", report.processes.size()}};
+  doc["ranks"] = nlohmann::json::array();
+  for (const auto& p : report.processes) {
+    doc["ranks"].push_back({{"rank", rank_json(p.rank)},
+                            {"local_rank", rank_json(p.local_rank)},
+                            {"world_size", rank_json(p.world_size)},
+                            {"pid", p.pid},
+                            {"host", p.host},
+                            {"command", p.command},
+                            {"ended", p.ended},
+                            {"events", p.events},
+                            {"copies", copies_json(p.copies)},
+                            {"syncs", syncs_json(p.syncs)},
+                            {"collectives", collectives_json(p.collectives)},
+                            {"dropped_events", p.lost.total()},
+                            {"lost", lost_json(p.lost)}});
+  }
+  doc["totals"] = {{"copies", copies_json(report.total_copies)},
+                   {"syncs", syncs_json(report.total_syncs)},
+                   {"collectives", collectives_json(report.total_collectives)},
+                   {"dropped_events", report.total_lost.total()}};
+  doc["findings"] = nlohmann::json::array();
+  for (const auto& f : report.findings)
+    doc["findings"].push_back({{"kind", f.kind}, {"rank", rank_json(f.rank)}, {"calls", f.calls}, {"bytes", f.bytes},
+                               {"cost_ns", f.cost_ns}, {"message", f.message}, {"advice", f.advice}});
+  return doc;
+}
+
+}  // namespace trainshim::cli

@@ -1,0 +1,71 @@
+#pragma once
+// What `trainshim report` says about a run, computed from its database, and its two renderings.
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "run_database.hpp"
+
+namespace trainshim::cli {
+
+struct CopyRow {
+  std::string direction;    // h2d | d2h | d2d | h2h | peer | none
+  std::string host_memory;  // pinned | pageable | device | unknown
+  int64_t calls = 0, bytes = 0, host_ns = 0;
+};
+
+struct SyncRow {
+  std::string api;
+  int64_t calls = 0, blocked_ns = 0;
+};
+
+struct CollectiveRow {
+  std::string op;  // all_reduce, ...
+  int64_t calls = 0, bytes = 0, host_ns = 0;
+};
+
+struct LostEvents {
+  int64_t ring_full = 0, not_ready = 0, unpublished = 0, malformed = 0;
+  int64_t total() const { return ring_full + not_ready + unpublished + malformed; }
+};
+
+struct ProcessReport {
+  int rank = -1;  // -1: not started by a known launcher
+  int local_rank = -1, world_size = -1;
+  int64_t pid = 0;
+  std::string host, command;
+  bool ended = false;
+  int64_t events = 0;
+  std::vector<CopyRow> copies;
+  std::vector<SyncRow> syncs;
+  std::vector<CollectiveRow> collectives;
+  LostEvents lost;
+};
+
+struct Finding {
+  std::string kind;  // pageable_copy | dropped_events
+  int rank = -1;
+  int64_t calls = 0, bytes = 0, cost_ns = 0;
+  std::string message, advice;
+};
+
+struct Report {
+  std::string job, database;
+  std::vector<ProcessReport> processes;  // by rank, then pid
+  std::vector<CopyRow> total_copies;
+  std::vector<SyncRow> total_syncs;
+  std::vector<CollectiveRow> total_collectives;
+  LostEvents total_lost;
+  std::vector<Finding> findings;
+};
+
+Report load_report(const RunDatabase& db);
+std::string render_text(const Report& report);
+nlohmann::json render_json(const Report& report);
+
+// "all_reduce" for ncclAllReduce.
+std::string collective_op_name(const std::string& api);
+
+}  // namespace trainshim::cli

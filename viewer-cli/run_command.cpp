@@ -1,0 +1,129 @@
+#include "run_command.hpp"
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+
+#include "report.hpp"
+#include "run_database.hpp"
+#include "trainshim/collector_launch.hpp"
+#include "trainshim/names.hpp"
+
+namespace trainshim::cli {
+
+namespace {
+
+int wait_status(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return 127;
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+std::string collector_executable() {
+  if (const char* path = std::getenv("TRAINSHIM_COLLECTOR"); path && *path) return path;
+  return own_directory() + "/trainshim-collector";
+}
+
+std::string absolute(const std::string& path) { return std::filesystem::absolute(path).lexically_normal().string(); }
+
+}  // namespace
+
+std::string own_directory() {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : self.parent_path().string();
+}
+
+int run_command(const RunOptions& options) {
+  const char* job_env = std::getenv("TRAINSHIM_JOB");
+  const std::string job = sanitize_job(job_env && *job_env ? std::string(job_env)
+                                                           : fmt::format("run_{}_{}", getpid(), std::time(nullptr)));
+  std::string out = options.out;
+  if (out.empty()) {
+    const char* env = std::getenv("TRAINSHIM_OUT");
+    out = env && *env ? env : fmt::format("trainshim-{}.db", job);
+  }
+  out = absolute(out);
+  const std::string shim = own_directory() + "/libtrainshim.so";
+  if (access(shim.c_str(), R_OK) != 0)
+    throw UsageError(fmt::format("{} not found: trainshim run expects the shim beside the trainshim executable", shim));
+
+  setenv("TRAINSHIM_JOB", job.c_str(), 1);
+  setenv("TRAINSHIM_OUT", out.c_str(), 1);
+
+  pid_t collector = -1;
+  const auto launched = launch_collector(collector_executable(), collector_lock_path(getuid(), job),
+                                         {"--job", job, "--out", out, "--lock-fd", std::to_string(kCollectorLockFd)},
+                                         false, &collector);
+  if (launched == LaunchResult::Failed)
+    fmt::print(stderr, "trainshim: could not start {}: the job runs, its events wait in shared memory "
+                       "(`trainshim collect --job {}` drains them)\n", collector_executable(), job);
+  if (launched == LaunchResult::AlreadyRunning)
+    fmt::print(stderr, "trainshim: a collector for job {} already runs; it writes its own database\n", job);
+
+  const char* preload = std::getenv("LD_PRELOAD");
+  const std::string preload_value = preload && *preload ? shim + ":" + preload : shim;
+  setenv("LD_PRELOAD", preload_value.c_str(), 1);
+
+  std::vector<char*> argv;
+  for (const auto& a : options.command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  // The terminal's Ctrl-C reaches the job itself; trainshim stays to collect and report.
+  signal(SIGINT, SIG_IGN);
+  signal(SIGQUIT, SIG_IGN);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGINT);
+  sigaddset(&defaults, SIGQUIT);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+  pid_t child = -1;
+  const int rc = posix_spawnp(&child, argv[0], nullptr, &attr, argv.data(), environ);
+  posix_spawnattr_destroy(&attr);
+  unsetenv("LD_PRELOAD");
+  int status = 127;
+  if (rc != 0) {
+    fmt::print(stderr, "trainshim: cannot run {}: {}\n", options.command[0], std::strerror(rc));
+  } else {
+    status = wait_status(child);
+  }
+  if (launched == LaunchResult::Started) {
+    kill(collector, SIGTERM);
+    const int collector_status = wait_status(collector);
+    if (collector_status != 0) fmt::print(stderr, "trainshim: the collector exited with status {}\n", collector_status);
+  }
+  if (options.report && access(out.c_str(), R_OK) == 0) {
+    RunDatabase db(out);
+    const Report report = load_report(db);
+    std::cout << (options.json ? render_json(report).dump(2) + "\n" : render_text(report));
+  } else if (options.report) {
+    fmt::print(stderr, "trainshim: no database was written ({}): nothing was recorded\n", out);
+  }
+  return status;
+}
+
+int collect_command(const std::string& job, const std::string& out, double idle_exit_seconds) {
+  std::vector<std::string> args{"--job", job, "--exit-when-idle", fmt::format("{}", idle_exit_seconds)};
+  if (!out.empty()) args.insert(args.end(), {"--out", absolute(out)});
+  std::vector<char*> argv{const_cast<char*>("trainshim-collector")};
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const std::string path = collector_executable();
+  execv(path.c_str(), argv.data());
+  throw UsageError(fmt::format("cannot run {}: {}", path, std::strerror(errno)));
+}
+
+}  // namespace trainshim::cli

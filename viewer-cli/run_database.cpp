@@ -1,0 +1,99 @@
+#include "run_database.hpp"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+
+namespace trainshim::cli {
+
+namespace {
+constexpr int kReadableSchema = 1;
+}
+
+RunDatabase::RunDatabase(const std::string& path) : path_(path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0)
+    throw UsageError(fmt::format("{}: no such database; pass the .db file a run wrote "
+                                 "(trainshim run writes ./trainshim-<job>.db, or $TRAINSHIM_OUT)", path));
+  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    const std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw UsageError(fmt::format("{}: cannot open: {}", path, why));
+  }
+  sqlite3_busy_timeout(db_, 2000);
+  std::string version;
+  try {
+    version = meta("schema_version");
+  } catch (const std::exception& e) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw UsageError(fmt::format("{}: not a trainshim database, or damaged ({}); "
+                                 "point at the file a trainshim run wrote", path, e.what()));
+  }
+  if (version != std::to_string(kReadableSchema)) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw UsageError(fmt::format("{}: database schema version {} but this trainshim reads version {}: "
+                                 "use the trainshim release that recorded it", path, version, kReadableSchema));
+  }
+}
+
+RunDatabase::~RunDatabase() { sqlite3_close(db_); }
+
+std::string RunDatabase::meta(const std::string& key) const {
+  Statement s(*this, "SELECT value FROM meta WHERE key = ?");
+  s.bind(1, key);
+  return s.step() ? s.text(0) : std::string();
+}
+
+Statement::Statement(const RunDatabase& db, const char* sql) : db_(db) {
+  if (sqlite3_prepare_v2(db.handle(), sql, -1, &stmt_, nullptr) != SQLITE_OK)
+    throw UsageError(fmt::format("{}: damaged or incomplete database: {}", db.path(), sqlite3_errmsg(db.handle())));
+}
+
+Statement::~Statement() { sqlite3_finalize(stmt_); }
+
+Statement& Statement::bind(int index, int64_t value) {
+  sqlite3_bind_int64(stmt_, index, value);
+  return *this;
+}
+
+Statement& Statement::bind(int index, const std::string& value) {
+  sqlite3_bind_text(stmt_, index, value.c_str(), -1, SQLITE_TRANSIENT);
+  return *this;
+}
+
+bool Statement::step() {
+  const int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  throw UsageError(fmt::format("{}: damaged database: {}", db_.path(), sqlite3_errmsg(db_.handle())));
+}
+
+int64_t Statement::integer(int column) const { return sqlite3_column_int64(stmt_, column); }
+
+std::string Statement::text(int column) const {
+  const auto* t = sqlite3_column_text(stmt_, column);
+  return t ? reinterpret_cast<const char*>(t) : "";
+}
+
+std::string newest_database(const std::string& directory) {
+  namespace fs = std::filesystem;
+  std::string best;
+  fs::file_time_type best_time{};
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(directory, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with("trainshim-") || !name.ends_with(".db")) continue;
+    const auto t = entry.last_write_time(ec);
+    if (best.empty() || t > best_time) {
+      best = entry.path().string();
+      best_time = t;
+    }
+  }
+  return best;
+}
+
+}  // namespace trainshim::cli
