@@ -2,12 +2,17 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <thread>
 
 namespace trainshim::collector {
 
 Collector::Collector(CollectorOptions options)
-    : options_(std::move(options)), database_(options_.database_path, options_.job) {}
+    : options_(std::move(options)), database_(options_.database_path, options_.job) {
+  database_.log("info", fmt::format("collector {} started for job {}", getpid(), options_.job));
+  database_.commit();
+}
 
 void Collector::report(const std::string& level, const std::string& message) {
   fmt::print(stderr, "trainshim-collector: {}: {}\n", level, message);

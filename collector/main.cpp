@@ -2,6 +2,7 @@
 // Normally started for you (by the shim on the job's first CUDA call, or by `trainshim run`).
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -49,13 +50,20 @@ int main(int argc, char** argv) {
     const char* env = std::getenv("TRAINSHIM_OUT");
     out = env && *env ? env : fmt::format("trainshim-{}.db", job);
   }
+  const std::string lock_path = trainshim::collector_lock_path(getuid(), job);
   if (lock_fd < 0) {
-    const std::string lock_path = trainshim::collector_lock_path(getuid(), job);
     lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
       fmt::print(stderr, "trainshim-collector: a collector for job {} already runs on this node (lock {})\n", job, lock_path);
       return 1;
     }
+  }
+  // The lock file is removed when a collector exits; a lock taken on a file that was removed
+  // meanwhile guards nothing, and another collector may hold the new one.
+  struct stat held {}, current {};
+  if (fstat(lock_fd, &held) != 0 || stat(lock_path.c_str(), &current) != 0 || held.st_ino != current.st_ino) {
+    fmt::print(stderr, "trainshim-collector: the lock {} was replaced: another collector runs for job {}\n", lock_path, job);
+    return 1;
   }
 
   struct sigaction action {};
@@ -76,8 +84,10 @@ int main(int argc, char** argv) {
     trainshim::collector::Collector collector(options);
     collector.run(g_stop);
   } catch (const std::exception& e) {
+    unlink(lock_path.c_str());
     fmt::print(stderr, "trainshim-collector: {}\n", e.what());
     return 1;
   }
+  unlink(lock_path.c_str());
   return 0;
 }

@@ -206,37 +206,37 @@ std::string render_text(const Report& report) {
 
 namespace {
 
-nlohmann::json copies_json(const std::vector<CopyRow>& rows) {
-  auto out = nlohmann::json::array();
+nlohmann::ordered_json copies_json(const std::vector<CopyRow>& rows) {
+  auto out = nlohmann::ordered_json::array();
   for (const auto& c : rows)
     out.push_back({{"direction", c.direction}, {"host_memory", c.host_memory}, {"calls", c.calls},
                    {"bytes", c.bytes}, {"host_ns", c.host_ns}});
   return out;
 }
-nlohmann::json syncs_json(const std::vector<SyncRow>& rows) {
-  auto out = nlohmann::json::array();
+nlohmann::ordered_json syncs_json(const std::vector<SyncRow>& rows) {
+  auto out = nlohmann::ordered_json::array();
   for (const auto& s : rows) out.push_back({{"api", s.api}, {"calls", s.calls}, {"blocked_ns", s.blocked_ns}});
   return out;
 }
-nlohmann::json collectives_json(const std::vector<CollectiveRow>& rows) {
-  auto out = nlohmann::json::array();
+nlohmann::ordered_json collectives_json(const std::vector<CollectiveRow>& rows) {
+  auto out = nlohmann::ordered_json::array();
   for (const auto& c : rows)
     out.push_back({{"op", c.op}, {"calls", c.calls}, {"bytes", c.bytes}, {"host_ns", c.host_ns}});
   return out;
 }
-nlohmann::json lost_json(const LostEvents& l) {
+nlohmann::ordered_json lost_json(const LostEvents& l) {
   return {{"ring_full", l.ring_full}, {"not_ready", l.not_ready}, {"unpublished", l.unpublished},
           {"malformed", l.malformed}};
 }
-nlohmann::json rank_json(int rank) { return rank < 0 ? nlohmann::json(nullptr) : nlohmann::json(rank); }
+nlohmann::ordered_json rank_json(int rank) { return rank < 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(rank); }
 
 }  // namespace
 
-nlohmann::json render_json(const Report& report) {
-  nlohmann::json doc;
+nlohmann::ordered_json render_json(const Report& report) {
+  nlohmann::ordered_json doc;
   doc["format"] = "trainshim-report/1";
   doc["job"] = {{"id", report.job}, {"database", report.database}, {"processes", report.processes.size()}};
-  doc["ranks"] = nlohmann::json::array();
+  doc["ranks"] = nlohmann::ordered_json::array();
   for (const auto& p : report.processes) {
     doc["ranks"].push_back({{"rank", rank_json(p.rank)},
                             {"local_rank", rank_json(p.local_rank)},
@@ -256,7 +256,7 @@ nlohmann::json render_json(const Report& report) {
                    {"syncs", syncs_json(report.total_syncs)},
                    {"collectives", collectives_json(report.total_collectives)},
                    {"dropped_events", report.total_lost.total()}};
-  doc["findings"] = nlohmann::json::array();
+  doc["findings"] = nlohmann::ordered_json::array();
   for (const auto& f : report.findings)
     doc["findings"].push_back({{"kind", f.kind}, {"rank", rank_json(f.rank)}, {"calls", f.calls}, {"bytes", f.bytes},
                                {"cost_ns", f.cost_ns}, {"message", f.message}, {"advice", f.advice}});

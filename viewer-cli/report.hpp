@@ -63,7 +63,7 @@ struct Report {
 
 Report load_report(const RunDatabase& db);
 std::string render_text(const Report& report);
-nlohmann::json render_json(const Report& report);
+nlohmann::ordered_json render_json(const Report& report);
 
 // "all_reduce" for ncclAllReduce.
 std::string collective_op_name(const std::string& api);

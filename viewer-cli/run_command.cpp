@@ -64,7 +64,7 @@ int run_command(const RunOptions& options) {
 
   pid_t collector = -1;
   const auto launched = launch_collector(collector_executable(), collector_lock_path(getuid(), job),
-                                         {"--job", job, "--out", out, "--lock-fd", std::to_string(kCollectorLockFd)},
+                                         {"--job", job, "--out", out},
                                          false, &collector);
   if (launched == LaunchResult::Failed)
     fmt::print(stderr, "trainshim: could not start {}: the job runs, its events wait in shared memory "

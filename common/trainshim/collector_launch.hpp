@@ -46,6 +46,7 @@ inline std::vector<std::string> environment_without_preload() {
   return env;
 }
 
+// `args` are the collector's own options; the lock's descriptor is added here.
 // detach: start it in its own session, so the job's signals and exit do not reach it.
 inline LaunchResult launch_collector(const std::string& collector_path, const std::string& lock_path,
                                      const std::vector<std::string>& args, bool detach, pid_t* pid_out) {
@@ -57,6 +58,7 @@ inline LaunchResult launch_collector(const std::string& collector_path, const st
   }
   std::vector<std::string> argv_store{collector_path};
   argv_store.insert(argv_store.end(), args.begin(), args.end());
+  argv_store.insert(argv_store.end(), {"--lock-fd", std::to_string(kCollectorLockFd)});
   std::vector<char*> argv;
   for (auto& a : argv_store) argv.push_back(a.data());
   argv.push_back(nullptr);
