@@ -73,6 +73,11 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &action, nullptr);
   signal(SIGHUP, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
+  sigset_t termination;
+  sigemptyset(&termination);
+  sigaddset(&termination, SIGTERM);
+  sigaddset(&termination, SIGINT);
+  sigprocmask(SIG_UNBLOCK, &termination, nullptr);
 
   try {
     trainshim::collector::CollectorOptions options;

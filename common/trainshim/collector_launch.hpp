@@ -72,9 +72,13 @@ inline LaunchResult launch_collector(const std::string& collector_path, const st
   posix_spawn_file_actions_adddup2(&actions, lock_fd, kCollectorLockFd);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  posix_spawnattr_setsigmask(&attr, &none);
+  // Termination stays blocked until the collector has installed its handlers (it unblocks them),
+  // so a stop request that comes at once still ends in a clean flush.
+  sigset_t blocked;
+  sigemptyset(&blocked);
+  sigaddset(&blocked, SIGTERM);
+  sigaddset(&blocked, SIGINT);
+  posix_spawnattr_setsigmask(&attr, &blocked);
   short flags = POSIX_SPAWN_SETSIGMASK;
   if (detach) flags |= POSIX_SPAWN_SETSID;
   posix_spawnattr_setflags(&attr, flags);

@@ -1,0 +1,75 @@
+#include "harness.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <stdexcept>
+
+namespace trainshim::test {
+
+Outcome run(const std::string& command) {
+  const std::string full = "LD_LIBRARY_PATH=" + std::string(Paths::simcuda) + " " + command;
+  FILE* pipe = popen(full.c_str(), "r");
+  if (!pipe) throw std::runtime_error("popen failed");
+  std::string out;
+  char buffer[4096];
+  std::size_t n;
+  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
+  const int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+Scratch::Scratch() {
+  static std::atomic<int> counter{0};
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  job = "it_" + std::string(info->name()) + "_" + std::to_string(getpid()) + "_" + std::to_string(counter++);
+  dir = (std::filesystem::temp_directory_path() / job).string();
+  std::filesystem::create_directories(dir);
+}
+
+Scratch::~Scratch() {
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+std::string trainshim_cli() { return std::string(Paths::bin) + "/trainshim"; }
+
+std::string preload_env(const std::string& job) {
+  return "TRAINSHIM_JOB=" + job + " LD_PRELOAD=" + std::string(Paths::bin) + "/libtrainshim.so";
+}
+
+int64_t query_int(const std::string& db, const std::string& sql) {
+  sqlite3* handle = nullptr;
+  if (sqlite3_open_v2(db.c_str(), &handle, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    sqlite3_close(handle);
+    throw std::runtime_error("cannot open " + db);
+  }
+  sqlite3_stmt* stmt = nullptr;
+  int64_t value = -1;
+  if (sqlite3_prepare_v2(handle, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK && sqlite3_step(stmt) == SQLITE_ROW)
+    value = sqlite3_column_int64(stmt, 0);
+  sqlite3_finalize(stmt);
+  sqlite3_close(handle);
+  return value;
+}
+
+const nlohmann::json& rank_entry(const nlohmann::json& report, int rank) {
+  for (const auto& r : report.at("ranks"))
+    if (r.at("rank") == rank) return r;
+  throw std::runtime_error("no rank " + std::to_string(rank) + " in the report");
+}
+
+nlohmann::json find_row(const nlohmann::json& list, const nlohmann::json& match) {
+  for (const auto& row : list) {
+    bool all = true;
+    for (const auto& [key, value] : match.items()) all = all && row.contains(key) && row.at(key) == value;
+    if (all) return row;
+  }
+  return nullptr;
+}
+
+}  // namespace trainshim::test

@@ -1,0 +1,45 @@
+#pragma once
+// Runs real processes under the shim and reads back what trainshim recorded.
+#include <sqlite3.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace trainshim::test {
+
+struct Paths {
+  static constexpr const char* bin = TRAINSHIM_TEST_BIN_DIR;
+  static constexpr const char* programs = TRAINSHIM_TEST_PROGRAMS_DIR;
+  static constexpr const char* simcuda = TRAINSHIM_TEST_SIMCUDA_DIR;
+  static constexpr const char* source = TRAINSHIM_TEST_SOURCE_DIR;
+};
+
+struct Outcome {
+  int exit_code;
+  std::string out;  // standard output only; standard error goes to the test's log
+};
+
+// Runs `command` with /bin/sh; the simulated runtime is on LD_LIBRARY_PATH.
+Outcome run(const std::string& command);
+
+// A fresh directory and a job id no other test uses.
+struct Scratch {
+  Scratch();
+  ~Scratch();
+  std::string dir;
+  std::string job;
+  std::string db() const { return dir + "/run.db"; }
+};
+
+std::string trainshim_cli();
+std::string preload_env(const std::string& job);
+
+// The single integer a query returns.
+int64_t query_int(const std::string& db, const std::string& sql);
+
+// The rank's entry of a trainshim-report/1 document.
+const nlohmann::json& rank_entry(const nlohmann::json& report, int rank);
+// The row of `list` whose fields equal `match`, or null.
+nlohmann::json find_row(const nlohmann::json& list, const nlohmann::json& match);
+
+}  // namespace trainshim::test
