@@ -1,0 +1,801 @@
+// Simulated NCCL. A communicator is a POSIX shared-memory segment named from the unique id;
+// collectives run on the stream's worker (like a kernel) as a real rendezvous of all ranks, so
+// a rank that arrives early keeps its stream busy until the last rank arrives.
+//
+// Every API is defined as pnccl* and exported as a weak nccl* alias, like the real library.
+#include <nccl.h>
+
+#include "simcuda.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace {
+
+constexpr std::uint32_t kReady = 0x51ACC1u;
+constexpr std::size_t kSlotBytes = std::size_t{1} << 20;     // collective chunk per rank
+constexpr std::size_t kMailboxBytes = std::size_t{256} << 10;  // send/recv chunk per rank pair
+constexpr std::size_t kAlign = 64;
+
+// Layout of the segment: Header, then nranks collective slots, then nranks*nranks mailboxes.
+// Plain integers accessed through std::atomic_ref: the segment starts zero-filled (ftruncate).
+struct Header {
+  std::uint32_t ready;
+  std::uint32_t nranks;
+  std::uint32_t arrived;     // barrier arrivals in the current generation
+  std::uint32_t generation;  // bumped by the last arrival
+  std::uint32_t aborted;     // a rank called ncclCommAbort
+  std::uint32_t pad[11];
+};
+static_assert(sizeof(Header) % kAlign == 0);
+
+struct Mailbox {
+  std::uint32_t full;  // 1 while data waits for the receiver
+  std::uint32_t pad;
+  std::uint64_t len;
+  std::uint8_t pad2[kAlign - 16];
+};
+static_assert(sizeof(Mailbox) == kAlign);
+
+template <class T>
+std::atomic_ref<T> at(T& v) {
+  return std::atomic_ref<T>(v);
+}
+
+std::size_t segmentBytes(int n) {
+  auto un = static_cast<std::size_t>(n);
+  return sizeof(Header) + un * kSlotBytes + un * un * (sizeof(Mailbox) + kMailboxBytes);
+}
+
+struct Id {
+  char magic[8];
+  std::uint64_t hash;
+  char desc[NCCL_UNIQUE_ID_BYTES - 16];
+};
+static_assert(sizeof(Id) == NCCL_UNIQUE_ID_BYTES);
+
+std::uint64_t fnv1a(const void* data, std::size_t n) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (std::size_t i = 0; i < n; ++i) {
+    h ^= static_cast<const unsigned char*>(data)[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+}  // namespace
+
+struct ncclComm {
+  int rank = 0;
+  int nranks = 1;
+  int device = 0;
+  Header* hdr = nullptr;
+  std::size_t mapBytes = 0;
+  std::atomic<int> pending{0};       // operations enqueued but not finished
+  std::atomic<bool> aborted{false};  // local abort
+  std::atomic<int> asyncError{ncclSuccess};
+
+  std::uint8_t* slot(int r) const {
+    return reinterpret_cast<std::uint8_t*>(hdr) + sizeof(Header) + static_cast<std::size_t>(r) * kSlotBytes;
+  }
+  Mailbox* mailbox(int src, int dst) const {
+    std::size_t idx = static_cast<std::size_t>(src) * static_cast<std::size_t>(nranks) + static_cast<std::size_t>(dst);
+    return reinterpret_cast<Mailbox*>(reinterpret_cast<std::uint8_t*>(hdr) + sizeof(Header) +
+                                      static_cast<std::size_t>(nranks) * kSlotBytes +
+                                      idx * (sizeof(Mailbox) + kMailboxBytes));
+  }
+  std::uint8_t* mailboxData(int src, int dst) const { return reinterpret_cast<std::uint8_t*>(mailbox(src, dst) + 1); }
+  bool abortedAny() const { return aborted.load() || at(hdr->aborted).load(std::memory_order_acquire) != 0; }
+};
+
+namespace {
+
+double timeoutSeconds() {
+  static const double t = [] {
+    const char* env = std::getenv("SIMNCCL_TIMEOUT_S");
+    double v = env ? std::atof(env) : 300.0;
+    return v > 0 ? v : 300.0;
+  }();
+  return t;
+}
+
+// Waits with a short spin, then yields, then short sleeps: ranks are processes on few cores.
+class Backoff {
+ public:
+  explicit Backoff(const ncclComm* c) : comm_(c), start_(std::chrono::steady_clock::now()) {}
+  // Returns false if the wait must stop because the communicator was aborted.
+  bool pause() {
+    ++n_;
+    if (n_ < 64) return !aborted();
+    if (n_ < 256) {
+      std::this_thread::yield();
+      return !aborted();
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(n_ < 2048 ? 20 : 200));
+    if ((n_ & 255) == 0) {
+      double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      if (waited > timeoutSeconds()) {
+        // A peer died or never arrived; hanging forever would hide that in tests.
+        std::fprintf(stderr, "simnccl: rank %d timed out after %.0f s waiting for peers\n", comm_->rank, waited);
+        std::_Exit(124);
+      }
+    }
+    return !aborted();
+  }
+
+ private:
+  bool aborted() const { return comm_->abortedAny(); }
+  const ncclComm* comm_;
+  std::chrono::steady_clock::time_point start_;
+  unsigned n_ = 0;
+};
+
+// Generation barrier over all ranks of the communicator.
+bool barrier(ncclComm* c) {
+  Header* h = c->hdr;
+  auto gen = at(h->generation);
+  std::uint32_t g = gen.load(std::memory_order_acquire);
+  if (at(h->arrived).fetch_add(1, std::memory_order_acq_rel) == static_cast<std::uint32_t>(c->nranks - 1)) {
+    at(h->arrived).store(0, std::memory_order_relaxed);
+    gen.fetch_add(1, std::memory_order_release);
+    return true;
+  }
+  Backoff b(c);
+  while (gen.load(std::memory_order_acquire) == g)
+    if (!b.pause()) return false;
+  return true;
+}
+
+// ---- datatypes and reductions ----
+
+std::size_t typeSize(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8:
+    case ncclUint8:
+    case ncclFloat8e4m3:
+    case ncclFloat8e5m2:
+      return 1;
+    case ncclFloat16:
+    case ncclBfloat16:
+      return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32:
+      return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64:
+      return 8;
+    default:
+      return 0;
+  }
+}
+
+bool reducible(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8:
+    case ncclUint8:
+    case ncclInt32:
+    case ncclUint32:
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat16:
+    case ncclBfloat16:
+    case ncclFloat32:
+    case ncclFloat64:
+      return true;
+    default:
+      return false;  // fp8 reductions are not simulated
+  }
+}
+
+// bf16 is the upper half of a float; round to nearest even on the way back.
+float bf16ToFloat(std::uint16_t v) {
+  std::uint32_t bits = std::uint32_t{v} << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+std::uint16_t floatToBf16(float f) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((bits >> 16) | 0x40);  // NaN
+  bits += 0x7fffu + ((bits >> 16) & 1);
+  return static_cast<std::uint16_t>(bits >> 16);
+}
+
+template <class T>
+T combine(T a, T b, ncclRedOp_t op) {
+  switch (op) {
+    case ncclProd:
+      return static_cast<T>(a * b);
+    case ncclMax:
+      return a > b ? a : b;
+    case ncclMin:
+      return a < b ? a : b;
+    default:
+      return static_cast<T>(a + b);  // ncclSum, ncclAvg
+  }
+}
+
+// dst[i] = op over ranks r of src[r][i]; ranks are combined in rank order on every rank, so
+// all ranks get bitwise identical results.
+template <class T, class Load, class Store>
+void reduceWith(void* dst, const std::vector<const void*>& srcs, std::size_t count, ncclRedOp_t op, Load load,
+                Store store) {
+  using Acc = decltype(load(nullptr, 0));
+  for (std::size_t i = 0; i < count; ++i) {
+    Acc acc = load(srcs[0], i);
+    for (std::size_t r = 1; r < srcs.size(); ++r) acc = combine<Acc>(acc, load(srcs[r], i), op);
+    if (op == ncclAvg) acc = static_cast<Acc>(acc / static_cast<Acc>(srcs.size()));
+    store(dst, i, acc);
+  }
+}
+
+template <class T>
+void reducePlain(void* dst, const std::vector<const void*>& srcs, std::size_t count, ncclRedOp_t op) {
+  reduceWith<T>(
+      dst, srcs, count, op, [](const void* p, std::size_t i) { return static_cast<const T*>(p)[i]; },
+      [](void* p, std::size_t i, T v) { static_cast<T*>(p)[i] = v; });
+}
+
+void reduce(void* dst, const std::vector<const void*>& srcs, std::size_t count, ncclDataType_t t, ncclRedOp_t op) {
+  switch (t) {
+    case ncclInt8: return reducePlain<std::int8_t>(dst, srcs, count, op);
+    case ncclUint8: return reducePlain<std::uint8_t>(dst, srcs, count, op);
+    case ncclInt32: return reducePlain<std::int32_t>(dst, srcs, count, op);
+    case ncclUint32: return reducePlain<std::uint32_t>(dst, srcs, count, op);
+    case ncclInt64: return reducePlain<std::int64_t>(dst, srcs, count, op);
+    case ncclUint64: return reducePlain<std::uint64_t>(dst, srcs, count, op);
+    case ncclFloat32: return reducePlain<float>(dst, srcs, count, op);
+    case ncclFloat64: return reducePlain<double>(dst, srcs, count, op);
+    case ncclFloat16: return reducePlain<_Float16>(dst, srcs, count, op);
+    case ncclBfloat16:
+      return reduceWith<float>(
+          dst, srcs, count, op,
+          [](const void* p, std::size_t i) { return bf16ToFloat(static_cast<const std::uint16_t*>(p)[i]); },
+          [](void* p, std::size_t i, float v) { static_cast<std::uint16_t*>(p)[i] = floatToBf16(v); });
+    default:
+      return;
+  }
+}
+
+// ---- tasks executed on the stream's worker ----
+
+enum class Kind { AllReduce, Reduce, Broadcast, AllGather, ReduceScatter, P2P };
+
+struct P2POp {
+  bool send;
+  int peer;
+  std::uint8_t* buf;
+  std::size_t bytes;
+  std::size_t done = 0;
+};
+
+struct Task {
+  Kind kind;
+  ncclComm* comm;
+  const void* send;
+  void* recv;
+  std::size_t count;  // elements per rank (see each collective)
+  ncclDataType_t type;
+  ncclRedOp_t op;
+  int root;
+  std::vector<P2POp> p2p;
+};
+
+std::vector<const void*> slotPtrs(ncclComm* c, std::size_t byteOffset = 0) {
+  std::vector<const void*> v;
+  for (int r = 0; r < c->nranks; ++r) v.push_back(c->slot(r) + byteOffset);
+  return v;
+}
+
+// Reduces count elements of every rank's src into dst on the ranks for which wantResult.
+bool reduceChunks(ncclComm* c, const void* src, void* dst, std::size_t count, ncclDataType_t t, ncclRedOp_t op,
+                  bool wantResult) {
+  std::size_t es = typeSize(t);
+  std::size_t per = kSlotBytes / es;
+  for (std::size_t off = 0; off < count || off == 0; off += per) {
+    std::size_t n = std::min(per, count - off);
+    std::memcpy(c->slot(c->rank), static_cast<const std::uint8_t*>(src) + off * es, n * es);
+    if (!barrier(c)) return false;
+    if (wantResult) reduce(static_cast<std::uint8_t*>(dst) + off * es, slotPtrs(c), n, t, op);
+    if (!barrier(c)) return false;  // nobody refills a slot before all have read it
+    if (count == 0) break;
+  }
+  return true;
+}
+
+bool runBroadcast(ncclComm* c, const void* src, void* dst, std::size_t bytes, int root) {
+  for (std::size_t off = 0; off < bytes; off += kSlotBytes) {
+    std::size_t n = std::min(kSlotBytes, bytes - off);
+    if (c->rank == root) std::memcpy(c->slot(root), static_cast<const std::uint8_t*>(src) + off, n);
+    if (!barrier(c)) return false;
+    if (c->rank != root || dst != src) std::memcpy(static_cast<std::uint8_t*>(dst) + off, c->slot(root), n);
+    if (!barrier(c)) return false;
+  }
+  return true;
+}
+
+bool runAllGather(ncclComm* c, const void* src, void* dst, std::size_t bytes) {
+  for (std::size_t off = 0; off < bytes; off += kSlotBytes) {
+    std::size_t n = std::min(kSlotBytes, bytes - off);
+    std::memcpy(c->slot(c->rank), static_cast<const std::uint8_t*>(src) + off, n);
+    if (!barrier(c)) return false;
+    for (int r = 0; r < c->nranks; ++r)
+      std::memcpy(static_cast<std::uint8_t*>(dst) + static_cast<std::size_t>(r) * bytes + off, c->slot(r), n);
+    if (!barrier(c)) return false;
+  }
+  return true;
+}
+
+// Progresses all sends and receives of one group together, so that pairs of ranks that send
+// to each other cannot deadlock on the bounded mailboxes.
+bool runP2P(ncclComm* c, std::vector<P2POp>& ops) {
+  Backoff b(c);
+  for (;;) {
+    bool all = true, progress = false;
+    std::vector<char> sendBusy(static_cast<std::size_t>(c->nranks)), recvBusy(static_cast<std::size_t>(c->nranks));
+    for (auto& o : ops) {
+      if (o.done == o.bytes) continue;
+      all = false;
+      auto peer = static_cast<std::size_t>(o.peer);
+      // Messages to one peer are delivered in issue order.
+      if (o.send) {
+        if (sendBusy[peer]) continue;
+        sendBusy[peer] = 1;
+        Mailbox* m = c->mailbox(c->rank, o.peer);
+        if (at(m->full).load(std::memory_order_acquire)) continue;
+        std::size_t n = std::min(kMailboxBytes, o.bytes - o.done);
+        std::memcpy(c->mailboxData(c->rank, o.peer), o.buf + o.done, n);
+        m->len = n;
+        at(m->full).store(1, std::memory_order_release);
+        o.done += n;
+      } else {
+        if (recvBusy[peer]) continue;
+        recvBusy[peer] = 1;
+        Mailbox* m = c->mailbox(o.peer, c->rank);
+        if (!at(m->full).load(std::memory_order_acquire)) continue;
+        std::size_t n = std::min<std::size_t>(m->len, o.bytes - o.done);
+        std::memcpy(o.buf + o.done, c->mailboxData(o.peer, c->rank), n);
+        at(m->full).store(0, std::memory_order_release);
+        o.done += n;
+      }
+      progress = true;
+    }
+    if (all) return true;
+    if (!progress && !b.pause()) return false;
+  }
+}
+
+void runTask(void* arg) {
+  Task* t = static_cast<Task*>(arg);
+  ncclComm* c = t->comm;
+  std::size_t es = typeSize(t->type);
+  bool ok = true;
+  switch (t->kind) {
+    case Kind::AllReduce:
+      ok = reduceChunks(c, t->send, t->recv, t->count, t->type, t->op, true);
+      break;
+    case Kind::Reduce:
+      ok = reduceChunks(c, t->send, t->recv, t->count, t->type, t->op, c->rank == t->root);
+      break;
+    case Kind::Broadcast:
+      ok = runBroadcast(c, t->send, t->recv, t->count * es, t->root);
+      break;
+    case Kind::AllGather:
+      ok = runAllGather(c, t->send, t->recv, t->count * es);
+      break;
+    case Kind::ReduceScatter:
+      // Block r of every rank's sendbuff is reduced into rank r's recvbuff.
+      for (int r = 0; r < c->nranks && ok; ++r)
+        ok = reduceChunks(c, static_cast<const std::uint8_t*>(t->send) + static_cast<std::size_t>(r) * t->count * es,
+                          t->recv, t->count, t->type, t->op, c->rank == r);
+      break;
+    case Kind::P2P:
+      ok = runP2P(c, t->p2p);
+      break;
+  }
+  if (!ok) c->asyncError.store(c->aborted.load() ? ncclInvalidUsage : ncclRemoteError);
+  c->pending.fetch_sub(1);
+  delete t;
+}
+
+ncclResult_t submit(cudaStream_t stream, Task* t) {
+  t->comm->pending.fetch_add(1);
+  if (simcudaEnqueue(stream, runTask, t) != cudaSuccess) {
+    t->comm->pending.fetch_sub(1);
+    delete t;
+    return ncclUnhandledCudaError;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t collective(Kind kind, const void* send, void* recv, std::size_t count, ncclDataType_t type,
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  if (!comm || typeSize(type) == 0) return ncclInvalidArgument;
+  if ((kind == Kind::AllReduce || kind == Kind::Reduce || kind == Kind::ReduceScatter) &&
+      (!reducible(type) || op < ncclSum || op > ncclAvg))
+    return ncclInvalidArgument;
+  if ((kind == Kind::Reduce || kind == Kind::Broadcast) && (root < 0 || root >= comm->nranks))
+    return ncclInvalidArgument;
+  if (count > 0 && (!recv || !send) && !(kind == Kind::Reduce && comm->rank != root && send))
+    return ncclInvalidArgument;
+  return submit(stream, new Task{kind, comm, send, recv, count, type, op, root, {}});
+}
+
+// ---- groups ----
+
+struct PendingP2P {
+  ncclComm* comm;
+  cudaStream_t stream;
+  P2POp op;
+};
+thread_local int tls_group_depth = 0;
+thread_local std::vector<PendingP2P> tls_group_ops;
+
+ncclResult_t flushGroup() {
+  // One task per (communicator, stream), keeping issue order.
+  std::vector<std::pair<std::pair<ncclComm*, cudaStream_t>, std::vector<P2POp>>> groups;
+  for (auto& p : tls_group_ops) {
+    auto key = std::make_pair(p.comm, p.stream);
+    auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == key; });
+    if (it == groups.end()) {
+      groups.push_back({key, {}});
+      it = groups.end() - 1;
+    }
+    it->second.push_back(p.op);
+  }
+  tls_group_ops.clear();
+  ncclResult_t res = ncclSuccess;
+  for (auto& [key, ops] : groups) {
+    Task* t = new Task{Kind::P2P, key.first, nullptr, nullptr, 0, ncclUint8, ncclSum, 0, std::move(ops)};
+    ncclResult_t r = submit(key.second, t);
+    if (r != ncclSuccess) res = r;
+  }
+  return res;
+}
+
+ncclResult_t p2p(bool send, const void* buf, std::size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                 cudaStream_t stream) {
+  if (!comm || typeSize(type) == 0 || peer < 0 || peer >= comm->nranks) return ncclInvalidArgument;
+  if (count == 0) return ncclSuccess;
+  if (!buf) return ncclInvalidArgument;
+  tls_group_ops.push_back(
+      {comm, stream, P2POp{send, peer, static_cast<std::uint8_t*>(const_cast<void*>(buf)), count * typeSize(type)}});
+  return tls_group_depth == 0 ? flushGroup() : ncclSuccess;
+}
+
+// ---- communicators ----
+
+std::string segmentName(const ncclUniqueId& id) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "/simnccl-%016llx",
+                static_cast<unsigned long long>(fnv1a(id.internal, sizeof(id.internal))));
+  return name;
+}
+
+// Creates the segment if this rank is first, or attaches to it; returns the mapping.
+Header* openSegment(const std::string& name, int nranks, std::size_t bytes) {
+  for (int attempt = 0;; ++attempt) {
+    int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd >= 0) {
+      if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+        close(fd);
+        shm_unlink(name.c_str());
+        return nullptr;
+      }
+      void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      close(fd);
+      if (p == MAP_FAILED) {
+        shm_unlink(name.c_str());
+        return nullptr;
+      }
+      auto* h = static_cast<Header*>(p);
+      h->nranks = static_cast<std::uint32_t>(nranks);
+      at(h->ready).store(kReady, std::memory_order_release);  // publishes the header
+      return h;
+    }
+    if (errno != EEXIST) return nullptr;
+    fd = shm_open(name.c_str(), O_RDWR, 0);
+    if (fd < 0) {
+      if (errno == ENOENT && attempt < 1000) continue;  // the creator failed and unlinked it
+      return nullptr;
+    }
+    // The creator may not have sized it yet.
+    struct stat st {};
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (fstat(fd, &st) == 0 && static_cast<std::size_t>(st.st_size) < bytes &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if (static_cast<std::size_t>(st.st_size) < bytes) {
+      close(fd);
+      return nullptr;
+    }
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return nullptr;
+    auto* h = static_cast<Header*>(p);
+    while (at(h->ready).load(std::memory_order_acquire) != kReady && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    if (at(h->ready).load(std::memory_order_acquire) != kReady || h->nranks != static_cast<std::uint32_t>(nranks)) {
+      munmap(p, bytes);
+      return nullptr;
+    }
+    return h;
+  }
+}
+
+ncclComm* makeComm(Header* h, int nranks, int rank, std::size_t bytes) {
+  auto* c = new ncclComm;
+  c->rank = rank;
+  c->nranks = nranks;
+  c->hdr = h;
+  c->mapBytes = bytes;
+  cudaGetDevice(&c->device);
+  return c;
+}
+
+void waitIdle(ncclComm* c) {
+  while (c->pending.load() != 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+}
+
+void freeComm(ncclComm* c) {
+  waitIdle(c);
+  munmap(c->hdr, c->mapBytes);
+  delete c;
+}
+
+}  // namespace
+
+extern "C" {
+
+ncclResult_t pncclGetVersion(int* version) {
+  if (!version) return ncclInvalidArgument;
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+
+const char* pncclGetErrorString(ncclResult_t result) {
+  switch (result) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
+    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    default: return "unknown result code";
+  }
+}
+
+const char* pncclGetLastError(ncclComm_t) { return ""; }
+
+// The n-th call returns the same id in every rank of one launch: it is derived from what the
+// launcher exports, so test programs need no out-of-band exchange of the id.
+ncclResult_t pncclGetUniqueId(ncclUniqueId* uniqueId) {
+  if (!uniqueId) return ncclInvalidArgument;
+  static std::atomic<unsigned> counter{0};
+  unsigned n = counter.fetch_add(1);
+  const char* addr = std::getenv("MASTER_ADDR");
+  const char* port = std::getenv("MASTER_PORT");
+  const char* run = std::getenv("TORCHELASTIC_RUN_ID");
+  Id id{};
+  std::memcpy(id.magic, "simnccl", 8);
+  if (port || run) {
+    std::snprintf(id.desc, sizeof(id.desc), "%u:%s:%s:%s:%u", static_cast<unsigned>(getuid()), addr ? addr : "",
+                  port ? port : "", run ? run : "", n);
+  } else {
+    // No launcher: unique to this process.
+    auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+    std::snprintf(id.desc, sizeof(id.desc), "local:%d:%lld:%u", static_cast<int>(getpid()),
+                  static_cast<long long>(now), n);
+  }
+  id.hash = fnv1a(id.desc, sizeof(id.desc));
+  std::memcpy(uniqueId->internal, &id, sizeof(id));
+  return ncclSuccess;
+}
+
+ncclResult_t pncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  if (!comm || nranks < 1 || rank < 0 || rank >= nranks) return ncclInvalidArgument;
+  std::string name = segmentName(commId);
+  std::size_t bytes = segmentBytes(nranks);
+  Header* h = openSegment(name, nranks, bytes);
+  if (!h) return ncclSystemError;
+  ncclComm* c = makeComm(h, nranks, rank, bytes);
+  // Init is collective: once every rank has mapped the segment its name is no longer needed,
+  // so it is unlinked right away and nothing is left in /dev/shm even if a rank crashes later.
+  if (!barrier(c)) {
+    freeComm(c);
+    return ncclInvalidUsage;
+  }
+  if (rank == 0) shm_unlink(name.c_str());
+  *comm = c;
+  return ncclSuccess;
+}
+
+ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                     ncclConfig_t* config) {
+  (void)config;
+  return pncclCommInitRank(comm, nranks, commId, rank);
+}
+
+ncclResult_t pncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
+  if (!comm || ndev < 1) return ncclInvalidArgument;
+  ncclUniqueId id;
+  // A process-local id: the launcher's environment must not make it collide with other ranks.
+  Id local{};
+  std::memcpy(local.magic, "simnccl", 8);
+  std::snprintf(local.desc, sizeof(local.desc), "all:%d:%lld", static_cast<int>(getpid()),
+                static_cast<long long>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  std::memcpy(id.internal, &local, sizeof(local));
+  std::string name = segmentName(id);
+  std::size_t bytes = segmentBytes(ndev);
+  int saved = 0;
+  cudaGetDevice(&saved);
+  for (int r = 0; r < ndev; ++r) {
+    Header* h = openSegment(name, ndev, bytes);
+    if (!h) {
+      for (int k = 0; k < r; ++k) freeComm(comm[k]);
+      shm_unlink(name.c_str());
+      return ncclSystemError;
+    }
+    comm[r] = makeComm(h, ndev, r, bytes);
+    comm[r]->device = devlist ? devlist[r] : r;
+  }
+  shm_unlink(name.c_str());
+  cudaSetDevice(saved);
+  return ncclSuccess;
+}
+
+ncclResult_t pncclCommFinalize(ncclComm_t comm) {
+  if (!comm) return ncclInvalidArgument;
+  waitIdle(comm);
+  return ncclSuccess;
+}
+
+ncclResult_t pncclCommDestroy(ncclComm_t comm) {
+  if (!comm) return ncclSuccess;
+  freeComm(comm);
+  return ncclSuccess;
+}
+
+ncclResult_t pncclCommAbort(ncclComm_t comm) {
+  if (!comm) return ncclSuccess;
+  // Pending operations of this and the other ranks stop waiting and report an error.
+  comm->aborted.store(true);
+  at(comm->hdr->aborted).store(1, std::memory_order_release);
+  freeComm(comm);
+  return ncclSuccess;
+}
+
+ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  if (!comm || !asyncError) return ncclInvalidArgument;
+  *asyncError = static_cast<ncclResult_t>(comm->asyncError.load());
+  return ncclSuccess;
+}
+
+ncclResult_t pncclCommCount(const ncclComm_t comm, int* count) {
+  if (!comm || !count) return ncclInvalidArgument;
+  *count = comm->nranks;
+  return ncclSuccess;
+}
+
+ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* device) {
+  if (!comm || !device) return ncclInvalidArgument;
+  *device = comm->device;
+  return ncclSuccess;
+}
+
+ncclResult_t pncclCommUserRank(const ncclComm_t comm, int* rank) {
+  if (!comm || !rank) return ncclInvalidArgument;
+  *rank = comm->rank;
+  return ncclSuccess;
+}
+
+ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
+  return cudaMalloc(ptr, size) == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+}
+
+ncclResult_t pncclMemFree(void* ptr) { return cudaFree(ptr) == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError; }
+
+ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return collective(Kind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0, comm, stream);
+}
+
+ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  return collective(Kind::Reduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+}
+
+ncclResult_t pncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                            ncclComm_t comm, cudaStream_t stream) {
+  // Only the root's sendbuff is read.
+  const void* send = (comm && comm->rank != root) ? recvbuff : sendbuff;
+  return collective(Kind::Broadcast, send, recvbuff, count, datatype, ncclSum, root, comm, stream);
+}
+
+ncclResult_t pncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                        cudaStream_t stream) {
+  return pncclBroadcast(buff, buff, count, datatype, root, comm, stream);
+}
+
+ncclResult_t pncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                            ncclComm_t comm, cudaStream_t stream) {
+  return collective(Kind::AllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm, stream);
+}
+
+ncclResult_t pncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return collective(Kind::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, comm, stream);
+}
+
+ncclResult_t pncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                       cudaStream_t stream) {
+  return p2p(true, sendbuff, count, datatype, peer, comm, stream);
+}
+
+ncclResult_t pncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                       cudaStream_t stream) {
+  return p2p(false, recvbuff, count, datatype, peer, comm, stream);
+}
+
+ncclResult_t pncclGroupStart() {
+  ++tls_group_depth;
+  return ncclSuccess;
+}
+
+ncclResult_t pncclGroupEnd() {
+  if (tls_group_depth == 0) return ncclInvalidUsage;
+  if (--tls_group_depth > 0) return ncclSuccess;
+  return flushGroup();
+}
+
+}  // extern "C"
+
+// The public names are weak aliases of the pnccl* definitions, as in the real library, so that
+// a profiler can interpose on either.
+#define SIMNCCL_ALIAS(name) extern "C" decltype(p##name) name __attribute__((weak, alias("p" #name)));
+SIMNCCL_ALIAS(ncclGetVersion)
+SIMNCCL_ALIAS(ncclGetErrorString)
+SIMNCCL_ALIAS(ncclGetLastError)
+SIMNCCL_ALIAS(ncclGetUniqueId)
+SIMNCCL_ALIAS(ncclCommInitRank)
+SIMNCCL_ALIAS(ncclCommInitRankConfig)
+SIMNCCL_ALIAS(ncclCommInitAll)
+SIMNCCL_ALIAS(ncclCommFinalize)
+SIMNCCL_ALIAS(ncclCommDestroy)
+SIMNCCL_ALIAS(ncclCommAbort)
+SIMNCCL_ALIAS(ncclCommGetAsyncError)
+SIMNCCL_ALIAS(ncclCommCount)
+SIMNCCL_ALIAS(ncclCommCuDevice)
+SIMNCCL_ALIAS(ncclCommUserRank)
+SIMNCCL_ALIAS(ncclMemAlloc)
+SIMNCCL_ALIAS(ncclMemFree)
+SIMNCCL_ALIAS(ncclAllReduce)
+SIMNCCL_ALIAS(ncclReduce)
+SIMNCCL_ALIAS(ncclBroadcast)
+SIMNCCL_ALIAS(ncclBcast)
+SIMNCCL_ALIAS(ncclAllGather)
+SIMNCCL_ALIAS(ncclReduceScatter)
+SIMNCCL_ALIAS(ncclSend)
+SIMNCCL_ALIAS(ncclRecv)
+SIMNCCL_ALIAS(ncclGroupStart)
+SIMNCCL_ALIAS(ncclGroupEnd)

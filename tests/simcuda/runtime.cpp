@@ -1,0 +1,545 @@
+// The CUDA runtime API of the simulation, compiled against the real headers so that every
+// signature matches; exported with the version libcudart.so.13 (see cudart.map).
+#include "internal.h"
+#include "simcuda.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <unistd.h>
+
+// Per-thread-default-stream twins; the header declares them only when a program is compiled
+// with CUDA_API_PER_THREAD_DEFAULT_STREAM, but the real library always exports them.
+extern "C" {
+cudaError_t cudaMemcpy_ptds(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind,
+                                 cudaStream_t stream);
+cudaError_t cudaMemcpy2D_ptds(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                              size_t height, enum cudaMemcpyKind kind);
+cudaError_t cudaMemcpy2DAsync_ptsz(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                                   size_t height, enum cudaMemcpyKind kind, cudaStream_t stream);
+cudaError_t cudaMemset_ptds(void* devPtr, int value, size_t count);
+cudaError_t cudaMemsetAsync_ptsz(void* devPtr, int value, size_t count, cudaStream_t stream);
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream);
+cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream);
+cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags);
+cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus* pCaptureStatus);
+cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream);
+}
+
+namespace simcuda {
+
+int deviceCount() {
+  // Read once, lazily: SIMCUDA_DEVICES simulates a multi-GPU node.
+  static const int count = [] {
+    const char* env = std::getenv("SIMCUDA_DEVICES");
+    int n = env ? std::atoi(env) : 1;
+    return n < 1 ? 1 : (n > 64 ? 64 : n);
+  }();
+  return count;
+}
+
+namespace {
+thread_local int tls_device = 0;
+thread_local cudaError_t tls_last_error = cudaSuccess;
+}  // namespace
+
+int currentDevice() { return tls_device; }
+
+}  // namespace simcuda
+
+using namespace simcuda;
+
+namespace {
+
+// Records a failure as the thread's last error, as the real runtime does.
+cudaError_t ret(cudaError_t e) {
+  if (e != cudaSuccess) tls_last_error = e;
+  return e;
+}
+
+bool validKind(cudaMemcpyKind k) { return k >= cudaMemcpyHostToHost && k <= cudaMemcpyDefault; }
+
+// Host code waits for async work touching pageable host memory: H2D is staged (the bytes are
+// taken from the host buffer before the call returns), D2H must land before the call returns.
+bool touchesPageable(const void* a, const void* b) { return isPageable(a) || isPageable(b); }
+
+cudaError_t submit(cudaStream_t stream, std::function<void()> op, bool wait) {
+  auto s = resolveStream(stream);
+  if (!s) return ret(cudaErrorInvalidResourceHandle);
+  std::uint64_t t = enqueue(s, std::move(op));
+  if (wait) s->waitTicket(t);
+  return cudaSuccess;
+}
+
+cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t stream, bool sync) {
+  if (!validKind(kind)) return ret(cudaErrorInvalidMemcpyDirection);
+  if (n == 0) return cudaSuccess;
+  if (!dst || !src) return ret(cudaErrorInvalidValue);
+  return submit(stream, [dst, src, n] { std::memmove(dst, src, n); }, sync || touchesPageable(dst, src));
+}
+
+cudaError_t copy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                   cudaMemcpyKind kind, cudaStream_t stream, bool sync) {
+  if (!validKind(kind)) return ret(cudaErrorInvalidMemcpyDirection);
+  if (width > dpitch || width > spitch) return ret(cudaErrorInvalidPitchValue);
+  if (width == 0 || height == 0) return cudaSuccess;
+  if (!dst || !src) return ret(cudaErrorInvalidValue);
+  auto op = [=] {
+    for (size_t row = 0; row < height; ++row)
+      std::memmove(static_cast<char*>(dst) + row * dpitch, static_cast<const char*>(src) + row * spitch, width);
+  };
+  return submit(stream, op, sync || touchesPageable(dst, src));
+}
+
+cudaError_t fill(void* p, int value, size_t n, cudaStream_t stream, bool async) {
+  if (n == 0) return cudaSuccess;
+  auto r = findRange(p);
+  if (!r) return ret(cudaErrorInvalidValue);
+  // The real cudaMemset is asynchronous unless it writes host memory.
+  bool wait = r->kind != MemKind::Device && !async;
+  return submit(stream, [p, value, n] { std::memset(p, value, n); }, wait);
+}
+
+void* alignedAlloc(size_t alignment, size_t size) {
+  void* p = nullptr;
+  if (posix_memalign(&p, alignment, size ? size : 1) != 0) return nullptr;
+  return p;
+}
+
+}  // namespace
+
+extern "C" {
+
+// ---------------- devices and errors ----------------
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  if (!count) return ret(cudaErrorInvalidValue);
+  *count = deviceCount();
+  return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) {
+  if (device < 0 || device >= deviceCount()) return ret(cudaErrorInvalidDevice);
+  tls_device = device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int* device) {
+  if (!device) return ret(cudaErrorInvalidValue);
+  *device = tls_device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetLastError(void) {
+  cudaError_t e = tls_last_error;
+  tls_last_error = cudaSuccess;
+  return e;
+}
+
+cudaError_t cudaPeekAtLastError(void) { return tls_last_error; }
+
+#define SIMCUDA_ERRORS(X)                                                                       \
+  X(cudaSuccess, "no error")                                                                    \
+  X(cudaErrorInvalidValue, "invalid argument")                                                  \
+  X(cudaErrorMemoryAllocation, "out of memory")                                                 \
+  X(cudaErrorInitializationError, "initialization error")                                       \
+  X(cudaErrorInvalidPitchValue, "invalid pitch argument")                                       \
+  X(cudaErrorInvalidMemcpyDirection, "invalid copy direction for memcpy")                       \
+  X(cudaErrorInvalidDevice, "invalid device ordinal")                                           \
+  X(cudaErrorNoDevice, "no CUDA-capable device is detected")                                    \
+  X(cudaErrorInvalidResourceHandle, "invalid resource handle")                                  \
+  X(cudaErrorNotReady, "device not ready")                                                      \
+  X(cudaErrorIllegalAddress, "an illegal memory access was encountered")                        \
+  X(cudaErrorLaunchFailure, "unspecified launch failure")                                       \
+  X(cudaErrorHostMemoryAlreadyRegistered, "part or all of the requested memory range is already mapped") \
+  X(cudaErrorHostMemoryNotRegistered, "pointer does not correspond to a registered memory region") \
+  X(cudaErrorNotSupported, "operation not supported")                                           \
+  X(cudaErrorUnknown, "unknown error")
+
+const char* cudaGetErrorString(cudaError_t error) {
+  switch (error) {
+#define SIMCUDA_STRING(code, text) \
+  case code:                       \
+    return text;
+    SIMCUDA_ERRORS(SIMCUDA_STRING)
+#undef SIMCUDA_STRING
+    default:
+      return "unrecognized error code";
+  }
+}
+
+const char* cudaGetErrorName(cudaError_t error) {
+  switch (error) {
+#define SIMCUDA_NAME(code, text) \
+  case code:                     \
+    return #code;
+    SIMCUDA_ERRORS(SIMCUDA_NAME)
+#undef SIMCUDA_NAME
+    default:
+      return "unrecognized error code";
+  }
+}
+
+cudaError_t cudaRuntimeGetVersion(int* version) {
+  if (!version) return ret(cudaErrorInvalidValue);
+  *version = CUDART_VERSION;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int* version) {
+  if (!version) return ret(cudaErrorInvalidValue);
+  *version = CUDART_VERSION;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void) {
+  synchronizeDevice(tls_device);
+  return cudaSuccess;
+}
+
+// ---------------- memory ----------------
+
+cudaError_t cudaMalloc(void** devPtr, size_t size) {
+  if (!devPtr) return ret(cudaErrorInvalidValue);
+  if (size == 0) {
+    *devPtr = nullptr;
+    return cudaSuccess;
+  }
+  void* p = alignedAlloc(256, size);  // cudaMalloc guarantees at least 256-byte alignment
+  if (!p) return ret(cudaErrorMemoryAllocation);
+  registerRange({reinterpret_cast<std::uintptr_t>(p), size, MemKind::Device, tls_device});
+  *devPtr = p;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFree(void* devPtr) {
+  if (!devPtr) return cudaSuccess;
+  auto r = findRange(devPtr);
+  if (!r || r->kind != MemKind::Device || r->base != reinterpret_cast<std::uintptr_t>(devPtr))
+    return ret(cudaErrorInvalidValue);
+  // The real cudaFree synchronises the device before releasing memory.
+  synchronizeDevice(r->device);
+  unregisterRange(r->base);
+  std::free(devPtr);
+  return cudaSuccess;
+}
+
+cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int flags) {
+  (void)flags;
+  if (!pHost) return ret(cudaErrorInvalidValue);
+  void* p = alignedAlloc(static_cast<size_t>(sysconf(_SC_PAGESIZE)), size);
+  if (!p) return ret(cudaErrorMemoryAllocation);
+  registerRange({reinterpret_cast<std::uintptr_t>(p), size, MemKind::PinnedAlloc, tls_device});
+  *pHost = p;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void** ptr, size_t size) { return cudaHostAlloc(ptr, size, cudaHostAllocDefault); }
+
+cudaError_t cudaFreeHost(void* ptr) {
+  if (!ptr) return cudaSuccess;
+  auto r = findRange(ptr);
+  if (!r || r->kind != MemKind::PinnedAlloc || r->base != reinterpret_cast<std::uintptr_t>(ptr))
+    return ret(cudaErrorInvalidValue);
+  synchronizeDevice(r->device);
+  unregisterRange(r->base);
+  std::free(ptr);
+  return cudaSuccess;
+}
+
+cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags) {
+  (void)flags;
+  if (!ptr || size == 0) return ret(cudaErrorInvalidValue);
+  auto base = reinterpret_cast<std::uintptr_t>(ptr);
+  if (overlapsAny(base, size)) return ret(cudaErrorHostMemoryAlreadyRegistered);
+  registerRange({base, size, MemKind::PinnedRegistered, tls_device});
+  return cudaSuccess;
+}
+
+cudaError_t cudaHostUnregister(void* ptr) {
+  auto r = findRange(ptr);
+  if (!r || r->kind != MemKind::PinnedRegistered || r->base != reinterpret_cast<std::uintptr_t>(ptr))
+    return ret(cudaErrorHostMemoryNotRegistered);
+  unregisterRange(r->base);
+  return cudaSuccess;
+}
+
+cudaError_t cudaHostGetDevicePointer(void** pDevice, void* pHost, unsigned int flags) {
+  (void)flags;
+  if (!pDevice) return ret(cudaErrorInvalidValue);
+  auto r = findRange(pHost);
+  if (!r || r->kind == MemKind::Device) return ret(cudaErrorInvalidValue);
+  *pDevice = pHost;  // unified addressing: the same address on both sides
+  return cudaSuccess;
+}
+
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes* attributes, const void* ptr) {
+  if (!attributes) return ret(cudaErrorInvalidValue);
+  std::memset(attributes, 0, sizeof(*attributes));
+  auto r = findRange(ptr);
+  void* p = const_cast<void*>(ptr);
+  if (!r) {
+    // Pageable or unknown memory: success, as in CUDA 11 and later.
+    attributes->type = cudaMemoryTypeUnregistered;
+    attributes->device = cudaInvalidDeviceId;
+    attributes->hostPointer = p;
+    return cudaSuccess;
+  }
+  attributes->device = r->device;
+  attributes->devicePointer = p;
+  if (r->kind == MemKind::Device) {
+    attributes->type = cudaMemoryTypeDevice;
+  } else {
+    attributes->type = cudaMemoryTypeHost;
+    attributes->hostPointer = p;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
+  if (!free || !total) return ret(cudaErrorInvalidValue);
+  *total = size_t{80} << 30;
+  *free = *total;
+  return cudaSuccess;
+}
+
+// ---------------- copies and memset ----------------
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
+  return copy(dst, src, count, kind, cudaStreamLegacy, true);
+}
+cudaError_t cudaMemcpy_ptds(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
+  return copy(dst, src, count, kind, cudaStreamPerThread, true);
+}
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return copy(dst, src, count, kind, stream, false);
+}
+cudaError_t cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind,
+                                 cudaStream_t stream) {
+  return copy(dst, src, count, kind, stream ? stream : cudaStreamPerThread, false);
+}
+cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                         enum cudaMemcpyKind kind) {
+  return copy2D(dst, dpitch, src, spitch, width, height, kind, cudaStreamLegacy, true);
+}
+cudaError_t cudaMemcpy2D_ptds(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                              size_t height, enum cudaMemcpyKind kind) {
+  return copy2D(dst, dpitch, src, spitch, width, height, kind, cudaStreamPerThread, true);
+}
+cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                              size_t height, enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return copy2D(dst, dpitch, src, spitch, width, height, kind, stream, false);
+}
+cudaError_t cudaMemcpy2DAsync_ptsz(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
+                                   size_t height, enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return copy2D(dst, dpitch, src, spitch, width, height, kind, stream ? stream : cudaStreamPerThread, false);
+}
+
+cudaError_t cudaMemcpyPeer(void* dst, int dstDevice, const void* src, int srcDevice, size_t count) {
+  if (dstDevice < 0 || dstDevice >= deviceCount() || srcDevice < 0 || srcDevice >= deviceCount())
+    return ret(cudaErrorInvalidDevice);
+  // Asynchronous to the host, serialised with the current device's work (as documented).
+  return copy(dst, src, count, cudaMemcpyDeviceToDevice, cudaStreamLegacy, false);
+}
+
+cudaError_t cudaMemcpyPeerAsync(void* dst, int dstDevice, const void* src, int srcDevice, size_t count,
+                                cudaStream_t stream) {
+  if (dstDevice < 0 || dstDevice >= deviceCount() || srcDevice < 0 || srcDevice >= deviceCount())
+    return ret(cudaErrorInvalidDevice);
+  return copy(dst, src, count, cudaMemcpyDeviceToDevice, stream, false);
+}
+
+cudaError_t cudaMemset(void* devPtr, int value, size_t count) {
+  return fill(devPtr, value, count, cudaStreamLegacy, false);
+}
+cudaError_t cudaMemset_ptds(void* devPtr, int value, size_t count) {
+  return fill(devPtr, value, count, cudaStreamPerThread, false);
+}
+cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t stream) {
+  return fill(devPtr, value, count, stream, true);
+}
+cudaError_t cudaMemsetAsync_ptsz(void* devPtr, int value, size_t count, cudaStream_t stream) {
+  return fill(devPtr, value, count, stream ? stream : cudaStreamPerThread, true);
+}
+
+// ---------------- streams ----------------
+
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t* pStream, unsigned int flags, int priority) {
+  if (!pStream || (flags & ~cudaStreamNonBlocking)) return ret(cudaErrorInvalidValue);
+  *pStream = createStream(tls_device, flags, priority);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* pStream, unsigned int flags) {
+  return cudaStreamCreateWithPriority(pStream, flags, 0);
+}
+cudaError_t cudaStreamCreate(cudaStream_t* pStream) {
+  return cudaStreamCreateWithPriority(pStream, cudaStreamDefault, 0);
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (!destroyStream(stream)) return ret(cudaErrorInvalidResourceHandle);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int* flags) {
+  auto s = resolveStream(hStream);
+  if (!s) return ret(cudaErrorInvalidResourceHandle);
+  if (!flags) return ret(cudaErrorInvalidValue);
+  *flags = s->flags();
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamGetPriority(cudaStream_t hStream, int* priority) {
+  auto s = resolveStream(hStream);
+  if (!s) return ret(cudaErrorInvalidResourceHandle);
+  if (!priority) return ret(cudaErrorInvalidValue);
+  *priority = s->priority();
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPriority) {
+  if (leastPriority) *leastPriority = 0;
+  if (greatestPriority) *greatestPriority = -5;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  auto s = resolveStream(stream);
+  if (!s) return ret(cudaErrorInvalidResourceHandle);
+  s->waitTicket(s->lastTicket());
+  return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream) {
+  return cudaStreamSynchronize(stream ? stream : cudaStreamPerThread);
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  auto s = resolveStream(stream);
+  if (!s) return ret(cudaErrorInvalidResourceHandle);
+  return s->idle() ? cudaSuccess : cudaErrorNotReady;  // NotReady is not recorded as an error
+}
+cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream) { return cudaStreamQuery(stream ? stream : cudaStreamPerThread); }
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+  (void)flags;
+  auto s = resolveStream(stream);
+  auto e = resolveEvent(event);
+  if (!s || !e) return ret(cudaErrorInvalidResourceHandle);
+  std::uint64_t seq;
+  {
+    std::lock_guard lock(e->mu);
+    seq = e->recorded;
+  }
+  if (seq == 0) return cudaSuccess;  // never recorded: nothing to wait for
+  enqueue(s, [e, seq] {
+    std::unique_lock lock(e->mu);
+    e->cv.wait(lock, [&] { return e->done >= seq; });
+  });
+  return cudaSuccess;
+}
+cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+  return cudaStreamWaitEvent(stream ? stream : cudaStreamPerThread, event, flags);
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus* pCaptureStatus) {
+  if (!resolveStream(stream)) return ret(cudaErrorInvalidResourceHandle);
+  if (!pCaptureStatus) return ret(cudaErrorInvalidValue);
+  *pCaptureStatus = cudaStreamCaptureStatusNone;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus* pCaptureStatus) {
+  return cudaStreamIsCapturing(stream ? stream : cudaStreamPerThread, pCaptureStatus);
+}
+
+// ---------------- events ----------------
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+  if (!event) return ret(cudaErrorInvalidValue);
+  *event = createEvent(flags);
+  return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  if (!destroyEvent(event)) return ret(cudaErrorInvalidResourceHandle);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  auto e = resolveEvent(event);
+  auto s = resolveStream(stream);
+  if (!e || !s) return ret(cudaErrorInvalidResourceHandle);
+  std::uint64_t seq;
+  {
+    std::lock_guard lock(e->mu);
+    seq = ++e->recorded;
+  }
+  // The timestamp is taken when the stream's worker reaches the event, like the GPU does.
+  enqueue(s, [e, seq] {
+    auto now = Clock::now();
+    std::lock_guard lock(e->mu);
+    if (seq > e->done) {
+      e->done = seq;
+      e->stamp = now;
+    }
+    e->cv.notify_all();
+  });
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream) {
+  return cudaEventRecord(event, stream ? stream : cudaStreamPerThread);
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  auto e = resolveEvent(event);
+  if (!e) return ret(cudaErrorInvalidResourceHandle);
+  std::lock_guard lock(e->mu);
+  return e->done >= e->recorded ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  auto e = resolveEvent(event);
+  if (!e) return ret(cudaErrorInvalidResourceHandle);
+  std::unique_lock lock(e->mu);
+  std::uint64_t target = e->recorded;
+  e->cv.wait(lock, [&] { return e->done >= target; });
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (!ms) return ret(cudaErrorInvalidValue);
+  auto a = resolveEvent(start);
+  auto b = resolveEvent(end);
+  if (!a || !b) return ret(cudaErrorInvalidResourceHandle);
+  if ((a->flags | b->flags) & cudaEventDisableTiming) return ret(cudaErrorInvalidResourceHandle);
+  Clock::time_point ta, tb;
+  {
+    std::lock_guard lock(a->mu);
+    if (a->recorded == 0) return ret(cudaErrorInvalidResourceHandle);
+    if (a->done < a->recorded) return cudaErrorNotReady;
+    ta = a->stamp;
+  }
+  {
+    std::lock_guard lock(b->mu);
+    if (b->recorded == 0) return ret(cudaErrorInvalidResourceHandle);
+    if (b->done < b->recorded) return cudaErrorNotReady;
+    tb = b->stamp;
+  }
+  *ms = std::chrono::duration<float, std::milli>(tb - ta).count();
+  return cudaSuccess;
+}
+
+// ---------------- simulation extensions ----------------
+
+cudaError_t simcudaBusy(cudaStream_t stream, unsigned microseconds) {
+  return submit(stream, [microseconds] { std::this_thread::sleep_for(std::chrono::microseconds(microseconds)); },
+                false);
+}
+
+cudaError_t simcudaEnqueue(cudaStream_t stream, void (*fn)(void* arg), void* arg) {
+  if (!fn) return ret(cudaErrorInvalidValue);
+  return submit(stream, [fn, arg] { fn(arg); }, false);
+}
+
+}  // extern "C"

@@ -1,0 +1,202 @@
+// Streams are worker threads draining a FIFO of operations; events are stamped when a worker
+// reaches them. The legacy default stream keeps its implicit synchronisation with blocking
+// streams, because a profiler's findings about default-stream serialisation depend on it.
+#include "internal.h"
+
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace simcuda {
+
+void Stream::start() {
+  // Detached: a program may exit without destroying its streams, and a joinable std::thread
+  // destroyed at exit would terminate the process. The worker holds the Stream alive.
+  std::thread([self = shared_from_this()] { self->run(); }).detach();
+}
+
+void Stream::run() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    work_cv_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+    if (queue_.empty()) break;
+    // The op stays queued (moved-from) while it runs so that cudaStreamQuery sees it.
+    std::function<void()> op = std::move(queue_.front());
+    lock.unlock();
+    op();
+    op = nullptr;  // release captures outside the lock
+    lock.lock();
+    queue_.pop_front();
+    ++completed_;
+    done_cv_.notify_all();
+  }
+}
+
+std::uint64_t Stream::push(std::function<void()> op) {
+  std::lock_guard lock(mu_);
+  queue_.push_back(std::move(op));
+  work_cv_.notify_one();
+  return ++enqueued_;
+}
+
+void Stream::waitTicket(std::uint64_t ticket) {
+  std::unique_lock lock(mu_);
+  done_cv_.wait(lock, [&] { return completed_ >= ticket; });
+}
+
+bool Stream::idle() {
+  std::lock_guard lock(mu_);
+  return completed_ == enqueued_;
+}
+
+std::uint64_t Stream::lastTicket() {
+  std::lock_guard lock(mu_);
+  return enqueued_;
+}
+
+bool Stream::reached(std::uint64_t ticket) {
+  std::lock_guard lock(mu_);
+  return completed_ >= ticket;
+}
+
+void Stream::stop() {
+  std::lock_guard lock(mu_);
+  stopping_ = true;
+  work_cv_.notify_one();
+}
+
+namespace {
+
+struct Handles {
+  std::mutex mu;
+  std::unordered_map<Stream*, std::shared_ptr<Stream>> streams;  // user-created streams
+  std::vector<std::shared_ptr<Stream>> legacy;                   // one per device, lazily
+  std::unordered_map<Event*, std::shared_ptr<Event>> events;
+  // Serialises enqueueing so that the tickets captured for implicit synchronisation form a
+  // consistent order (waits only ever point at earlier work, so they cannot deadlock).
+  std::mutex enqueue_mu;
+};
+
+// Leaked on purpose: workers outlive static destruction at exit.
+Handles& handles() {
+  static Handles* h = new Handles;
+  return *h;
+}
+
+// Operation that holds its stream until `other` has run `ticket`.
+std::function<void()> waitOp(std::shared_ptr<Stream> other, std::uint64_t ticket) {
+  return [other = std::move(other), ticket] { other->waitTicket(ticket); };
+}
+
+std::vector<std::shared_ptr<Stream>> streamsOf(int device) {
+  Handles& h = handles();
+  std::lock_guard lock(h.mu);
+  std::vector<std::shared_ptr<Stream>> out;
+  for (auto& [raw, s] : h.streams)
+    if (s->device() == device) out.push_back(s);
+  return out;
+}
+
+}  // namespace
+
+std::shared_ptr<Stream> legacyStream(int device) {
+  Handles& h = handles();
+  std::lock_guard lock(h.mu);
+  if (h.legacy.empty()) h.legacy.resize(static_cast<std::size_t>(deviceCount()));
+  if (device < 0 || static_cast<std::size_t>(device) >= h.legacy.size()) return nullptr;
+  auto& slot = h.legacy[static_cast<std::size_t>(device)];
+  if (!slot) {
+    slot = std::make_shared<Stream>(device, cudaStreamDefault, 0, true);
+    slot->start();
+  }
+  return slot;
+}
+
+std::shared_ptr<Stream> resolveStream(cudaStream_t s) {
+  if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread)
+    return legacyStream(currentDevice());
+  Handles& h = handles();
+  std::lock_guard lock(h.mu);
+  auto it = h.streams.find(reinterpret_cast<Stream*>(s));
+  return it == h.streams.end() ? nullptr : it->second;
+}
+
+cudaStream_t createStream(int device, unsigned flags, int priority) {
+  auto s = std::make_shared<Stream>(device, flags, priority, false);
+  s->start();
+  Handles& h = handles();
+  std::lock_guard lock(h.mu);
+  h.streams.emplace(s.get(), s);
+  return reinterpret_cast<cudaStream_t>(s.get());
+}
+
+bool destroyStream(cudaStream_t handle) {
+  std::shared_ptr<Stream> s;
+  {
+    Handles& h = handles();
+    std::lock_guard lock(h.mu);
+    auto it = h.streams.find(reinterpret_cast<Stream*>(handle));
+    if (it == h.streams.end()) return false;
+    s = std::move(it->second);
+    h.streams.erase(it);
+  }
+  // Like the real runtime: returns at once, queued work still completes.
+  s->stop();
+  return true;
+}
+
+std::uint64_t enqueue(const std::shared_ptr<Stream>& s, std::function<void()> op) {
+  Handles& h = handles();
+  std::lock_guard lock(h.enqueue_mu);
+  if (s->legacy()) {
+    // Work on the legacy stream waits for all earlier work on blocking streams of the device.
+    for (auto& other : streamsOf(s->device())) {
+      if (!other->blocking()) continue;
+      std::uint64_t t = other->lastTicket();
+      if (!other->reached(t)) s->push(waitOp(other, t));
+    }
+  } else if (s->blocking()) {
+    // ...and work on a blocking stream waits for earlier work on the legacy stream.
+    auto legacy = legacyStream(s->device());
+    std::uint64_t t = legacy->lastTicket();
+    if (!legacy->reached(t)) s->push(waitOp(legacy, t));
+  }
+  return s->push(std::move(op));
+}
+
+void synchronizeDevice(int device) {
+  std::vector<std::pair<std::shared_ptr<Stream>, std::uint64_t>> todo;
+  {
+    Handles& h = handles();
+    std::lock_guard lock(h.enqueue_mu);
+    auto legacy = legacyStream(device);
+    if (legacy) todo.emplace_back(legacy, legacy->lastTicket());
+    for (auto& s : streamsOf(device)) todo.emplace_back(s, s->lastTicket());
+  }
+  for (auto& [s, t] : todo) s->waitTicket(t);
+}
+
+cudaEvent_t createEvent(unsigned flags) {
+  auto e = std::make_shared<Event>(flags);
+  Handles& h = handles();
+  std::lock_guard lock(h.mu);
+  h.events.emplace(e.get(), e);
+  return reinterpret_cast<cudaEvent_t>(e.get());
+}
+
+std::shared_ptr<Event> resolveEvent(cudaEvent_t handle) {
+  Handles& h = handles();
+  std::lock_guard lock(h.mu);
+  auto it = h.events.find(reinterpret_cast<Event*>(handle));
+  return it == h.events.end() ? nullptr : it->second;
+}
+
+bool destroyEvent(cudaEvent_t handle) {
+  Handles& h = handles();
+  std::lock_guard lock(h.mu);
+  // Pending record operations keep their own reference, as the real runtime allows destroying
+  // an event that is still pending.
+  return h.events.erase(reinterpret_cast<Event*>(handle)) > 0;
+}
+
+}  // namespace simcuda

@@ -1,0 +1,532 @@
+// Tests of the simulated CUDA runtime and NCCL. Ordering is checked with gates (operations that
+// hold a stream until the test opens them), not with timing thresholds, so nothing can flake.
+#include <gtest/gtest.h>
+#include <nccl.h>
+
+#include "simcuda.h"
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+// Exported by libcudart; the header declares it only for per-thread-default-stream builds.
+extern "C" cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream);
+
+namespace {
+
+// An operation that keeps its stream busy until open() is called. The flag lives on the heap,
+// shared with the operation, because the operation may still poll it after the Gate is gone.
+class Gate {
+ public:
+  explicit Gate(cudaStream_t s) : opened_(std::make_shared<std::atomic<bool>>(false)) {
+    EXPECT_EQ(simcudaEnqueue(s, &Gate::run, new std::shared_ptr<std::atomic<bool>>(opened_)), cudaSuccess);
+  }
+  ~Gate() {
+    open();
+    join();
+  }
+  void open() { opened_->store(true); }
+  // Opens the gate from another thread after a delay; `flag` is set just before opening.
+  void openLater(std::atomic<bool>& flag, int ms = 50) {
+    opener_ = std::thread([opened = opened_, &flag, ms] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      flag.store(true);
+      opened->store(true);
+    });
+  }
+  void join() {
+    if (opener_.joinable()) opener_.join();
+  }
+
+ private:
+  static void run(void* arg) {
+    auto* flag = static_cast<std::shared_ptr<std::atomic<bool>>*>(arg);
+    while (!(*flag)->load()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    delete flag;
+  }
+  std::shared_ptr<std::atomic<bool>> opened_;
+  std::thread opener_;
+};
+
+// Appends `value` to a log when the stream reaches it.
+struct OrderLog {
+  std::mutex mu;
+  std::vector<int> seen;
+  struct Entry {
+    OrderLog* log;
+    int value;
+  };
+  std::vector<std::unique_ptr<Entry>> entries;
+  void mark(cudaStream_t s, int value) {
+    entries.push_back(std::make_unique<Entry>(Entry{this, value}));
+    ASSERT_EQ(simcudaEnqueue(s, &OrderLog::run, entries.back().get()), cudaSuccess);
+  }
+  static void run(void* p) {
+    auto* e = static_cast<Entry*>(p);
+    std::lock_guard lock(e->log->mu);
+    e->log->seen.push_back(e->value);
+  }
+};
+
+std::vector<unsigned char> pattern(std::size_t n, int seed) {
+  std::vector<unsigned char> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<unsigned char>((i * 31 + static_cast<std::size_t>(seed)) & 0xff);
+  return v;
+}
+
+std::string run(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  while (std::size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
+  pclose(p);
+  return out;
+}
+
+std::set<std::string> shmEntries() {
+  std::set<std::string> names;
+  for (auto& e : std::filesystem::directory_iterator("/dev/shm"))
+    if (e.path().filename().string().rfind("simnccl-", 0) == 0) names.insert(e.path().filename().string());
+  return names;
+}
+
+}  // namespace
+
+TEST(SimCuda, CopiesInAllDirections) {
+  const std::size_t n = 1 << 16;
+  auto src = pattern(n, 1);
+  void *d1 = nullptr, *d2 = nullptr, *pinned = nullptr;
+  ASSERT_EQ(cudaMalloc(&d1, n), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d2, n), cudaSuccess);
+  ASSERT_EQ(cudaMallocHost(&pinned, n), cudaSuccess);
+  std::vector<unsigned char> back(n), hh(n);
+
+  ASSERT_EQ(cudaMemcpy(d1, src.data(), n, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d2, d1, n, cudaMemcpyDeviceToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(pinned, d2, n, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(std::memcmp(pinned, src.data(), n), 0);
+  ASSERT_EQ(cudaMemcpy(hh.data(), pinned, n, cudaMemcpyHostToHost), cudaSuccess);
+  EXPECT_EQ(hh, src);
+
+  // cudaMemcpyDefault infers the direction.
+  auto other = pattern(n, 7);
+  ASSERT_EQ(cudaMemcpy(d1, other.data(), n, cudaMemcpyDefault), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(back.data(), d1, n, cudaMemcpyDefault), cudaSuccess);
+  EXPECT_EQ(back, other);
+
+  // Async copies on a stream and the _ptds/_ptsz twins.
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(d2, src.data(), n, cudaMemcpyHostToDevice, s), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(pinned, d2, n, cudaMemcpyDeviceToHost, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(std::memcmp(pinned, src.data(), n), 0);
+  ASSERT_EQ(cudaMemcpyPeer(d1, 0, d2, 0, n), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyPeerAsync(d2, 0, d1, 0, n, s), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(back.data(), d2, n, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(back, src);
+
+  // Memset, synchronous and async.
+  ASSERT_EQ(cudaMemset(d1, 0xab, n), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(back.data(), d1, n, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(back, std::vector<unsigned char>(n, 0xab));
+  ASSERT_EQ(cudaMemsetAsync(d1, 0x11, n / 2, s), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(back.data(), d1, n, cudaMemcpyDeviceToHost, s), cudaSuccess);
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(back[i], i < n / 2 ? 0x11 : 0xab) << i;
+
+  // 2D: a 16x8 block out of a 40-byte-pitch host image into a 64-byte-pitch device image and back.
+  const std::size_t w = 16, h = 8, hp = 40, dp = 64;
+  auto img = pattern(hp * h, 3);
+  std::vector<unsigned char> img2(hp * h, 0);
+  ASSERT_EQ(cudaMemset(d1, 0, n), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy2D(d1, dp, img.data(), hp, w, h, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy2DAsync(img2.data(), hp, d1, dp, w, h, cudaMemcpyDeviceToHost, s), cudaSuccess);
+  for (std::size_t y = 0; y < h; ++y)
+    for (std::size_t x = 0; x < hp; ++x) ASSERT_EQ(img2[y * hp + x], x < w ? img[y * hp + x] : 0) << y << "," << x;
+  ASSERT_EQ(cudaMemcpy(back.data(), d1, n, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(back[dp - 1], 0);  // the pitch padding stays untouched
+  EXPECT_EQ(back[dp], img[hp]);
+  EXPECT_EQ(cudaMemcpy2D(d1, 8, img.data(), hp, w, h, cudaMemcpyHostToDevice), cudaErrorInvalidPitchValue);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidPitchValue);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+
+  EXPECT_EQ(cudaStreamDestroy(s), cudaSuccess);
+  EXPECT_EQ(cudaFree(d1), cudaSuccess);
+  EXPECT_EQ(cudaFree(d2), cudaSuccess);
+  EXPECT_EQ(cudaFreeHost(pinned), cudaSuccess);
+}
+
+TEST(SimCuda, OperationsOnOneStreamRunInOrder) {
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  int* d = nullptr;
+  int* pinned = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, sizeof(int)), cudaSuccess);
+  ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&pinned), sizeof(int), cudaHostAllocDefault), cudaSuccess);
+  *pinned = -1;
+  OrderLog log;
+  {
+    Gate gate(s);
+    log.mark(s, 1);
+    ASSERT_EQ(cudaMemsetAsync(d, 1, sizeof(int), s), cudaSuccess);
+    ASSERT_EQ(simcudaBusy(s, 2000), cudaSuccess);
+    log.mark(s, 2);
+    ASSERT_EQ(cudaMemsetAsync(d, 2, sizeof(int), s), cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(pinned, d, sizeof(int), cudaMemcpyDeviceToHost, s), cudaSuccess);
+    log.mark(s, 3);
+    EXPECT_EQ(cudaStreamQuery(s), cudaErrorNotReady);
+    EXPECT_EQ(*pinned, -1);  // nothing ran past the gate
+  }
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(cudaStreamQuery(s), cudaSuccess);
+  EXPECT_EQ(*pinned, 0x02020202);
+  EXPECT_EQ(log.seen, (std::vector<int>{1, 2, 3}));
+  cudaFree(d);
+  cudaFreeHost(pinned);
+  cudaStreamDestroy(s);
+}
+
+TEST(SimCuda, EventsQueryAndElapsedTime) {
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  cudaEvent_t a, b, untimed;
+  ASSERT_EQ(cudaEventCreate(&a), cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&b, cudaEventDefault), cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&untimed, cudaEventDisableTiming), cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(b), cudaSuccess);  // never recorded
+  {
+    Gate gate(s);
+    ASSERT_EQ(cudaEventRecord(a, s), cudaSuccess);
+    ASSERT_EQ(simcudaBusy(s, 50000), cudaSuccess);
+    ASSERT_EQ(cudaEventRecord(b, s), cudaSuccess);
+    ASSERT_EQ(cudaEventRecord(untimed, s), cudaSuccess);
+    EXPECT_EQ(cudaEventQuery(a), cudaErrorNotReady);
+    EXPECT_EQ(cudaEventQuery(b), cudaErrorNotReady);
+    float ms = 0;
+    EXPECT_EQ(cudaEventElapsedTime(&ms, a, b), cudaErrorNotReady);
+  }
+  ASSERT_EQ(cudaEventSynchronize(b), cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(a), cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(b), cudaSuccess);
+  float ms = 0;
+  ASSERT_EQ(cudaEventElapsedTime(&ms, a, b), cudaSuccess);
+  EXPECT_GE(ms, 49.9f);  // sleep_for never sleeps less than asked
+  EXPECT_EQ(cudaEventElapsedTime(&ms, a, untimed), cudaErrorInvalidResourceHandle);
+  cudaGetLastError();
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaEventDestroy(untimed);
+  cudaStreamDestroy(s);
+}
+
+TEST(SimCuda, PageableAsyncCopyBlocksPinnedDoesNot) {
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  const std::size_t n = 4096;
+  auto src = pattern(n, 5);
+  void* d = nullptr;
+  void* pinned = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, n), cudaSuccess);
+  ASSERT_EQ(cudaMallocHost(&pinned, n), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(d, src.data(), n, cudaMemcpyHostToDevice), cudaSuccess);
+
+  // Pinned D2H returns while the stream is still held: the copy has not happened yet.
+  {
+    std::memset(pinned, 0, n);
+    Gate gate(s);
+    ASSERT_EQ(cudaMemcpyAsync(pinned, d, n, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    EXPECT_EQ(cudaStreamQuery(s), cudaErrorNotReady);
+    EXPECT_EQ(static_cast<unsigned char*>(pinned)[0], 0);
+    gate.open();
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT_EQ(std::memcmp(pinned, src.data(), n), 0);
+  }
+  // Pageable D2H returns only after the stream reached and finished the copy.
+  {
+    std::vector<unsigned char> pageable(n, 0);
+    std::atomic<bool> opened{false};
+    Gate gate(s);
+    gate.openLater(opened);
+    ASSERT_EQ(cudaMemcpyAsync(pageable.data(), d, n, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    EXPECT_TRUE(opened.load());
+    EXPECT_EQ(pageable, src);
+    gate.join();
+  }
+  // Pageable H2D: the bytes are taken before the call returns, so reusing the buffer is safe.
+  {
+    auto staged = pattern(n, 9);
+    std::atomic<bool> opened{false};
+    Gate gate(s);
+    gate.openLater(opened);
+    ASSERT_EQ(cudaMemcpyAsync(d, staged.data(), n, cudaMemcpyHostToDevice, s), cudaSuccess);
+    EXPECT_TRUE(opened.load());
+    std::vector<unsigned char> expect = staged;
+    std::fill(staged.begin(), staged.end(), 0);
+    ASSERT_EQ(cudaMemcpy(pinned, d, n, cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(std::memcmp(pinned, expect.data(), n), 0);
+    gate.join();
+  }
+  // Pinned via cudaHostRegister counts as pinned.
+  {
+    std::vector<unsigned char> reg(n, 0);
+    ASSERT_EQ(cudaHostRegister(reg.data(), n, cudaHostRegisterDefault), cudaSuccess);
+    Gate gate(s);
+    ASSERT_EQ(cudaMemcpyAsync(reg.data(), d, n, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    EXPECT_EQ(cudaStreamQuery(s), cudaErrorNotReady);
+    gate.open();
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT_EQ(cudaHostUnregister(reg.data()), cudaSuccess);
+  }
+  cudaFree(d);
+  cudaFreeHost(pinned);
+  cudaStreamDestroy(s);
+}
+
+TEST(SimCuda, PointerAttributes) {
+  void *d = nullptr, *h1 = nullptr, *h2 = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, 1000), cudaSuccess);
+  ASSERT_EQ(cudaMallocHost(&h1, 1000), cudaSuccess);
+  ASSERT_EQ(cudaHostAlloc(&h2, 1000, cudaHostAllocPortable), cudaSuccess);
+  std::vector<char> heap(1000);
+  int stack = 0;
+  cudaPointerAttributes a{};
+
+  ASSERT_EQ(cudaPointerGetAttributes(&a, d), cudaSuccess);
+  EXPECT_EQ(a.type, cudaMemoryTypeDevice);
+  EXPECT_EQ(a.device, 0);
+  EXPECT_EQ(a.devicePointer, d);
+  EXPECT_EQ(a.hostPointer, nullptr);
+  ASSERT_EQ(cudaPointerGetAttributes(&a, static_cast<char*>(d) + 999), cudaSuccess);
+  EXPECT_EQ(a.type, cudaMemoryTypeDevice);
+  ASSERT_EQ(cudaPointerGetAttributes(&a, static_cast<char*>(d) + 1000), cudaSuccess);
+  EXPECT_NE(a.type, cudaMemoryTypeDevice);
+
+  for (void* h : {h1, h2}) {
+    ASSERT_EQ(cudaPointerGetAttributes(&a, h), cudaSuccess);
+    EXPECT_EQ(a.type, cudaMemoryTypeHost);
+    EXPECT_EQ(a.hostPointer, h);
+    EXPECT_EQ(a.devicePointer, h);
+  }
+  ASSERT_EQ(cudaPointerGetAttributes(&a, heap.data()), cudaSuccess);
+  EXPECT_EQ(a.type, cudaMemoryTypeUnregistered);
+  ASSERT_EQ(cudaPointerGetAttributes(&a, &stack), cudaSuccess);
+  EXPECT_EQ(a.type, cudaMemoryTypeUnregistered);
+
+  ASSERT_EQ(cudaHostRegister(heap.data(), heap.size(), cudaHostRegisterDefault), cudaSuccess);
+  EXPECT_EQ(cudaHostRegister(heap.data() + 10, 10, cudaHostRegisterDefault), cudaErrorHostMemoryAlreadyRegistered);
+  ASSERT_EQ(cudaPointerGetAttributes(&a, heap.data() + 500), cudaSuccess);
+  EXPECT_EQ(a.type, cudaMemoryTypeHost);
+  ASSERT_EQ(cudaHostUnregister(heap.data()), cudaSuccess);
+  EXPECT_EQ(cudaHostUnregister(heap.data()), cudaErrorHostMemoryNotRegistered);
+  ASSERT_EQ(cudaPointerGetAttributes(&a, heap.data()), cudaSuccess);
+  EXPECT_EQ(a.type, cudaMemoryTypeUnregistered);
+
+  ASSERT_EQ(cudaFree(d), cudaSuccess);
+  ASSERT_EQ(cudaPointerGetAttributes(&a, d), cudaSuccess);
+  EXPECT_EQ(a.type, cudaMemoryTypeUnregistered);
+  EXPECT_EQ(cudaFree(h1), cudaErrorInvalidValue);  // pinned memory is freed with cudaFreeHost
+  EXPECT_EQ(cudaFreeHost(h1), cudaSuccess);
+  EXPECT_EQ(cudaFreeHost(h2), cudaSuccess);
+  cudaGetLastError();
+}
+
+TEST(SimCuda, StreamWaitEventOrdersAcrossStreams) {
+  cudaStream_t a, b;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithPriority(&b, cudaStreamNonBlocking, -1), cudaSuccess);
+  cudaEvent_t ev;
+  ASSERT_EQ(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), cudaSuccess);
+  OrderLog log;
+  {
+    Gate gate(a);
+    log.mark(a, 1);
+    ASSERT_EQ(cudaEventRecord(ev, a), cudaSuccess);
+    ASSERT_EQ(cudaStreamWaitEvent(b, ev, 0), cudaSuccess);
+    log.mark(b, 2);
+    // b is held by the event although its own queue has nothing else.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(cudaStreamQuery(b), cudaErrorNotReady);
+    {
+      std::lock_guard lock(log.mu);
+      EXPECT_TRUE(log.seen.empty());
+    }
+  }
+  ASSERT_EQ(cudaStreamSynchronize(b), cudaSuccess);
+  EXPECT_EQ(log.seen, (std::vector<int>{1, 2}));
+  cudaEventDestroy(ev);
+  cudaStreamDestroy(a);
+  cudaStreamDestroy(b);
+}
+
+TEST(SimCuda, LegacyDefaultStreamSynchronisesWithBlockingStreams) {
+  cudaStream_t blocking, nonblocking;
+  ASSERT_EQ(cudaStreamCreate(&blocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&nonblocking, cudaStreamNonBlocking), cudaSuccess);
+  void* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, 64), cudaSuccess);
+  {
+    Gate held(blocking);
+    ASSERT_EQ(cudaMemsetAsync(d, 0, 64, nullptr), cudaSuccess);  // waits for `blocking`
+    EXPECT_EQ(cudaStreamQuery(nullptr), cudaErrorNotReady);
+    EXPECT_EQ(cudaStreamQuery(cudaStreamPerThread), cudaErrorNotReady);
+  }
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  {
+    Gate held(nonblocking);
+    ASSERT_EQ(cudaMemsetAsync(d, 0, 64, cudaStreamLegacy), cudaSuccess);  // does not wait
+    ASSERT_EQ(cudaStreamSynchronize(cudaStreamLegacy), cudaSuccess);
+    EXPECT_EQ(cudaStreamQuery(nonblocking), cudaErrorNotReady);
+  }
+  ASSERT_EQ(cudaStreamSynchronize_ptsz(nonblocking), cudaSuccess);
+  // cudaFree synchronises the device.
+  {
+    std::atomic<bool> opened{false};
+    Gate held(nonblocking);
+    held.openLater(opened);
+    ASSERT_EQ(cudaFree(d), cudaSuccess);
+    EXPECT_TRUE(opened.load());
+    held.join();
+  }
+  cudaStreamDestroy(blocking);
+  cudaStreamDestroy(nonblocking);
+}
+
+TEST(SimCuda, DeviceAndErrorApi) {
+  int n = 0, dev = -1, v = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&n), cudaSuccess);
+  EXPECT_GE(n, 1);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  ASSERT_EQ(cudaGetDevice(&dev), cudaSuccess);
+  EXPECT_EQ(dev, 0);
+  EXPECT_EQ(cudaSetDevice(n), cudaErrorInvalidDevice);
+  EXPECT_EQ(cudaPeekAtLastError(), cudaErrorInvalidDevice);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidDevice);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_STREQ(cudaGetErrorName(cudaErrorNotReady), "cudaErrorNotReady");
+  EXPECT_STREQ(cudaGetErrorString(cudaSuccess), "no error");
+  ASSERT_EQ(cudaRuntimeGetVersion(&v), cudaSuccess);
+  EXPECT_EQ(v, CUDART_VERSION);
+  ASSERT_EQ(cudaDriverGetVersion(&v), cudaSuccess);
+  EXPECT_GE(v, CUDART_VERSION);
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusActive;
+  ASSERT_EQ(cudaStreamIsCapturing(nullptr, &st), cudaSuccess);
+  EXPECT_EQ(st, cudaStreamCaptureStatusNone);
+  char buf[4];
+  EXPECT_EQ(cudaMemcpy(buf, buf, 4, static_cast<cudaMemcpyKind>(17)), cudaErrorInvalidMemcpyDirection);
+  cudaGetLastError();
+}
+
+TEST(SimNccl, InitAllInOneProcess) {
+  std::array<ncclComm_t, 3> comms{};
+  ASSERT_EQ(ncclCommInitAll(comms.data(), 3, nullptr), ncclSuccess);
+  std::array<cudaStream_t, 3> streams{};
+  std::array<double*, 3> bufs{};
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_EQ(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&bufs[r]), 3000 * sizeof(double)), cudaSuccess);
+    std::vector<double> h(3000, r + 0.5);
+    ASSERT_EQ(cudaMemcpy(bufs[r], h.data(), h.size() * sizeof(double), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < 3; ++r)
+    ASSERT_EQ(ncclAllReduce(bufs[r], bufs[r], 3000, ncclDouble, ncclMax, comms[r], streams[r]), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+  for (int r = 0; r < 3; ++r) {
+    std::vector<double> h(3000);
+    ASSERT_EQ(cudaMemcpyAsync(h.data(), bufs[r], h.size() * sizeof(double), cudaMemcpyDeviceToHost, streams[r]),
+              cudaSuccess);
+    for (double x : h) ASSERT_EQ(x, 2.5);
+    int rank = -1, count = 0;
+    EXPECT_EQ(ncclCommUserRank(comms[r], &rank), ncclSuccess);
+    EXPECT_EQ(ncclCommCount(comms[r], &count), ncclSuccess);
+    EXPECT_EQ(rank, r);
+    EXPECT_EQ(count, 3);
+  }
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(ncclCommDestroy(comms[r]), ncclSuccess);
+    cudaFree(bufs[r]);
+    cudaStreamDestroy(streams[r]);
+  }
+  int version = 0;
+  EXPECT_EQ(ncclGetVersion(&version), ncclSuccess);
+  EXPECT_EQ(version, NCCL_VERSION_CODE);
+  EXPECT_STREQ(ncclGetErrorString(ncclSuccess), "no error");
+}
+
+TEST(SimNccl, FourRankAllReduceRendezvous) {
+  auto before = shmEntries();
+  std::string cmd = std::string(SIMCUDA_SIMRUN) + " -n 4 -- " + SIMCUDA_ALLREDUCE_PROG + " 2>&1";
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[4096];
+  while (std::size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
+  int status = pclose(p);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  for (int r = 0; r < 4; ++r)
+    EXPECT_NE(out.find("rank " + std::to_string(r) + "/4: ok"), std::string::npos) << out;
+  // No shared-memory segment is left behind.
+  for (auto& name : shmEntries()) EXPECT_TRUE(before.count(name)) << "left in /dev/shm: " << name;
+}
+
+TEST(SimAbi, CudartSymbolsCarryTheRealVersion) {
+  std::string out = run(std::string("objdump -T ") + SIMCUDART_PATH);
+  for (const char* sym : {"cudaMemcpy", "cudaMemcpyAsync", "cudaMemcpyAsync_ptsz", "cudaMemcpy_ptds",
+                          "cudaStreamSynchronize", "cudaEventRecord_ptsz", "cudaMalloc", "simcudaBusy"})
+    EXPECT_NE(out.find(std::string("libcudart.so.13 ") + sym + "\n"), std::string::npos) << sym;
+  // Nothing else is exported.
+  EXPECT_EQ(out.find("simcuda::"), std::string::npos);
+  std::string dyn = run(std::string("objdump -p ") + SIMCUDART_PATH);
+  EXPECT_NE(dyn.find("SONAME               libcudart.so.13"), std::string::npos) << dyn;
+}
+
+TEST(SimAbi, NcclExportsWeakPublicAndGlobalProfilingNames) {
+  std::string out = run(std::string("objdump -T ") + SIMNCCL_PATH);
+  auto line = [&](const std::string& sym) {
+    std::size_t pos = out.find(" " + sym + "\n");
+    if (pos == std::string::npos) return std::string();
+    std::size_t start = out.rfind('\n', pos);
+    return out.substr(start == std::string::npos ? 0 : start + 1, pos - start);
+  };
+  for (const char* name : {"AllReduce", "Broadcast", "AllGather", "ReduceScatter", "Send", "Recv", "GetUniqueId",
+                           "CommInitRank", "CommDestroy", "GroupStart", "GroupEnd"}) {
+    std::string pub = line(std::string("nccl") + name), prof = line(std::string("pnccl") + name);
+    EXPECT_NE(pub.find(" w "), std::string::npos) << name << ": " << pub;
+    EXPECT_NE(prof.find(" g "), std::string::npos) << name << ": " << prof;
+  }
+  std::string dyn = run(std::string("objdump -p ") + SIMNCCL_PATH);
+  EXPECT_NE(dyn.find("SONAME               libnccl.so.2"), std::string::npos) << dyn;
+}
+
+TEST(SimCuda, ProcessExitsWhileStreamsAreBusy) {
+  auto start = std::chrono::steady_clock::now();
+  std::string out = run(std::string(SIMCUDA_ALLREDUCE_PROG) + " exit-while-busy; echo status=$?");
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(out.find("exiting\nstatus=0"), std::string::npos) << out;
+  EXPECT_LT(secs, 20.0);  // the queued work would take 60 s
+}
+
+#ifdef SIMCUDA_REALABI_PROG
+TEST(SimAbi, ProgramLinkedAgainstRealLibrariesRunsOnTheSimulation) {
+  std::string cmd = std::string("LD_LIBRARY_PATH=") + SIMCUDA_LIBDIR + " " + SIMCUDA_REALABI_PROG + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[1024];
+  while (std::size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
+  int status = pclose(p);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status << ": " << out;
+}
+#endif
