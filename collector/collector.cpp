@@ -27,8 +27,11 @@ void Collector::discover() {
       const int64_t id = database_.add_process(name, reader->header());
       segments_.emplace(name, Tracked{std::move(reader), id, {}});
     } catch (const std::exception& e) {
-      // A producer publishes its header last: a segment that is merely young is tried again.
-      if (std::string_view(e.what()) == header_problem_text(HeaderProblem::NotPublished)) continue;
+      // A producer sizes its segment, then fills and publishes the header: a segment that is
+      // merely young is tried again on the next pass.
+      const std::string_view why = e.what();
+      if (why == header_problem_text(HeaderProblem::NotPublished) || why == header_problem_text(HeaderProblem::TooSmall))
+        continue;
       rejected_.insert(name);
       report("warning", fmt::format("skipped segment /dev/shm/{}: {}", name, e.what()));
     }

@@ -2,12 +2,11 @@
 
 #include <fmt/format.h>
 
-#include <cstdlib>
 
 namespace trainshim::cli {
 
 std::string with_thousands(int64_t n) {
-  const std::string digits = std::to_string(std::llabs(n));
+  const std::string digits = n < 0 ? std::to_string(n).substr(1) : std::to_string(n);
   std::string out = n < 0 ? "-" : "";
   for (std::size_t i = 0; i < digits.size(); ++i) {
     if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
@@ -20,7 +19,8 @@ std::string human_bytes(int64_t bytes) {
   constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double value = double(bytes);
   int unit = 0;
-  while (value >= 1024 && unit < 4) {
+  // 1023.95 and above print as the next unit: never "1024.0 KiB".
+  while (value >= 1023.95 && unit < 4) {
     value /= 1024;
     ++unit;
   }
@@ -29,8 +29,9 @@ std::string human_bytes(int64_t bytes) {
 
 std::string human_duration(int64_t ns) {
   const double v = double(ns);
-  if (ns >= 1'000'000'000) return fmt::format("{:.2f} s", v / 1e9);
-  if (ns >= 1'000'000) return fmt::format("{:.1f} ms", v / 1e6);
+  // Thresholds where the smaller unit would round up to 1000 of itself.
+  if (ns >= 999'995'000) return fmt::format("{:.2f} s", v / 1e9);
+  if (ns >= 999'950) return fmt::format("{:.1f} ms", v / 1e6);
   if (ns >= 1'000) return fmt::format("{:.1f} µs", v / 1e3);
   return fmt::format("{} ns", ns);
 }

@@ -92,8 +92,9 @@ void add_findings(Report& report) {
       f.calls = p.lost.total();
       f.message = fmt::format("{} lost {} events ({} ring full, {} before recording started, {} unfinished "
                               "at exit, {} malformed): its figures are lower bounds",
-                              rank_words(p), with_thousands(p.lost.total()), p.lost.ring_full, p.lost.not_ready,
-                              p.lost.unpublished, p.lost.malformed);
+                              rank_words(p), with_thousands(p.lost.total()), with_thousands(p.lost.ring_full),
+                              with_thousands(p.lost.not_ready), with_thousands(p.lost.unpublished),
+                              with_thousands(p.lost.malformed));
       f.advice = "raise TRAINSHIM_RING_EVENTS (events per ring) or TRAINSHIM_RINGS if rings fill";
       report.findings.push_back(std::move(f));
     }

@@ -136,6 +136,9 @@ inline constexpr std::string_view header_problem_text(HeaderProblem p) {
 // mapped_bytes: the size of the mapping the reader actually has.
 inline HeaderProblem validate_header(const SegmentHeader& h, uint64_t mapped_bytes) {
   if (mapped_bytes < sizeof(SegmentHeader)) return HeaderProblem::TooSmall;
+  // The producer publishes its state last: until then every other field may be half-written.
+  const auto state = h.producer_state.load(std::memory_order_acquire);
+  if (state == 0) return HeaderProblem::NotPublished;
   if (h.magic != kSegmentMagic) return HeaderProblem::BadMagic;
   if (h.format_version != kFormatVersion) return HeaderProblem::BadVersion;
   const bool power_of_two = h.ring_capacity != 0 && (h.ring_capacity & (h.ring_capacity - 1)) == 0;
@@ -145,10 +148,8 @@ inline HeaderProblem validate_header(const SegmentHeader& h, uint64_t mapped_byt
       h.segment_bytes > mapped_bytes || (h.clock_kind != static_cast<uint32_t>(ClockKind::Tsc) &&
                                          h.clock_kind != static_cast<uint32_t>(ClockKind::Monotonic)))
     return HeaderProblem::BadGeometry;
-  const auto state = h.producer_state.load(std::memory_order_acquire);
-  if (state != static_cast<uint32_t>(ProducerState::Live) &&
-      state != static_cast<uint32_t>(ProducerState::Exited))
-    return HeaderProblem::NotPublished;
+  if (state != static_cast<uint32_t>(ProducerState::Live) && state != static_cast<uint32_t>(ProducerState::Exited))
+    return HeaderProblem::BadGeometry;
   return HeaderProblem::Ok;
 }
 

@@ -134,6 +134,11 @@ TEST(EndToEnd, ProcessWithoutCudaCallsCreatesNothing) {
   EXPECT_EQ(result.out, "threads=1 segment=no\n");
   EXPECT_FALSE(segment_exists(s.job));
   EXPECT_FALSE(std::filesystem::exists(collector_lock_path(getuid(), s.job)));
+  // A program with no CUDA library at all loads the shim too: it links only the C library.
+  const auto plain = run(preload_env(s.job) + " /bin/echo loaded 2>&1");
+  EXPECT_EQ(plain.exit_code, 0);
+  EXPECT_EQ(plain.out, "loaded\n");
+  EXPECT_FALSE(segment_exists(s.job));
 }
 
 TEST(EndToEnd, ForkedChildStartsClean) {

@@ -1,0 +1,432 @@
+// The collector against real /dev/shm segments built here as the shim builds them.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <boost/interprocess/mapped_region.hpp>
+#include <boost/interprocess/shared_memory_object.hpp>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "collector.hpp"
+#include "segment_reader.hpp"
+#include "trainshim/names.hpp"
+#include "trainshim/ring.hpp"
+
+namespace trainshim::collector {
+namespace {
+
+namespace bip = boost::interprocess;
+namespace fs = std::filesystem;
+
+std::string unique_job() {
+  static int counter = 0;
+  return "unit_" + std::to_string(getpid()) + "_" + std::to_string(++counter);
+}
+
+bool shm_exists(const std::string& name) { return fs::exists(fs::path(kShmDir) / name); }
+
+// A producer's segment, created in /dev/shm and removed again when the test ends.
+class TestSegment {
+ public:
+  struct Options {
+    pid_t pid = getpid();
+    uint32_t rings = 2;
+    uint32_t capacity = 16;
+    bool publish = true;
+    bool fill_header = true;
+    std::string suffix;  // the shim appends ".N" when an old segment holds its name
+
+    Options& with_pid(pid_t p) { pid = p; return *this; }
+    Options& with_suffix(std::string s) { suffix = std::move(s); return *this; }
+    Options& unpublished() { publish = false; return *this; }
+    Options& header_unwritten() { fill_header = false; return *this; }
+  };
+
+  TestSegment(const std::string& job, Options o) : options_(o), job_(job) {
+    name_ = segment_name(getuid(), job, o.pid) + o.suffix;
+    bip::shared_memory_object::remove(name_.c_str());
+    bip::permissions owner_only;
+    owner_only.set_permissions(0600);
+    bip::shared_memory_object shm(bip::create_only, name_.c_str(), bip::read_write, owner_only);
+    shm.truncate(bip::offset_t(segment_bytes(o.rings, o.capacity)));
+    region_ = bip::mapped_region(shm, bip::read_write);
+    if (o.fill_header) fill_header();
+    if (o.publish) publish();
+  }
+  ~TestSegment() { bip::shared_memory_object::remove(name_.c_str()); }
+  TestSegment(const TestSegment&) = delete;
+  TestSegment& operator=(const TestSegment&) = delete;
+
+  void fill_header() {
+    SegmentHeader* h = header();
+    h->magic = kSegmentMagic;
+    h->format_version = kFormatVersion;
+    h->header_bytes = sizeof(SegmentHeader);
+    h->segment_bytes = segment_bytes(options_.rings, options_.capacity);
+    h->ring_count = options_.rings;
+    h->ring_capacity = options_.capacity;
+    h->slot_bytes = sizeof(Slot);
+    h->pid = options_.pid;
+    h->pid_start_time = 0;  // do not compare start times
+    h->rank = 3;
+    h->local_rank = 1;
+    h->world_size = 8;
+    h->clock_kind = static_cast<uint32_t>(ClockKind::Monotonic);  // ticks are nanoseconds
+    h->anchor_ticks = 5000;
+    h->anchor_monotonic_ns = 5000;
+    h->anchor_realtime_ns = 1'700'000'000'000'000'000;
+    std::strcpy(h->host, "unit-host");
+    std::strncpy(h->job, job_.c_str(), sizeof h->job - 1);
+    std::strcpy(h->command, "python train.py --epochs 1");
+  }
+  void publish() {
+    header()->producer_state.store(static_cast<uint32_t>(ProducerState::Live), std::memory_order_release);
+  }
+
+  SegmentHeader* header() { return static_cast<SegmentHeader*>(region_.get_address()); }
+  RingView ring(uint32_t i) { return ring_of(header(), i); }
+  RingControl* control(uint32_t i) {
+    return reinterpret_cast<RingControl*>(reinterpret_cast<char*>(header()) + sizeof(SegmentHeader) +
+                                          i * ring_bytes(options_.capacity));
+  }
+  const std::string& name() const { return name_; }
+
+ private:
+  Options options_;
+  std::string job_;
+  std::string name_;
+  bip::mapped_region region_;
+};
+
+using Opts = TestSegment::Options;
+
+EventRecord copy_record(uint64_t begin, uint64_t end, uint64_t bytes, Direction d, HostMemory m,
+                        Api api = Api::cudaMemcpyAsync) {
+  EventRecord r{};
+  r.api = static_cast<uint16_t>(api);
+  r.begin_ticks = begin;
+  r.end_ticks = end;
+  r.bytes = bytes;
+  r.direction = static_cast<uint8_t>(d);
+  r.host_memory = static_cast<uint8_t>(m);
+  r.stream = 0xABC;
+  r.tid = 77;
+  return r;
+}
+
+// Reads the database the way any other reader would: a separate connection per query.
+class Sql {
+ public:
+  explicit Sql(const std::string& path) {
+    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK)
+      ADD_FAILURE() << "cannot open " << path;
+  }
+  ~Sql() { sqlite3_close(db_); }
+  std::vector<std::vector<std::string>> rows(const std::string& sql) {
+    std::vector<std::vector<std::string>> out;
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &s, nullptr) != SQLITE_OK) {
+      ADD_FAILURE() << sql << ": " << sqlite3_errmsg(db_);
+      return out;
+    }
+    while (sqlite3_step(s) == SQLITE_ROW) {
+      std::vector<std::string> row;
+      for (int c = 0; c < sqlite3_column_count(s); ++c) {
+        const auto* t = sqlite3_column_text(s, c);
+        row.emplace_back(t ? reinterpret_cast<const char*>(t) : "NULL");
+      }
+      out.push_back(std::move(row));
+    }
+    sqlite3_finalize(s);
+    return out;
+  }
+  int64_t integer(const std::string& sql) {
+    const auto r = rows(sql);
+    if (r.size() != 1 || r[0].size() != 1) {
+      ADD_FAILURE() << sql << ": expected one value, got " << r.size() << " rows";
+      return -1;
+    }
+    return std::stoll(r[0][0]);
+  }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+class CollectorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/trainshim_unit_XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+    job_ = unique_job();
+    db_path_ = dir_ + "/run.db";
+  }
+  void TearDown() override {
+    for (const std::string& name : list_segments(getuid(), job_)) bip::shared_memory_object::remove(name.c_str());
+    fs::remove_all(dir_);
+  }
+  CollectorOptions options() const {
+    CollectorOptions o;
+    o.job = job_;
+    o.database_path = db_path_;
+    o.uid = getuid();
+    return o;
+  }
+  int64_t value(const std::string& sql) { return Sql(db_path_).integer(sql); }
+  std::vector<std::vector<std::string>> rows(const std::string& sql) { return Sql(db_path_).rows(sql); }
+
+  std::string dir_, job_, db_path_;
+};
+
+TEST_F(CollectorTest, ListSegmentsFindsOnlyThisJobsSegments) {
+  TestSegment a(job_, Opts().with_pid(11));
+  TestSegment b(job_, Opts().with_pid(12).with_suffix(".1"));
+  TestSegment other(job_ + "x", Opts().with_pid(13));
+  auto names = list_segments(getuid(), job_);
+  std::sort(names.begin(), names.end());
+  ASSERT_EQ(names.size(), 2u);
+  EXPECT_EQ(names[0], segment_name(getuid(), job_, 11));
+  EXPECT_EQ(names[1], segment_name(getuid(), job_, 12) + ".1");
+}
+
+TEST_F(CollectorTest, DrainsRecordsIntoTheDatabase) {
+  TestSegment seg(job_, Opts());
+  ASSERT_TRUE(seg.ring(0).push(copy_record(10'000, 10'500, 4096, Direction::HostToDevice, HostMemory::Pageable)));
+  ASSERT_TRUE(seg.ring(0).push(copy_record(11'000, 11'200, 512, Direction::DeviceToHost, HostMemory::Pinned,
+                                           Api::cudaMemcpy)));
+  EventRecord sync{};
+  sync.api = static_cast<uint16_t>(Api::cudaStreamSynchronize);
+  sync.begin_ticks = 12'000;
+  sync.end_ticks = 15'000;
+  sync.stream = 0xABC;
+  ASSERT_TRUE(seg.ring(1).push(sync));
+
+  Collector collector(options());
+  EXPECT_EQ(collector.pass(), 3u);
+  EXPECT_EQ(collector.live_segments(), 1u);
+
+  const auto processes = rows("SELECT segment, pid, host, rank, local_rank, world_size, job, command, "
+                              "start_realtime_ns, start_monotonic_ns, events, dropped_ring_full, malformed, ended "
+                              "FROM processes");
+  ASSERT_EQ(processes.size(), 1u);
+  const std::vector<std::string> expected_process = {
+      seg.name(), std::to_string(getpid()), "unit-host", "3", "1", "8", job_, "python train.py --epochs 1",
+      "1700000000000000000", "5000", "3", "0", "0", "0"};
+  EXPECT_EQ(processes[0], expected_process);
+
+  // Ring 0 drains before ring 1, each in order.
+  const auto events = rows("SELECT api, bytes, direction, host_memory, begin_ns, end_ns, tid, stream FROM events "
+                           "ORDER BY rowid");
+  const std::vector<std::vector<std::string>> expected_events = {
+      {std::to_string(int(Api::cudaMemcpyAsync)), "4096", "1", "2", "10000", "10500", "77", std::to_string(0xABC)},
+      {std::to_string(int(Api::cudaMemcpy)), "512", "2", "1", "11000", "11200", "77", std::to_string(0xABC)},
+      {std::to_string(int(Api::cudaStreamSynchronize)), "0", "0", "0", "12000", "15000", "0", std::to_string(0xABC)},
+  };
+  EXPECT_EQ(events, expected_events);
+  // The lookup tables name what the integers mean.
+  EXPECT_EQ(rows("SELECT a.name, a.class, d.name, m.name FROM events e JOIN apis a ON a.id = e.api "
+                 "JOIN directions d ON d.id = e.direction JOIN host_memories m ON m.id = e.host_memory "
+                 "ORDER BY e.rowid LIMIT 1")[0],
+            (std::vector<std::string>{"cudaMemcpyAsync", "copy", "h2d", "pageable"}));
+  EXPECT_EQ(rows("SELECT value FROM meta WHERE key = 'job'")[0][0], job_);
+
+  // Nothing new: nothing stored, the live producer's segment stays.
+  EXPECT_EQ(collector.pass(), 0u);
+  EXPECT_EQ(value("SELECT count(*) FROM events"), 3);
+  EXPECT_EQ(value("SELECT events FROM processes"), 3);
+  EXPECT_TRUE(shm_exists(seg.name()));
+
+  // Later records add to the same process row.
+  ASSERT_TRUE(seg.ring(1).push(copy_record(20'000, 20'001, 1, Direction::DeviceToDevice, HostMemory::Device)));
+  EXPECT_EQ(collector.pass(), 1u);
+  EXPECT_EQ(value("SELECT count(*) FROM processes"), 1);
+  EXPECT_EQ(value("SELECT events FROM processes"), 4);
+  EXPECT_EQ(value("SELECT count(*) FROM events"), 4);
+}
+
+TEST_F(CollectorTest, MalformedRecordsAreCountedNotStored) {
+  TestSegment seg(job_, Opts());
+  EventRecord bad_api = copy_record(1, 2, 8, Direction::HostToDevice, HostMemory::Pinned);
+  bad_api.api = 9999;
+  EventRecord backwards = copy_record(50, 40, 8, Direction::HostToDevice, HostMemory::Pinned);
+  ASSERT_TRUE(seg.ring(0).push(copy_record(1, 2, 100, Direction::HostToDevice, HostMemory::Pinned)));
+  ASSERT_TRUE(seg.ring(0).push(bad_api));
+  ASSERT_TRUE(seg.ring(0).push(backwards));
+  ASSERT_TRUE(seg.ring(0).push(copy_record(3, 4, 200, Direction::HostToDevice, HostMemory::Pinned)));
+
+  Collector collector(options());
+  EXPECT_EQ(collector.pass(), 2u);
+  EXPECT_EQ(value("SELECT malformed FROM processes"), 2);
+  EXPECT_EQ(value("SELECT events FROM processes"), 2);
+  EXPECT_EQ(value("SELECT count(*) FROM events"), 2);
+  EXPECT_EQ(value("SELECT count(*) FROM events WHERE api >= " + std::to_string(kApiCount)), 0);
+  EXPECT_EQ(value("SELECT sum(bytes) FROM events"), 300);
+  EXPECT_EQ(value("SELECT count(*) FROM collector_log WHERE level = 'warning' AND message = '2 malformed "
+                  "records skipped in /dev/shm/" + seg.name() + "'"),
+            1);
+  // Counted once: another pass adds nothing.
+  EXPECT_EQ(collector.pass(), 0u);
+  EXPECT_EQ(value("SELECT malformed FROM processes"), 2);
+}
+
+TEST_F(CollectorTest, RingDropsAreReported) {
+  TestSegment seg(job_, Opts());
+  for (uint64_t i = 0; i < 20; ++i) seg.ring(0).push(copy_record(i, i, 1, Direction::HostToDevice, HostMemory::Pinned));
+  for (uint64_t i = 0; i < 17; ++i) seg.ring(1).push(copy_record(i, i, 1, Direction::HostToDevice, HostMemory::Pinned));
+  seg.header()->dropped_not_ready.store(3);
+
+  Collector collector(options());
+  EXPECT_EQ(collector.pass(), 32u);
+  EXPECT_EQ(value("SELECT dropped_ring_full FROM processes"), 5);
+  EXPECT_EQ(value("SELECT dropped_not_ready FROM processes"), 3);
+  EXPECT_EQ(value("SELECT events FROM processes"), 32);
+
+  // The ring's counter is a running total: the row follows it without counting twice.
+  for (uint64_t i = 0; i < 18; ++i) seg.ring(0).push(copy_record(i, i, 1, Direction::HostToDevice, HostMemory::Pinned));
+  EXPECT_EQ(collector.pass(), 16u);
+  EXPECT_EQ(value("SELECT dropped_ring_full FROM processes"), 7);
+  EXPECT_EQ(value("SELECT events FROM processes"), 48);
+  EXPECT_EQ(collector.pass(), 0u);
+  EXPECT_EQ(value("SELECT dropped_ring_full FROM processes"), 7);
+}
+
+TEST_F(CollectorTest, GarbageSegmentIsSkippedOnceAndLeftAlone) {
+  const std::string garbage_name = segment_prefix(getuid(), job_) + "garbage";
+  {
+    bip::shared_memory_object shm(bip::create_only, garbage_name.c_str(), bip::read_write);
+    shm.truncate(8192);
+    bip::mapped_region region(shm, bip::read_write);
+    std::memset(region.get_address(), 0xA5, region.get_size());
+  }
+  TestSegment good(job_, Opts());
+  ASSERT_TRUE(good.ring(0).push(copy_record(1, 2, 3, Direction::HostToDevice, HostMemory::Pinned)));
+
+  Collector collector(options());
+  EXPECT_EQ(collector.pass(), 1u);
+  EXPECT_EQ(collector.pass(), 0u);
+  EXPECT_EQ(collector.live_segments(), 1u);
+  EXPECT_EQ(value("SELECT count(*) FROM processes"), 1);
+  EXPECT_EQ(value("SELECT count(*) FROM collector_log WHERE level = 'warning'"), 1);
+  EXPECT_EQ(rows("SELECT message FROM collector_log WHERE level = 'warning'")[0][0],
+            "skipped segment /dev/shm/" + garbage_name + ": not a trainshim segment (bad magic)");
+  EXPECT_TRUE(shm_exists(garbage_name));  // not the collector's to delete
+  EXPECT_TRUE(bip::shared_memory_object::remove(garbage_name.c_str()));
+}
+
+// A producer creates its segment before sizing it: a tiny one is young, not broken.
+TEST_F(CollectorTest, SegmentSmallerThanAHeaderIsLeftForALaterPass) {
+  const std::string tiny_name = segment_prefix(getuid(), job_) + "tiny";
+  {
+    bip::shared_memory_object shm(bip::create_only, tiny_name.c_str(), bip::read_write);
+    shm.truncate(16);
+  }
+  Collector collector(options());
+  EXPECT_EQ(collector.pass(), 0u);
+  EXPECT_EQ(collector.live_segments(), 0u);
+  EXPECT_TRUE(rows("SELECT message FROM collector_log WHERE level = 'warning'").empty());
+  EXPECT_TRUE(shm_exists(tiny_name));
+  bip::shared_memory_object::remove(tiny_name.c_str());
+}
+
+pid_t dead_pid() {
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  int status = 0;
+  waitpid(child, &status, 0);
+  return child;
+}
+
+TEST_F(CollectorTest, DeadProducerIsDrainedEndedAndUnlinked) {
+  TestSegment seg(job_, Opts().with_pid(dead_pid()));
+  for (uint64_t i = 0; i < 16; ++i)
+    ASSERT_TRUE(seg.ring(0).push(copy_record(i, i + 1, i, Direction::HostToDevice, HostMemory::Pinned)));
+  ASSERT_TRUE(seg.ring(1).push(copy_record(100, 101, 7, Direction::DeviceToHost, HostMemory::Pinned)));
+  // The producer died between claiming a slot of ring 1 and publishing it, after one more record.
+  seg.header()->producer_state.store(static_cast<uint32_t>(ProducerState::Exited));
+  seg.control(1)->head.fetch_add(1);
+  ASSERT_TRUE(seg.ring(1).push(copy_record(200, 201, 9, Direction::DeviceToHost, HostMemory::Pinned)));
+  ASSERT_TRUE(shm_exists(seg.name()));
+
+  Collector collector(options());
+  EXPECT_EQ(collector.pass(), 18u);
+  EXPECT_EQ(collector.live_segments(), 0u);
+  EXPECT_FALSE(shm_exists(seg.name()));
+  EXPECT_EQ(rows("SELECT events, ended, lost_unpublished, dropped_ring_full FROM processes")[0],
+            (std::vector<std::string>{"18", "1", "1", "0"}));
+  EXPECT_EQ(value("SELECT sum(bytes) FROM events"), 120 + 7 + 9);
+  EXPECT_EQ(collector.pass(), 0u);
+  EXPECT_EQ(value("SELECT count(*) FROM processes"), 1);
+}
+
+TEST_F(CollectorTest, UnpublishedSegmentIsPickedUpOncePublished) {
+  TestSegment seg(job_, Opts().unpublished());
+  ASSERT_TRUE(seg.ring(0).push(copy_record(1, 2, 64, Direction::HostToDevice, HostMemory::Pageable)));
+  Collector collector(options());
+  EXPECT_EQ(collector.pass(), 0u);
+  EXPECT_EQ(collector.live_segments(), 0u);
+  EXPECT_EQ(value("SELECT count(*) FROM processes"), 0);
+  EXPECT_EQ(value("SELECT count(*) FROM collector_log WHERE level = 'warning'"), 0);
+  EXPECT_TRUE(shm_exists(seg.name()));
+
+  seg.publish();
+  EXPECT_EQ(collector.pass(), 1u);
+  EXPECT_EQ(collector.live_segments(), 1u);
+  EXPECT_EQ(value("SELECT count(*) FROM processes"), 1);
+  EXPECT_EQ(value("SELECT bytes FROM events"), 64);
+}
+
+// The shim creates its segment, sizes it, and only then writes the header (publishing last).
+// A collector pass in between sees a zero-filled segment: it must be retried, not rejected.
+TEST_F(CollectorTest, SegmentBeingCreatedIsRetriedNotRejected) {
+  TestSegment seg(job_, Opts().unpublished().header_unwritten());
+  Collector collector(options());
+  EXPECT_EQ(collector.pass(), 0u);
+
+  seg.fill_header();
+  ASSERT_TRUE(seg.ring(0).push(copy_record(1, 2, 64, Direction::HostToDevice, HostMemory::Pageable)));
+  seg.publish();
+  EXPECT_EQ(collector.pass(), 1u);
+  EXPECT_EQ(collector.live_segments(), 1u);
+  EXPECT_EQ(value("SELECT count(*) FROM processes"), 1);
+  EXPECT_EQ(value("SELECT count(*) FROM collector_log WHERE level = 'warning'"), 0);
+}
+
+TEST_F(CollectorTest, RunFinishesWithAFullDrain) {
+  TestSegment seg(job_, Opts());
+  ASSERT_TRUE(seg.ring(0).push(copy_record(1, 2, 64, Direction::HostToDevice, HostMemory::Pinned)));
+  const std::atomic<bool> stop{true};
+  {
+    Collector collector(options());
+    collector.run(stop);
+  }
+  EXPECT_EQ(value("SELECT count(*) FROM events"), 1);
+  EXPECT_EQ(rows("SELECT level, message FROM collector_log ORDER BY rowid")[0],
+            (std::vector<std::string>{"info", fmt::format("collector {} started for job {}", getpid(), job_)}));
+}
+
+TEST_F(CollectorTest, ReopeningTheDatabaseAddsToIt) {
+  TestSegment seg(job_, Opts());
+  ASSERT_TRUE(seg.ring(0).push(copy_record(1, 2, 64, Direction::HostToDevice, HostMemory::Pinned)));
+  {
+    Collector collector(options());
+    EXPECT_EQ(collector.pass(), 1u);
+  }
+  ASSERT_TRUE(seg.ring(0).push(copy_record(3, 4, 32, Direction::HostToDevice, HostMemory::Pinned)));
+  {
+    Collector collector(options());
+    EXPECT_EQ(collector.pass(), 1u);
+  }
+  EXPECT_EQ(value("SELECT count(*) FROM events"), 2);
+  EXPECT_EQ(value("SELECT count(*) FROM meta WHERE key = 'schema_version'"), 1);
+}
+
+}  // namespace
+}  // namespace trainshim::collector

@@ -1,0 +1,144 @@
+// Identity and names: who a process is in its job, and the shared-memory names derived from it.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "core/identity.hpp"
+#include "trainshim/names.hpp"
+
+namespace trainshim::shim {
+namespace {
+
+// Clears every variable identity_from_environment reads and restores them afterwards.
+class IdentityTest : public ::testing::Test {
+ protected:
+  static constexpr const char* kVariables[] = {
+      "RANK", "LOCAL_RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS",
+      "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK",
+      "MPI_LOCALRANKID", "PMI_SIZE", "TRAINSHIM_JOB", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"};
+
+  void SetUp() override {
+    for (const char* name : kVariables) {
+      if (const char* v = std::getenv(name)) saved_[name] = v;
+      unsetenv(name);
+    }
+  }
+  void TearDown() override {
+    for (const char* name : kVariables) {
+      const auto it = saved_.find(name);
+      if (it == saved_.end()) unsetenv(name); else setenv(name, it->second.c_str(), 1);
+    }
+  }
+  static void set(const char* name, const char* value) { setenv(name, value, 1); }
+
+ private:
+  std::map<std::string, std::string> saved_;
+};
+
+TEST_F(IdentityTest, NoLauncher) {
+  const Identity id = identity_from_environment();
+  EXPECT_EQ(id.rank, -1);
+  EXPECT_EQ(id.local_rank, -1);
+  EXPECT_EQ(id.world_size, -1);
+}
+
+TEST_F(IdentityTest, TorchrunWinsOverSlurm) {
+  set("RANK", "3");
+  set("LOCAL_RANK", "1");
+  set("WORLD_SIZE", "8");
+  set("SLURM_PROCID", "5");
+  set("SLURM_LOCALID", "2");
+  set("SLURM_NTASKS", "16");
+  const Identity id = identity_from_environment();
+  EXPECT_EQ(id.rank, 3);
+  EXPECT_EQ(id.local_rank, 1);
+  EXPECT_EQ(id.world_size, 8);
+}
+
+TEST_F(IdentityTest, SlurmWithoutRank) {
+  set("SLURM_PROCID", "5");
+  set("SLURM_LOCALID", "2");
+  set("SLURM_NTASKS", "16");
+  set("OMPI_COMM_WORLD_RANK", "9");
+  const Identity id = identity_from_environment();
+  EXPECT_EQ(id.rank, 5);
+  EXPECT_EQ(id.local_rank, 2);
+  EXPECT_EQ(id.world_size, 16);
+}
+
+TEST_F(IdentityTest, OpenMpi) {
+  set("OMPI_COMM_WORLD_RANK", "9");
+  set("OMPI_COMM_WORLD_LOCAL_RANK", "1");
+  set("OMPI_COMM_WORLD_SIZE", "12");
+  set("PMI_RANK", "4");
+  const Identity id = identity_from_environment();
+  EXPECT_EQ(id.rank, 9);
+  EXPECT_EQ(id.local_rank, 1);
+  EXPECT_EQ(id.world_size, 12);
+}
+
+TEST_F(IdentityTest, Pmi) {
+  set("PMI_RANK", "4");
+  set("MPI_LOCALRANKID", "0");
+  set("PMI_SIZE", "6");
+  const Identity id = identity_from_environment();
+  EXPECT_EQ(id.rank, 4);
+  EXPECT_EQ(id.local_rank, 0);
+  EXPECT_EQ(id.world_size, 6);
+}
+
+TEST_F(IdentityTest, RankZeroAndMissingCompanions) {
+  set("RANK", "0");
+  const Identity id = identity_from_environment();
+  EXPECT_EQ(id.rank, 0);
+  EXPECT_EQ(id.local_rank, -1);
+  EXPECT_EQ(id.world_size, -1);
+}
+
+TEST_F(IdentityTest, UnparsableRankFallsThroughToTheNextLauncher) {
+  for (const char* bad : {"", "abc", "3x", "-1"}) {
+    SCOPED_TRACE(bad);
+    set("RANK", bad);
+    set("WORLD_SIZE", "8");
+    set("SLURM_PROCID", "7");
+    set("SLURM_NTASKS", "10");
+    const Identity id = identity_from_environment();
+    EXPECT_EQ(id.rank, 7);
+    EXPECT_EQ(id.world_size, 10);
+  }
+}
+
+TEST_F(IdentityTest, JobPrecedence) {
+  EXPECT_EQ(identity_from_environment().job, "pg" + std::to_string(getpgrp()));
+  set("SLURM_JOB_ID", "4242");
+  EXPECT_EQ(identity_from_environment().job, "4242");
+  set("TORCHELASTIC_RUN_ID", "elastic-run");
+  EXPECT_EQ(identity_from_environment().job, "elastic_run");
+  set("TRAINSHIM_JOB", "mine");
+  EXPECT_EQ(identity_from_environment().job, "mine");
+  set("TRAINSHIM_JOB", "");  // empty: ignored
+  EXPECT_EQ(identity_from_environment().job, "elastic_run");
+}
+
+TEST(Names, SanitizeJob) {
+  EXPECT_EQ(sanitize_job("a/b c-d"), "a_b_c_d");
+  EXPECT_EQ(sanitize_job("Run_1.2"), "Run_1.2");
+  EXPECT_EQ(sanitize_job("../x"), ".._x");
+  EXPECT_EQ(sanitize_job(""), "job");
+  EXPECT_EQ(sanitize_job(std::string(150, 'z')), std::string(100, 'z'));
+}
+
+TEST(Names, SegmentAndLockNames) {
+  EXPECT_EQ(segment_prefix(1000, "run7"), "trainshim-1000-run7-");
+  EXPECT_EQ(segment_name(1000, "run7", 4242), "trainshim-1000-run7-4242");
+  EXPECT_EQ(collector_lock_path(1000, "run7"), "/dev/shm/trainshim-1000-run7.lock");
+  // The lock file never looks like one of the job's segments.
+  EXPECT_FALSE(collector_lock_path(1000, "run7").substr(9).starts_with(segment_prefix(1000, "run7")));
+}
+
+}  // namespace
+}  // namespace trainshim::shim

@@ -1,0 +1,280 @@
+// The shim-collector contract: header and record validation, and the API table.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+
+#include "trainshim/protocol.hpp"
+
+namespace trainshim {
+namespace {
+
+constexpr uint32_t kRings = 2;
+constexpr uint32_t kCapacity = 16;
+
+// Filled field by field as shim/core/recorder.cpp create_segment fills a new segment's header.
+std::unique_ptr<SegmentHeader> good_header() {
+  auto h = std::make_unique<SegmentHeader>();
+  h->magic = kSegmentMagic;
+  h->format_version = kFormatVersion;
+  h->header_bytes = sizeof(SegmentHeader);
+  h->segment_bytes = segment_bytes(kRings, kCapacity);
+  h->ring_count = kRings;
+  h->ring_capacity = kCapacity;
+  h->slot_bytes = sizeof(Slot);
+  h->pid = 1234;
+  h->pid_start_time = 99;
+  h->rank = 0;
+  h->local_rank = 0;
+  h->world_size = 1;
+  h->clock_kind = static_cast<uint32_t>(ClockKind::Tsc);
+  h->anchor_monotonic_ns = 1;
+  h->anchor_ticks = 2;
+  h->anchor_realtime_ns = 3;
+  std::strcpy(h->host, "node");
+  std::strcpy(h->job, "job");
+  std::strcpy(h->command, "python train.py");
+  h->producer_state.store(static_cast<uint32_t>(ProducerState::Live), std::memory_order_release);
+  return h;
+}
+
+const uint64_t kMapped = segment_bytes(kRings, kCapacity);
+
+TEST(ValidateHeader, GoodHeaderIsOk) {
+  auto h = good_header();
+  EXPECT_EQ(validate_header(*h, kMapped), HeaderProblem::Ok);
+  // A mapping rounded up to whole pages is larger than the segment: still fine.
+  EXPECT_EQ(validate_header(*h, kMapped + 4096), HeaderProblem::Ok);
+  h->clock_kind = static_cast<uint32_t>(ClockKind::Monotonic);
+  EXPECT_EQ(validate_header(*h, kMapped), HeaderProblem::Ok);
+  h->producer_state.store(static_cast<uint32_t>(ProducerState::Exited));
+  EXPECT_EQ(validate_header(*h, kMapped), HeaderProblem::Ok);
+}
+
+TEST(ValidateHeader, MappingSmallerThanHeaderIsTooSmall) {
+  auto h = good_header();
+  EXPECT_EQ(validate_header(*h, sizeof(SegmentHeader) - 1), HeaderProblem::TooSmall);
+  EXPECT_EQ(validate_header(*h, 0), HeaderProblem::TooSmall);
+}
+
+TEST(ValidateHeader, BadMagic) {
+  auto h = good_header();
+  h->magic = kSegmentMagic ^ 1;
+  EXPECT_EQ(validate_header(*h, kMapped), HeaderProblem::BadMagic);
+  h->magic = 0;
+  EXPECT_EQ(validate_header(*h, kMapped), HeaderProblem::BadMagic);
+}
+
+TEST(ValidateHeader, OtherVersion) {
+  auto h = good_header();
+  h->format_version = kFormatVersion + 1;
+  EXPECT_EQ(validate_header(*h, kMapped), HeaderProblem::BadVersion);
+}
+
+TEST(ValidateHeader, InconsistentGeometry) {
+  {
+    auto h = good_header();
+    h->ring_capacity = 12;  // not a power of two
+    h->segment_bytes = segment_bytes(kRings, 12);
+    EXPECT_EQ(validate_header(*h, segment_bytes(kRings, 12)), HeaderProblem::BadGeometry);
+  }
+  {
+    auto h = good_header();
+    h->ring_capacity = 0;
+    h->segment_bytes = segment_bytes(kRings, 0);
+    EXPECT_EQ(validate_header(*h, kMapped), HeaderProblem::BadGeometry);
+  }
+  {
+    auto h = good_header();
+    h->ring_count = 0;
+    h->segment_bytes = segment_bytes(0, kCapacity);
+    EXPECT_EQ(validate_header(*h, kMapped), HeaderProblem::BadGeometry);
+  }
+  {
+    auto h = good_header();
+    h->segment_bytes += 64;
+    EXPECT_EQ(validate_header(*h, kMapped + 64), HeaderProblem::BadGeometry);
+  }
+  {
+    auto h = good_header();
+    EXPECT_EQ(validate_header(*h, kMapped - 1), HeaderProblem::BadGeometry);  // mapping shorter than the rings
+  }
+  {
+    auto h = good_header();
+    h->clock_kind = 0;
+    EXPECT_EQ(validate_header(*h, kMapped), HeaderProblem::BadGeometry);
+    h->clock_kind = 3;
+    EXPECT_EQ(validate_header(*h, kMapped), HeaderProblem::BadGeometry);
+  }
+  {
+    auto h = good_header();
+    h->header_bytes = sizeof(SegmentHeader) + 64;
+    EXPECT_EQ(validate_header(*h, kMapped), HeaderProblem::BadGeometry);
+  }
+  {
+    auto h = good_header();
+    h->slot_bytes = sizeof(Slot) - 8;
+    EXPECT_EQ(validate_header(*h, kMapped), HeaderProblem::BadGeometry);
+  }
+  {
+    auto h = good_header();
+    h->ring_count = kMaxRings + 1;
+    h->segment_bytes = segment_bytes(kMaxRings + 1, kCapacity);
+    EXPECT_EQ(validate_header(*h, h->segment_bytes), HeaderProblem::BadGeometry);
+  }
+  {
+    auto h = good_header();
+    h->ring_count = 1;
+    h->ring_capacity = kMaxRingCapacity * 2;
+    h->segment_bytes = segment_bytes(1, kMaxRingCapacity * 2);
+    EXPECT_EQ(validate_header(*h, h->segment_bytes), HeaderProblem::BadGeometry);
+  }
+}
+
+TEST(ValidateHeader, UnpublishedProducerState) {
+  auto h = good_header();
+  h->producer_state.store(0);
+  EXPECT_EQ(validate_header(*h, kMapped), HeaderProblem::NotPublished);
+  h->producer_state.store(3);  // no state a producer writes: corrupt, not young
+  EXPECT_EQ(validate_header(*h, kMapped), HeaderProblem::BadGeometry);
+}
+
+TEST(ValidateHeader, ProblemTexts) {
+  EXPECT_EQ(header_problem_text(HeaderProblem::Ok), "ok");
+  EXPECT_EQ(header_problem_text(HeaderProblem::BadMagic), "not a trainshim segment (bad magic)");
+  EXPECT_EQ(header_problem_text(HeaderProblem::NotPublished), "segment not yet published by its producer");
+}
+
+EventRecord good_copy() {
+  EventRecord r{};
+  r.api = static_cast<uint16_t>(Api::cudaMemcpyAsync);
+  r.begin_ticks = 100;
+  r.end_ticks = 250;
+  r.bytes = 4096;
+  r.direction = static_cast<uint8_t>(Direction::HostToDevice);
+  r.host_memory = static_cast<uint8_t>(HostMemory::Pageable);
+  return r;
+}
+
+EventRecord good_comm_init() {
+  EventRecord r{};
+  r.api = static_cast<uint16_t>(Api::ncclCommInitRank);
+  r.begin_ticks = 10;
+  r.end_ticks = 10;
+  r.comm_size = 4;
+  r.rank_in_comm = 3;
+  return r;
+}
+
+TEST(ValidateRecord, GoodRecords) {
+  EXPECT_TRUE(validate_record(good_copy()));
+  EXPECT_TRUE(validate_record(good_comm_init()));
+  EventRecord last = good_copy();
+  last.api = uint16_t(kApiCount - 1);
+  last.direction = kDirectionCount - 1;
+  last.host_memory = kHostMemoryCount - 1;
+  EXPECT_TRUE(validate_record(last));
+}
+
+TEST(ValidateRecord, OutOfRangeEnums) {
+  EventRecord r = good_copy();
+  r.api = uint16_t(kApiCount);
+  EXPECT_FALSE(validate_record(r));
+  r.api = 9999;
+  EXPECT_FALSE(validate_record(r));
+  r = good_copy();
+  r.direction = kDirectionCount;
+  EXPECT_FALSE(validate_record(r));
+  r = good_copy();
+  r.host_memory = kHostMemoryCount;
+  EXPECT_FALSE(validate_record(r));
+}
+
+TEST(ValidateRecord, EndBeforeBegin) {
+  EventRecord r = good_copy();
+  r.end_ticks = r.begin_ticks - 1;
+  EXPECT_FALSE(validate_record(r));
+}
+
+TEST(ValidateRecord, CommInitGeometry) {
+  EventRecord r = good_comm_init();
+  r.comm_size = 0;
+  r.rank_in_comm = 0;
+  EXPECT_FALSE(validate_record(r));
+  r = good_comm_init();
+  r.rank_in_comm = r.comm_size;
+  EXPECT_FALSE(validate_record(r));
+  // A failed ncclCommInitRank carries no communicator: its geometry is not checked.
+  r = good_comm_init();
+  r.result = 5;
+  r.comm_size = 0;
+  EXPECT_TRUE(validate_record(r));
+  // Other classes do not use the fields.
+  r = good_copy();
+  r.comm_size = 0;
+  r.rank_in_comm = 7;
+  EXPECT_TRUE(validate_record(r));
+}
+
+struct ExpectedApi {
+  Api api;
+  const char* name;
+  ApiClass api_class;
+  Library library;
+};
+
+TEST(ApiTable, NamesAndClassesMatchTheEnum) {
+  const ExpectedApi expected[] = {
+      {Api::cudaMemcpy, "cudaMemcpy", ApiClass::Copy, Library::Cudart},
+      {Api::cudaMemcpy_ptds, "cudaMemcpy_ptds", ApiClass::Copy, Library::Cudart},
+      {Api::cudaMemcpyAsync, "cudaMemcpyAsync", ApiClass::Copy, Library::Cudart},
+      {Api::cudaMemcpyAsync_ptsz, "cudaMemcpyAsync_ptsz", ApiClass::Copy, Library::Cudart},
+      {Api::cudaMemcpy2D, "cudaMemcpy2D", ApiClass::Copy, Library::Cudart},
+      {Api::cudaMemcpy2D_ptds, "cudaMemcpy2D_ptds", ApiClass::Copy, Library::Cudart},
+      {Api::cudaMemcpy2DAsync, "cudaMemcpy2DAsync", ApiClass::Copy, Library::Cudart},
+      {Api::cudaMemcpy2DAsync_ptsz, "cudaMemcpy2DAsync_ptsz", ApiClass::Copy, Library::Cudart},
+      {Api::cudaMemcpyPeer, "cudaMemcpyPeer", ApiClass::Copy, Library::Cudart},
+      {Api::cudaMemcpyPeerAsync, "cudaMemcpyPeerAsync", ApiClass::Copy, Library::Cudart},
+      {Api::cudaStreamSynchronize, "cudaStreamSynchronize", ApiClass::Sync, Library::Cudart},
+      {Api::cudaStreamSynchronize_ptsz, "cudaStreamSynchronize_ptsz", ApiClass::Sync, Library::Cudart},
+      {Api::cudaDeviceSynchronize, "cudaDeviceSynchronize", ApiClass::Sync, Library::Cudart},
+      {Api::cudaEventSynchronize, "cudaEventSynchronize", ApiClass::Sync, Library::Cudart},
+      {Api::cudaHostAlloc, "cudaHostAlloc", ApiClass::PinnedAlloc, Library::Cudart},
+      {Api::cudaMallocHost, "cudaMallocHost", ApiClass::PinnedAlloc, Library::Cudart},
+      {Api::cudaHostRegister, "cudaHostRegister", ApiClass::PinnedRegister, Library::Cudart},
+      {Api::cudaFreeHost, "cudaFreeHost", ApiClass::PinnedFree, Library::Cudart},
+      {Api::cudaHostUnregister, "cudaHostUnregister", ApiClass::PinnedFree, Library::Cudart},
+      {Api::ncclAllReduce, "ncclAllReduce", ApiClass::Collective, Library::Nccl},
+      {Api::ncclCommInitRank, "ncclCommInitRank", ApiClass::CommInit, Library::Nccl},
+      {Api::ncclCommDestroy, "ncclCommDestroy", ApiClass::CommEnd, Library::Nccl},
+  };
+  ASSERT_EQ(kApiCount, std::size(expected));
+  for (std::size_t i = 0; i < std::size(expected); ++i) {
+    const ExpectedApi& e = expected[i];
+    SCOPED_TRACE(e.name);
+    EXPECT_EQ(static_cast<std::size_t>(e.api), i);
+    EXPECT_EQ(api_info(e.api).name, e.name);
+    EXPECT_EQ(api_info(e.api).api_class, e.api_class);
+    EXPECT_EQ(api_info(e.api).library, e.library);
+  }
+}
+
+TEST(ApiTable, ClassAndEnumNames) {
+  EXPECT_EQ(api_class_name(ApiClass::Copy), "copy");
+  EXPECT_EQ(api_class_name(ApiClass::Collective), "collective");
+  EXPECT_EQ(api_class_name(ApiClass::PinnedRegister), "pinned_register");
+  EXPECT_EQ(direction_name(Direction::HostToDevice), "h2d");
+  EXPECT_EQ(direction_name(Direction::Peer), "peer");
+  EXPECT_EQ(direction_name(Direction(6)), "invalid");
+  EXPECT_EQ(host_memory_name(HostMemory::Pageable), "pageable");
+  EXPECT_EQ(host_memory_name(HostMemory(4)), "invalid");
+}
+
+TEST(Layout, SegmentSizes) {
+  EXPECT_EQ(ring_bytes(16), 192u + 16u * 88u);
+  EXPECT_EQ(segment_bytes(2, 16), sizeof(SegmentHeader) + 2u * (192u + 16u * 88u));
+  EXPECT_EQ(sizeof(SegmentHeader) % 64, 0u);
+}
+
+}  // namespace
+}  // namespace trainshim

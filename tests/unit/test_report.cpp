@@ -1,0 +1,351 @@
+// `trainshim report`: a run database written with the collector's Database, read back by the CLI.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "database.hpp"
+#include "format.hpp"
+#include "report.hpp"
+#include "run_database.hpp"
+
+namespace trainshim::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using collector::Database;
+using Json = nlohmann::ordered_json;
+
+std::unique_ptr<SegmentHeader> header_for(int rank, int pid, const char* host) {
+  auto h = std::make_unique<SegmentHeader>();
+  h->magic = kSegmentMagic;
+  h->format_version = kFormatVersion;
+  h->pid = pid;
+  h->rank = rank;
+  h->local_rank = rank < 0 ? -1 : rank;
+  h->world_size = rank < 0 ? -1 : 2;
+  h->clock_kind = static_cast<uint32_t>(ClockKind::Monotonic);
+  h->anchor_monotonic_ns = 1000;
+  h->anchor_realtime_ns = 2000;
+  std::strcpy(h->host, host);
+  std::strcpy(h->job, "unitjob");
+  std::snprintf(h->command, sizeof h->command, "python train.py --rank %d", rank);
+  return h;
+}
+
+// Adds one event lasting `duration` ns.
+void event(Database& db, int64_t process, Api api, uint64_t bytes, uint64_t duration,
+           Direction d = Direction::None, HostMemory m = HostMemory::Unknown) {
+  static uint64_t clock = 1'000'000;
+  EventRecord r{};
+  r.api = static_cast<uint16_t>(api);
+  r.bytes = bytes;
+  r.direction = static_cast<uint8_t>(d);
+  r.host_memory = static_cast<uint8_t>(m);
+  clock += 10'000;
+  db.add_event(process, r, clock, clock + duration);
+}
+
+class ReportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/trainshim_report_XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+    path_ = dir_ + "/trainshim-unitjob.db";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Rank 1 is added first: the report orders by rank, with unranked processes last.
+  void write_two_rank_run() {
+    Database db(path_, "unitjob");
+    const int64_t r1 = db.add_process("seg-101", *header_for(1, 101, "nodeB"));
+    const int64_t r0 = db.add_process("seg-100", *header_for(0, 100, "nodeA"));
+    const int64_t stray = db.add_process("seg-50", *header_for(-1, 50, "nodeA"));
+
+    // Rank 0: pageable H2D copies (the finding), pinned copies both ways, syncs, all-reduces.
+    event(db, r0, Api::cudaMemcpyAsync, 1000, 100, Direction::HostToDevice, HostMemory::Pageable);
+    event(db, r0, Api::cudaMemcpy, 2000, 200, Direction::HostToDevice, HostMemory::Pageable);
+    event(db, r0, Api::cudaMemcpyAsync, 3000, 300, Direction::HostToDevice, HostMemory::Pageable);
+    event(db, r0, Api::cudaMemcpyAsync, 4096, 50, Direction::HostToDevice, HostMemory::Pinned);
+    event(db, r0, Api::cudaMemcpyAsync, 4096, 50, Direction::HostToDevice, HostMemory::Pinned);
+    event(db, r0, Api::cudaMemcpy, 512, 40, Direction::DeviceToHost, HostMemory::Pinned);
+    event(db, r0, Api::cudaStreamSynchronize, 0, 1000);
+    event(db, r0, Api::cudaStreamSynchronize, 0, 3000);
+    event(db, r0, Api::cudaDeviceSynchronize, 0, 500);
+    event(db, r0, Api::ncclAllReduce, 1 << 20, 700);
+    event(db, r0, Api::ncclAllReduce, 1 << 20, 300);
+    event(db, r0, Api::cudaHostAlloc, 1 << 20, 9999);  // in no table
+    db.update_process(r0, {12, 5, 1, 0, 2, true});
+
+    // Rank 1: pageable D2H copies, one sync, one all-reduce, many events lost to full rings.
+    event(db, r1, Api::cudaMemcpyAsync, 100, 1000, Direction::DeviceToHost, HostMemory::Pageable);
+    event(db, r1, Api::cudaMemcpy, 300, 2000, Direction::DeviceToHost, HostMemory::Pageable);
+    event(db, r1, Api::cudaStreamSynchronize, 0, 2000);
+    event(db, r1, Api::ncclAllReduce, 1 << 20, 1000);
+    db.update_process(r1, {4, 6200, 0, 0, 0, false});
+
+    db.update_process(stray, {0, 0, 0, 0, 0, true});
+    db.commit();
+  }
+
+  std::string dir_, path_;
+};
+
+Json copy_row(const char* d, const char* m, int64_t calls, int64_t bytes, int64_t ns) {
+  return {{"direction", d}, {"host_memory", m}, {"calls", calls}, {"bytes", bytes}, {"host_ns", ns}};
+}
+Json sync_row(const char* api, int64_t calls, int64_t ns) {
+  return {{"api", api}, {"calls", calls}, {"blocked_ns", ns}};
+}
+Json collective_row(const char* op, int64_t calls, int64_t bytes, int64_t ns) {
+  return {{"op", op}, {"calls", calls}, {"bytes", bytes}, {"host_ns", ns}};
+}
+const Json* find_copy(const Json& rows, const char* d, const char* m) {
+  for (const auto& r : rows)
+    if (r["direction"] == d && r["host_memory"] == m) return &r;
+  return nullptr;
+}
+
+TEST_F(ReportTest, PerRankFiguresTotalsAndFindings) {
+  write_two_rank_run();
+  RunDatabase db(path_);
+  const Report report = load_report(db);
+  const Json doc = render_json(report);
+
+  EXPECT_EQ(doc["format"], "trainshim-report/1");
+  EXPECT_EQ(doc["job"]["id"], "unitjob");
+  EXPECT_EQ(doc["job"]["database"], path_);
+  EXPECT_EQ(doc["job"]["processes"], 3);
+  ASSERT_EQ(doc["ranks"].size(), 3u);
+
+  const Json& rank0 = doc["ranks"][0];
+  EXPECT_EQ(rank0["rank"], 0);
+  EXPECT_EQ(rank0["local_rank"], 0);
+  EXPECT_EQ(rank0["world_size"], 2);
+  EXPECT_EQ(rank0["pid"], 100);
+  EXPECT_EQ(rank0["host"], "nodeA");
+  EXPECT_EQ(rank0["command"], "python train.py --rank 0");
+  EXPECT_EQ(rank0["ended"], true);
+  EXPECT_EQ(rank0["events"], 12);
+  EXPECT_EQ(rank0["copies"], Json::array({copy_row("h2d", "pinned", 2, 8192, 100),
+                                          copy_row("h2d", "pageable", 3, 6000, 600),
+                                          copy_row("d2h", "pinned", 1, 512, 40)}));
+  EXPECT_EQ(rank0["syncs"], Json::array({sync_row("cudaDeviceSynchronize", 1, 500),
+                                         sync_row("cudaStreamSynchronize", 2, 4000)}));
+  EXPECT_EQ(rank0["collectives"], Json::array({collective_row("all_reduce", 2, 2 << 20, 1000)}));
+  EXPECT_EQ(rank0["dropped_events"], 8);
+  EXPECT_EQ(rank0["lost"], (Json{{"ring_full", 5}, {"not_ready", 1}, {"unpublished", 0}, {"malformed", 2}}));
+
+  const Json& rank1 = doc["ranks"][1];
+  EXPECT_EQ(rank1["rank"], 1);
+  EXPECT_EQ(rank1["pid"], 101);
+  EXPECT_EQ(rank1["ended"], false);
+  EXPECT_EQ(rank1["copies"], Json::array({copy_row("d2h", "pageable", 2, 400, 3000)}));
+  EXPECT_EQ(rank1["syncs"], Json::array({sync_row("cudaStreamSynchronize", 1, 2000)}));
+  EXPECT_EQ(rank1["collectives"], Json::array({collective_row("all_reduce", 1, 1 << 20, 1000)}));
+  EXPECT_EQ(rank1["dropped_events"], 6200);
+
+  const Json& stray = doc["ranks"][2];  // rank -1 sorts last and reads as null
+  EXPECT_TRUE(stray["rank"].is_null());
+  EXPECT_TRUE(stray["local_rank"].is_null());
+  EXPECT_EQ(stray["pid"], 50);
+  EXPECT_EQ(stray["copies"], Json::array());
+  EXPECT_EQ(stray["dropped_events"], 0);
+
+  const Json& totals = doc["totals"];
+  ASSERT_EQ(totals["copies"].size(), 4u);
+  ASSERT_NE(find_copy(totals["copies"], "h2d", "pinned"), nullptr);
+  EXPECT_EQ(*find_copy(totals["copies"], "h2d", "pinned"), copy_row("h2d", "pinned", 2, 8192, 100));
+  EXPECT_EQ(*find_copy(totals["copies"], "h2d", "pageable"), copy_row("h2d", "pageable", 3, 6000, 600));
+  EXPECT_EQ(*find_copy(totals["copies"], "d2h", "pinned"), copy_row("d2h", "pinned", 1, 512, 40));
+  EXPECT_EQ(*find_copy(totals["copies"], "d2h", "pageable"), copy_row("d2h", "pageable", 2, 400, 3000));
+  EXPECT_EQ(totals["syncs"], Json::array({sync_row("cudaDeviceSynchronize", 1, 500),
+                                          sync_row("cudaStreamSynchronize", 3, 6000)}));
+  EXPECT_EQ(totals["collectives"], Json::array({collective_row("all_reduce", 3, 3 << 20, 2000)}));
+  EXPECT_EQ(totals["dropped_events"], 6208);
+
+  // Most expensive first; lost-event findings cost nothing and keep their order.
+  const Json& findings = doc["findings"];
+  ASSERT_EQ(findings.size(), 4u);
+  EXPECT_EQ(findings[0]["kind"], "pageable_copy");
+  EXPECT_EQ(findings[0]["rank"], 1);
+  EXPECT_EQ(findings[0]["calls"], 2);
+  EXPECT_EQ(findings[0]["bytes"], 400);
+  EXPECT_EQ(findings[0]["cost_ns"], 3000);
+  EXPECT_EQ(findings[0]["message"], "rank 1 copied 400 B D2H into pageable memory in 2 calls (3.0 µs of host time)");
+  EXPECT_EQ(findings[1]["kind"], "pageable_copy");
+  EXPECT_EQ(findings[1]["rank"], 0);
+  EXPECT_EQ(findings[1]["calls"], 3);
+  EXPECT_EQ(findings[1]["bytes"], 6000);
+  EXPECT_EQ(findings[1]["cost_ns"], 600);
+  EXPECT_EQ(findings[1]["message"], "rank 0 copied 5.9 KiB H2D from pageable memory in 3 calls (600 ns of host time)");
+  EXPECT_EQ(findings[2]["kind"], "dropped_events");
+  EXPECT_EQ(findings[2]["rank"], 0);
+  EXPECT_EQ(findings[2]["calls"], 8);
+  EXPECT_EQ(findings[2]["cost_ns"], 0);
+  EXPECT_EQ(findings[2]["message"],
+            "rank 0 lost 8 events (5 ring full, 1 before recording started, 0 unfinished at exit, 2 malformed): "
+            "its figures are lower bounds");
+  EXPECT_EQ(findings[3]["kind"], "dropped_events");
+  EXPECT_EQ(findings[3]["rank"], 1);
+  EXPECT_EQ(findings[3]["calls"], 6200);
+  EXPECT_TRUE(findings[3]["message"].get<std::string>().starts_with("rank 1 lost 6,200 events ("));
+}
+
+TEST_F(ReportTest, TextRendering) {
+  write_two_rank_run();
+  RunDatabase db(path_);
+  const std::string text = render_text(load_report(db));
+  EXPECT_TRUE(text.starts_with("trainshim report: job unitjob (3 processes), " + path_ + "\n")) << text;
+  EXPECT_NE(text.find("\nrank 0  pid 100  host nodeA\n  python train.py --rank 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nrank 1  pid 101  host nodeB  (still running)\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nrank ?  pid 50  host nodeA\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  dropped events: 6,200\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  dropped events: 6,208\n"), std::string::npos) << text;  // all ranks
+  EXPECT_NE(text.find("\nall ranks\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  no copies, syncs or collectives recorded\n"), std::string::npos) << text;  // rank ?
+  EXPECT_NE(text.find("all_reduce"), std::string::npos) << text;
+  EXPECT_NE(text.find("  * rank 0 copied 5.9 KiB H2D from pageable memory in 3 calls (600 ns of host time)\n"
+                      "    -> pin the host buffer"),
+            std::string::npos)
+      << text;
+  EXPECT_LT(text.find("rank 1 copied 400 B D2H"), text.find("rank 0 copied 5.9 KiB H2D")) << text;
+}
+
+TEST_F(ReportTest, EmptyRun) {
+  { Database db(path_, "emptyjob"); }
+  RunDatabase db(path_);
+  EXPECT_EQ(db.meta("schema_version"), "1");
+  const Report report = load_report(db);
+  EXPECT_EQ(report.job, "emptyjob");
+  EXPECT_TRUE(report.processes.empty());
+  EXPECT_TRUE(report.findings.empty());
+  EXPECT_EQ(report.total_lost.total(), 0);
+  const std::string text = render_text(report);
+  EXPECT_EQ(text, "trainshim report: job emptyjob (0 processes), " + path_ +
+                      "\n\nNo process of this job made a CUDA or NCCL call that trainshim records.\n");
+  const Json doc = render_json(report);
+  EXPECT_EQ(doc["ranks"], Json::array());
+  EXPECT_EQ(doc["findings"], Json::array());
+  EXPECT_EQ(doc["totals"]["dropped_events"], 0);
+}
+
+TEST_F(ReportTest, OneCleanProcessHasNoFindings) {
+  {
+    Database db(path_, "clean");
+    const int64_t p = db.add_process("seg", *header_for(0, 10, "n"));
+    event(db, p, Api::cudaMemcpyAsync, 64, 10, Direction::HostToDevice, HostMemory::Pinned);
+    db.update_process(p, {1, 0, 0, 0, 0, true});
+    db.commit();
+  }
+  RunDatabase db(path_);
+  const std::string text = render_text(load_report(db));
+  EXPECT_TRUE(text.starts_with("trainshim report: job clean (1 process), ")) << text;
+  EXPECT_EQ(text.find("all ranks"), std::string::npos) << text;
+  EXPECT_NE(text.find("Findings\n  none: no pageable copies and no lost events\n"), std::string::npos) << text;
+}
+
+TEST_F(ReportTest, MissingFile) {
+  const std::string missing = dir_ + "/nope.db";
+  try {
+    RunDatabase db(missing);
+    FAIL() << "opened a missing file";
+  } catch (const UsageError& e) {
+    EXPECT_TRUE(std::string(e.what()).starts_with(missing + ": no such database")) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(missing));  // a reader never creates the file
+}
+
+TEST_F(ReportTest, RandomBytesAreNotADatabase) {
+  {
+    std::ofstream out(path_, std::ios::binary);
+    std::mt19937 random(99);
+    for (int i = 0; i < 8192; ++i) out.put(char(random()));
+  }
+  try {
+    RunDatabase db(path_);
+    FAIL() << "opened random bytes";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find(path_ + ": not a trainshim database"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(ReportTest, OtherSqliteDatabaseIsNotATrainshimDatabase) {
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &raw), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(raw, "CREATE TABLE notes(text TEXT)", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(raw);
+  try {
+    RunDatabase db(path_);
+    FAIL() << "opened a foreign database";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("not a trainshim database"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(ReportTest, NewerSchemaVersionIsRefused) {
+  { Database db(path_, "future"); }
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &raw), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(raw, "UPDATE meta SET value = '99' WHERE key = 'schema_version'", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(raw);
+  try {
+    RunDatabase db(path_);
+    FAIL() << "read schema version 99";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("schema version 99"), std::string::npos) << e.what();
+  }
+  // The collector refuses to add to it as well.
+  EXPECT_THROW(Database(path_, "future"), std::runtime_error);
+}
+
+TEST(Format, WithThousands) {
+  EXPECT_EQ(with_thousands(0), "0");
+  EXPECT_EQ(with_thousands(999), "999");
+  EXPECT_EQ(with_thousands(1000), "1,000");
+  EXPECT_EQ(with_thousands(6200), "6,200");
+  EXPECT_EQ(with_thousands(100000), "100,000");
+  EXPECT_EQ(with_thousands(1234567), "1,234,567");
+  EXPECT_EQ(with_thousands(-1234), "-1,234");
+  EXPECT_EQ(with_thousands(-999), "-999");
+}
+
+TEST(Format, HumanBytes) {
+  EXPECT_EQ(human_bytes(0), "0 B");
+  EXPECT_EQ(human_bytes(512), "512 B");
+  EXPECT_EQ(human_bytes(1023), "1023 B");
+  EXPECT_EQ(human_bytes(1024), "1.0 KiB");
+  EXPECT_EQ(human_bytes(1536), "1.5 KiB");
+  EXPECT_EQ(human_bytes(1 << 20), "1.0 MiB");
+  EXPECT_EQ(human_bytes((1 << 20) - 1), "1.0 MiB");
+  EXPECT_EQ(human_bytes(1288490189), "1.2 GiB");
+  EXPECT_EQ(human_bytes(int64_t(3) << 40), "3.0 TiB");
+}
+
+TEST(Format, HumanDuration) {
+  EXPECT_EQ(human_duration(0), "0 ns");
+  EXPECT_EQ(human_duration(999), "999 ns");
+  EXPECT_EQ(human_duration(1500), "1.5 µs");
+  EXPECT_EQ(human_duration(2'500'000), "2.5 ms");
+  EXPECT_EQ(human_duration(999'999), "1.0 ms");
+  EXPECT_EQ(human_duration(999'999'999), "1.00 s");
+  EXPECT_EQ(human_duration(3'410'000'000), "3.41 s");
+}
+
+TEST(Format, CollectiveOpName) {
+  EXPECT_EQ(collective_op_name("ncclAllReduce"), "all_reduce");
+  EXPECT_EQ(collective_op_name("ncclReduceScatter"), "reduce_scatter");
+  EXPECT_EQ(collective_op_name("ncclAllGather"), "all_gather");
+  EXPECT_EQ(collective_op_name("ncclBroadcast"), "broadcast");
+}
+
+}  // namespace
+}  // namespace trainshim::cli
