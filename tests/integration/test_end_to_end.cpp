@@ -76,11 +76,11 @@ TEST(EndToEnd, CppJobAcrossFourRanksIsCountedExactly) {
 TEST(EndToEnd, PythonJobThroughCtypesIsCountedExactly) {
   Scratch s;
   const auto result = run("TRAINSHIM_JOB=" + s.job + " " + trainshim_cli() + " run --json --out " + s.db() + " -- " +
-                          simrun() + " -n 2 -- python3 " + Paths::source + "/tests/python/accounting.py");
+                          simrun() + " -n 4 -- python3 " + Paths::source + "/tests/python/accounting.py");
   ASSERT_EQ(result.exit_code, 0) << result.out;
   const json report = json::parse(result.out);
-  ASSERT_EQ(report.at("ranks").size(), 2u);
-  for (int rank = 0; rank < 2; ++rank) {
+  ASSERT_EQ(report.at("ranks").size(), 4u);
+  for (int rank = 0; rank < 4; ++rank) {
     SCOPED_TRACE("rank " + std::to_string(rank));
     const json& r = rank_entry(report, rank);
     EXPECT_EQ(r.at("copies").size(), 3u);
