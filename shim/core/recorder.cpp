@@ -37,8 +37,6 @@ std::atomic<uint64_t> g_generation{1};
 std::atomic<uint32_t> g_next_ring{0};
 std::atomic<uint64_t> g_lost_while_starting{0};
 PinnedRanges g_pinned;
-std::string* g_disabled_reason = nullptr;
-std::string* g_segment_name = nullptr;
 
 void say(std::string_view message) {
   std::string line = "trainshim: ";
@@ -145,7 +143,6 @@ SegmentHeader* create_segment(const Identity& id) {
   }
   shm.truncate(bip::offset_t(bytes));
   auto* region = new bip::mapped_region(shm, bip::read_write, 0, bytes);
-  g_segment_name = new std::string(name);
 
   auto* header = static_cast<SegmentHeader*>(region->get_address());
   header->magic = kSegmentMagic;
@@ -191,12 +188,10 @@ void start() {
     g_state.store(Ready, std::memory_order_release);
     header->dropped_not_ready.fetch_add(g_lost_while_starting.exchange(0), std::memory_order_relaxed);
   } catch (const std::exception& e) {
-    g_disabled_reason = new std::string(std::string("cannot create the shared-memory segment: ") + e.what());
-    say(*g_disabled_reason + "; recording is off, the job runs unchanged");
+    say(std::string("cannot create the shared-memory segment: ") + e.what() + "; recording is off, the job runs unchanged");
     g_state.store(Disabled, std::memory_order_release);
   } catch (...) {
-    g_disabled_reason = new std::string("unexpected failure while starting");
-    say(*g_disabled_reason + "; recording is off, the job runs unchanged");
+    say("unexpected failure while starting; recording is off, the job runs unchanged");
     g_state.store(Disabled, std::memory_order_release);
   }
 }
@@ -230,11 +225,5 @@ Recorder* active_recorder() {
 }
 
 PinnedRanges& pinned_ranges() { return g_pinned; }
-
-std::string disabled_reason() { return g_disabled_reason ? *g_disabled_reason : std::string(); }
-
-std::string segment_name_in_use() {
-  return g_state.load(std::memory_order_acquire) == Ready && g_segment_name ? *g_segment_name : std::string();
-}
 
 }  // namespace trainshim::shim

@@ -1,7 +1,6 @@
 #pragma once
 // The process's recording state: created on the first hooked call, reset in a forked child.
 #include <cstdint>
-#include <string>
 
 #include "pinned_ranges.hpp"
 #include "trainshim/protocol.hpp"
@@ -37,11 +36,5 @@ class Recorder {
 Recorder* active_recorder();
 
 PinnedRanges& pinned_ranges();
-
-// Why recording is off in this process, empty while it is on or not yet started.
-std::string disabled_reason();
-
-// The shared-memory segment's name, empty before recording started.
-std::string segment_name_in_use();
 
 }  // namespace trainshim::shim
