@@ -29,29 +29,33 @@ class Call {
   void begin() { begin_ = ticks(); }
 
   void end(int result) {
-    EventRecord r{};
-    r.end_ticks = ticks();
-    r.begin_ticks = begin_;
-    r.api = static_cast<uint16_t>(A);
-    r.result = result;
-    r.bytes = draft.bytes;
-    r.stream = draft.stream;
-    r.object = draft.object;
-    r.detail = draft.detail;
-    r.rank_in_comm = draft.rank_in_comm;
-    r.comm_size = draft.comm_size;
-    r.direction = static_cast<uint8_t>(draft.direction);
-    r.host_memory = static_cast<uint8_t>(draft.host_memory);
+    const uint64_t end_ticks = ticks();
     if constexpr (kClass == ApiClass::PinnedAlloc || kClass == ApiClass::CommInit) {
-      if (result == 0 && draft.result_object) r.object = describe::as_integer(*draft.result_object);
+      if (result == 0 && draft.result_object) draft.object = describe::as_integer(*draft.result_object);
     }
     if constexpr (kClass == ApiClass::PinnedAlloc || kClass == ApiClass::PinnedRegister) {
-      if (result == 0) pinned_ranges().add(r.object, r.bytes);
+      if (result == 0) pinned_ranges().add(draft.object, draft.bytes);
     }
     if constexpr (kClass == ApiClass::PinnedFree) {
-      if (result == 0) r.bytes = pinned_ranges().remove(r.object);
+      if (result == 0) draft.bytes = pinned_ranges().remove(draft.object);
     }
-    recorder_->record(r, *thread_);
+    recorder_->record(*thread_, [&](EventRecord& r) {
+      r.begin_ticks = begin_;
+      r.end_ticks = end_ticks;
+      r.bytes = draft.bytes;
+      r.stream = draft.stream;
+      r.object = draft.object;
+      r.detail = draft.detail;
+      r.native_stack = 0;
+      r.python_stack = 0;
+      r.result = result;
+      r.rank_in_comm = draft.rank_in_comm;
+      r.comm_size = draft.comm_size;
+      r.api = static_cast<uint16_t>(A);
+      r.direction = static_cast<uint8_t>(draft.direction);
+      r.host_memory = static_cast<uint8_t>(draft.host_memory);
+      r.reserved = 0;
+    });
   }
 
   describe::Draft draft;

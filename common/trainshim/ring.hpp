@@ -14,8 +14,9 @@ class RingView {
   RingView(RingControl* control, Slot* slots, uint32_t capacity)
       : control_(control), slots_(slots), mask_(capacity - 1), shift_(__builtin_ctz(capacity)) {}
 
-  // Returns false (and counts the loss) when the ring is full.
-  bool push(const EventRecord& record) {
+  // Claims the next slot for a record written in place, then handed over with publish(); nullptr
+  // (and the loss counted) when the ring is full.
+  Slot* claim(uint64_t& publish_mark) {
     uint64_t pos = control_->head.load(std::memory_order_relaxed);
     for (;;) {
       Slot& slot = slots_[pos & mask_];
@@ -23,17 +24,28 @@ class RingView {
       const uint64_t state = slot.state.load(std::memory_order_acquire);
       if (state == free_mark) {
         if (control_->head.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
-          slot.record = record;
-          slot.state.store(free_mark + 1, std::memory_order_release);
-          return true;
+          publish_mark = free_mark + 1;
+          return &slot;
         }
       } else if (state < free_mark) {
         control_->dropped.fetch_add(1, std::memory_order_relaxed);
-        return false;
+        return nullptr;
       } else {
         pos = control_->head.load(std::memory_order_relaxed);
       }
     }
+  }
+
+  static void publish(Slot* slot, uint64_t publish_mark) { slot->state.store(publish_mark, std::memory_order_release); }
+
+  // Returns false (and counts the loss) when the ring is full.
+  bool push(const EventRecord& record) {
+    uint64_t mark = 0;
+    Slot* slot = claim(mark);
+    if (!slot) return false;
+    slot->record = record;
+    publish(slot, mark);
+    return true;
   }
 
   enum class PopStatus { Record, Empty, Unpublished };

@@ -22,18 +22,21 @@
 
 namespace trainshim::shim {
 
+namespace detail {
+std::atomic<int> g_state{Uninitialized};
+Recorder* g_recorder = nullptr;
+std::atomic<uint64_t> g_generation{1};
+}  // namespace detail
+
 namespace {
 
-namespace bip = boost::interprocess;
+using namespace detail;
 
-enum State : int { Uninitialized, Starting, Ready, Disabled };
+namespace bip = boost::interprocess;
 
 constexpr uint32_t kDefaultRings = 8;
 constexpr uint32_t kDefaultRingEvents = 16384;
 
-std::atomic<int> g_state{Uninitialized};
-Recorder* g_recorder = nullptr;
-std::atomic<uint64_t> g_generation{1};
 std::atomic<uint32_t> g_next_ring{0};
 std::atomic<uint64_t> g_lost_while_starting{0};
 PinnedRanges g_pinned;
@@ -96,7 +99,7 @@ void copy_text(char* dst, std::size_t capacity, std::string_view text) {
 std::string collector_path() {
   if (const char* path = std::getenv("TRAINSHIM_COLLECTOR"); path && *path) return path;
   Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&active_recorder), &info) == 0 || !info.dli_fname) return {};
+  if (dladdr(reinterpret_cast<void*>(&detail::start_recording), &info) == 0 || !info.dli_fname) return {};
   std::string self = info.dli_fname;
   const auto slash = self.rfind('/');
   return (slash == std::string::npos ? std::string(".") : self.substr(0, slash)) + "/trainshim-collector";
@@ -198,20 +201,16 @@ void start() {
 
 }  // namespace
 
-void Recorder::record(EventRecord& record, ThreadState& thread) {
-  const uint64_t generation = g_generation.load(std::memory_order_relaxed);
-  if (thread.generation != generation) {
-    thread.generation = generation;
-    thread.tid = uint32_t(syscall(SYS_gettid));
-    thread.ring = g_next_ring.fetch_add(1, std::memory_order_relaxed) % header_->ring_count;
-  }
-  record.tid = thread.tid;
-  ring_of(header_, thread.ring).push(record);
+void Recorder::bind(ThreadState& thread) {
+  thread.generation = g_generation.load(std::memory_order_relaxed);
+  thread.tid = uint32_t(syscall(SYS_gettid));
+  thread.ring = g_next_ring.fetch_add(1, std::memory_order_relaxed) % header_->ring_count;
 }
 
-Recorder* active_recorder() {
+namespace detail {
+
+Recorder* start_recording() {
   int state = g_state.load(std::memory_order_acquire);
-  if (state == Ready) return g_recorder;
   if (state == Uninitialized) {
     int expected = Uninitialized;
     if (g_state.compare_exchange_strong(expected, Starting, std::memory_order_acq_rel)) {
@@ -220,9 +219,12 @@ Recorder* active_recorder() {
     }
     state = expected;
   }
+  if (state == Ready) return g_recorder;
   if (state == Starting) g_lost_while_starting.fetch_add(1, std::memory_order_relaxed);
   return nullptr;
 }
+
+}  // namespace detail
 
 PinnedRanges& pinned_ranges() { return g_pinned; }
 

@@ -1,5 +1,6 @@
 #pragma once
 // The process's recording state: created on the first hooked call, reset in a forked child.
+#include <atomic>
 #include <cstdint>
 
 #include "pinned_ranges.hpp"
@@ -20,20 +21,46 @@ inline ThreadState& thread_state() {
   return state;
 }
 
+class Recorder;
+
+namespace detail {
+enum State : int { Uninitialized, Starting, Ready, Disabled };
+extern std::atomic<int> g_state;
+extern Recorder* g_recorder;
+extern std::atomic<uint64_t> g_generation;  // bumped in a forked child
+Recorder* start_recording();
+}  // namespace detail
+
 class Recorder {
  public:
   explicit Recorder(SegmentHeader* header) : header_(header) {}
   SegmentHeader* header() const { return header_; }
-  // Binds the calling thread to a ring on its first event.
-  void record(EventRecord& record, ThreadState& thread);
+
+  // `fill` writes every field of the record in its ring slot (the slot holds an older record).
+  template <class Fill>
+  void record(ThreadState& thread, Fill&& fill) {
+    if (thread.generation != detail::g_generation.load(std::memory_order_relaxed)) bind(thread);
+    uint64_t mark = 0;
+    Slot* slot = ring_of(header_, thread.ring).claim(mark);
+    if (!slot) return;
+    fill(slot->record);
+    slot->record.tid = thread.tid;
+    RingView::publish(slot, mark);
+  }
 
  private:
+  // Gives the thread its kernel id and a ring, on its first event in this process.
+  void bind(ThreadState& thread);
+
   SegmentHeader* header_;
 };
 
 // The recorder when this process records, else nullptr: before the first hooked call has set it
 // up, while another thread sets it up (the event is counted as lost), or when disabled.
-Recorder* active_recorder();
+inline Recorder* active_recorder() {
+  if (detail::g_state.load(std::memory_order_acquire) == detail::Ready) return detail::g_recorder;
+  return detail::start_recording();
+}
 
 PinnedRanges& pinned_ranges();
 

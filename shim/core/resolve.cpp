@@ -9,9 +9,11 @@
 
 namespace trainshim::shim {
 
-namespace {
-
+namespace detail {
 std::atomic<void*> g_real[kApiCount];
+}  // namespace detail
+
+namespace {
 
 struct LibraryMatch {
   const char* prefix;
@@ -48,15 +50,14 @@ void* find(Library library, const char* name) {
 
 }  // namespace
 
-void* real_function(Api api) {
+void* detail::resolve(Api api) {
   const auto index = static_cast<std::size_t>(api);
-  if (void* cached = g_real[index].load(std::memory_order_acquire)) return cached;
   const ApiInfo& info = kApis[index];
   // NCCL exports every ncclX also as pncclX, the name a profiler is meant to forward to.
   std::string name = info.library == Library::Nccl ? "p" : "";
   name += info.name;
   void* symbol = find(info.library, name.c_str());
-  if (symbol) g_real[index].store(symbol, std::memory_order_release);
+  if (symbol) detail::g_real[index].store(symbol, std::memory_order_release);
   return symbol;
 }
 
