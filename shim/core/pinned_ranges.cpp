@@ -6,7 +6,13 @@ namespace trainshim::shim {
 
 namespace {
 constexpr auto relaxed = std::memory_order_relaxed;
+
+inline void pause() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
 }
+}  // namespace
 
 std::size_t PinnedRanges::lower_bound(uintptr_t address) const {
   std::size_t lo = 0, hi = count_.load(relaxed);
@@ -54,11 +60,15 @@ uint64_t PinnedRanges::remove(uintptr_t begin) {
 }
 
 bool PinnedRanges::contains(uintptr_t address) const {
-  // A writer stalled mid-change must not stall the copy: after a few tries, answer "not known
-  // here" and let the caller ask the runtime.
-  for (int attempt = 0; attempt < 64; ++attempt) {
+  // A change takes microseconds; a writer descheduled mid-change must not stall the copy for
+  // longer than that: after a bounded wait, answer "not known here" and let the caller ask the
+  // runtime.
+  for (int attempt = 0; attempt < 1024; ++attempt) {
     const uint64_t before = sequence_.load(std::memory_order_acquire);
-    if (before & 1) continue;
+    if (before & 1) {
+      pause();
+      continue;
+    }
     bool found = false;
     const std::size_t at = lower_bound(address + 1);  // first range beginning after address
     if (at > 0) found = address < ends_[at - 1].load(relaxed) && begins_[at - 1].load(relaxed) <= address;
