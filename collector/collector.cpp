@@ -25,7 +25,7 @@ void Collector::discover() {
     try {
       auto reader = std::make_unique<SegmentReader>(name);
       const int64_t id = database_.add_process(name, reader->header());
-      segments_.emplace(name, Tracked{std::move(reader), id, {}});
+      segments_.emplace(name, Tracked{std::move(reader), id, {}, std::make_unique<ProcessStacks>(database_, id)});
     } catch (const std::exception& e) {
       // A producer sizes its segment, then fills and publishes the header: a segment that is
       // merely young is tried again on the next pass.
@@ -46,19 +46,24 @@ uint64_t Collector::pass() {
     Tracked& t = it->second;
     SegmentReader& reader = *t.reader;
     const bool gone = !reader.producer_alive();
-    const auto counts = reader.drain(
+    const auto side = reader.drain_side([&](const SideRecord& r) { t.stacks->add(r); }, gone);
+    auto counts = reader.drain(
         [&](const EventRecord& r) {
           database_.add_event(t.process_id, r, clock_.to_monotonic_ns(reader.header(), r.begin_ticks),
                               clock_.to_monotonic_ns(reader.header(), r.end_ticks));
         },
         gone);
     stored += counts.records;
-    Database::ProcessCounters delta{counts.records, reader.dropped_ring_full(), reader.dropped_not_ready(),
-                                    counts.unpublished, counts.malformed, gone};
+    counts.unpublished += side.unpublished;
+    counts.malformed += side.malformed;
+    Database::ProcessCounters delta{counts.records,     reader.dropped_ring_full(), reader.dropped_not_ready(),
+                                    counts.unpublished, counts.malformed,           reader.dropped_side_full(),
+                                    gone};
     if (counts.malformed)
       report("warning", fmt::format("{} malformed records skipped in /dev/shm/{}", counts.malformed, it->first));
     if (counts.records || counts.malformed || counts.unpublished || gone ||
-        delta.dropped_ring_full != t.totals.dropped_ring_full || delta.dropped_not_ready != t.totals.dropped_not_ready) {
+        delta.dropped_ring_full != t.totals.dropped_ring_full || delta.dropped_not_ready != t.totals.dropped_not_ready ||
+        delta.dropped_side_full != t.totals.dropped_side_full) {
       database_.update_process(t.process_id, delta);
       t.totals = delta;
     }

@@ -10,6 +10,7 @@
 
 #include "clock_calibration.hpp"
 #include "database.hpp"
+#include "process_stacks.hpp"
 #include "segment_reader.hpp"
 
 namespace trainshim::collector {
@@ -38,6 +39,7 @@ class Collector {
     std::unique_ptr<SegmentReader> reader;
     int64_t process_id;
     Database::ProcessCounters totals;
+    std::unique_ptr<ProcessStacks> stacks;
   };
   void discover();
   void report(const std::string& level, const std::string& message);

@@ -31,6 +31,7 @@ CREATE TABLE IF NOT EXISTS processes(
   dropped_not_ready INTEGER NOT NULL DEFAULT 0,
   lost_unpublished INTEGER NOT NULL DEFAULT 0,
   malformed INTEGER NOT NULL DEFAULT 0,
+  dropped_side_full INTEGER NOT NULL DEFAULT 0,
   ended INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS events(
   process_id INTEGER NOT NULL REFERENCES processes(id),
@@ -50,6 +51,32 @@ CREATE TABLE IF NOT EXISTS events(
   native_stack INTEGER NOT NULL,
   python_stack INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS events_by_process_api ON events(process_id, api);
+CREATE TABLE IF NOT EXISTS modules(
+  process_id INTEGER NOT NULL REFERENCES processes(id),
+  id INTEGER NOT NULL,
+  path TEXT NOT NULL,
+  base INTEGER NOT NULL,
+  build_id TEXT NOT NULL,
+  PRIMARY KEY(process_id, id));
+CREATE TABLE IF NOT EXISTS native_frames(
+  process_id INTEGER NOT NULL REFERENCES processes(id),
+  stack_id INTEGER NOT NULL,
+  depth INTEGER NOT NULL,
+  address INTEGER NOT NULL,
+  module TEXT NOT NULL,
+  function TEXT NOT NULL,
+  file TEXT NOT NULL,
+  line INTEGER NOT NULL,
+  PRIMARY KEY(process_id, stack_id, depth));
+CREATE TABLE IF NOT EXISTS python_frames(
+  process_id INTEGER NOT NULL REFERENCES processes(id),
+  stack_id INTEGER NOT NULL,
+  depth INTEGER NOT NULL,
+  file TEXT NOT NULL,
+  function TEXT NOT NULL,
+  line INTEGER NOT NULL,
+  source TEXT NOT NULL,
+  PRIMARY KEY(process_id, stack_id, depth));
 CREATE TABLE IF NOT EXISTS collector_log(time_ns INTEGER NOT NULL, level TEXT NOT NULL, message TEXT NOT NULL);
 )sql";
 
@@ -94,10 +121,14 @@ Database::Database(const std::string& path, const std::string& job) {
         "start_monotonic_ns) VALUES(?,?,?,?,?,?,?,?,?,?)");
     update_process_ = prepare(
         "UPDATE processes SET events=events+?, dropped_ring_full=?, dropped_not_ready=?, "
-        "lost_unpublished=lost_unpublished+?, malformed=malformed+?, ended=? WHERE id=?");
+        "lost_unpublished=lost_unpublished+?, malformed=malformed+?, dropped_side_full=?, ended=? WHERE id=?");
+    // A stack published twice (two threads met it at once) is the same stack: keep the first.
+    insert_module_ = prepare("INSERT OR IGNORE INTO modules VALUES(?,?,?,?,?)");
+    insert_native_frame_ = prepare("INSERT OR IGNORE INTO native_frames VALUES(?,?,?,?,?,?,?,?)");
+    insert_python_frame_ = prepare("INSERT OR IGNORE INTO python_frames VALUES(?,?,?,?,?,?,?)");
     insert_log_ = prepare("INSERT INTO collector_log VALUES(?,?,?)");
   } catch (...) {
-    for (auto* s : {insert_event_, insert_process_, update_process_, insert_log_}) sqlite3_finalize(s);
+    finalize_all();
     sqlite3_close(db_);
     throw;
   }
@@ -105,8 +136,14 @@ Database::Database(const std::string& path, const std::string& job) {
 
 Database::~Database() {
   if (in_transaction_) sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
-  for (auto* s : {insert_event_, insert_process_, update_process_, insert_log_}) sqlite3_finalize(s);
+  finalize_all();
   sqlite3_close(db_);
+}
+
+void Database::finalize_all() {
+  for (auto* s : {insert_event_, insert_process_, update_process_, insert_log_, insert_module_,
+                  insert_native_frame_, insert_python_frame_})
+    sqlite3_finalize(s);
 }
 
 void Database::exec(const char* sql) {
@@ -179,10 +216,60 @@ void Database::add_event(int64_t process_id, const EventRecord& r, uint64_t begi
 void Database::update_process(int64_t process_id, const ProcessCounters& c) {
   begin_if_needed();
   const int64_t values[] = {int64_t(c.events),          int64_t(c.dropped_ring_full), int64_t(c.dropped_not_ready),
-                            int64_t(c.lost_unpublished), int64_t(c.malformed),         c.ended ? 1 : 0,
-                            process_id};
-  for (int i = 0; i < 7; ++i) sqlite3_bind_int64(update_process_, i + 1, values[i]);
+                            int64_t(c.lost_unpublished), int64_t(c.malformed),         int64_t(c.dropped_side_full),
+                            c.ended ? 1 : 0,             process_id};
+  for (int i = 0; i < 8; ++i) sqlite3_bind_int64(update_process_, i + 1, values[i]);
   step_and_reset(db_, update_process_);
+}
+
+namespace {
+std::string hex(const std::string& bytes) {
+  std::string out;
+  for (unsigned char c : bytes) out += fmt::format("{:02x}", c);
+  return out;
+}
+void bind_text(sqlite3_stmt* s, int i, const std::string& text) {
+  sqlite3_bind_text(s, i, text.c_str(), int(text.size()), SQLITE_TRANSIENT);
+}
+}  // namespace
+
+void Database::add_module(int64_t process_id, uint32_t id, const std::string& path, uint64_t base,
+                          const std::string& build_id) {
+  begin_if_needed();
+  sqlite3_bind_int64(insert_module_, 1, process_id);
+  sqlite3_bind_int64(insert_module_, 2, id);
+  bind_text(insert_module_, 3, path);
+  sqlite3_bind_int64(insert_module_, 4, int64_t(base));
+  bind_text(insert_module_, 5, hex(build_id));
+  step_and_reset(db_, insert_module_);
+}
+
+void Database::add_native_frame(int64_t process_id, uint32_t stack_id, int depth, const NativeFrame& f) {
+  begin_if_needed();
+  sqlite3_stmt* s = insert_native_frame_;
+  sqlite3_bind_int64(s, 1, process_id);
+  sqlite3_bind_int64(s, 2, stack_id);
+  sqlite3_bind_int(s, 3, depth);
+  sqlite3_bind_int64(s, 4, int64_t(f.address));
+  bind_text(s, 5, f.module);
+  bind_text(s, 6, f.function);
+  bind_text(s, 7, f.file);
+  sqlite3_bind_int(s, 8, f.line);
+  step_and_reset(db_, s);
+}
+
+void Database::add_python_frame(int64_t process_id, uint32_t stack_id, int depth, const std::string& file,
+                                const std::string& function, int line, const std::string& source) {
+  begin_if_needed();
+  sqlite3_stmt* s = insert_python_frame_;
+  sqlite3_bind_int64(s, 1, process_id);
+  sqlite3_bind_int64(s, 2, stack_id);
+  sqlite3_bind_int(s, 3, depth);
+  bind_text(s, 4, file);
+  bind_text(s, 5, function);
+  sqlite3_bind_int(s, 6, line);
+  bind_text(s, 7, source);
+  step_and_reset(db_, s);
 }
 
 void Database::log(const std::string& level, const std::string& message) {

@@ -9,7 +9,7 @@
 
 namespace trainshim::collector {
 
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 class Database {
  public:
@@ -22,9 +22,19 @@ class Database {
 
   int64_t add_process(const std::string& segment, const SegmentHeader& header);
   void add_event(int64_t process_id, const EventRecord& record, uint64_t begin_ns, uint64_t end_ns);
+  void add_module(int64_t process_id, uint32_t id, const std::string& path, uint64_t base, const std::string& build_id);
+  struct NativeFrame {
+    uint64_t address;
+    std::string module, function, file;
+    int line;
+  };
+  void add_native_frame(int64_t process_id, uint32_t stack_id, int depth, const NativeFrame& frame);
+  void add_python_frame(int64_t process_id, uint32_t stack_id, int depth, const std::string& file,
+                        const std::string& function, int line, const std::string& source);
 
   struct ProcessCounters {
     uint64_t events = 0, dropped_ring_full = 0, dropped_not_ready = 0, lost_unpublished = 0, malformed = 0;
+    uint64_t dropped_side_full = 0;
     bool ended = false;
   };
   void update_process(int64_t process_id, const ProcessCounters& counters);
@@ -35,6 +45,7 @@ class Database {
 
  private:
   void exec(const char* sql);
+  void finalize_all();
   void begin_if_needed();
   sqlite3_stmt* prepare(const char* sql);
 
@@ -43,6 +54,9 @@ class Database {
   sqlite3_stmt* insert_process_ = nullptr;
   sqlite3_stmt* update_process_ = nullptr;
   sqlite3_stmt* insert_log_ = nullptr;
+  sqlite3_stmt* insert_module_ = nullptr;
+  sqlite3_stmt* insert_native_frame_ = nullptr;
+  sqlite3_stmt* insert_python_frame_ = nullptr;
   bool in_transaction_ = false;
 };
 

@@ -66,6 +66,10 @@ int main(int argc, char** argv) {
     return 1;
   }
 
+  // Symbols come from the files on this node; a debuginfod lookup over the network could stall
+  // the drain for minutes.
+  unsetenv("DEBUGINFOD_URLS");
+
   struct sigaction action {};
   action.sa_handler = request_stop;
   sigemptyset(&action.sa_mask);

@@ -48,31 +48,47 @@ bool SegmentReader::producer_alive() const {
   return header_->pid_start_time == 0 || start_time == header_->pid_start_time;
 }
 
-DrainCounts SegmentReader::drain(const std::function<void(const EventRecord&)>& sink, bool producer_gone) {
-  DrainCounts counts;
-  for (uint32_t i = 0; i < header_->ring_count; ++i) {
-    RingView ring = ring_of(header_, i);
-    // Bounded: a producer writing as fast as we read must not keep us in one ring forever.
-    for (uint64_t n = 0; n < header_->ring_capacity; ++n) {
-      EventRecord record;
-      const auto status = ring.pop(record);
-      if (status == RingView::PopStatus::Record) {
-        if (validate_record(record)) {
-          sink(record);
-          ++counts.records;
-        } else {
-          ++counts.malformed;
-        }
-      } else if (status == RingView::PopStatus::Unpublished && producer_gone) {
-        ring.skip_unpublished();
-        ++counts.unpublished;
+namespace {
+
+// Bounded: a producer writing as fast as we read must not keep us in one ring forever.
+template <class Ring, class Sink, class Valid>
+void drain_ring(Ring ring, uint64_t capacity, const Sink& sink, const Valid& valid, bool producer_gone,
+                DrainCounts& counts) {
+  for (uint64_t n = 0; n < capacity; ++n) {
+    typename Ring::Record record;
+    const auto status = ring.pop(record);
+    if (status == Ring::PopStatus::Record) {
+      if (valid(record)) {
+        sink(record);
+        ++counts.records;
       } else {
-        break;
+        ++counts.malformed;
       }
+    } else if (status == Ring::PopStatus::Unpublished && producer_gone) {
+      ring.skip_unpublished();
+      ++counts.unpublished;
+    } else {
+      break;
     }
   }
+}
+
+}  // namespace
+
+DrainCounts SegmentReader::drain(const std::function<void(const EventRecord&)>& sink, bool producer_gone) {
+  DrainCounts counts;
+  for (uint32_t i = 0; i < header_->ring_count; ++i)
+    drain_ring(ring_of(header_, i), header_->ring_capacity, sink, validate_record, producer_gone, counts);
   return counts;
 }
+
+DrainCounts SegmentReader::drain_side(const std::function<void(const SideRecord&)>& sink, bool producer_gone) {
+  DrainCounts counts;
+  drain_ring(side_ring_of(header_), header_->side_capacity, sink, validate_side_record, producer_gone, counts);
+  return counts;
+}
+
+uint64_t SegmentReader::dropped_side_full() const { return side_ring_of(header_).dropped(); }
 
 uint64_t SegmentReader::dropped_ring_full() const {
   uint64_t total = 0;

@@ -31,7 +31,11 @@ class SegmentReader {
   // never finished is given up (counted) instead of waited for.
   DrainCounts drain(const std::function<void(const EventRecord&)>& sink, bool producer_gone);
 
+  // Side records (stacks, modules, strings), in the order the producer published them.
+  DrainCounts drain_side(const std::function<void(const SideRecord&)>& sink, bool producer_gone);
+
   uint64_t dropped_ring_full() const;
+  uint64_t dropped_side_full() const;
   uint64_t dropped_not_ready() const { return header_->dropped_not_ready.load(std::memory_order_relaxed); }
 
   // Removes the segment's name; the mapping stays valid until this reader is destroyed.

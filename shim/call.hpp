@@ -2,6 +2,7 @@
 // One interposed call being recorded. The generated wrappers (hooks.cpp) do, for API A:
 //   Call<A> call;  if active: call.draft = describe(...); call.begin(); real(...); call.end(rc)
 #include "core/recorder.hpp"
+#include "core/stacks.hpp"
 #include "describe.hpp"
 #include "trainshim/clock.hpp"
 
@@ -26,7 +27,13 @@ class Call {
   Call& operator=(const Call&) = delete;
 
   bool active() const { return recorder_ != nullptr; }
-  void begin() { begin_ = ticks(); }
+
+  // Stacks are taken before the clock starts: their cost is not counted as time in the call.
+  void begin() {
+    if (captures_stacks(kClass) || (kClass == ApiClass::Copy && draft.host_memory == HostMemory::Pageable))
+      stacks_ = capture_stacks(recorder_->header());
+    begin_ = ticks();
+  }
 
   void end(int result) {
     const uint64_t end_ticks = ticks();
@@ -46,8 +53,8 @@ class Call {
       r.stream = draft.stream;
       r.object = draft.object;
       r.detail = draft.detail;
-      r.native_stack = 0;
-      r.python_stack = 0;
+      r.native_stack = stacks_.native;
+      r.python_stack = stacks_.python;
       r.result = result;
       r.rank_in_comm = draft.rank_in_comm;
       r.comm_size = draft.comm_size;
@@ -64,6 +71,7 @@ class Call {
   Recorder* recorder_ = nullptr;
   ThreadState* thread_ = nullptr;
   uint64_t begin_ = 0;
+  StackIds stacks_;
 };
 
 }  // namespace trainshim::shim

@@ -13,6 +13,7 @@ cudaError_t cudaMemcpy2D_ptds(void*, size_t, const void*, size_t, size_t, size_t
 cudaError_t cudaMemcpy2DAsync_ptsz(void*, size_t, const void*, size_t, size_t, size_t, cudaMemcpyKind,
                                    cudaStream_t);
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t);
+cudaError_t cudaStreamQuery_ptsz(cudaStream_t);
 }
 
 namespace {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <iostream>
 
 #include "report.hpp"
@@ -22,6 +23,12 @@ std::string database_argument(const std::string& given) {
   return found;
 }
 
+std::string step_name(const std::string& given) {
+  if (!given.empty()) return given;
+  const char* env = std::getenv("TRAINSHIM_STEP");
+  return env ? env : "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -35,6 +42,8 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--json", run.json, "print the report as JSON");
   bool no_report = false;
   run_cmd->add_flag("--no-report", no_report, "do not print the report");
+  run_cmd->add_option("--step", run.step, "what one training step is: a Python function or file:line "
+                                           "(default: $TRAINSHIM_STEP, else detected)");
   run_cmd->add_option("command", run.command, "the command to run, after --")->required();
 
   std::string report_db;
@@ -42,6 +51,9 @@ int main(int argc, char** argv) {
   auto* report_cmd = app.add_subcommand("report", "print what a run recorded, per rank");
   report_cmd->add_option("database", report_db, "run database (default: the newest ./trainshim-*.db)");
   report_cmd->add_flag("--json", report_json, "print the trainshim-report/1 JSON document");
+  std::string report_step;
+  report_cmd->add_option("--step", report_step, "what one training step is: a Python function or file:line "
+                                                "(default: $TRAINSHIM_STEP, else detected)");
 
   std::string collect_job, collect_out;
   double collect_idle = 2;
@@ -60,11 +72,12 @@ int main(int argc, char** argv) {
   try {
     if (*run_cmd) {
       run.report = !no_report;
+      run.step = step_name(run.step);
       return run_command(run);
     }
     if (*report_cmd) {
       RunDatabase db(database_argument(report_db));
-      const Report report = load_report(db);
+      const Report report = load_report(db, step_name(report_step));
       std::cout << (report_json ? render_json(report).dump(2) + "\n" : render_text(report));
       return 0;
     }

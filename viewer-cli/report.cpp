@@ -19,6 +19,33 @@ std::string rank_words(const ProcessReport& p) {
   return p.rank < 0 ? fmt::format("process {}", p.pid) : fmt::format("rank {}", p.rank);
 }
 
+std::string site_location(const SyncSite& site) {
+  std::string where = site.file.empty() ? std::string("?") : fmt::format("{}:{}", site.file, site.line);
+  if (!site.function.empty()) where += " in " + site.function;
+  return where;
+}
+
+double per_step(int64_t calls, const RankSyncs& rs) { return rs.steps.count ? double(calls) / double(rs.steps.count) : 0; }
+
+double per_second(int64_t calls, const RankSyncs& rs) {
+  return rs.span_ns > 0 ? double(calls) * 1e9 / double(rs.span_ns) : 0;
+}
+
+double share_of_step(int64_t blocked_ns, const RankSyncs& rs) {
+  return rs.span_ns > 0 ? double(blocked_ns) / double(rs.span_ns) : 0;
+}
+
+std::string rate_words(int64_t calls, const RankSyncs& rs) {
+  if (rs.steps.count) return fmt::format("{:.1f} times per step", per_step(calls, rs));
+  return fmt::format("{:.1f} times per second", per_second(calls, rs));
+}
+
+std::string share_words(int64_t blocked_ns, const RankSyncs& rs) {
+  return rs.span_ns > 0 ? fmt::format(", {:.1f} % of {}", 100 * share_of_step(blocked_ns, rs),
+                                      rs.steps.count ? "step time" : "the run")
+                        : std::string();
+}
+
 void load_process_details(const RunDatabase& db, int64_t id, ProcessReport& p) {
   Statement copies(db,
                    "SELECT d.name, m.name, count(*), sum(e.bytes), sum(e.end_ns - e.begin_ns) FROM events e "
@@ -32,7 +59,7 @@ void load_process_details(const RunDatabase& db, int64_t id, ProcessReport& p) {
 
   Statement syncs(db,
                   "SELECT a.name, count(*), sum(e.end_ns - e.begin_ns) FROM events e JOIN apis a ON a.id = e.api "
-                  "WHERE e.process_id = ? AND a.class = 'sync' GROUP BY e.api ORDER BY a.name");
+                  "WHERE e.process_id = ? AND a.class IN ('sync', 'free', 'poll') GROUP BY e.api ORDER BY a.name");
   syncs.bind(1, id);
   while (syncs.step()) p.syncs.push_back({syncs.text(0), syncs.integer(1), syncs.integer(2)});
 
@@ -85,17 +112,31 @@ void add_findings(Report& report) {
                        "blocks the host until the GPU reaches it";
       report.findings.push_back(std::move(f));
     }
+    const RankSyncs& rs = p.synchronisations;
+    for (const SyncSite& site : rs.hidden) {
+      Finding f;
+      f.kind = "hidden_sync";
+      f.rank = p.rank;
+      f.calls = site.calls;
+      f.cost_ns = site.blocked_ns;
+      f.message = fmt::format("{}: {} at {} blocks the host {} ({} in all{})", rank_words(p),
+                              site.classification.operation, site_location(site), rate_words(site.calls, rs),
+                              human_duration(site.blocked_ns), share_words(site.blocked_ns, rs));
+      f.advice = site.classification.advice;
+      report.findings.push_back(std::move(f));
+    }
     if (p.lost.total() > 0) {
       Finding f;
       f.kind = "dropped_events";
       f.rank = p.rank;
       f.calls = p.lost.total();
-      f.message = fmt::format("{} lost {} events ({} ring full, {} before recording started, {} unfinished "
-                              "at exit, {} malformed): its figures are lower bounds",
+      f.message = fmt::format("{} lost {} records ({} ring full, {} before recording started, {} unfinished "
+                              "at exit, {} malformed, {} stacks or modules on a full side ring): its figures are "
+                              "lower bounds",
                               rank_words(p), with_thousands(p.lost.total()), with_thousands(p.lost.ring_full),
                               with_thousands(p.lost.not_ready), with_thousands(p.lost.unpublished),
-                              with_thousands(p.lost.malformed));
-      f.advice = "raise TRAINSHIM_RING_EVENTS (events per ring) or TRAINSHIM_RINGS if rings fill";
+                              with_thousands(p.lost.malformed), with_thousands(p.lost.side_ring_full));
+      f.advice = "raise TRAINSHIM_RING_EVENTS (events per ring), TRAINSHIM_RINGS or TRAINSHIM_SIDE_RECORDS";
       report.findings.push_back(std::move(f));
     }
   }
@@ -116,13 +157,13 @@ std::string collective_op_name(const std::string& api) {
   return out;
 }
 
-Report load_report(const RunDatabase& db) {
+Report load_report(const RunDatabase& db, const std::string& step_name) {
   Report report;
   report.job = db.meta("job");
   report.database = db.path();
   Statement processes(db,
                       "SELECT id, rank, local_rank, world_size, pid, host, command, ended, events, dropped_ring_full, "
-                      "dropped_not_ready, lost_unpublished, malformed FROM processes "
+                      "dropped_not_ready, lost_unpublished, malformed, dropped_side_full FROM processes "
                       "ORDER BY rank < 0, rank, pid, id");
   std::vector<int64_t> ids;
   while (processes.step()) {
@@ -136,10 +177,14 @@ Report load_report(const RunDatabase& db) {
     p.command = processes.text(6);
     p.ended = processes.integer(7) != 0;
     p.events = processes.integer(8);
-    p.lost = {processes.integer(9), processes.integer(10), processes.integer(11), processes.integer(12)};
+    p.lost = {processes.integer(9), processes.integer(10), processes.integer(11), processes.integer(12),
+              processes.integer(13)};
     report.processes.push_back(std::move(p));
   }
-  for (std::size_t i = 0; i < ids.size(); ++i) load_process_details(db, ids[i], report.processes[i]);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    load_process_details(db, ids[i], report.processes[i]);
+    report.processes[i].synchronisations = load_syncs(db, ids[i], step_name);
+  }
 
   report.total_copies = merge(report.processes, &ProcessReport::copies,
                               [](const CopyRow& r) { return std::make_pair(r.direction, r.host_memory); });
@@ -151,6 +196,7 @@ Report load_report(const RunDatabase& db) {
     report.total_lost.not_ready += p.lost.not_ready;
     report.total_lost.unpublished += p.lost.unpublished;
     report.total_lost.malformed += p.lost.malformed;
+    report.total_lost.side_ring_full += p.lost.side_ring_full;
   }
   add_findings(report);
   return report;
@@ -181,6 +227,37 @@ void render_tables(std::string& out, const std::vector<CopyRow>& copies, const s
   out += fmt::format("  dropped events: {}\n", with_thousands(lost));
 }
 
+void render_sites(std::string& out, const std::vector<SyncSite>& sites, const RankSyncs& rs) {
+  for (const auto& site : sites) {
+    const std::string rate = rs.steps.count ? fmt::format("{:.1f}", per_step(site.calls, rs))
+                                            : fmt::format("{:.1f}/s", per_second(site.calls, rs));
+    out += fmt::format("  {:<34} {:>9} {:>9} {:>10} {:>8.1f} %\n", site.classification.operation,
+                       with_thousands(site.calls), rate, human_duration(site.blocked_ns),
+                       100 * share_of_step(site.blocked_ns, rs));
+    out += fmt::format("      at {}\n", site_location(site));
+    if (!site.source.empty()) out += fmt::format("         {}\n", site.source);
+  }
+}
+
+void render_sync_sections(std::string& out, const ProcessReport& p) {
+  const RankSyncs& rs = p.synchronisations;
+  if (rs.hidden.empty() && rs.explicit_.empty()) return;
+  const std::string steps = rs.steps.count ? fmt::format("{} steps", with_thousands(rs.steps.count)) : "no steps found";
+  out += fmt::format("  steps: {} ({})\n", steps, rs.steps.rule);
+  const char* rate_header = rs.steps.count ? "per step" : "per sec";
+  const char* share_header = rs.steps.count ? "of step" : "of run";
+  if (!rs.hidden.empty()) {
+    out += fmt::format("  {:<34} {:>9} {:>9} {:>10} {:>10}\n", "Hidden synchronisations", "calls", rate_header,
+                       "blocked", share_header);
+    render_sites(out, rs.hidden, rs);
+  }
+  if (!rs.explicit_.empty()) {
+    out += fmt::format("  {:<34} {:>9} {:>9} {:>10} {:>10}\n", "Explicit synchronisations (asked for)", "calls",
+                       rate_header, "blocked", share_header);
+    render_sites(out, rs.explicit_, rs);
+  }
+}
+
 }  // namespace
 
 std::string render_text(const Report& report) {
@@ -194,6 +271,7 @@ std::string render_text(const Report& report) {
     out += fmt::format("\nrank {}  pid {}  host {}{}\n  {}\n", rank_label(p.rank), p.pid, p.host,
                        p.ended ? "" : "  (still running)", p.command);
     render_tables(out, p.copies, p.syncs, p.collectives, p.lost.total());
+    render_sync_sections(out, p);
   }
   if (report.processes.size() > 1) {
     out += fmt::format("\nall ranks\n");
@@ -227,9 +305,38 @@ nlohmann::ordered_json collectives_json(const std::vector<CollectiveRow>& rows) 
 }
 nlohmann::ordered_json lost_json(const LostEvents& l) {
   return {{"ring_full", l.ring_full}, {"not_ready", l.not_ready}, {"unpublished", l.unpublished},
-          {"malformed", l.malformed}};
+          {"malformed", l.malformed}, {"side_ring_full", l.side_ring_full}};
 }
 nlohmann::ordered_json rank_json(int rank) { return rank < 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(rank); }
+
+nlohmann::ordered_json sites_json(const std::vector<SyncSite>& sites, const RankSyncs& rs) {
+  auto out = nlohmann::ordered_json::array();
+  for (const auto& site : sites) {
+    auto python = nlohmann::ordered_json::array();
+    for (const auto& f : site.python)
+      python.push_back({{"file", f.file}, {"line", f.line}, {"function", f.function}, {"source", f.source}});
+    auto native = nlohmann::ordered_json::array();
+    for (const auto& f : site.native)
+      native.push_back({{"function", f.function}, {"module", f.module}, {"file", f.file}, {"line", f.line}});
+    out.push_back({{"operation", site.classification.operation},
+                   {"cause", site.classification.cause},
+                   {"advice", site.classification.advice},
+                   {"rule", site.classification.rule},
+                   {"native_frame", site.classification.native_frame},
+                   {"file", site.file},
+                   {"line", site.line},
+                   {"function", site.function},
+                   {"source", site.source},
+                   {"calls", site.calls},
+                   {"per_step", rs.steps.count ? nlohmann::ordered_json(per_step(site.calls, rs)) : nullptr},
+                   {"per_second", per_second(site.calls, rs)},
+                   {"blocked_ns", site.blocked_ns},
+                   {"share_of_step", share_of_step(site.blocked_ns, rs)},
+                   {"python_stack", python},
+                   {"native_stack", native}});
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -251,7 +358,13 @@ nlohmann::ordered_json render_json(const Report& report) {
                             {"syncs", syncs_json(p.syncs)},
                             {"collectives", collectives_json(p.collectives)},
                             {"dropped_events", p.lost.total()},
-                            {"lost", lost_json(p.lost)}});
+                            {"lost", lost_json(p.lost)},
+                            {"steps", {{"count", p.synchronisations.steps.count},
+                                       {"rule", p.synchronisations.steps.rule},
+                                       {"step_ns", p.synchronisations.steps.step_ns},
+                                       {"span_ns", p.synchronisations.span_ns}}},
+                            {"hidden_syncs", sites_json(p.synchronisations.hidden, p.synchronisations)},
+                            {"explicit_syncs", sites_json(p.synchronisations.explicit_, p.synchronisations)}});
   }
   doc["totals"] = {{"copies", copies_json(report.total_copies)},
                    {"syncs", syncs_json(report.total_syncs)},

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "run_database.hpp"
+#include "syncs.hpp"
 
 namespace trainshim::cli {
 
@@ -27,8 +28,8 @@ struct CollectiveRow {
 };
 
 struct LostEvents {
-  int64_t ring_full = 0, not_ready = 0, unpublished = 0, malformed = 0;
-  int64_t total() const { return ring_full + not_ready + unpublished + malformed; }
+  int64_t ring_full = 0, not_ready = 0, unpublished = 0, malformed = 0, side_ring_full = 0;
+  int64_t total() const { return ring_full + not_ready + unpublished + malformed + side_ring_full; }
 };
 
 struct ProcessReport {
@@ -42,10 +43,11 @@ struct ProcessReport {
   std::vector<SyncRow> syncs;
   std::vector<CollectiveRow> collectives;
   LostEvents lost;
+  RankSyncs synchronisations;
 };
 
 struct Finding {
-  std::string kind;  // pageable_copy | dropped_events
+  std::string kind;  // pageable_copy | hidden_sync | dropped_events
   int rank = -1;
   int64_t calls = 0, bytes = 0, cost_ns = 0;
   std::string message, advice;
@@ -61,7 +63,8 @@ struct Report {
   std::vector<Finding> findings;
 };
 
-Report load_report(const RunDatabase& db);
+// step_name: TRAINSHIM_STEP's value ("file:line" or a Python function), empty to detect steps.
+Report load_report(const RunDatabase& db, const std::string& step_name = "");
 std::string render_text(const Report& report);
 nlohmann::ordered_json render_json(const Report& report);
 

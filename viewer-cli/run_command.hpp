@@ -9,6 +9,7 @@ struct RunOptions {
   std::string out;  // database path; empty: $TRAINSHIM_OUT, else ./trainshim-<job>.db
   bool json = false;
   bool report = true;
+  std::string step;  // TRAINSHIM_STEP: "file:line" or a Python function; empty: detect
   std::vector<std::string> command;
 };
 

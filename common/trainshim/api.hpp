@@ -15,6 +15,8 @@ enum class ApiClass : uint8_t {
   Collective,      // an NCCL collective
   CommInit,        // an NCCL communicator created
   CommEnd,         // an NCCL communicator destroyed
+  Free,            // cudaFree: waits for the whole device before releasing the memory
+  Poll,            // asks whether work is done without waiting (polling loops)
 };
 
 enum class Library : uint8_t { Cudart, Nccl };
@@ -45,6 +47,11 @@ inline constexpr std::array<ApiInfo, kApiCount> kApis = {{
 
 inline constexpr const ApiInfo& api_info(Api api) { return kApis[static_cast<std::size_t>(api)]; }
 
+// Events of these classes carry the caller's native and Python stacks (pageable copies too).
+inline constexpr bool captures_stacks(ApiClass c) {
+  return c == ApiClass::Sync || c == ApiClass::Collective || c == ApiClass::Free || c == ApiClass::Poll;
+}
+
 inline constexpr std::string_view api_class_name(ApiClass c) {
   switch (c) {
     case ApiClass::Copy: return "copy";
@@ -55,6 +62,8 @@ inline constexpr std::string_view api_class_name(ApiClass c) {
     case ApiClass::Collective: return "collective";
     case ApiClass::CommInit: return "comm_init";
     case ApiClass::CommEnd: return "comm_end";
+    case ApiClass::Free: return "free";
+    case ApiClass::Poll: return "poll";
   }
   return "unknown";
 }

@@ -4,6 +4,9 @@
 // every byte as untrusted and validates it (validate_header, validate_record).
 //
 // Segment layout:  [SegmentHeader][RingControl, Slot x ring_capacity] x ring_count
+//                  [RingControl, SideSlot x side_capacity]
+// Event records are fixed-size and frequent; side records (stacks, modules, strings) are large,
+// written once per distinct value and referred to by id from the events.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -14,7 +17,7 @@
 namespace trainshim {
 
 inline constexpr uint64_t kSegmentMagic = 0x314753485352'5254ULL;  // "TRSHSG1" little-endian
-inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kFormatVersion = 2;
 
 enum class Direction : uint8_t { None, HostToDevice, DeviceToHost, DeviceToDevice, HostToHost, Peer };
 enum class HostMemory : uint8_t { Unknown, Pinned, Pageable, Device };
@@ -70,6 +73,44 @@ struct Slot {
 static_assert(sizeof(Slot) == 88);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
+enum class SideKind : uint16_t {
+  NativeStack = 1,  // count return addresses, innermost first, in `native`
+  PythonStack = 2,  // count frames, innermost first, in `python`
+  Module = 3,       // value = load base; text = build id (count bytes) then, at kModulePathOffset, the path
+  String = 4,       // count bytes of text (file and function names of Python frames)
+};
+
+inline constexpr uint32_t kMaxNativeFrames = 64;
+inline constexpr uint32_t kMaxPythonFrames = 62;
+inline constexpr uint32_t kSideTextBytes = 1008;
+inline constexpr uint32_t kMaxBuildIdBytes = 64;
+inline constexpr uint32_t kModulePathOffset = kMaxBuildIdBytes;
+
+struct PythonFrameRecord {
+  uint32_t file;      // String id
+  uint32_t function;  // String id
+  int32_t line;
+  uint32_t reserved;
+};
+
+struct SideRecord {
+  uint16_t kind;   // SideKind
+  uint16_t count;  // frames, or bytes of text
+  uint32_t id;     // per process and kind; 0 is never used
+  uint64_t value;
+  union {
+    uint64_t native[kMaxNativeFrames];
+    PythonFrameRecord python[kMaxPythonFrames];
+    char text[kSideTextBytes];
+  };
+};
+static_assert(sizeof(SideRecord) == 1024);
+
+struct SideSlot {
+  std::atomic<uint64_t> state;
+  SideRecord record;
+};
+
 struct alignas(64) RingControl {
   std::atomic<uint64_t> head;     // next position a producer claims
   char pad0[56];
@@ -90,6 +131,8 @@ struct alignas(64) SegmentHeader {
   uint32_t ring_count;
   uint32_t ring_capacity;          // slots per ring, a power of two
   uint32_t slot_bytes;             // sizeof(Slot)
+  uint32_t side_capacity;          // slots of the side ring, a power of two
+  uint32_t side_slot_bytes;        // sizeof(SideSlot)
   int32_t pid;
   uint64_t pid_start_time;         // field 22 of /proc/<pid>/stat: tells a reused pid apart
   int32_t rank;                    // -1: not launched by a known launcher
@@ -110,13 +153,17 @@ struct alignas(64) SegmentHeader {
 inline constexpr uint64_t ring_bytes(uint32_t capacity) {
   return sizeof(RingControl) + uint64_t{capacity} * sizeof(Slot);
 }
-inline constexpr uint64_t segment_bytes(uint32_t ring_count, uint32_t capacity) {
-  return sizeof(SegmentHeader) + uint64_t{ring_count} * ring_bytes(capacity);
+inline constexpr uint64_t side_ring_bytes(uint32_t capacity) {
+  return sizeof(RingControl) + uint64_t{capacity} * sizeof(SideSlot);
+}
+inline constexpr uint64_t segment_bytes(uint32_t ring_count, uint32_t capacity, uint32_t side_capacity) {
+  return sizeof(SegmentHeader) + uint64_t{ring_count} * ring_bytes(capacity) + side_ring_bytes(side_capacity);
 }
 static_assert(sizeof(SegmentHeader) % 64 == 0, "rings must start cache-line aligned");
 
 inline constexpr uint32_t kMaxRings = 256;
 inline constexpr uint32_t kMaxRingCapacity = 1u << 22;
+inline constexpr uint32_t kMaxSideCapacity = 1u << 16;
 
 // Why a segment cannot be read; Ok when it can.
 enum class HeaderProblem { Ok, TooSmall, BadMagic, BadVersion, BadGeometry, NotPublished };
@@ -141,16 +188,28 @@ inline HeaderProblem validate_header(const SegmentHeader& h, uint64_t mapped_byt
   if (state == 0) return HeaderProblem::NotPublished;
   if (h.magic != kSegmentMagic) return HeaderProblem::BadMagic;
   if (h.format_version != kFormatVersion) return HeaderProblem::BadVersion;
-  const bool power_of_two = h.ring_capacity != 0 && (h.ring_capacity & (h.ring_capacity - 1)) == 0;
-  if (h.header_bytes != sizeof(SegmentHeader) || h.slot_bytes != sizeof(Slot) || !power_of_two ||
-      h.ring_capacity > kMaxRingCapacity || h.ring_count == 0 || h.ring_count > kMaxRings ||
-      h.segment_bytes != segment_bytes(h.ring_count, h.ring_capacity) ||
+  auto power_of_two = [](uint32_t n) { return n != 0 && (n & (n - 1)) == 0; };
+  if (h.header_bytes != sizeof(SegmentHeader) || h.slot_bytes != sizeof(Slot) ||
+      h.side_slot_bytes != sizeof(SideSlot) || !power_of_two(h.ring_capacity) || !power_of_two(h.side_capacity) ||
+      h.ring_capacity > kMaxRingCapacity || h.side_capacity > kMaxSideCapacity || h.ring_count == 0 ||
+      h.ring_count > kMaxRings || h.segment_bytes != segment_bytes(h.ring_count, h.ring_capacity, h.side_capacity) ||
       h.segment_bytes > mapped_bytes || (h.clock_kind != static_cast<uint32_t>(ClockKind::Tsc) &&
                                          h.clock_kind != static_cast<uint32_t>(ClockKind::Monotonic)))
     return HeaderProblem::BadGeometry;
   if (state != static_cast<uint32_t>(ProducerState::Live) && state != static_cast<uint32_t>(ProducerState::Exited))
     return HeaderProblem::BadGeometry;
   return HeaderProblem::Ok;
+}
+
+inline bool validate_side_record(const SideRecord& r) {
+  if (r.id == 0) return false;
+  switch (static_cast<SideKind>(r.kind)) {
+    case SideKind::NativeStack: return r.count > 0 && r.count <= kMaxNativeFrames;
+    case SideKind::PythonStack: return r.count > 0 && r.count <= kMaxPythonFrames;
+    case SideKind::Module: return r.count <= kMaxBuildIdBytes;
+    case SideKind::String: return r.count <= kSideTextBytes;
+  }
+  return false;
 }
 
 inline bool validate_record(const EventRecord& r) {

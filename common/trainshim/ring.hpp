@@ -9,17 +9,20 @@
 
 namespace trainshim {
 
-class RingView {
+template <class SlotType>
+class BasicRing {
  public:
-  RingView(RingControl* control, Slot* slots, uint32_t capacity)
+  using Record = decltype(SlotType::record);
+
+  BasicRing(RingControl* control, SlotType* slots, uint32_t capacity)
       : control_(control), slots_(slots), mask_(capacity - 1), shift_(__builtin_ctz(capacity)) {}
 
   // Claims the next slot for a record written in place, then handed over with publish(); nullptr
   // (and the loss counted) when the ring is full.
-  Slot* claim(uint64_t& publish_mark) {
+  SlotType* claim(uint64_t& publish_mark) {
     uint64_t pos = control_->head.load(std::memory_order_relaxed);
     for (;;) {
-      Slot& slot = slots_[pos & mask_];
+      SlotType& slot = slots_[pos & mask_];
       const uint64_t free_mark = (pos >> shift_) * 2;
       const uint64_t state = slot.state.load(std::memory_order_acquire);
       if (state == free_mark) {
@@ -36,12 +39,12 @@ class RingView {
     }
   }
 
-  static void publish(Slot* slot, uint64_t publish_mark) { slot->state.store(publish_mark, std::memory_order_release); }
+  static void publish(SlotType* slot, uint64_t publish_mark) { slot->state.store(publish_mark, std::memory_order_release); }
 
   // Returns false (and counts the loss) when the ring is full.
-  bool push(const EventRecord& record) {
+  bool push(const Record& record) {
     uint64_t mark = 0;
-    Slot* slot = claim(mark);
+    SlotType* slot = claim(mark);
     if (!slot) return false;
     slot->record = record;
     publish(slot, mark);
@@ -52,9 +55,9 @@ class RingView {
 
   // Consumer side. Unpublished: a producer claimed the next slot but has not finished writing it
   // (still writing, or it died mid-write); `skip_unpublished` gives such a slot up.
-  PopStatus pop(EventRecord& out) {
+  PopStatus pop(Record& out) {
     const uint64_t pos = control_->tail.load(std::memory_order_relaxed);
-    Slot& slot = slots_[pos & mask_];
+    SlotType& slot = slots_[pos & mask_];
     const uint64_t lap_mark = (pos >> shift_) * 2;
     if (slot.state.load(std::memory_order_acquire) != lap_mark + 1) {
       return control_->head.load(std::memory_order_acquire) > pos ? PopStatus::Unpublished
@@ -79,16 +82,26 @@ class RingView {
 
  private:
   RingControl* control_;
-  Slot* slots_;
+  SlotType* slots_;
   uint64_t mask_;
   uint32_t shift_;
 };
+
+using RingView = BasicRing<Slot>;
+using SideRingView = BasicRing<SideSlot>;
 
 // The rings of a mapped segment whose header was validated (or that this process created).
 inline RingView ring_of(SegmentHeader* header, uint32_t index) {
   auto* base = reinterpret_cast<char*>(header) + sizeof(SegmentHeader) + index * ring_bytes(header->ring_capacity);
   return RingView(reinterpret_cast<RingControl*>(base),
                   reinterpret_cast<Slot*>(base + sizeof(RingControl)), header->ring_capacity);
+}
+
+inline SideRingView side_ring_of(SegmentHeader* header) {
+  auto* base = reinterpret_cast<char*>(header) + sizeof(SegmentHeader) +
+               uint64_t{header->ring_count} * ring_bytes(header->ring_capacity);
+  return SideRingView(reinterpret_cast<RingControl*>(base),
+                      reinterpret_cast<SideSlot*>(base + sizeof(RingControl)), header->side_capacity);
 }
 
 }  // namespace trainshim

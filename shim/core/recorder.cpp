@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "identity.hpp"
+#include "stacks.hpp"
 #include "trainshim/clock.hpp"
 #include "trainshim/collector_launch.hpp"
 #include "trainshim/names.hpp"
@@ -36,6 +37,7 @@ namespace bip = boost::interprocess;
 
 constexpr uint32_t kDefaultRings = 8;
 constexpr uint32_t kDefaultRingEvents = 16384;
+constexpr uint32_t kDefaultSideRecords = 2048;
 
 std::atomic<uint32_t> g_next_ring{0};
 std::atomic<uint64_t> g_lost_while_starting{0};
@@ -120,6 +122,7 @@ void reset_in_child() {
   g_generation.fetch_add(1, std::memory_order_relaxed);
   g_lost_while_starting.store(0, std::memory_order_relaxed);
   g_pinned.reset_after_fork();
+  reset_stacks_after_fork();
   thread_state().busy = false;
 }
 
@@ -127,7 +130,9 @@ SegmentHeader* create_segment(const Identity& id) {
   const uint32_t rings = environment_count("TRAINSHIM_RINGS", kDefaultRings, kMaxRings);
   const uint32_t capacity =
       round_up_power_of_two(environment_count("TRAINSHIM_RING_EVENTS", kDefaultRingEvents, kMaxRingCapacity));
-  const uint64_t bytes = segment_bytes(rings, capacity);
+  const uint32_t side_capacity =
+      round_up_power_of_two(environment_count("TRAINSHIM_SIDE_RECORDS", kDefaultSideRecords, kMaxSideCapacity));
+  const uint64_t bytes = segment_bytes(rings, capacity, side_capacity);
 
   bip::permissions owner_only;
   owner_only.set_permissions(0600);
@@ -155,6 +160,8 @@ SegmentHeader* create_segment(const Identity& id) {
   header->ring_count = rings;
   header->ring_capacity = capacity;
   header->slot_bytes = sizeof(Slot);
+  header->side_capacity = side_capacity;
+  header->side_slot_bytes = sizeof(SideSlot);
   header->pid = getpid();
   header->pid_start_time = process_start_time();
   header->rank = id.rank;

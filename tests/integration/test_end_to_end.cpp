@@ -54,9 +54,10 @@ TEST(EndToEnd, CppJobAcrossFourRanksIsCountedExactly) {
     expect_copy(r, "h2d", "pinned", 5, 5 * 8192);
     expect_copy(r, "d2h", "pageable", 3, 3 * 1000);
     expect_copy(r, "d2d", "device", 2, 2 * 16 * 4);
-    EXPECT_EQ(r.at("syncs").size(), 2u);
+    EXPECT_EQ(r.at("syncs").size(), 3u);
     expect_sync(r, "cudaStreamSynchronize", 5);
     expect_sync(r, "cudaDeviceSynchronize", 1);
+    expect_sync(r, "cudaFree", 2);
     ASSERT_EQ(r.at("collectives").size(), 1u);
     EXPECT_EQ(r.at("collectives")[0].at("op"), "all_reduce");
     EXPECT_EQ(r.at("collectives")[0].at("calls"), 6);
@@ -184,7 +185,8 @@ TEST(EndToEnd, OnDemandCollectorStartsExactlyOncePerJob) {
   const std::string db = s.dir + "/trainshim-" + s.job + ".db";
   EXPECT_EQ(query_int(db, "SELECT count(*) FROM collector_log WHERE message LIKE 'collector % started%'"), 1);
   EXPECT_EQ(query_int(db, "SELECT count(*) FROM processes"), 4);
-  EXPECT_EQ(query_int(db, "SELECT sum(events) FROM processes"), 4 * (10 + 5 + 3 + 2 + 5 + 1 + 6 + 1 + 1 + 1 + 1));
+  // Per rank: 20 copies, 6 syncs, 2 cudaFree, 6 all-reduces, init + destroy, host alloc + free.
+  EXPECT_EQ(query_int(db, "SELECT sum(events) FROM processes"), 4 * (10 + 5 + 3 + 2 + 5 + 1 + 2 + 6 + 1 + 1 + 1 + 1));
   EXPECT_FALSE(segment_exists(s.job));
 }
 

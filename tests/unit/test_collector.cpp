@@ -55,7 +55,7 @@ class TestSegment {
     bip::permissions owner_only;
     owner_only.set_permissions(0600);
     bip::shared_memory_object shm(bip::create_only, name_.c_str(), bip::read_write, owner_only);
-    shm.truncate(bip::offset_t(segment_bytes(o.rings, o.capacity)));
+    shm.truncate(bip::offset_t(segment_bytes(o.rings, o.capacity, 4)));
     region_ = bip::mapped_region(shm, bip::read_write);
     if (o.fill_header) fill_header();
     if (o.publish) publish();
@@ -69,10 +69,12 @@ class TestSegment {
     h->magic = kSegmentMagic;
     h->format_version = kFormatVersion;
     h->header_bytes = sizeof(SegmentHeader);
-    h->segment_bytes = segment_bytes(options_.rings, options_.capacity);
+    h->segment_bytes = segment_bytes(options_.rings, options_.capacity, 4);
     h->ring_count = options_.rings;
     h->ring_capacity = options_.capacity;
     h->slot_bytes = sizeof(Slot);
+    h->side_capacity = 4;
+    h->side_slot_bytes = sizeof(SideSlot);
     h->pid = options_.pid;
     h->pid_start_time = 0;  // do not compare start times
     h->rank = 3;

@@ -11,6 +11,7 @@ namespace {
 
 constexpr uint32_t kRings = 2;
 constexpr uint32_t kCapacity = 16;
+constexpr uint32_t kSide = 4;
 
 // Filled field by field as shim/core/recorder.cpp create_segment fills a new segment's header.
 std::unique_ptr<SegmentHeader> good_header() {
@@ -18,10 +19,12 @@ std::unique_ptr<SegmentHeader> good_header() {
   h->magic = kSegmentMagic;
   h->format_version = kFormatVersion;
   h->header_bytes = sizeof(SegmentHeader);
-  h->segment_bytes = segment_bytes(kRings, kCapacity);
+  h->segment_bytes = segment_bytes(kRings, kCapacity, kSide);
   h->ring_count = kRings;
   h->ring_capacity = kCapacity;
   h->slot_bytes = sizeof(Slot);
+  h->side_capacity = kSide;
+  h->side_slot_bytes = sizeof(SideSlot);
   h->pid = 1234;
   h->pid_start_time = 99;
   h->rank = 0;
@@ -38,7 +41,7 @@ std::unique_ptr<SegmentHeader> good_header() {
   return h;
 }
 
-const uint64_t kMapped = segment_bytes(kRings, kCapacity);
+const uint64_t kMapped = segment_bytes(kRings, kCapacity, kSide);
 
 TEST(ValidateHeader, GoodHeaderIsOk) {
   auto h = good_header();
@@ -75,19 +78,19 @@ TEST(ValidateHeader, InconsistentGeometry) {
   {
     auto h = good_header();
     h->ring_capacity = 12;  // not a power of two
-    h->segment_bytes = segment_bytes(kRings, 12);
-    EXPECT_EQ(validate_header(*h, segment_bytes(kRings, 12)), HeaderProblem::BadGeometry);
+    h->segment_bytes = segment_bytes(kRings, 12, kSide);
+    EXPECT_EQ(validate_header(*h, segment_bytes(kRings, 12, kSide)), HeaderProblem::BadGeometry);
   }
   {
     auto h = good_header();
     h->ring_capacity = 0;
-    h->segment_bytes = segment_bytes(kRings, 0);
+    h->segment_bytes = segment_bytes(kRings, 0, kSide);
     EXPECT_EQ(validate_header(*h, kMapped), HeaderProblem::BadGeometry);
   }
   {
     auto h = good_header();
     h->ring_count = 0;
-    h->segment_bytes = segment_bytes(0, kCapacity);
+    h->segment_bytes = segment_bytes(0, kCapacity, kSide);
     EXPECT_EQ(validate_header(*h, kMapped), HeaderProblem::BadGeometry);
   }
   {
@@ -119,14 +122,14 @@ TEST(ValidateHeader, InconsistentGeometry) {
   {
     auto h = good_header();
     h->ring_count = kMaxRings + 1;
-    h->segment_bytes = segment_bytes(kMaxRings + 1, kCapacity);
+    h->segment_bytes = segment_bytes(kMaxRings + 1, kCapacity, kSide);
     EXPECT_EQ(validate_header(*h, h->segment_bytes), HeaderProblem::BadGeometry);
   }
   {
     auto h = good_header();
     h->ring_count = 1;
     h->ring_capacity = kMaxRingCapacity * 2;
-    h->segment_bytes = segment_bytes(1, kMaxRingCapacity * 2);
+    h->segment_bytes = segment_bytes(1, kMaxRingCapacity * 2, kSide);
     EXPECT_EQ(validate_header(*h, h->segment_bytes), HeaderProblem::BadGeometry);
   }
 }
@@ -239,6 +242,9 @@ TEST(ApiTable, NamesAndClassesMatchTheEnum) {
       {Api::cudaStreamSynchronize_ptsz, "cudaStreamSynchronize_ptsz", ApiClass::Sync, Library::Cudart},
       {Api::cudaDeviceSynchronize, "cudaDeviceSynchronize", ApiClass::Sync, Library::Cudart},
       {Api::cudaEventSynchronize, "cudaEventSynchronize", ApiClass::Sync, Library::Cudart},
+      {Api::cudaFree, "cudaFree", ApiClass::Free, Library::Cudart},
+      {Api::cudaStreamQuery, "cudaStreamQuery", ApiClass::Poll, Library::Cudart},
+      {Api::cudaStreamQuery_ptsz, "cudaStreamQuery_ptsz", ApiClass::Poll, Library::Cudart},
       {Api::cudaHostAlloc, "cudaHostAlloc", ApiClass::PinnedAlloc, Library::Cudart},
       {Api::cudaMallocHost, "cudaMallocHost", ApiClass::PinnedAlloc, Library::Cudart},
       {Api::cudaHostRegister, "cudaHostRegister", ApiClass::PinnedRegister, Library::Cudart},
@@ -272,7 +278,8 @@ TEST(ApiTable, ClassAndEnumNames) {
 
 TEST(Layout, SegmentSizes) {
   EXPECT_EQ(ring_bytes(16), 192u + 16u * 88u);
-  EXPECT_EQ(segment_bytes(2, 16), sizeof(SegmentHeader) + 2u * (192u + 16u * 88u));
+  EXPECT_EQ(segment_bytes(2, 16, kSide), sizeof(SegmentHeader) + 2u * (192u + 16u * 88u) + 192u + kSide * 1032u);
+  EXPECT_EQ(sizeof(SideSlot), 1032u);
   EXPECT_EQ(sizeof(SegmentHeader) % 64, 0u);
 }
 

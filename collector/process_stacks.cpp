@@ -1,0 +1,61 @@
+#include "process_stacks.hpp"
+
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <vector>
+
+namespace trainshim::collector {
+
+std::string source_line(const std::string& path, int line) {
+  static std::mutex lock;
+  static std::unordered_map<std::string, std::vector<std::string>> files;
+  std::lock_guard guard(lock);
+  auto [it, fresh] = files.try_emplace(path);
+  if (fresh) {
+    std::ifstream in(path);
+    std::string text;
+    // A generated or huge file is not worth keeping: its lines are simply not shown.
+    while (in && it->second.size() < 200'000 && std::getline(in, text)) it->second.push_back(text);
+  }
+  if (line < 1 || std::size_t(line) > it->second.size()) return {};
+  const std::string& raw = it->second[std::size_t(line) - 1];
+  const auto first = raw.find_first_not_of(" \t");
+  const auto last = raw.find_last_not_of(" \t\r");
+  return first == std::string::npos ? std::string() : raw.substr(first, last - first + 1);
+}
+
+std::string ProcessStacks::text(uint32_t string_id) const {
+  const auto it = strings_.find(string_id);
+  return it == strings_.end() ? std::string("?") : it->second;
+}
+
+void ProcessStacks::add(const SideRecord& r) {
+  switch (static_cast<SideKind>(r.kind)) {
+    case SideKind::Module: {
+      const std::string build_id(r.text, r.count);
+      const std::string path(r.text + kModulePathOffset, strnlen(r.text + kModulePathOffset, kSideTextBytes - kModulePathOffset));
+      symbolizer_.add_module({path, r.value, build_id});
+      database_.add_module(process_id_, r.id, path, r.value, build_id);
+      break;
+    }
+    case SideKind::String:
+      strings_[r.id] = std::string(r.text, r.count);
+      break;
+    case SideKind::NativeStack:
+      for (int depth = 0; depth < r.count; ++depth) {
+        const Symbol s = symbolizer_.resolve(r.native[depth]);
+        database_.add_native_frame(process_id_, r.id, depth, {r.native[depth], s.module, s.function, s.file, s.line});
+      }
+      break;
+    case SideKind::PythonStack:
+      for (int depth = 0; depth < r.count; ++depth) {
+        const PythonFrameRecord& f = r.python[depth];
+        const std::string file = text(f.file);
+        database_.add_python_frame(process_id_, r.id, depth, file, text(f.function), f.line, source_line(file, f.line));
+      }
+      break;
+  }
+}
+
+}  // namespace trainshim::collector

@@ -1,0 +1,32 @@
+#pragma once
+// One producer's side records turned into rows: modules, symbolized native frames and Python
+// frames with the text of their source line.
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+
+#include "database.hpp"
+#include "symbolizer.hpp"
+#include "trainshim/protocol.hpp"
+
+namespace trainshim::collector {
+
+class ProcessStacks {
+ public:
+  ProcessStacks(Database& database, int64_t process_id) : database_(database), process_id_(process_id) {}
+  void add(const SideRecord& record);
+
+ private:
+  std::string text(uint32_t string_id) const;
+
+  Database& database_;
+  int64_t process_id_;
+  Symbolizer symbolizer_;
+  std::unordered_map<uint32_t, std::string> strings_;
+};
+
+// Line `line` (from 1) of `path` without its end of line, empty when unreadable. Files are read
+// once and kept.
+std::string source_line(const std::string& path, int line);
+
+}  // namespace trainshim::collector

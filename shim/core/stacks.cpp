@@ -1,0 +1,267 @@
+#include "stacks.hpp"
+
+#include <elf.h>
+#include <libunwind.h>
+#include <link.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "python_stack.hpp"
+#include "trainshim/ring.hpp"
+
+namespace trainshim::shim {
+
+namespace {
+
+// Open addressing over a fixed array: lock-free lookups, inserts by compare-exchange on the key.
+class IdTable {
+ public:
+  static constexpr std::size_t kCapacity = 1 << 14;
+
+  struct Entry {
+    std::atomic<uint64_t> key;
+    std::atomic<uint32_t> id;
+    std::atomic<bool> published;
+  };
+
+  // The entry for `key`, created (with a fresh id) if absent; nullptr when the table is full.
+  Entry* find_or_insert(uint64_t key) {
+    if (key == 0) key = 1;
+    for (std::size_t probe = 0; probe < 64; ++probe) {
+      Entry& e = entries_[(key + probe) & (kCapacity - 1)];
+      uint64_t current = e.key.load(std::memory_order_acquire);
+      if (current == 0 && e.key.compare_exchange_strong(current, key, std::memory_order_acq_rel)) {
+        e.id.store(next_id_.fetch_add(1, std::memory_order_relaxed), std::memory_order_release);
+        return &e;
+      }
+      if (current == key) {
+        // The inserting thread may still be storing the id: an entry without one is not usable yet.
+        return e.id.load(std::memory_order_acquire) ? &e : nullptr;
+      }
+    }
+    return nullptr;
+  }
+
+  void reset() {
+    for (Entry& e : entries_) {
+      e.key.store(0, std::memory_order_relaxed);
+      e.id.store(0, std::memory_order_relaxed);
+      e.published.store(false, std::memory_order_relaxed);
+    }
+    next_id_.store(1, std::memory_order_relaxed);
+  }
+
+ private:
+  Entry entries_[kCapacity]{};
+  std::atomic<uint32_t> next_id_{1};
+};
+
+IdTable g_native_stacks;
+IdTable g_python_stacks;
+
+inline uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+  return h * 0xff51afd7ed558ccdULL;
+}
+
+// What is published on the slow path: modules, Python names. Only new stacks take this lock.
+struct SlowPath {
+  std::mutex lock;
+  std::unordered_set<std::string> modules;  // "path@base" already published
+  unsigned long long loads_seen = ~0ULL;
+  std::unordered_map<std::string, uint32_t> strings;
+  uint32_t next_string = 1;
+  std::unordered_map<const void*, std::pair<uint32_t, uint32_t>> code_names;  // file, function
+};
+
+SlowPath* g_slow = new SlowPath;
+
+// The text range of this library: its own frames are not the caller's.
+struct OwnRange {
+  uintptr_t begin = 0, end = 0;
+};
+
+OwnRange own_range() {
+  static const OwnRange range = [] {
+    OwnRange r;
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* data) {
+          auto* out = static_cast<OwnRange*>(data);
+          const auto here = reinterpret_cast<uintptr_t>(&own_range);
+          for (int i = 0; i < info->dlpi_phnum; ++i) {
+            const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+            if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X)) continue;
+            const uintptr_t begin = info->dlpi_addr + ph.p_vaddr;
+            if (here >= begin && here < begin + ph.p_memsz) {
+              *out = {begin, begin + ph.p_memsz};
+              return 1;
+            }
+          }
+          return 0;
+        },
+        &r);
+    return r;
+  }();
+  return range;
+}
+
+bool publish(SegmentHeader* header, SideRecord& record) {
+  return side_ring_of(header).push(record);
+}
+
+std::string build_id_of(const dl_phdr_info* info) {
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_NOTE) continue;
+    auto* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
+    const char* end = p + ph.p_memsz;
+    while (p + sizeof(ElfW(Nhdr)) <= end) {
+      const auto* note = reinterpret_cast<const ElfW(Nhdr)*>(p);
+      const char* name = p + sizeof(ElfW(Nhdr));
+      const char* desc = name + ((note->n_namesz + 3) & ~3u);
+      if (note->n_type == NT_GNU_BUILD_ID && note->n_namesz == 4 && std::memcmp(name, "GNU", 4) == 0 &&
+          desc + note->n_descsz <= end)
+        return std::string(desc, note->n_descsz);
+      p = desc + ((note->n_descsz + 3) & ~3u);
+    }
+  }
+  return {};
+}
+
+struct ModuleScan {
+  SegmentHeader* header;
+  SlowPath* slow;
+  uint32_t next_id;
+  bool side_ring_full;
+};
+
+// Publishes every loaded module not yet published; cheap when nothing was loaded since the last
+// look (dlpi_adds counts every load the process has made).
+void publish_new_modules(SegmentHeader* header, SlowPath& slow) {
+  unsigned long long loads = 0;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        *static_cast<unsigned long long*>(data) = info->dlpi_adds;
+        return 1;
+      },
+      &loads);
+  if (loads == slow.loads_seen) return;
+  ModuleScan scan{header, &slow, uint32_t(slow.modules.size() + 1), false};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        auto* s = static_cast<ModuleScan*>(data);
+        std::string path = info->dlpi_name ? info->dlpi_name : "";
+        if (path.empty()) {
+          char exe[4096];
+          const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+          if (n <= 0) return 0;
+          path.assign(exe, size_t(n));
+        }
+        if (path.find("linux-vdso") != std::string::npos) return 0;
+        const std::string key = path + "@" + std::to_string(info->dlpi_addr);
+        if (s->slow->modules.count(key)) return 0;
+        SideRecord r{};
+        r.kind = static_cast<uint16_t>(SideKind::Module);
+        r.id = s->next_id;
+        r.value = info->dlpi_addr;
+        const std::string id = build_id_of(info);
+        r.count = uint16_t(std::min<size_t>(id.size(), kMaxBuildIdBytes));
+        std::memcpy(r.text, id.data(), r.count);
+        std::strncpy(r.text + kModulePathOffset, path.c_str(), kSideTextBytes - kModulePathOffset - 1);
+        if (!publish(s->header, r)) {
+          s->side_ring_full = true;  // tried again with the next new stack
+          return 1;
+        }
+        s->slow->modules.insert(key);
+        ++s->next_id;
+        return 0;
+      },
+      &scan);
+  if (!scan.side_ring_full) slow.loads_seen = loads;
+}
+
+uint32_t intern(SegmentHeader* header, SlowPath& slow, const std::string& text) {
+  auto it = slow.strings.find(text);
+  if (it != slow.strings.end()) return it->second;
+  SideRecord r{};
+  r.kind = static_cast<uint16_t>(SideKind::String);
+  r.id = slow.next_string;
+  r.count = uint16_t(std::min<size_t>(text.size(), kSideTextBytes));
+  std::memcpy(r.text, text.data(), r.count);
+  if (!publish(header, r)) return 0;
+  slow.strings.emplace(text, slow.next_string);
+  return slow.next_string++;
+}
+
+__attribute__((noinline)) uint32_t native_stack(SegmentHeader* header) {
+  uint64_t ips[kMaxNativeFrames + 8];
+  const int n = unw_backtrace(reinterpret_cast<void**>(ips), int(kMaxNativeFrames + 8));
+  const OwnRange own = own_range();
+  int first = 0;
+  while (first < n && ips[first] >= own.begin && ips[first] < own.end) ++first;
+  const int count = std::min<int>(n - first, kMaxNativeFrames);
+  if (count <= 0) return 0;
+  uint64_t key = uint64_t(count);
+  for (int i = 0; i < count; ++i) key = mix(key, ips[first + i]);
+  IdTable::Entry* entry = g_native_stacks.find_or_insert(key);
+  if (!entry) return 0;
+  const uint32_t id = entry->id.load(std::memory_order_acquire);
+  if (entry->published.load(std::memory_order_acquire)) return id;
+  std::lock_guard lock(g_slow->lock);
+  publish_new_modules(header, *g_slow);
+  SideRecord r{};
+  r.kind = static_cast<uint16_t>(SideKind::NativeStack);
+  r.id = id;
+  r.count = uint16_t(count);
+  std::memcpy(r.native, ips + first, sizeof(uint64_t) * size_t(count));
+  if (publish(header, r)) entry->published.store(true, std::memory_order_release);
+  return id;
+}
+
+uint32_t python_stack(SegmentHeader* header) {
+  python::RawFrame frames[kMaxPythonFrames];
+  const int count = python::capture(frames, int(kMaxPythonFrames));
+  if (count <= 0) return 0;
+  uint64_t key = uint64_t(count) | (1ULL << 63);
+  for (int i = 0; i < count; ++i)
+    key = mix(mix(key, reinterpret_cast<uintptr_t>(frames[i].code)), uint64_t(uint32_t(frames[i].offset)));
+  IdTable::Entry* entry = g_python_stacks.find_or_insert(key);
+  if (!entry) return 0;
+  const uint32_t id = entry->id.load(std::memory_order_acquire);
+  if (entry->published.load(std::memory_order_acquire)) return id;
+  std::lock_guard lock(g_slow->lock);
+  SideRecord r{};
+  r.kind = static_cast<uint16_t>(SideKind::PythonStack);
+  r.id = id;
+  r.count = uint16_t(count);
+  for (int i = 0; i < count; ++i) {
+    auto [cached, fresh] = g_slow->code_names.try_emplace(frames[i].code, 0u, 0u);
+    if (fresh || !cached->second.first) {
+      python::CodeInfo info;
+      if (python::describe_code(frames[i].code, info))
+        cached->second = {intern(header, *g_slow, info.file), intern(header, *g_slow, info.function)};
+    }
+    r.python[i] = {cached->second.first, cached->second.second, python::line_of(frames[i].code, frames[i].offset), 0};
+  }
+  if (publish(header, r)) entry->published.store(true, std::memory_order_release);
+  return id;
+}
+
+}  // namespace
+
+StackIds capture_stacks(SegmentHeader* header) { return {native_stack(header), python_stack(header)}; }
+
+void reset_stacks_after_fork() {
+  g_native_stacks.reset();
+  g_python_stacks.reset();
+  // The parent's lock may have been held at fork(): the child starts with fresh tables.
+  g_slow = new SlowPath;
+}
+
+}  // namespace trainshim::shim

@@ -1,0 +1,21 @@
+#pragma once
+// The caller's native and Python stacks for the events that need them, each published once as a
+// side record and referred to by id afterwards: the steady state of a training loop (the same
+// few sites every step) costs a capture, a hash and a table lookup per event.
+#include <cstdint>
+
+#include "trainshim/protocol.hpp"
+
+namespace trainshim::shim {
+
+struct StackIds {
+  uint32_t native = 0;  // 0: none (no frames, or lost: counted in the segment's side ring)
+  uint32_t python = 0;  // 0: no Python frames on this thread
+};
+
+StackIds capture_stacks(SegmentHeader* header);
+
+// In a forked child: the ids belong to the parent's segment.
+void reset_stacks_after_fork();
+
+}  // namespace trainshim::shim

@@ -1,0 +1,144 @@
+// The hidden-sync audit end to end: planted synchronisations at known lines must come out named
+// by exactly those lines, functions and counts, and nothing else.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+
+#include "harness.hpp"
+
+namespace trainshim::test {
+namespace {
+
+using nlohmann::json;
+
+// The line of `source` that carries `marker`.
+int marked_line(const std::string& source, const std::string& marker) {
+  std::ifstream in(source);
+  std::string text;
+  for (int line = 1; std::getline(in, text); ++line)
+    if (text.find(marker) != std::string::npos) return line;
+  throw std::runtime_error(marker + " not found in " + source);
+}
+
+std::string line_text(const std::string& source, int wanted) {
+  std::ifstream in(source);
+  std::string text;
+  for (int line = 1; std::getline(in, text); ++line)
+    if (line == wanted) {
+      const auto first = text.find_first_not_of(" \t");
+      return text.substr(first);
+    }
+  return {};
+}
+
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The site of `sites` at file (by suffix) and line; fails the test when missing.
+json site_at(const json& sites, const std::string& file, int line) {
+  for (const auto& s : sites)
+    if (ends_with(s.at("file").get<std::string>(), file) && s.at("line") == line) return s;
+  ADD_FAILURE() << "no site at " << file << ":" << line << " in " << sites.dump(1);
+  return json::object();
+}
+
+class PlantedPythonSyncs : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PlantedPythonSyncs, ReportNamesExactlyThePlantedLines) {
+  Scratch s;
+  const std::string script = std::string(Paths::source) + "/tests/python/planted_syncs.py";
+  const auto result = run(trainshim_cli() + " run --json --out " + s.db() + " -- " + GetParam() + " " + script + " " +
+                          Paths::programs + "/libfake_torch.so");
+  ASSERT_EQ(result.exit_code, 0) << result.out;
+  const json report = json::parse(result.out);
+  ASSERT_EQ(report.at("ranks").size(), 1u) << "forked workers that make no CUDA call must leave no trace";
+  const json& rank = report.at("ranks")[0];
+
+  EXPECT_EQ(rank.at("steps").at("count"), 12) << rank.at("steps").dump();
+  const json& hidden = rank.at("hidden_syncs");
+  const json& explicit_syncs = rank.at("explicit_syncs");
+  ASSERT_EQ(hidden.size(), 4u) << hidden.dump(1);
+  ASSERT_EQ(explicit_syncs.size(), 1u) << explicit_syncs.dump(1);
+
+  struct Expected {
+    const char* marker;
+    const char* operation;
+    const char* function;
+    int calls;
+    std::vector<std::string> callers;  // the next Python frames out, innermost first
+  };
+  const std::vector<Expected> planted_hidden = {
+      {"# PLANTED item", "Tensor.item()", "loss_value", 12, {"train_step", "main"}},
+      {"# PLANTED cpu", "Tensor.cpu() / .to('cpu') / .copy_()", "accuracy", 6, {"metrics", "train_step", "main"}},
+      {"# PLANTED nonzero", "nonzero() / boolean-mask indexing", "train_step", 12, {"main"}},
+      {"# PLANTED thread_item", "Tensor.item()", "background_eval", 5, {"run"}},
+  };
+  for (const auto& p : planted_hidden) {
+    SCOPED_TRACE(p.marker);
+    const int line = marked_line(script, p.marker);
+    const json site = site_at(hidden, "planted_syncs.py", line);
+    if (site.empty()) continue;
+    EXPECT_EQ(site.at("operation"), p.operation);
+    EXPECT_EQ(site.at("function"), p.function);
+    EXPECT_EQ(site.at("calls"), p.calls);
+    EXPECT_DOUBLE_EQ(site.at("per_step").get<double>(), p.calls / 12.0);
+    EXPECT_EQ(site.at("source"), line_text(script, line));
+    EXPECT_GT(site.at("blocked_ns").get<int64_t>(), 0);
+    const json& stack = site.at("python_stack");
+    ASSERT_GT(stack.size(), p.callers.size());
+    EXPECT_EQ(stack[0].at("line"), line);
+    for (std::size_t i = 0; i < p.callers.size(); ++i) EXPECT_EQ(stack[i + 1].at("function"), p.callers[i]) << i;
+  }
+  const json sync = site_at(explicit_syncs, "planted_syncs.py", marked_line(script, "# PLANTED synchronize"));
+  EXPECT_EQ(sync.at("operation"), "torch.cuda.synchronize()");
+  EXPECT_EQ(sync.at("function"), "train_step");
+  EXPECT_EQ(sync.at("calls"), 12);
+  EXPECT_NE(sync.at("native_frame").get<std::string>().find("c10::cuda::device_synchronize"), std::string::npos);
+
+  const json item = site_at(hidden, "planted_syncs.py", marked_line(script, "# PLANTED item"));
+  EXPECT_NE(item.at("native_frame").get<std::string>().find("at::native::_local_scalar_dense"), std::string::npos)
+      << item.at("native_frame");
+}
+
+INSTANTIATE_TEST_SUITE_P(Interpreters, PlantedPythonSyncs, ::testing::ValuesIn(std::vector<std::string>{TRAINSHIM_TEST_PYTHONS}),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& c : name) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return name;
+                         });
+
+TEST(NativeSyncs, FramesComeOutDemangledAtTheirLines) {
+  Scratch s;
+  const std::string source = std::string(Paths::source) + "/tests/programs/native_syncs.cpp";
+  const auto result = run(trainshim_cli() + " run --json --out " + s.db() + " -- " + Paths::programs + "/native_syncs_prog");
+  ASSERT_EQ(result.exit_code, 0) << result.out;
+  const json report = json::parse(result.out.substr(result.out.find('{')));
+  const json& rank = report.at("ranks")[0];
+  ASSERT_EQ(rank.at("explicit_syncs").size(), 1u) << rank.at("explicit_syncs").dump(1);
+  const json drain = rank.at("explicit_syncs")[0];
+  EXPECT_EQ(drain.at("operation"), "cudaStreamSynchronize()");
+  EXPECT_EQ(drain.at("function"), "planted::drain_queue()");
+  EXPECT_TRUE(ends_with(drain.at("file").get<std::string>(), "native_syncs.cpp")) << drain.at("file");
+  EXPECT_EQ(drain.at("line"), marked_line(source, "NATIVE_EXPLICIT_LINE"));
+  EXPECT_EQ(drain.at("calls"), 8);
+
+  ASSERT_EQ(rank.at("hidden_syncs").size(), 1u) << rank.at("hidden_syncs").dump(1);
+  const json item = rank.at("hidden_syncs")[0];
+  EXPECT_EQ(item.at("operation"), "Tensor.item()");
+  EXPECT_EQ(item.at("function"), "planted::read_loss(int)");
+  EXPECT_EQ(item.at("line"), marked_line(source, "NATIVE_ITEM_LINE"));
+  EXPECT_EQ(item.at("calls"), 8);
+  std::vector<std::string> functions;
+  for (const auto& f : item.at("native_stack")) functions.push_back(f.at("function"));
+  ASSERT_GE(functions.size(), 5u);
+  EXPECT_EQ(functions[0], "at::native::_local_scalar_dense(void const*)");
+  EXPECT_EQ(functions[1], "ft_item");
+  EXPECT_EQ(functions[2], "planted::read_loss(int)");
+  EXPECT_EQ(functions[3], "planted::log_metrics(int)");
+  EXPECT_EQ(functions[4], "main");
+}
+
+}  // namespace
+}  // namespace trainshim::test

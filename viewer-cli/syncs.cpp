@@ -1,0 +1,124 @@
+#include "syncs.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+namespace trainshim::cli {
+
+namespace {
+
+std::vector<NativeFrameView> native_stack(const RunDatabase& db, int64_t process_id, int64_t stack_id) {
+  std::vector<NativeFrameView> frames;
+  Statement q(db, "SELECT module, function, file, line FROM native_frames WHERE process_id = ? AND stack_id = ? "
+                  "ORDER BY depth");
+  q.bind(1, process_id).bind(2, stack_id);
+  while (q.step()) frames.push_back({q.text(0), q.text(1), q.text(2), int(q.integer(3))});
+  return frames;
+}
+
+std::vector<PythonFrameView> python_stack(const RunDatabase& db, int64_t process_id, int64_t stack_id) {
+  std::vector<PythonFrameView> frames;
+  Statement q(db, "SELECT file, function, source, line FROM python_frames WHERE process_id = ? AND stack_id = ? "
+                  "ORDER BY depth");
+  q.bind(1, process_id).bind(2, stack_id);
+  while (q.step()) frames.push_back({q.text(0), q.text(1), q.text(2), int(q.integer(3))});
+  return frames;
+}
+
+struct Event {
+  std::string api, api_class, direction, host_memory;
+  int64_t native_id, python_id, blocked_ns;
+};
+
+}  // namespace
+
+RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::string& step_name) {
+  RankSyncs out;
+  {
+    Statement span(db, "SELECT coalesce(max(end_ns) - min(begin_ns), 0) FROM events WHERE process_id = ?");
+    span.bind(1, process_id);
+    if (span.step()) out.span_ns = span.integer(0);
+  }
+  Statement q(db,
+              "SELECT a.name, a.class, d.name, m.name, e.native_stack, e.python_stack, e.end_ns - e.begin_ns "
+              "FROM events e JOIN apis a ON a.id = e.api JOIN directions d ON d.id = e.direction "
+              "JOIN host_memories m ON m.id = e.host_memory WHERE e.process_id = ? AND (a.class IN "
+              "('sync', 'free', 'poll') OR (a.class = 'copy' AND d.name = 'd2h' AND m.name = 'pageable')) "
+              "ORDER BY e.begin_ns");
+  q.bind(1, process_id);
+  std::vector<Event> events;
+  while (q.step())
+    events.push_back({q.text(0), q.text(1), q.text(2), q.text(3), q.integer(4), q.integer(5), q.integer(6)});
+
+  // One site per (operation, user frame); a site counts its waits, or its copies if it has no wait.
+  struct Accumulated {
+    SyncSite site;
+    int64_t waits = 0, copies = 0;
+  };
+  std::map<std::tuple<std::string, int, std::string, std::string, int>, Accumulated> sites;
+  std::map<std::pair<int64_t, int64_t>, SyncShape> shapes;  // by (native, python) stack id
+  StepInput steps;
+  for (const Event& e : events) {
+    auto [it, fresh] = shapes.try_emplace({e.native_id, e.python_id});
+    SyncShape& shape = it->second;
+    if (fresh) {
+      if (e.native_id) shape.native = native_stack(db, process_id, e.native_id);
+      if (e.python_id) shape.python = python_stack(db, process_id, e.python_id);
+    }
+    shape.api = e.api;
+    shape.api_class = e.api_class;
+    shape.direction = e.direction;
+    shape.host_memory = e.host_memory;
+    const Classification c = classify(shape);
+    SyncSite where;
+    if (const int top = top_user_python_frame(shape.python); top >= 0) {
+      const auto& f = shape.python[std::size_t(top)];
+      where.file = f.file;
+      where.line = f.line;
+      where.function = f.function;
+      where.source = f.source;
+    } else if (const int native_top = top_user_native_frame(shape.native); native_top >= 0) {
+      const auto& f = shape.native[std::size_t(native_top)];
+      where.file = f.file;
+      where.line = f.line;
+      where.function = f.function.empty() ? f.module : f.function;
+    }
+    auto& acc = sites[{c.operation, int(c.kind), where.file, where.function, where.line}];
+    if (acc.waits + acc.copies == 0) {
+      acc.site = where;
+      acc.site.classification = c;
+      acc.site.python = shape.python;
+      acc.site.native = shape.native;
+    }
+    (e.api_class == "copy" ? acc.copies : acc.waits) += 1;
+    acc.site.blocked_ns += e.blocked_ns;
+    if (e.api_class != "copy") {
+      steps.sync_sites.push_back(where.file.empty() ? where.function : fmt::format("{}:{}", where.file, where.line));
+      std::vector<std::string> functions;
+      for (const auto& f : shape.python) functions.push_back(f.function);
+      steps.sync_functions.push_back(std::move(functions));
+    }
+  }
+  {
+    Statement c(db, "SELECT a.name, e.bytes FROM events e JOIN apis a ON a.id = e.api WHERE e.process_id = ? "
+                    "AND a.class = 'collective' ORDER BY e.begin_ns");
+    c.bind(1, process_id);
+    while (c.step()) steps.collectives.push_back(fmt::format("{}/{}", c.text(0), c.integer(1)));
+  }
+  steps.span_ns = out.span_ns;
+  out.steps = find_steps(steps, step_name);
+
+  for (auto& [key, acc] : sites) {
+    acc.site.calls = acc.waits ? acc.waits : acc.copies;
+    (acc.site.classification.kind == SyncKind::Hidden ? out.hidden : out.explicit_).push_back(std::move(acc.site));
+  }
+  for (auto* list : {&out.hidden, &out.explicit_})
+    std::stable_sort(list->begin(), list->end(),
+                     [](const SyncSite& a, const SyncSite& b) { return a.blocked_ns > b.blocked_ns; });
+  return out;
+}
+
+}  // namespace trainshim::cli

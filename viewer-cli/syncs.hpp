@@ -1,0 +1,32 @@
+#pragma once
+// Every host/GPU synchronisation of a rank, classified and grouped by the user's source line.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "classifier.hpp"
+#include "run_database.hpp"
+#include "steps.hpp"
+
+namespace trainshim::cli {
+
+struct SyncSite {
+  Classification classification;
+  std::string file, function, source;  // the user's frame (Python, else the program's native frame)
+  int line = 0;
+  std::vector<PythonFrameView> python;  // innermost first
+  std::vector<NativeFrameView> native;  // innermost first
+  int64_t calls = 0;       // operations: the waits, not counting a blocking copy the wait follows
+  int64_t blocked_ns = 0;  // host time in every call of the site
+};
+
+struct RankSyncs {
+  Steps steps;
+  int64_t span_ns = 0;
+  std::vector<SyncSite> hidden;     // by blocked time, largest first
+  std::vector<SyncSite> explicit_;  // idem
+};
+
+RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::string& step_name);
+
+}  // namespace trainshim::cli
