@@ -2,6 +2,8 @@
 // One interposed call being recorded. The generated wrappers (hooks.cpp) do, for API A:
 //   Call<A> call;  if active: call.draft = describe(...); call.begin(); real(...); call.end(rc)
 #include "core/recorder.hpp"
+#include "core/communicators.hpp"
+#include "core/gpu_timing.hpp"
 #include "core/stacks.hpp"
 #include "describe.hpp"
 #include "trainshim/clock.hpp"
@@ -32,21 +34,17 @@ class Call {
   void begin() {
     if (captures_stacks(kClass) || (kClass == ApiClass::Copy && draft.host_memory == HostMemory::Pageable))
       stacks_ = capture_stacks(recorder_->header());
+    if constexpr (kClass == ApiClass::GroupStart) group_started();
+    if constexpr (kClass == ApiClass::Collective)
+      timing_ = timing_begin(recorder_->header(), reinterpret_cast<void*>(draft.stream));
     begin_ = ticks();
   }
 
   void end(int result) {
     const uint64_t end_ticks = ticks();
-    if constexpr (kClass == ApiClass::PinnedAlloc || kClass == ApiClass::CommInit) {
-      if (result == 0 && draft.result_object) draft.object = describe::as_integer(*draft.result_object);
-    }
-    if constexpr (kClass == ApiClass::PinnedAlloc || kClass == ApiClass::PinnedRegister) {
-      if (result == 0) pinned_ranges().add(draft.object, draft.bytes);
-    }
-    if constexpr (kClass == ApiClass::PinnedFree) {
-      if (result == 0) draft.bytes = pinned_ranges().remove(draft.object);
-    }
-    recorder_->record(*thread_, [&](EventRecord& r) {
+    if constexpr (kClass == ApiClass::GroupEnd) group_ended();
+    if (result == 0 && draft.after) draft.after(draft);
+    auto fill = [&](EventRecord& r) {
       r.begin_ticks = begin_;
       r.end_ticks = end_ticks;
       r.bytes = draft.bytes;
@@ -61,8 +59,16 @@ class Call {
       r.api = static_cast<uint16_t>(A);
       r.direction = static_cast<uint8_t>(draft.direction);
       r.host_memory = static_cast<uint8_t>(draft.host_memory);
-      r.reserved = 0;
-    });
+      r.sequence = draft.sequence;
+    };
+    if constexpr (kClass == ApiClass::Collective) {
+      EventRecord collective{};
+      fill(collective);
+      recorder_->record(*thread_, [&](EventRecord& r) { r = collective; });
+      timing_end(*recorder_, timing_, reinterpret_cast<void*>(draft.stream), collective);
+    } else {
+      recorder_->record(*thread_, fill);
+    }
   }
 
   describe::Draft draft;
@@ -72,6 +78,7 @@ class Call {
   ThreadState* thread_ = nullptr;
   uint64_t begin_ = 0;
   StackIds stacks_;
+  TimingToken timing_;
 };
 
 }  // namespace trainshim::shim

@@ -7,7 +7,10 @@
 
 #include <cstdint>
 
+#include "core/communicators.hpp"
 #include "core/host_memory.hpp"
+#include "core/recorder.hpp"
+#include "core/resolve.hpp"
 #include "trainshim/protocol.hpp"
 
 namespace trainshim::shim::describe {
@@ -19,9 +22,13 @@ struct Draft {
   uint64_t detail = 0;
   uint32_t rank_in_comm = 0;
   uint32_t comm_size = 0;
+  uint32_t sequence = 0;
   Direction direction = Direction::None;
   HostMemory host_memory = HostMemory::Unknown;
   void* const* result_object = nullptr;  // where the call writes the object it creates
+  int64_t argument = 0;                  // kept for `after` (the split colour, the device count)
+  // Bookkeeping once the real call returned successfully (pinned table, communicators).
+  void (*after)(Draft&) = nullptr;
 };
 
 inline uint64_t as_integer(const void* p) { return reinterpret_cast<uintptr_t>(p); }
@@ -86,6 +93,10 @@ inline Draft pinned_alloc(void** result, size_t size) {
   Draft d;
   d.bytes = size;
   d.result_object = result;
+  d.after = [](Draft& done) {
+    done.object = as_integer(*done.result_object);
+    pinned_ranges().add(done.object, done.bytes);
+  };
   return d;
 }
 
@@ -93,10 +104,15 @@ inline Draft pinned_register(void* address, size_t size) {
   Draft d;
   d.bytes = size;
   d.object = as_integer(address);
+  d.after = [](Draft& done) { pinned_ranges().add(done.object, done.bytes); };
   return d;
 }
 
-inline Draft pinned_free(void* address) { return on_object(address); }
+inline Draft pinned_free(void* address) {
+  Draft d = on_object(address);
+  d.after = [](Draft& done) { done.bytes = pinned_ranges().remove(done.object); };
+  return d;
+}
 
 inline uint64_t element_bytes(ncclDataType_t type) {
   switch (type) {
@@ -108,14 +124,21 @@ inline uint64_t element_bytes(ncclDataType_t type) {
   }
 }
 
-inline Draft collective(size_t count, ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+// `op`: the reduction, 0 for collectives that have none.
+inline Draft collective(size_t count, ncclDataType_t type, int op, ncclComm_t comm, cudaStream_t stream) {
   Draft d;
+  const CommState state = comm_state(as_integer(comm));
   d.bytes = count * element_bytes(type);
-  d.object = as_integer(comm);
+  d.object = state.id;
+  d.rank_in_comm = state.rank;
+  d.comm_size = state.size;
+  d.sequence = next_sequence(as_integer(comm));
   d.stream = as_integer(stream);
-  d.detail = (uint64_t(op) << 8) | uint64_t(type);
+  d.detail = (uint64_t(uint32_t(op)) << 8) | uint64_t(type);
   return d;
 }
+
+inline Draft group() { return {}; }
 
 // FNV-1a over the unique id: the same 64-bit communicator id on every rank.
 inline uint64_t unique_id_hash(const ncclUniqueId& id) {
@@ -124,15 +147,63 @@ inline uint64_t unique_id_hash(const ncclUniqueId& id) {
   return h;
 }
 
+inline void register_comm(Draft& done) {
+  done.object = as_integer(*done.result_object);
+  comm_created(done.object, {done.detail, done.comm_size, done.rank_in_comm});
+}
+
 inline Draft comm_init(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank) {
   Draft d;
   d.result_object = reinterpret_cast<void* const*>(comm);
   d.detail = unique_id_hash(id);
   d.rank_in_comm = uint32_t(rank);
   d.comm_size = uint32_t(nranks);
+  d.after = register_comm;
   return d;
 }
 
-inline Draft comm_end(ncclComm_t comm) { return on_object(comm); }
+// One process drives every device: its communicators match nothing in other processes.
+inline Draft comm_init_all(ncclComm_t* comms, int ndev) {
+  Draft d;
+  d.result_object = reinterpret_cast<void* const*>(comms);
+  d.comm_size = uint32_t(ndev);
+  d.after = [](Draft& done) {
+    const auto* handles = reinterpret_cast<const ncclComm_t*>(done.result_object);
+    for (uint32_t i = 0; i < done.comm_size; ++i) {
+      const uint64_t handle = as_integer(handles[i]);
+      comm_created(handle, {comm_state(handle).id, done.comm_size, i});
+    }
+    done.object = as_integer(handles[0]);
+    done.detail = comm_state(done.object).id;
+  };
+  return d;
+}
+
+// The child's size and this rank in it are asked of NCCL's public API once it exists.
+inline Draft comm_split(ncclComm_t parent, int color, ncclComm_t* child) {
+  Draft d;
+  d.result_object = reinterpret_cast<void* const*>(child);
+  d.detail = split_id(as_integer(parent), color);
+  d.after = [](Draft& done) {
+    const auto handle = *reinterpret_cast<const ncclComm_t*>(done.result_object);
+    if (!handle) return;  // NCCL_SPLIT_NOCOLOR: this rank is in no child
+    using Query = ncclResult_t (*)(const ncclComm_t, int*);
+    auto count = reinterpret_cast<Query>(runtime_function(Library::Nccl, "pncclCommCount"));
+    auto rank = reinterpret_cast<Query>(runtime_function(Library::Nccl, "pncclCommUserRank"));
+    int size = 0, me = 0;
+    if (count && rank && count(handle, &size) == ncclSuccess && rank(handle, &me) == ncclSuccess) {
+      done.comm_size = uint32_t(size);
+      done.rank_in_comm = uint32_t(me);
+    }
+    register_comm(done);
+  };
+  return d;
+}
+
+inline Draft comm_end(ncclComm_t comm) {
+  Draft d = on_object(comm);
+  d.after = [](Draft& done) { comm_destroyed(done.object); };
+  return d;
+}
 
 }  // namespace trainshim::shim::describe

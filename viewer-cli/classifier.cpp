@@ -1,5 +1,6 @@
 #include "classifier.hpp"
 
+#include <cctype>
 #include <string_view>
 
 namespace trainshim::cli {
@@ -54,12 +55,19 @@ constexpr Rule kRules[] = {
 
 bool contains(const std::string& haystack, const char* needle) { return haystack.find(needle) != std::string::npos; }
 
-bool is_framework_or_stdlib(const std::string& file) {
-  return contains(file, "/site-packages/") || contains(file, "/dist-packages/") || contains(file, "/lib/python") ||
-         file.starts_with("<");
+std::string basename(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-bool is_shared_library(const std::string& module) { return contains(module, ".so"); }
+// The standard library lives in .../lib/python3.X/; a user's /home/u/lib/python_tools/ does not.
+bool is_framework_or_stdlib(const std::string& file) {
+  const auto lib = file.find("/lib/python");
+  const bool stdlib = lib != std::string::npos && lib + 11 < file.size() && std::isdigit(static_cast<unsigned char>(file[lib + 11]));
+  return contains(file, "/site-packages/") || contains(file, "/dist-packages/") || stdlib || file.starts_with("<");
+}
+
+bool is_shared_library(const std::string& module) { return contains(basename(module), ".so"); }
 
 // The API was called by the user's own code: a C++ program's own function, or a Python line
 // through ctypes / cffi (the caller's frame is then in the foreign-function library).
@@ -71,11 +79,6 @@ bool called_directly(const SyncShape& shape) {
          contains(module, "_cffi");
 }
 
-std::string basename(const std::string& path) {
-  const auto slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 }  // namespace
 
 bool is_sync(const SyncShape& shape) {
@@ -84,13 +87,15 @@ bool is_sync(const SyncShape& shape) {
 }
 
 Classification classify(const SyncShape& shape) {
+  // The outermost framework frame names what the user called: `if t:` runs is_nonzero, which
+  // calls item(); masked_select runs nonzero(); empty_cache() synchronizes the device.
   const bool device_to_host = shape.direction == "d2h" || shape.api_class == "sync";
-  for (const Rule& rule : kRules) {
-    if (rule.device_to_host_only && !device_to_host) continue;
-    for (const auto& frame : shape.native)
-      if (contains(frame.function, rule.frame_contains))
-        return {rule.operation, rule.kind, rule.cause, rule.advice, frame.function, rule.name};
-  }
+  for (auto frame = shape.native.rbegin(); frame != shape.native.rend(); ++frame)
+    for (const Rule& rule : kRules) {
+      if (rule.device_to_host_only && !device_to_host) continue;
+      if (contains(frame->function, rule.frame_contains))
+        return {rule.operation, rule.kind, rule.cause, rule.advice, frame->function, rule.name};
+    }
   if (called_directly(shape))
     return {shape.api + "()", SyncKind::Explicit, "called directly by the program", kExplicitAdvice, "", "direct"};
   if (shape.api_class == "copy")
@@ -101,7 +106,8 @@ Classification classify(const SyncShape& shape) {
   if (shape.api_class == "free")
     return {"cudaFree()", SyncKind::Hidden, "cudaFree waits for the whole device before releasing memory",
             "allocate once and reuse device buffers instead of freeing them in the loop", "", "free"};
-  const std::string where = shape.native.empty() ? std::string("an unknown library") : basename(shape.native.front().module);
+  const std::string module = shape.native.empty() ? std::string() : basename(shape.native.front().module);
+  const std::string where = module.empty() ? std::string("an unknown library") : module;
   return {shape.api + "() in " + where, SyncKind::Hidden, "a library call that waits for the GPU",
           "look at the native frame that calls it; trainshim has no rule for this library yet",
           shape.native.empty() ? "" : shape.native.front().function, "unclassified"};

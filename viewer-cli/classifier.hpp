@@ -1,6 +1,7 @@
 #pragma once
 // What operation a host/GPU synchronisation was, from its native frames and its own shape. The
-// rules are data (classifier.cpp, kRules): one line per operation, first match wins.
+// rules are data (classifier.cpp, kRules): one line per operation; the outermost matching frame
+// wins, then the first rule in the table.
 #include <string>
 #include <vector>
 

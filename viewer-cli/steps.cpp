@@ -47,9 +47,10 @@ Steps find_steps(const StepInput& in, const std::string& named) {
     std::string anchor;
     for (std::size_t i = 0; i < in.sync_sites.size() && anchor.empty(); ++i) {
       const std::string& site = in.sync_sites[i];
-      const bool by_line = named.find(':') != std::string::npos && ends_with(site, named);
+      const bool by_line = named.find(':') != std::string::npos && (site == named || ends_with(site, "/" + named));
       bool by_function = false;
-      for (const auto& f : in.sync_functions[i]) by_function = by_function || f == named;
+      if (i < in.sync_functions.size())
+        for (const auto& f : in.sync_functions[i]) by_function = by_function || f == named;
       if (by_line || by_function) anchor = site;
     }
     if (anchor.empty()) return {0, fmt::format("TRAINSHIM_STEP={} matched no synchronisation", named), 0};

@@ -17,19 +17,27 @@ enum class ApiClass : uint8_t {
   CommEnd,         // an NCCL communicator destroyed
   Free,            // cudaFree: waits for the whole device before releasing the memory
   Poll,            // asks whether work is done without waiting (polling loops)
+  GroupStart,      // ncclGroupStart: the collectives until the matching end are one operation
+  GroupEnd,
+  CollectiveTiming,  // not a call: a collective's GPU-side duration
 };
 
 enum class Library : uint8_t { Cudart, Nccl };
 
+// The interposed functions first, then the records the shim writes of its own (TS_RECORD).
 enum class Api : uint16_t {
 #define TS_API(name, api_class, library, ...) name,
+#define TS_RECORD(name, api_class) name,
 #include "trainshim/api.def"
+#undef TS_RECORD
 #undef TS_API
 };
 
 inline constexpr std::size_t kApiCount = 0
 #define TS_API(...) +1
+#define TS_RECORD(...) +1
 #include "trainshim/api.def"
+#undef TS_RECORD
 #undef TS_API
     ;
 
@@ -41,7 +49,9 @@ struct ApiInfo {
 
 inline constexpr std::array<ApiInfo, kApiCount> kApis = {{
 #define TS_API(name, api_class, library, ...) {#name, ApiClass::api_class, Library::library},
+#define TS_RECORD(name, api_class) {#name, ApiClass::api_class, Library::Nccl},
 #include "trainshim/api.def"
+#undef TS_RECORD
 #undef TS_API
 }};
 
@@ -64,6 +74,9 @@ inline constexpr std::string_view api_class_name(ApiClass c) {
     case ApiClass::CommEnd: return "comm_end";
     case ApiClass::Free: return "free";
     case ApiClass::Poll: return "poll";
+    case ApiClass::GroupStart: return "group_start";
+    case ApiClass::GroupEnd: return "group_end";
+    case ApiClass::CollectiveTiming: return "collective_timing";
   }
   return "unknown";
 }

@@ -39,9 +39,15 @@ inline constexpr std::string_view host_memory_name(HostMemory m) {
 //   Copy            bytes copied, stream, direction, host_memory of the host side
 //   Sync            stream waited for (0 = device), object = event for cudaEventSynchronize
 //   Pinned*         object = host address, bytes = size
-//   Collective      bytes = count x element size, object = communicator handle, stream,
-//                   detail = reduction op << 8 | data type
-//   CommInit        object = communicator handle, detail = hash of the unique id,
+//   Collective      bytes = count x element size, object = communicator id (the same on every
+//                   rank), stream, detail = reduction op << 8 | data type, rank_in_comm,
+//                   comm_size, sequence (the collective's number on the communicator; the calls
+//                   of one group share it)
+//   CollectiveTiming written by the shim once the GPU finished a collective: object, rank_in_comm,
+//                   comm_size, sequence as the collective's; detail = GPU-side duration in ns;
+//                   begin/end_ticks = the collective call's
+//   CommInit        object = communicator handle, detail = communicator id (hash of the unique
+//                   id; for a split, of the parent's id, the colour and the split's number),
 //                   rank_in_comm, comm_size
 //   CommEnd         object = communicator handle
 struct EventRecord {
@@ -60,7 +66,7 @@ struct EventRecord {
   uint16_t api;           // Api
   uint8_t direction;      // Direction
   uint8_t host_memory;    // HostMemory
-  uint32_t reserved;
+  uint32_t sequence;      // collectives: see above; 0 otherwise
 };
 static_assert(sizeof(EventRecord) == 80);
 
@@ -146,6 +152,8 @@ struct alignas(64) SegmentHeader {
   char job[128];
   char command[256];               // argv[0] and arguments, space-separated, truncated
   std::atomic<uint64_t> dropped_not_ready;  // events lost while the segment was being created
+  std::atomic<uint64_t> untimed_capturing;  // collectives not timed: their stream was being captured
+  std::atomic<uint64_t> untimed_no_event;   // collectives not timed: no timing event free
   std::atomic<uint32_t> producer_state;     // ProducerState; published last with release
   uint32_t reserved;
 };
@@ -217,7 +225,8 @@ inline bool validate_record(const EventRecord& r) {
     return false;
   if (r.end_ticks < r.begin_ticks) return false;
   const auto cls = kApis[r.api].api_class;
-  if (cls == ApiClass::CommInit && r.result == 0 && (r.comm_size == 0 || r.rank_in_comm >= r.comm_size))
+  // A split can leave this rank in no child (object 0, size 0); a communicator has a rank in it.
+  if (cls == ApiClass::CommInit && r.result == 0 && r.object != 0 && (r.comm_size == 0 || r.rank_in_comm >= r.comm_size))
     return false;
   return true;
 }

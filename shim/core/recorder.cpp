@@ -16,6 +16,8 @@
 #include <string_view>
 
 #include "identity.hpp"
+#include "communicators.hpp"
+#include "gpu_timing.hpp"
 #include "stacks.hpp"
 #include "trainshim/clock.hpp"
 #include "trainshim/collector_launch.hpp"
@@ -123,6 +125,8 @@ void reset_in_child() {
   g_lost_while_starting.store(0, std::memory_order_relaxed);
   g_pinned.reset_after_fork();
   reset_stacks_after_fork();
+  reset_communicators_after_fork();
+  reset_timing_after_fork();
   thread_state().busy = false;
 }
 

@@ -80,7 +80,18 @@ struct SlowPath {
   std::unordered_map<const void*, std::pair<uint32_t, uint32_t>> code_names;  // file, function
 };
 
-SlowPath* g_slow = new SlowPath;
+// Created on the first new stack, not at load: the shim does nothing in a process that makes no
+// CUDA call.
+std::atomic<SlowPath*> g_slow{nullptr};
+
+SlowPath& slow_path() {
+  SlowPath* current = g_slow.load(std::memory_order_acquire);
+  if (current) return *current;
+  auto* fresh = new SlowPath;
+  if (g_slow.compare_exchange_strong(current, fresh, std::memory_order_acq_rel)) return *fresh;
+  delete fresh;
+  return *current;
+}
 
 // The text range of this library: its own frames are not the caller's.
 struct OwnRange {
@@ -213,8 +224,9 @@ __attribute__((noinline)) uint32_t native_stack(SegmentHeader* header) {
   if (!entry) return 0;
   const uint32_t id = entry->id.load(std::memory_order_acquire);
   if (entry->published.load(std::memory_order_acquire)) return id;
-  std::lock_guard lock(g_slow->lock);
-  publish_new_modules(header, *g_slow);
+  SlowPath& slow = slow_path();
+  std::lock_guard lock(slow.lock);
+  publish_new_modules(header, slow);
   SideRecord r{};
   r.kind = static_cast<uint16_t>(SideKind::NativeStack);
   r.id = id;
@@ -235,17 +247,18 @@ uint32_t python_stack(SegmentHeader* header) {
   if (!entry) return 0;
   const uint32_t id = entry->id.load(std::memory_order_acquire);
   if (entry->published.load(std::memory_order_acquire)) return id;
-  std::lock_guard lock(g_slow->lock);
+  SlowPath& slow = slow_path();
+  std::lock_guard lock(slow.lock);
   SideRecord r{};
   r.kind = static_cast<uint16_t>(SideKind::PythonStack);
   r.id = id;
   r.count = uint16_t(count);
   for (int i = 0; i < count; ++i) {
-    auto [cached, fresh] = g_slow->code_names.try_emplace(frames[i].code, 0u, 0u);
+    auto [cached, fresh] = slow.code_names.try_emplace(frames[i].code, 0u, 0u);
     if (fresh || !cached->second.first) {
       python::CodeInfo info;
       if (python::describe_code(frames[i].code, info))
-        cached->second = {intern(header, *g_slow, info.file), intern(header, *g_slow, info.function)};
+        cached->second = {intern(header, slow, info.file), intern(header, slow, info.function)};
     }
     r.python[i] = {cached->second.first, cached->second.second, python::line_of(frames[i].code, frames[i].offset), 0};
   }
@@ -260,8 +273,9 @@ StackIds capture_stacks(SegmentHeader* header) { return {native_stack(header), p
 void reset_stacks_after_fork() {
   g_native_stacks.reset();
   g_python_stacks.reset();
-  // The parent's lock may have been held at fork(): the child starts with fresh tables.
-  g_slow = new SlowPath;
+  // The parent's lock may have been held at fork(): the child starts with fresh tables (the
+  // parent's copy is left, not destroyed, for the same reason).
+  g_slow.store(nullptr, std::memory_order_release);
 }
 
 }  // namespace trainshim::shim

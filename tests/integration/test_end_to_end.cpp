@@ -185,8 +185,12 @@ TEST(EndToEnd, OnDemandCollectorStartsExactlyOncePerJob) {
   const std::string db = s.dir + "/trainshim-" + s.job + ".db";
   EXPECT_EQ(query_int(db, "SELECT count(*) FROM collector_log WHERE message LIKE 'collector % started%'"), 1);
   EXPECT_EQ(query_int(db, "SELECT count(*) FROM processes"), 4);
-  // Per rank: 20 copies, 6 syncs, 2 cudaFree, 6 all-reduces, init + destroy, host alloc + free.
-  EXPECT_EQ(query_int(db, "SELECT sum(events) FROM processes"), 4 * (10 + 5 + 3 + 2 + 5 + 1 + 2 + 6 + 1 + 1 + 1 + 1));
+  // Per rank: 20 copies, 6 syncs, 2 cudaFree, 6 all-reduces and their 6 GPU timings, init +
+  // destroy, host alloc + free.
+  EXPECT_EQ(query_int(db, "SELECT sum(events) FROM processes"), 4 * (10 + 5 + 3 + 2 + 5 + 1 + 2 + 6 + 6 + 1 + 1 + 1 + 1));
+  EXPECT_EQ(query_int(db, "SELECT count(DISTINCT object || '/' || sequence) FROM events e JOIN apis a ON a.id = e.api "
+                          "WHERE a.name = 'ncclGpuTiming'"), 6)
+      << "the same six all-reduces, matched across the four ranks by communicator and sequence";
   EXPECT_FALSE(segment_exists(s.job));
 }
 

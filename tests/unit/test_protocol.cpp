@@ -166,6 +166,7 @@ EventRecord good_comm_init() {
   r.end_ticks = 10;
   r.comm_size = 4;
   r.rank_in_comm = 3;
+  r.object = 0x5000;  // the communicator's handle
   return r;
 }
 
@@ -212,6 +213,12 @@ TEST(ValidateRecord, CommInitGeometry) {
   r.result = 5;
   r.comm_size = 0;
   EXPECT_TRUE(validate_record(r));
+  // Neither does a split that left this rank in no child (no handle).
+  r = good_comm_init();
+  r.api = static_cast<uint16_t>(Api::ncclCommSplit);
+  r.object = 0;
+  r.comm_size = 0;
+  EXPECT_TRUE(validate_record(r));
   // Other classes do not use the fields.
   r = good_copy();
   r.comm_size = 0;
@@ -251,8 +258,23 @@ TEST(ApiTable, NamesAndClassesMatchTheEnum) {
       {Api::cudaFreeHost, "cudaFreeHost", ApiClass::PinnedFree, Library::Cudart},
       {Api::cudaHostUnregister, "cudaHostUnregister", ApiClass::PinnedFree, Library::Cudart},
       {Api::ncclAllReduce, "ncclAllReduce", ApiClass::Collective, Library::Nccl},
+      {Api::ncclReduceScatter, "ncclReduceScatter", ApiClass::Collective, Library::Nccl},
+      {Api::ncclAllGather, "ncclAllGather", ApiClass::Collective, Library::Nccl},
+      {Api::ncclBroadcast, "ncclBroadcast", ApiClass::Collective, Library::Nccl},
+      {Api::ncclBcast, "ncclBcast", ApiClass::Collective, Library::Nccl},
+      {Api::ncclReduce, "ncclReduce", ApiClass::Collective, Library::Nccl},
+      {Api::ncclAlltoAll, "ncclAlltoAll", ApiClass::Collective, Library::Nccl},
+      {Api::ncclSend, "ncclSend", ApiClass::Collective, Library::Nccl},
+      {Api::ncclRecv, "ncclRecv", ApiClass::Collective, Library::Nccl},
+      {Api::ncclGroupStart, "ncclGroupStart", ApiClass::GroupStart, Library::Nccl},
+      {Api::ncclGroupEnd, "ncclGroupEnd", ApiClass::GroupEnd, Library::Nccl},
       {Api::ncclCommInitRank, "ncclCommInitRank", ApiClass::CommInit, Library::Nccl},
+      {Api::ncclCommInitRankConfig, "ncclCommInitRankConfig", ApiClass::CommInit, Library::Nccl},
+      {Api::ncclCommInitAll, "ncclCommInitAll", ApiClass::CommInit, Library::Nccl},
+      {Api::ncclCommSplit, "ncclCommSplit", ApiClass::CommInit, Library::Nccl},
       {Api::ncclCommDestroy, "ncclCommDestroy", ApiClass::CommEnd, Library::Nccl},
+      {Api::ncclCommAbort, "ncclCommAbort", ApiClass::CommEnd, Library::Nccl},
+      {Api::ncclGpuTiming, "ncclGpuTiming", ApiClass::CollectiveTiming, Library::Nccl},
   };
   ASSERT_EQ(kApiCount, std::size(expected));
   for (std::size_t i = 0; i < std::size(expected); ++i) {

@@ -1,0 +1,80 @@
+#pragma once
+// All-reduce wait: how long each rank waited in its collectives for the last rank to arrive, from
+// the GPU-side duration every rank measured around every collective (timing events on its stream).
+//
+// For collective `sequence` of communicator `comm`, every member rank measured a duration; the
+// collective completes on all ranks at about the same moment, so the rank that arrived last has
+// the shortest duration, and wait(rank) = duration(rank) - min over the members. Only durations
+// are compared, never clocks of different ranks, so no clock alignment across nodes is needed.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace trainshim::cli {
+
+// One collective as one rank saw it: 40 bytes.
+struct CollectiveTiming {
+  int32_t rank;           // global rank of the process
+  uint64_t comm;          // communicator id, the same on every rank of the communicator
+  uint32_t comm_size;     // ranks in the communicator
+  uint32_t sequence;      // the collective's number on that communicator (1, 2, ...), same on every rank
+  int64_t gpu_ns;         // GPU-side duration
+  int64_t host_begin_ns;  // host clock of that rank when it called the collective (only comparable within one rank)
+};
+
+struct RankWaits {
+  int32_t rank;
+  int64_t collectives = 0;  // matched collectives this rank took part in
+  int64_t waited_ns = 0;    // sum of its waits
+  // How often it arrived last: in matched collectives of two ranks or more, the rank with the
+  // shortest duration; on a tie, the lowest rank among those with the shortest duration.
+  int64_t last_count = 0;
+  // Sum, over the collectives where it was last, of the mean wait of the OTHER ranks (each
+  // collective's mean rounded down to the nanosecond).
+  int64_t imposed_ns = 0;
+};
+
+// A collective where the straggler was last: its own host time when it called the collective, and
+// how late it was (the other ranks' mean wait), to cross-reference with what its host was doing.
+struct LateCollective {
+  int32_t rank;
+  int64_t host_begin_ns;
+  int64_t lateness_ns;
+};
+
+struct CollectiveAnalysis {
+  int64_t matched = 0;     // (comm, sequence) pairs seen on every rank of the communicator
+  int64_t incomplete = 0;  // pairs missing some rank (still running, or a rank lost data): not used for waits
+  int64_t communicators = 0;
+  int64_t duplicates = 0;  // records ignored: a second record of the same (rank, comm, sequence)
+  // Records ignored as inconsistent: a negative duration, a communicator size of 0 or above
+  // kMaxCommunicatorSize, a size other than the one of the communicator's first valid record, or a
+  // rank beyond the first comm_size distinct ranks seen in the communicator.
+  int64_t inconsistent = 0;
+  std::vector<RankWaits> ranks;  // sorted by rank; every rank seen, even with no matched collective
+  // The rank whose lateness causes most of the waiting, -1 when none. Among the ranks, the one
+  // with the largest imposed_ns (ties: the lowest rank) is the straggler when all of:
+  //   1. its imposed_ns is at least half of all ranks' imposed_ns together (it causes most of it);
+  //   2. its imposed_ns is at least kStragglerDominance times every other rank's (no rival);
+  //   3. its imposed_ns / last_count is at least kStragglerMinMeanNs (its lateness matters:
+  //      balanced ranks with jitter of tens of microseconds are not stragglers, even with 2 ranks).
+  // The rule weighs wait, not counts: a rank late by 30 ms at the first collective of every step
+  // is named even if it is last in only a few of the step's collectives.
+  int32_t straggler = -1;
+  // The straggler's late collectives (every matched collective where it was last), at most
+  // kMaxStragglerLate: the latest ones (largest lateness) are kept. In its host time order.
+  std::vector<LateCollective> straggler_late;
+};
+
+inline constexpr uint32_t kMaxCommunicatorSize = 1u << 20;
+inline constexpr int64_t kStragglerMinMeanNs = 1'000'000;
+inline constexpr int64_t kStragglerDominance = 4;
+inline constexpr std::size_t kMaxStragglerLate = 1u << 16;
+
+// Time and memory linear in the input, two passes over it, which is not copied. Extra memory: one
+// entry per (comm, sequence) pair (~56 bytes with the table) plus, for communicators of more than
+// 64 ranks, one bit per member and pair. A record repeated for the same (rank, comm, sequence)
+// counts once (the first one in input order).
+CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timings);
+
+}  // namespace trainshim::cli
