@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <initializer_list>
 #include <mutex>
 #include <vector>
@@ -65,6 +66,8 @@ struct Timing {
   BasicRing<PendingSlot> pending{&control, slots, kPendingCapacity};
   std::atomic<bool> poller_started{false};
   Recorder* recorder = nullptr;
+  std::mutex poll_lock;           // one poll at a time: the thread's, or the last one at exit
+  std::vector<Pending> waiting;   // recorded, not yet complete on the GPU
 };
 
 std::atomic<Timing*> g_timing{nullptr};
@@ -101,41 +104,53 @@ void give_back(Timing& t, std::initializer_list<cudaEvent_t> events) {
     if (e) t.pool.push_back(e);
 }
 
+// Writes a timing record for every collective the GPU has finished; keeps the others.
+void poll_once(Timing& t) {
+  const Runtime& rt = *runtime();
+  std::lock_guard lock(t.poll_lock);
+  Pending p;
+  while (t.pending.pop(p) == BasicRing<PendingSlot>::PopStatus::Record) t.waiting.push_back(p);
+  for (std::size_t i = 0; i < t.waiting.size();) {
+    Pending& w = t.waiting[i];
+    const cudaError_t state = rt.query(w.end);
+    if (state == cudaErrorNotReady) {
+      ++i;
+      continue;
+    }
+    float ms = 0;
+    if (state == cudaSuccess && rt.elapsed(&ms, w.start, w.end) == cudaSuccess) {
+      const EventRecord& c = w.collective;
+      t.recorder->record(thread_state(), [&](EventRecord& r) {
+        r = c;
+        r.api = static_cast<uint16_t>(Api::ncclGpuTiming);
+        r.detail = uint64_t(double(ms) * 1e6);
+        r.native_stack = 0;
+        r.python_stack = 0;
+      });
+    } else {
+      rt.clear_error();
+    }
+    give_back(t, {w.start, w.end});
+    w = t.waiting.back();
+    t.waiting.pop_back();
+  }
+}
+
 void* poll(void* arg) {
   auto& t = *static_cast<Timing*>(arg);
-  const Runtime& rt = *runtime();
-  std::vector<Pending> waiting;
   for (;;) {
-    Pending p;
-    while (t.pending.pop(p) == BasicRing<PendingSlot>::PopStatus::Record) waiting.push_back(p);
-    for (std::size_t i = 0; i < waiting.size();) {
-      Pending& w = waiting[i];
-      const cudaError_t state = rt.query(w.end);
-      if (state == cudaErrorNotReady) {
-        ++i;
-        continue;
-      }
-      float ms = 0;
-      if (state == cudaSuccess && rt.elapsed(&ms, w.start, w.end) == cudaSuccess) {
-        const EventRecord& c = w.collective;
-        t.recorder->record(thread_state(), [&](EventRecord& r) {
-          r = c;
-          r.api = static_cast<uint16_t>(Api::ncclGpuTiming);
-          r.detail = uint64_t(double(ms) * 1e6);
-          r.native_stack = 0;
-          r.python_stack = 0;
-        });
-      } else {
-        rt.clear_error();
-      }
-      give_back(t, {w.start, w.end});
-      w = waiting.back();
-      waiting.pop_back();
-    }
+    poll_once(t);
     timespec pause{0, 1'000'000};
     nanosleep(&pause, nullptr);
   }
   return nullptr;
+}
+
+// The last collectives of a process finish just before it exits, between two polls. Registered
+// after the runtime initialised, this runs before the runtime's own exit handlers.
+void flush_at_exit() {
+  Timing* t = g_timing.load(std::memory_order_acquire);
+  if (t && t->recorder && runtime()) poll_once(*t);
 }
 
 void start_poller(Timing& t, Recorder& recorder) {
@@ -148,6 +163,8 @@ void start_poller(Timing& t, Recorder& recorder) {
   pthread_t thread;
   if (pthread_create(&thread, nullptr, poll, &t) == 0) pthread_detach(thread);
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  static std::atomic<bool> exit_handler_installed{false};
+  if (!exit_handler_installed.exchange(true)) std::atexit(flush_at_exit);
 }
 
 }  // namespace
