@@ -32,6 +32,8 @@ CREATE TABLE IF NOT EXISTS processes(
   lost_unpublished INTEGER NOT NULL DEFAULT 0,
   malformed INTEGER NOT NULL DEFAULT 0,
   dropped_side_full INTEGER NOT NULL DEFAULT 0,
+  untimed_capturing INTEGER NOT NULL DEFAULT 0,
+  untimed_no_event INTEGER NOT NULL DEFAULT 0,
   ended INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS events(
   process_id INTEGER NOT NULL REFERENCES processes(id),
@@ -122,7 +124,8 @@ Database::Database(const std::string& path, const std::string& job) {
         "start_monotonic_ns) VALUES(?,?,?,?,?,?,?,?,?,?)");
     update_process_ = prepare(
         "UPDATE processes SET events=events+?, dropped_ring_full=?, dropped_not_ready=?, "
-        "lost_unpublished=lost_unpublished+?, malformed=malformed+?, dropped_side_full=?, ended=? WHERE id=?");
+        "lost_unpublished=lost_unpublished+?, malformed=malformed+?, dropped_side_full=?, untimed_capturing=?, "
+        "untimed_no_event=?, ended=? WHERE id=?");
     // A stack published twice (two threads met it at once) is the same stack: keep the first.
     insert_module_ = prepare("INSERT OR IGNORE INTO modules VALUES(?,?,?,?,?)");
     insert_native_frame_ = prepare("INSERT OR IGNORE INTO native_frames VALUES(?,?,?,?,?,?,?,?)");
@@ -219,8 +222,9 @@ void Database::update_process(int64_t process_id, const ProcessCounters& c) {
   begin_if_needed();
   const int64_t values[] = {int64_t(c.events),          int64_t(c.dropped_ring_full), int64_t(c.dropped_not_ready),
                             int64_t(c.lost_unpublished), int64_t(c.malformed),         int64_t(c.dropped_side_full),
-                            c.ended ? 1 : 0,             process_id};
-  for (int i = 0; i < 8; ++i) sqlite3_bind_int64(update_process_, i + 1, values[i]);
+                            int64_t(c.untimed_capturing), int64_t(c.untimed_no_event), c.ended ? 1 : 0,
+                            process_id};
+  for (int i = 0; i < 10; ++i) sqlite3_bind_int64(update_process_, i + 1, values[i]);
   step_and_reset(db_, update_process_);
 }
 

@@ -35,6 +35,7 @@ class Database {
   struct ProcessCounters {
     uint64_t events = 0, dropped_ring_full = 0, dropped_not_ready = 0, lost_unpublished = 0, malformed = 0;
     uint64_t dropped_side_full = 0;
+    uint64_t untimed_capturing = 0, untimed_no_event = 0;
     bool ended = false;
   };
   void update_process(int64_t process_id, const ProcessCounters& counters);

@@ -4,6 +4,7 @@
 #include <limits>
 #include <stdexcept>
 #include <unordered_map>
+#include <utility>
 
 namespace trainshim::cli {
 
@@ -241,7 +242,9 @@ CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timi
   for (const CollectiveTiming& t : timings) {
     Resolved r;
     if (t.gpu_ns < 0 || !dir.resolve(t, false, r)) continue;
-    Pair& p = pairs[table.find(r.comm_index, t.sequence)];
+    const uint32_t index = table.find(r.comm_index, t.sequence);
+    if (index == kNone) continue;  // cannot happen: pass 1 added every pair of a valid record
+    Pair& p = pairs[index];
     if (p.count != r.comm_size) continue;
     auto [word, mask] = bit(p, r.comm_size, r.local);
     if (!(*word & mask)) continue;

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 
 #include "report.hpp"
 #include "run_command.hpp"
@@ -46,10 +47,11 @@ int main(int argc, char** argv) {
                                            "(default: $TRAINSHIM_STEP, else detected)");
   run_cmd->add_option("command", run.command, "the command to run, after --")->required();
 
-  std::string report_db;
+  std::vector<std::string> report_dbs;
   bool report_json = false;
   auto* report_cmd = app.add_subcommand("report", "print what a run recorded, per rank");
-  report_cmd->add_option("database", report_db, "run database (default: the newest ./trainshim-*.db)");
+  report_cmd->add_option("databases", report_dbs,
+                         "run databases, one per node of the job (default: the newest ./trainshim-*.db)");
   report_cmd->add_flag("--json", report_json, "print the trainshim-report/1 JSON document");
   std::string report_step;
   report_cmd->add_option("--step", report_step, "what one training step is: a Python function or file:line "
@@ -76,8 +78,11 @@ int main(int argc, char** argv) {
       return run_command(run);
     }
     if (*report_cmd) {
-      RunDatabase db(database_argument(report_db));
-      const Report report = load_report(db, step_name(report_step));
+      if (report_dbs.empty()) report_dbs.push_back(database_argument(""));
+      std::vector<std::unique_ptr<RunDatabase>> dbs;
+      std::vector<const RunDatabase*> views;
+      for (const auto& path : report_dbs) views.push_back(dbs.emplace_back(std::make_unique<RunDatabase>(path)).get());
+      const Report report = load_report(views, step_name(report_step));
       std::cout << (report_json ? render_json(report).dump(2) + "\n" : render_text(report));
       return 0;
     }

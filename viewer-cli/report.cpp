@@ -92,7 +92,47 @@ std::vector<Row> merge(const std::vector<ProcessReport>& processes, std::vector<
   return out;
 }
 
+int64_t steps_of_rank(const Report& report, int rank) {
+  for (const auto& p : report.processes)
+    if (p.rank == rank) return p.synchronisations.steps.count;
+  return 0;
+}
+
+std::string host_activity_words(const std::vector<HostActivity>& activity) {
+  std::string out;
+  for (std::size_t i = 0; i < activity.size() && i < 3; ++i)
+    out += fmt::format("{}{}:{} in {} ({:.0f} %)", i ? ", " : "", activity[i].file, activity[i].line,
+                       activity[i].function, 100 * activity[i].share);
+  return out;
+}
+
+void add_straggler_finding(Report& report) {
+  const CollectiveAnalysis& a = report.waits.analysis;
+  if (a.straggler < 0) return;
+  const RankWaits* s = nullptr;
+  for (const auto& r : a.ranks)
+    if (r.rank == a.straggler) s = &r;
+  if (!s) return;
+  const int64_t steps = steps_of_rank(report, a.straggler);
+  Finding f;
+  f.kind = "straggler";
+  f.rank = a.straggler;
+  f.calls = s->last_count;
+  f.cost_ns = s->imposed_ns;
+  f.message = fmt::format("rank {} arrives last at {:.1f} % of its collectives and costs the other ranks {}", a.straggler,
+                          s->collectives ? 100.0 * double(s->last_count) / double(s->collectives) : 0.0,
+                          steps ? human_duration(s->imposed_ns / steps) + " per step"
+                                : human_duration(s->imposed_ns) + " in all");
+  f.advice = report.waits.straggler_host.empty()
+                 ? fmt::format("find what rank {} does on the host before its collectives (data loading, logging, "
+                               "evaluation on one rank)", a.straggler)
+                 : fmt::format("while rank {} was late its host was in {}: balance that work across ranks or move it "
+                               "off the critical path", a.straggler, host_activity_words(report.waits.straggler_host));
+  report.findings.push_back(std::move(f));
+}
+
 void add_findings(Report& report) {
+  add_straggler_finding(report);
   for (const ProcessReport& p : report.processes) {
     for (const CopyRow& c : p.copies) {
       if (c.host_memory != "pageable" || (c.direction != "h2d" && c.direction != "d2h")) continue;
@@ -157,34 +197,46 @@ std::string collective_op_name(const std::string& api) {
   return out;
 }
 
-Report load_report(const RunDatabase& db, const std::string& step_name) {
+Report load_report(const RunDatabase& db, const std::string& step_name) { return load_report({&db}, step_name); }
+
+Report load_report(const std::vector<const RunDatabase*>& databases, const std::string& step_name) {
   Report report;
-  report.job = db.meta("job");
-  report.database = db.path();
-  Statement processes(db,
-                      "SELECT id, rank, local_rank, world_size, pid, host, command, ended, events, dropped_ring_full, "
-                      "dropped_not_ready, lost_unpublished, malformed, dropped_side_full FROM processes "
-                      "ORDER BY rank < 0, rank, pid, id");
-  std::vector<int64_t> ids;
-  while (processes.step()) {
-    ProcessReport p;
-    ids.push_back(processes.integer(0));
-    p.rank = int(processes.integer(1));
-    p.local_rank = int(processes.integer(2));
-    p.world_size = int(processes.integer(3));
-    p.pid = processes.integer(4);
-    p.host = processes.text(5);
-    p.command = processes.text(6);
-    p.ended = processes.integer(7) != 0;
-    p.events = processes.integer(8);
-    p.lost = {processes.integer(9), processes.integer(10), processes.integer(11), processes.integer(12),
-              processes.integer(13)};
-    report.processes.push_back(std::move(p));
+  for (const RunDatabase* db : databases) {
+    const std::string job = db->meta("job");
+    if (report.job.empty()) report.job = job;
+    else if (report.job != job) report.job += "+" + job;
+    report.database += (report.database.empty() ? "" : ", ") + db->path();
+    Statement processes(*db,
+                        "SELECT id, rank, local_rank, world_size, pid, host, command, ended, events, dropped_ring_full, "
+                        "dropped_not_ready, lost_unpublished, malformed, dropped_side_full FROM processes");
+    while (processes.step()) {
+      ProcessReport p;
+      p.db = db;
+      p.id = processes.integer(0);
+      p.rank = int(processes.integer(1));
+      p.local_rank = int(processes.integer(2));
+      p.world_size = int(processes.integer(3));
+      p.pid = processes.integer(4);
+      p.host = processes.text(5);
+      p.command = processes.text(6);
+      p.ended = processes.integer(7) != 0;
+      p.events = processes.integer(8);
+      p.lost = {processes.integer(9), processes.integer(10), processes.integer(11), processes.integer(12),
+                processes.integer(13)};
+      report.processes.push_back(std::move(p));
+    }
   }
-  for (std::size_t i = 0; i < ids.size(); ++i) {
-    load_process_details(db, ids[i], report.processes[i]);
-    report.processes[i].synchronisations = load_syncs(db, ids[i], step_name);
+  // Ranks first, in order, then processes no launcher numbered; databases of several nodes merge.
+  std::stable_sort(report.processes.begin(), report.processes.end(), [](const ProcessReport& a, const ProcessReport& b) {
+    return std::make_tuple(a.rank < 0, a.rank, a.host, a.pid) < std::make_tuple(b.rank < 0, b.rank, b.host, b.pid);
+  });
+  std::vector<ProcessRef> refs;
+  for (ProcessReport& p : report.processes) {
+    load_process_details(*p.db, p.id, p);
+    p.synchronisations = load_syncs(*p.db, p.id, step_name);
+    refs.push_back({p.db, p.id, p.rank, p.synchronisations.steps.count});
   }
+  report.waits = load_waits(refs);
 
   report.total_copies = merge(report.processes, &ProcessReport::copies,
                               [](const CopyRow& r) { return std::make_pair(r.direction, r.host_memory); });
@@ -258,6 +310,35 @@ void render_sync_sections(std::string& out, const ProcessReport& p) {
   }
 }
 
+void render_waits(std::string& out, const Report& report) {
+  const WaitReport& w = report.waits;
+  const CollectiveAnalysis& a = w.analysis;
+  if (a.matched == 0 && a.incomplete == 0 && w.untimed_capturing == 0 && w.untimed_no_event == 0) return;
+  out += fmt::format("\nCollective waits ({} ranks, {} collectives matched on {} communicator{}{})\n", a.ranks.size(),
+                     with_thousands(a.matched), a.communicators, a.communicators == 1 ? "" : "s",
+                     a.incomplete ? fmt::format(", {} not seen on every rank", with_thousands(a.incomplete)) : "");
+  out += fmt::format("  {:<6}{:>12}{:>12}{:>16}\n", "rank", "waited", "per step", "last to arrive");
+  for (const RankWaits& r : a.ranks) {
+    const int64_t steps = steps_of_rank(report, r.rank);
+    out += fmt::format("  {:<6}{:>12}{:>12}{:>14.1f} %", r.rank, human_duration(r.waited_ns),
+                       steps ? human_duration(r.waited_ns / steps) : std::string("-"),
+                       r.collectives ? 100.0 * double(r.last_count) / double(r.collectives) : 0.0);
+    if (r.rank == a.straggler)
+      out += fmt::format("   <- straggler: costs the other ranks {}",
+                         steps ? human_duration(r.imposed_ns / steps) + " per step" : human_duration(r.imposed_ns));
+    out += "\n";
+  }
+  if (a.straggler >= 0 && !w.straggler_host.empty())
+    out += fmt::format("  While rank {} was late, its host was in: {}\n", a.straggler,
+                       host_activity_words(w.straggler_host));
+  if (a.straggler < 0 && a.matched > 0) out += "  No straggler: no rank makes the others wait consistently.\n";
+  if (w.untimed_capturing)
+    out += fmt::format("  {} collectives were not timed: their stream was being captured into a CUDA graph\n",
+                       with_thousands(w.untimed_capturing));
+  if (w.untimed_no_event)
+    out += fmt::format("  {} collectives were not timed: no timing event was free\n", with_thousands(w.untimed_no_event));
+}
+
 }  // namespace
 
 std::string render_text(const Report& report) {
@@ -273,6 +354,7 @@ std::string render_text(const Report& report) {
     render_tables(out, p.copies, p.syncs, p.collectives, p.lost.total());
     render_sync_sections(out, p);
   }
+  render_waits(out, report);
   if (report.processes.size() > 1) {
     out += fmt::format("\nall ranks\n");
     render_tables(out, report.total_copies, report.total_syncs, report.total_collectives, report.total_lost.total());
@@ -370,6 +452,41 @@ nlohmann::ordered_json render_json(const Report& report) {
                    {"syncs", syncs_json(report.total_syncs)},
                    {"collectives", collectives_json(report.total_collectives)},
                    {"dropped_events", report.total_lost.total()}};
+  {
+    const WaitReport& w = report.waits;
+    const CollectiveAnalysis& a = w.analysis;
+    auto ranks = nlohmann::ordered_json::array();
+    for (const RankWaits& r : a.ranks) {
+      const int64_t steps = steps_of_rank(report, r.rank);
+      ranks.push_back({{"rank", r.rank},
+                       {"collectives", r.collectives},
+                       {"waited_ns", r.waited_ns},
+                       {"per_step_ns", steps ? nlohmann::ordered_json(r.waited_ns / steps) : nullptr},
+                       {"last_count", r.last_count},
+                       {"last_fraction", r.collectives ? double(r.last_count) / double(r.collectives) : 0.0},
+                       {"imposed_ns", r.imposed_ns}});
+    }
+    nlohmann::ordered_json straggler = nullptr;
+    if (a.straggler >= 0) {
+      auto activity = nlohmann::ordered_json::array();
+      for (const auto& h : w.straggler_host)
+        activity.push_back({{"file", h.file}, {"line", h.line}, {"function", h.function}, {"share", h.share}});
+      int64_t imposed = 0;
+      for (const RankWaits& r : a.ranks)
+        if (r.rank == a.straggler) imposed = r.imposed_ns;
+      const int64_t steps = steps_of_rank(report, a.straggler);
+      straggler = {{"rank", a.straggler},
+                   {"imposed_ns", imposed},
+                   {"imposed_per_step_ns", steps ? nlohmann::ordered_json(imposed / steps) : nullptr},
+                   {"host_activity", activity}};
+    }
+    doc["collective_waits"] = {{"matched", a.matched},
+                               {"incomplete", a.incomplete},
+                               {"communicators", a.communicators},
+                               {"untimed", {{"capturing", w.untimed_capturing}, {"no_event", w.untimed_no_event}}},
+                               {"ranks", ranks},
+                               {"straggler", straggler}};
+  }
   doc["findings"] = nlohmann::ordered_json::array();
   for (const auto& f : report.findings)
     doc["findings"].push_back({{"kind", f.kind}, {"rank", rank_json(f.rank)}, {"calls", f.calls}, {"bytes", f.bytes},

@@ -8,6 +8,7 @@
 
 #include "run_database.hpp"
 #include "syncs.hpp"
+#include "waits.hpp"
 
 namespace trainshim::cli {
 
@@ -33,6 +34,8 @@ struct LostEvents {
 };
 
 struct ProcessReport {
+  const RunDatabase* db = nullptr;  // the database it came from, and its id there
+  int64_t id = 0;
   int rank = -1;  // -1: not started by a known launcher
   int local_rank = -1, world_size = -1;
   int64_t pid = 0;
@@ -47,7 +50,7 @@ struct ProcessReport {
 };
 
 struct Finding {
-  std::string kind;  // pageable_copy | hidden_sync | dropped_events
+  std::string kind;  // pageable_copy | hidden_sync | straggler | dropped_events
   int rank = -1;
   int64_t calls = 0, bytes = 0, cost_ns = 0;
   std::string message, advice;
@@ -60,10 +63,13 @@ struct Report {
   std::vector<SyncRow> total_syncs;
   std::vector<CollectiveRow> total_collectives;
   LostEvents total_lost;
+  WaitReport waits;
   std::vector<Finding> findings;
 };
 
 // step_name: TRAINSHIM_STEP's value ("file:line" or a Python function), empty to detect steps.
+// Several databases (one per node of a job) merge into one report.
+Report load_report(const std::vector<const RunDatabase*>& databases, const std::string& step_name = "");
 Report load_report(const RunDatabase& db, const std::string& step_name = "");
 std::string render_text(const Report& report);
 nlohmann::ordered_json render_json(const Report& report);

@@ -1,0 +1,82 @@
+#include "waits.hpp"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "classifier.hpp"
+
+namespace trainshim::cli {
+
+namespace {
+
+// The window before a late collective in which the straggler's host was making others wait,
+// widened a little: its calls at the very start of the late work still count.
+constexpr double kWindowMargin = 1.25;
+constexpr std::size_t kMaxWindows = 2000;
+
+std::vector<HostActivity> host_activity(const ProcessRef& p, const std::vector<LateCollective>& late) {
+  std::map<std::tuple<std::string, int, std::string>, int64_t> counts;
+  std::map<int64_t, std::tuple<std::string, int, std::string>> top_frame;  // by python stack id
+  int64_t total = 0;
+  const std::size_t first = late.size() > kMaxWindows ? late.size() - kMaxWindows : 0;
+  for (std::size_t i = first; i < late.size(); ++i) {
+    const int64_t end = late[i].host_begin_ns;
+    const int64_t begin = end - int64_t(double(late[i].lateness_ns) * kWindowMargin);
+    Statement q(*p.db, "SELECT python_stack FROM events WHERE process_id = ? AND begin_ns >= ? AND begin_ns < ? "
+                       "AND python_stack <> 0");
+    q.bind(1, p.process_id).bind(2, begin).bind(3, end);
+    while (q.step()) {
+      const int64_t stack = q.integer(0);
+      auto [it, fresh] = top_frame.try_emplace(stack);
+      if (fresh) {
+        std::vector<PythonFrameView> frames;
+        Statement f(*p.db, "SELECT file, function, source, line FROM python_frames WHERE process_id = ? AND "
+                           "stack_id = ? ORDER BY depth");
+        f.bind(1, p.process_id).bind(2, stack);
+        while (f.step()) frames.push_back({f.text(0), f.text(1), f.text(2), int(f.integer(3))});
+        if (const int top = top_user_python_frame(frames); top >= 0)
+          it->second = {frames[std::size_t(top)].file, frames[std::size_t(top)].line, frames[std::size_t(top)].function};
+      }
+      if (std::get<0>(it->second).empty()) continue;
+      ++counts[it->second];
+      ++total;
+    }
+  }
+  std::vector<HostActivity> out;
+  for (const auto& [where, n] : counts)
+    out.push_back({std::get<0>(where), std::get<2>(where), std::get<1>(where), double(n) / double(total)});
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.share > b.share; });
+  return out;
+}
+
+}  // namespace
+
+WaitReport load_waits(const std::vector<ProcessRef>& processes) {
+  WaitReport out;
+  std::vector<CollectiveTiming> timings;
+  for (const ProcessRef& p : processes) {
+    Statement q(*p.db, "SELECT e.rank_in_comm, e.object, e.comm_size, e.sequence, e.detail, e.begin_ns FROM events e "
+                       "JOIN apis a ON a.id = e.api WHERE e.process_id = ? AND a.class = 'collective_timing'");
+    q.bind(1, p.process_id);
+    while (q.step())
+      timings.push_back({p.rank >= 0 ? p.rank : int32_t(q.integer(0)), uint64_t(q.integer(1)), uint32_t(q.integer(2)),
+                         uint32_t(q.integer(3)), q.integer(4), q.integer(5)});
+    Statement untimed(*p.db, "SELECT untimed_capturing, untimed_no_event FROM processes WHERE id = ?");
+    untimed.bind(1, p.process_id);
+    if (untimed.step()) {
+      out.untimed_capturing += untimed.integer(0);
+      out.untimed_no_event += untimed.integer(1);
+    }
+  }
+  out.analysis = analyze_collectives(timings);
+  if (out.analysis.straggler >= 0)
+    for (const ProcessRef& p : processes)
+      if (p.rank == out.analysis.straggler) {
+        out.straggler_host = host_activity(p, out.analysis.straggler_late);
+        break;
+      }
+  return out;
+}
+
+}  // namespace trainshim::cli
