@@ -12,7 +12,7 @@ namespace {
 
 // The window before a late collective in which the straggler's host was making others wait,
 // widened a little: its calls at the very start of the late work still count.
-constexpr double kWindowMargin = 1.25;
+constexpr double kWindowMargin = 1.1;
 constexpr std::size_t kMaxWindows = 2000;
 
 std::vector<HostActivity> host_activity(const ProcessRef& p, const std::vector<LateCollective>& late) {
@@ -23,8 +23,9 @@ std::vector<HostActivity> host_activity(const ProcessRef& p, const std::vector<L
   for (std::size_t i = first; i < late.size(); ++i) {
     const int64_t end = late[i].host_begin_ns;
     const int64_t begin = end - int64_t(double(late[i].lateness_ns) * kWindowMargin);
-    Statement q(*p.db, "SELECT python_stack FROM events WHERE process_id = ? AND begin_ns >= ? AND begin_ns < ? "
-                       "AND python_stack <> 0");
+    // The collectives themselves are where the others waited, not what kept this host busy.
+    Statement q(*p.db, "SELECT e.python_stack FROM events e JOIN apis a ON a.id = e.api WHERE e.process_id = ? AND "
+                       "e.begin_ns >= ? AND e.begin_ns < ? AND e.python_stack <> 0 AND a.class <> 'collective'");
     q.bind(1, p.process_id).bind(2, begin).bind(3, end);
     while (q.step()) {
       const int64_t stack = q.integer(0);

@@ -1,0 +1,117 @@
+// Collective waits end to end: four ranks on simcuda, real rendezvous, GPU-side timing.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "harness.hpp"
+#include "trainshim/names.hpp"
+
+namespace trainshim::test {
+namespace {
+
+using nlohmann::json;
+
+int marked_line(const std::string& source, const std::string& marker) {
+  std::ifstream in(source);
+  std::string text;
+  for (int line = 1; std::getline(in, text); ++line)
+    if (text.find(marker) != std::string::npos) return line;
+  throw std::runtime_error(marker + " not found in " + source);
+}
+
+std::string collector_lock_path_for(const std::string& job) { return collector_lock_path(getuid(), job); }
+
+json run_straggler_job(const Scratch& s, int delay_ms) {
+  const std::string script = std::string(Paths::source) + "/tests/python/straggler.py";
+  const auto result = run("STRAGGLER_DELAY_MS=" + std::to_string(delay_ms) + " " + trainshim_cli() +
+                          " run --json --out " + s.db() + " -- " + Paths::source + "/scripts/simrun -n 4 -- python3 " +
+                          script);
+  EXPECT_EQ(result.exit_code, 0) << result.out;
+  return json::parse(result.out);
+}
+
+TEST(CollectiveWaits, TheSlowRankIsNamedWithWhatItsHostWasDoing) {
+  Scratch s;
+  const json report = run_straggler_job(s, 30);
+  const json& waits = report.at("collective_waits");
+  EXPECT_EQ(waits.at("matched"), 30) << "10 steps x 3 all-reduces, seen on all four ranks";
+  EXPECT_EQ(waits.at("incomplete"), 0);
+  EXPECT_EQ(waits.at("communicators"), 1);
+  ASSERT_FALSE(waits.at("straggler").is_null()) << waits.dump(1);
+  EXPECT_EQ(waits.at("straggler").at("rank"), 2);
+  ASSERT_EQ(waits.at("ranks").size(), 4u);
+  for (const auto& r : waits.at("ranks")) {
+    SCOPED_TRACE("rank " + r.at("rank").dump());
+    EXPECT_EQ(r.at("collectives"), 30);
+    const double per_step_ms = r.at("per_step_ns").get<double>() / 1e6;
+    if (r.at("rank") == 2) {
+      EXPECT_LT(per_step_ms, 3.0) << "the straggler itself barely waits";
+    } else {
+      EXPECT_NEAR(per_step_ms, 30.0, 6.0) << "every other rank waits for the 30 ms of host work";
+    }
+  }
+  const std::string script = std::string(Paths::source) + "/tests/python/straggler.py";
+  const json& host = waits.at("straggler").at("host_activity");
+  ASSERT_FALSE(host.empty());
+  EXPECT_EQ(host[0].at("function"), "slow_data_loading");
+  EXPECT_EQ(host[0].at("line"), marked_line(script, "# PLANTED late_work"));
+  bool named = false;
+  for (const auto& f : report.at("findings")) named = named || (f.at("kind") == "straggler" && f.at("rank") == 2);
+  EXPECT_TRUE(named) << report.at("findings").dump(1);
+}
+
+TEST(CollectiveWaits, BalancedRanksHaveNoStraggler) {
+  Scratch s;
+  const json report = run_straggler_job(s, 0);
+  const json& waits = report.at("collective_waits");
+  EXPECT_EQ(waits.at("matched"), 30);
+  EXPECT_TRUE(waits.at("straggler").is_null()) << waits.dump(1);
+  for (const auto& f : report.at("findings")) EXPECT_NE(f.at("kind"), "straggler");
+}
+
+// Two "nodes": ranks 0-1 and ranks 2-3 each have their own job id, so their own collector and
+// database, as on two machines; the report over both databases finds what one database would.
+TEST(CollectiveWaits, DatabasesOfTwoNodesMergeIntoOneAnswer) {
+  Scratch s;
+  const std::string node_a = s.job + "_a", node_b = s.job + "_b";
+  const std::string launch = "if [ $RANK -lt 2 ]; then export TRAINSHIM_JOB=" + node_a + " TRAINSHIM_OUT=" + s.dir +
+                             "/a.db; else export TRAINSHIM_JOB=" + node_b + " TRAINSHIM_OUT=" + s.dir +
+                             "/b.db; fi; exec env LD_PRELOAD=" + Paths::bin + "/libtrainshim.so python3 " +
+                             Paths::source + "/tests/python/straggler.py";
+  ASSERT_EQ(run(std::string(Paths::source) + "/scripts/simrun -n 4 -- sh -c '" + launch + "'").exit_code, 0);
+  for (const std::string& job : {node_a, node_b}) {
+    const std::string lock = collector_lock_path_for(job);
+    for (int i = 0; i < 600 && std::filesystem::exists(lock); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ASSERT_FALSE(std::filesystem::exists(lock)) << "the collector of " << job << " did not exit";
+  }
+  EXPECT_EQ(query_int(s.dir + "/a.db", "SELECT count(*) FROM processes"), 2);
+  EXPECT_EQ(query_int(s.dir + "/b.db", "SELECT count(*) FROM processes"), 2);
+  const auto result = run(trainshim_cli() + " report --json " + s.dir + "/a.db " + s.dir + "/b.db");
+  ASSERT_EQ(result.exit_code, 0);
+  const json report = json::parse(result.out);
+  ASSERT_EQ(report.at("ranks").size(), 4u);
+  const json& waits = report.at("collective_waits");
+  EXPECT_EQ(waits.at("matched"), 30);
+  EXPECT_EQ(waits.at("incomplete"), 0);
+  ASSERT_FALSE(waits.at("straggler").is_null()) << waits.dump(1);
+  EXPECT_EQ(waits.at("straggler").at("rank"), 2);
+  EXPECT_EQ(waits.at("straggler").at("host_activity")[0].at("function"), "slow_data_loading");
+  for (const auto& r : waits.at("ranks")) {
+    if (r.at("rank") != 2) {
+      EXPECT_NEAR(r.at("per_step_ns").get<double>() / 1e6, 30.0, 6.0) << r.dump();
+    }
+  }
+  // Each database alone sees half of every collective: nothing matches.
+  const json half = json::parse(run(trainshim_cli() + " report --json " + s.dir + "/a.db").out);
+  EXPECT_EQ(half.at("collective_waits").at("matched"), 0);
+  EXPECT_EQ(half.at("collective_waits").at("incomplete"), 30);
+}
+
+}  // namespace
+}  // namespace trainshim::test
