@@ -9,7 +9,9 @@
 namespace trainshim::collector {
 
 Collector::Collector(CollectorOptions options)
-    : options_(std::move(options)), database_(options_.database_path, options_.job) {
+    : options_(std::move(options)),
+      database_(options_.database_path, options_.job),
+      hangs_(std::chrono::duration_cast<std::chrono::nanoseconds>(options_.hang).count()) {
   database_.log("info", fmt::format("collector {} started for job {}", getpid(), options_.job));
   database_.commit();
 }
@@ -49,8 +51,9 @@ uint64_t Collector::pass() {
     const auto side = reader.drain_side([&](const SideRecord& r) { t.stacks->add(r); }, gone);
     auto counts = reader.drain(
         [&](const EventRecord& r) {
-          database_.add_event(t.process_id, r, clock_.to_monotonic_ns(reader.header(), r.begin_ticks),
-                              clock_.to_monotonic_ns(reader.header(), r.end_ticks));
+          const uint64_t begin_ns = clock_.to_monotonic_ns(reader.header(), r.begin_ticks);
+          database_.add_event(t.process_id, r, begin_ns, clock_.to_monotonic_ns(reader.header(), r.end_ticks));
+          hangs_.observe(reader.header().rank, r, int64_t(begin_ns), t.stacks->user_frame(r.python_stack));
         },
         gone);
     stored += counts.records;
@@ -83,8 +86,22 @@ uint64_t Collector::pass() {
       ++it;
     }
   }
+  watch_hangs();
   database_.commit();
   return stored;
+}
+
+void Collector::watch_hangs() {
+  for (const Hang& h : hangs_.check(int64_t(clock_ns(CLOCK_MONOTONIC)))) {
+    auto ranks = [](const std::vector<int>& list) {
+      std::string out;
+      for (int r : list) out += (out.empty() ? "" : ",") + std::to_string(r);
+      return out;
+    };
+    database_.record_hang(fmt::format("{:016x}", h.communicator), h.sequence, h.op, ranks(h.waiting),
+                          ranks(h.missing), h.waited_ns, h.message);
+    if (h.fresh) report("hang", h.message);
+  }
 }
 
 void Collector::run(const std::atomic<bool>& stop) {

@@ -10,6 +10,7 @@
 
 #include "clock_calibration.hpp"
 #include "database.hpp"
+#include "hang_watch.hpp"
 #include "process_stacks.hpp"
 #include "segment_reader.hpp"
 
@@ -23,6 +24,8 @@ struct CollectorOptions {
   // Exit once every producer seen is gone and drained and no new one appeared for this long
   // (and, when none was ever seen, once this long passed since start). Zero: run until signalled.
   std::chrono::milliseconds idle_exit{0};
+  // A collective some ranks entered and others not, for this long, is reported as a hang.
+  std::chrono::milliseconds hang{120'000};
 };
 
 class Collector {
@@ -42,6 +45,7 @@ class Collector {
     std::unique_ptr<ProcessStacks> stacks;
   };
   void discover();
+  void watch_hangs();
   void report(const std::string& level, const std::string& message);
 
   CollectorOptions options_;
@@ -49,6 +53,7 @@ class Collector {
   ClockCalibration clock_;
   std::map<std::string, Tracked> segments_;
   std::set<std::string> rejected_;  // reported once, then left alone
+  HangWatch hangs_;
 };
 
 }  // namespace trainshim::collector

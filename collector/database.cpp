@@ -80,6 +80,16 @@ CREATE TABLE IF NOT EXISTS python_frames(
   line INTEGER NOT NULL,
   source TEXT NOT NULL,
   PRIMARY KEY(process_id, stack_id, depth));
+CREATE TABLE IF NOT EXISTS hangs(
+  communicator TEXT NOT NULL,
+  sequence INTEGER NOT NULL,
+  op TEXT NOT NULL,
+  waiting_ranks TEXT NOT NULL,
+  missing_ranks TEXT NOT NULL,
+  waited_ns INTEGER NOT NULL,
+  message TEXT NOT NULL,
+  detected_unix INTEGER NOT NULL,
+  PRIMARY KEY(communicator, sequence));
 CREATE TABLE IF NOT EXISTS collector_log(time_ns INTEGER NOT NULL, level TEXT NOT NULL, message TEXT NOT NULL);
 )sql";
 
@@ -131,6 +141,11 @@ Database::Database(const std::string& path, const std::string& job) {
     insert_native_frame_ = prepare("INSERT OR IGNORE INTO native_frames VALUES(?,?,?,?,?,?,?,?)");
     insert_python_frame_ = prepare("INSERT OR IGNORE INTO python_frames VALUES(?,?,?,?,?,?,?)");
     insert_log_ = prepare("INSERT INTO collector_log VALUES(?,?,?)");
+    // A hang is written when found and rewritten while it lasts (how long the ranks have waited).
+    upsert_hang_ = prepare(
+        "INSERT INTO hangs VALUES(?,?,?,?,?,?,?,?) ON CONFLICT(communicator, sequence) DO UPDATE SET "
+        "waiting_ranks = excluded.waiting_ranks, missing_ranks = excluded.missing_ranks, "
+        "waited_ns = excluded.waited_ns, message = excluded.message");
   } catch (...) {
     finalize_all();
     sqlite3_close(db_);
@@ -146,7 +161,7 @@ Database::~Database() {
 
 void Database::finalize_all() {
   for (auto* s : {insert_event_, insert_process_, update_process_, insert_log_, insert_module_,
-                  insert_native_frame_, insert_python_frame_})
+                  insert_native_frame_, insert_python_frame_, upsert_hang_})
     sqlite3_finalize(s);
 }
 
@@ -275,6 +290,22 @@ void Database::add_python_frame(int64_t process_id, uint32_t stack_id, int depth
   bind_text(s, 5, function);
   sqlite3_bind_int(s, 6, line);
   bind_text(s, 7, source);
+  step_and_reset(db_, s);
+}
+
+void Database::record_hang(const std::string& communicator, uint32_t sequence, const std::string& op,
+                           const std::string& waiting, const std::string& missing, int64_t waited_ns,
+                           const std::string& message) {
+  begin_if_needed();
+  sqlite3_stmt* s = upsert_hang_;
+  bind_text(s, 1, communicator);
+  sqlite3_bind_int64(s, 2, sequence);
+  bind_text(s, 3, op);
+  bind_text(s, 4, waiting);
+  bind_text(s, 5, missing);
+  sqlite3_bind_int64(s, 6, waited_ns);
+  bind_text(s, 7, message);
+  sqlite3_bind_int64(s, 8, int64_t(std::time(nullptr)));
   step_and_reset(db_, s);
 }
 

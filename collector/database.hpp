@@ -40,6 +40,9 @@ class Database {
   };
   void update_process(int64_t process_id, const ProcessCounters& counters);
   void log(const std::string& level, const std::string& message);
+  void record_hang(const std::string& communicator, uint32_t sequence, const std::string& op,
+                   const std::string& waiting, const std::string& missing, int64_t waited_ns,
+                   const std::string& message);
 
   // Writes are grouped in transactions; commit makes them visible to readers.
   void commit();
@@ -58,6 +61,7 @@ class Database {
   sqlite3_stmt* insert_module_ = nullptr;
   sqlite3_stmt* insert_native_frame_ = nullptr;
   sqlite3_stmt* insert_python_frame_ = nullptr;
+  sqlite3_stmt* upsert_hang_ = nullptr;
   bool in_transaction_ = false;
 };
 

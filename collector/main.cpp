@@ -50,6 +50,16 @@ int main(int argc, char** argv) {
     const char* env = std::getenv("TRAINSHIM_OUT");
     out = env && *env ? env : fmt::format("trainshim-{}.db", job);
   }
+  std::chrono::milliseconds hang{120'000};
+  if (const char* value = std::getenv("TRAINSHIM_HANG_S"); value && *value) {
+    char* end = nullptr;
+    const double seconds = std::strtod(value, &end);
+    if (*end != '\0' || seconds <= 0) {
+      fmt::print(stderr, "trainshim-collector: TRAINSHIM_HANG_S={} is not a number of seconds above 0\n", value);
+      return 2;
+    }
+    hang = std::chrono::milliseconds(int64_t(seconds * 1000));
+  }
   const std::string lock_path = trainshim::collector_lock_path(getuid(), job);
   if (lock_fd < 0) {
     lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -90,6 +100,7 @@ int main(int argc, char** argv) {
     options.uid = getuid();
     options.poll = std::chrono::milliseconds(poll_ms);
     options.idle_exit = std::chrono::milliseconds(int64_t(idle_exit_seconds * 1000));
+    options.hang = hang;
     trainshim::collector::Collector collector(options);
     collector.run(g_stop);
   } catch (const std::exception& e) {

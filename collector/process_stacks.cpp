@@ -1,9 +1,13 @@
 #include "process_stacks.hpp"
 
+#include <fmt/format.h>
+
 #include <cstring>
 #include <fstream>
 #include <mutex>
 #include <vector>
+
+#include "trainshim/python_files.hpp"
 
 namespace trainshim::collector {
 
@@ -23,6 +27,11 @@ std::string source_line(const std::string& path, int line) {
   const auto first = raw.find_first_not_of(" \t");
   const auto last = raw.find_last_not_of(" \t\r");
   return first == std::string::npos ? std::string() : raw.substr(first, last - first + 1);
+}
+
+std::string ProcessStacks::user_frame(uint32_t python_stack) const {
+  const auto it = user_frames_.find(python_stack);
+  return it == user_frames_.end() ? std::string() : it->second;
 }
 
 std::string ProcessStacks::text(uint32_t string_id) const {
@@ -53,6 +62,8 @@ void ProcessStacks::add(const SideRecord& r) {
         const PythonFrameRecord& f = r.python[depth];
         const std::string file = text(f.file);
         database_.add_python_frame(process_id_, r.id, depth, file, text(f.function), f.line, source_line(file, f.line));
+        if (!user_frames_.count(r.id) && (!is_library_python_file(file) || depth + 1 == r.count))
+          user_frames_[r.id] = fmt::format("{}:{} in {}", file, f.line, text(f.function));
       }
       break;
   }

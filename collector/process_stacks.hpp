@@ -15,6 +15,8 @@ class ProcessStacks {
  public:
   ProcessStacks(Database& database, int64_t process_id) : database_(database), process_id_(process_id) {}
   void add(const SideRecord& record);
+  // "file:line in function" of the user's innermost frame of a Python stack, empty if unknown.
+  std::string user_frame(uint32_t python_stack) const;
 
  private:
   std::string text(uint32_t string_id) const;
@@ -23,6 +25,7 @@ class ProcessStacks {
   int64_t process_id_;
   Symbolizer symbolizer_;
   std::unordered_map<uint32_t, std::string> strings_;
+  std::unordered_map<uint32_t, std::string> user_frames_;
 };
 
 // Line `line` (from 1) of `path` without its end of line, empty when unreadable. Files are read

@@ -1,7 +1,8 @@
 #include "classifier.hpp"
 
-#include <cctype>
 #include <string_view>
+
+#include "trainshim/python_files.hpp"
 
 namespace trainshim::cli {
 
@@ -60,13 +61,6 @@ std::string basename(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// The standard library lives in .../lib/python3.X/; a user's /home/u/lib/python_tools/ does not.
-bool is_framework_or_stdlib(const std::string& file) {
-  const auto lib = file.find("/lib/python");
-  const bool stdlib = lib != std::string::npos && lib + 11 < file.size() && std::isdigit(static_cast<unsigned char>(file[lib + 11]));
-  return contains(file, "/site-packages/") || contains(file, "/dist-packages/") || stdlib || file.starts_with("<");
-}
-
 bool is_shared_library(const std::string& module) { return contains(basename(module), ".so"); }
 
 // The API was called by the user's own code: a C++ program's own function, or a Python line
@@ -115,7 +109,7 @@ Classification classify(const SyncShape& shape) {
 
 int top_user_python_frame(const std::vector<PythonFrameView>& frames) {
   for (std::size_t i = 0; i < frames.size(); ++i)
-    if (!is_framework_or_stdlib(frames[i].file)) return int(i);
+    if (!is_library_python_file(frames[i].file)) return int(i);
   return frames.empty() ? -1 : 0;
 }
 

@@ -132,6 +132,16 @@ void add_straggler_finding(Report& report) {
 }
 
 void add_findings(Report& report) {
+  for (const HangRow& h : report.hangs) {
+    Finding f;
+    f.kind = "hang";
+    f.rank = h.missing.empty() ? -1 : h.missing.front();
+    f.cost_ns = h.waited_ns;
+    f.message = h.message;
+    f.advice = "look at what the missing rank was doing last: a rank that skips a collective (an evaluation or a "
+               "checkpoint on one rank, a data-dependent branch) leaves every other rank waiting";
+    report.findings.push_back(std::move(f));
+  }
   add_straggler_finding(report);
   for (const ProcessReport& p : report.processes) {
     for (const CopyRow& c : p.copies) {
@@ -237,6 +247,22 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
     refs.push_back({p.db, p.id, p.rank, p.synchronisations.steps.count});
   }
   report.waits = load_waits(refs);
+  for (const RunDatabase* db : databases) {
+    Statement hangs(*db, "SELECT communicator, sequence, op, waiting_ranks, missing_ranks, waited_ns, message "
+                         "FROM hangs ORDER BY detected_unix, communicator, sequence");
+    auto ranks = [](const std::string& list) {
+      std::vector<int> out;
+      for (std::size_t pos = 0; pos < list.size();) {
+        const auto comma = list.find(',', pos);
+        out.push_back(std::stoi(list.substr(pos, comma - pos)));
+        pos = comma == std::string::npos ? list.size() : comma + 1;
+      }
+      return out;
+    };
+    while (hangs.step())
+      report.hangs.push_back({hangs.text(0), hangs.text(2), hangs.text(6), hangs.integer(1), hangs.integer(5),
+                              ranks(hangs.text(3)), ranks(hangs.text(4))});
+  }
 
   report.total_copies = merge(report.processes, &ProcessReport::copies,
                               [](const CopyRow& r) { return std::make_pair(r.direction, r.host_memory); });
@@ -310,6 +336,12 @@ void render_sync_sections(std::string& out, const ProcessReport& p) {
   }
 }
 
+void render_hangs(std::string& out, const Report& report) {
+  if (report.hangs.empty()) return;
+  out += "\nHangs (seen by the collector while the job ran)\n";
+  for (const HangRow& h : report.hangs) out += fmt::format("  {}\n", h.message);
+}
+
 void render_waits(std::string& out, const Report& report) {
   const WaitReport& w = report.waits;
   const CollectiveAnalysis& a = w.analysis;
@@ -354,6 +386,7 @@ std::string render_text(const Report& report) {
     render_tables(out, p.copies, p.syncs, p.collectives, p.lost.total());
     render_sync_sections(out, p);
   }
+  render_hangs(out, report);
   render_waits(out, report);
   if (report.processes.size() > 1) {
     out += fmt::format("\nall ranks\n");
@@ -487,6 +520,15 @@ nlohmann::ordered_json render_json(const Report& report) {
                                {"ranks", ranks},
                                {"straggler", straggler}};
   }
+  doc["hangs"] = nlohmann::ordered_json::array();
+  for (const HangRow& h : report.hangs)
+    doc["hangs"].push_back({{"communicator", h.communicator},
+                            {"sequence", h.sequence},
+                            {"op", h.op},
+                            {"waiting_ranks", h.waiting},
+                            {"missing_ranks", h.missing},
+                            {"waited_ns", h.waited_ns},
+                            {"message", h.message}});
   doc["findings"] = nlohmann::ordered_json::array();
   for (const auto& f : report.findings)
     doc["findings"].push_back({{"kind", f.kind}, {"rank", rank_json(f.rank)}, {"calls", f.calls}, {"bytes", f.bytes},

@@ -50,10 +50,16 @@ struct ProcessReport {
 };
 
 struct Finding {
-  std::string kind;  // pageable_copy | hidden_sync | straggler | dropped_events
+  std::string kind;  // hang | pageable_copy | hidden_sync | straggler | dropped_events
   int rank = -1;
   int64_t calls = 0, bytes = 0, cost_ns = 0;
   std::string message, advice;
+};
+
+struct HangRow {
+  std::string communicator, op, message;
+  int64_t sequence = 0, waited_ns = 0;
+  std::vector<int> waiting, missing;
 };
 
 struct Report {
@@ -64,6 +70,7 @@ struct Report {
   std::vector<CollectiveRow> total_collectives;
   LostEvents total_lost;
   WaitReport waits;
+  std::vector<HangRow> hangs;  // written by the collector while the job hung
   std::vector<Finding> findings;
 };
 

@@ -1,6 +1,7 @@
 // Collective waits end to end: four ranks on simcuda, real rendezvous, GPU-side timing.
 #include <gtest/gtest.h>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -72,6 +73,44 @@ TEST(CollectiveWaits, BalancedRanksHaveNoStraggler) {
   EXPECT_EQ(waits.at("matched"), 30);
   EXPECT_TRUE(waits.at("straggler").is_null()) << waits.dump(1);
   for (const auto& f : report.at("findings")) EXPECT_NE(f.at("kind"), "straggler");
+}
+
+// While the job hangs, the live report names the rank that never arrived and what it did last;
+// once the job is killed, the database still holds the hang.
+TEST(CollectiveWaits, AHangIsReportedWhileTheJobHangs) {
+  Scratch s;
+  const std::string script = std::string(Paths::source) + "/tests/python/hang.py";
+  const auto started = run("TRAINSHIM_HANG_S=2 setsid " + trainshim_cli() + " run --no-report --out " + s.db() +
+                           " -- " + Paths::source + "/scripts/simrun -n 4 -- python3 " + script + " > " + s.dir +
+                           "/job.log 2>&1 & echo $!");
+  const pid_t job = std::stoi(started.out);
+  json hangs = json::array();
+  for (int i = 0; i < 120 && hangs.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    if (!std::filesystem::exists(s.db())) continue;
+    const auto live = run(trainshim_cli() + " report --json " + s.db());
+    if (live.exit_code == 0) hangs = json::parse(live.out).at("hangs");
+  }
+  kill(-job, SIGTERM);
+  ASSERT_EQ(hangs.size(), 1u) << "no hang reported while the job hung";
+  EXPECT_EQ(hangs[0].at("op"), "ncclAllReduce");
+  EXPECT_EQ(hangs[0].at("sequence"), 4) << "steps 0-2 completed: the fourth all-reduce hangs";
+  EXPECT_EQ(hangs[0].at("missing_ranks"), json::array({1}));
+  EXPECT_EQ(hangs[0].at("waiting_ranks"), json::array({0, 2, 3}));
+  const std::string message = hangs[0].at("message");
+  const std::string last = "rank 1's last activity: cudaStreamSynchronize at " + script + ":" +
+                           std::to_string(marked_line(script, "# PLANTED last_activity")) + " in evaluate";
+  EXPECT_NE(message.find(last), std::string::npos) << message;
+  EXPECT_NE(message.find("ranks 0,2,3 waiting for"), std::string::npos) << message;
+
+  for (int i = 0; i < 100 && kill(job, 0) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto after = run(trainshim_cli() + " report --json " + s.db());
+  ASSERT_EQ(after.exit_code, 0);
+  const json report = json::parse(after.out);
+  ASSERT_EQ(report.at("hangs").size(), 1u);
+  bool found = false;
+  for (const auto& f : report.at("findings")) found = found || (f.at("kind") == "hang" && f.at("rank") == 1);
+  EXPECT_TRUE(found) << report.at("findings").dump(1);
 }
 
 // Two "nodes": ranks 0-1 and ranks 2-3 each have their own job id, so their own collector and

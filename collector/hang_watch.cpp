@@ -1,0 +1,84 @@
+#include "hang_watch.hpp"
+
+#include <fmt/format.h>
+
+namespace trainshim::collector {
+
+namespace {
+
+std::string list(const std::vector<int>& ranks) {
+  std::string out;
+  for (int r : ranks) out += (out.empty() ? "" : ",") + std::to_string(r);
+  return out;
+}
+
+}  // namespace
+
+void HangWatch::observe(int rank, const EventRecord& r, int64_t begin_ns, const std::string& where) {
+  const ApiInfo& info = kApis[r.api];
+  const bool collective = info.api_class == ApiClass::Collective;
+  const bool timing = info.api_class == ApiClass::CollectiveTiming;
+  const int who = rank >= 0 ? rank : int(r.rank_in_comm);
+  if (!timing) last_[who] = {std::string(info.name), where, begin_ns};
+  if ((!collective && !timing) || r.sequence == 0 || r.comm_size == 0) return;
+  Communicator& c = communicators_[r.object];
+  c.size = r.comm_size;
+  Member& m = c.members[r.rank_in_comm];
+  m.rank = who;
+  if (timing) {
+    m.finished = std::max(m.finished, r.sequence);
+    return;
+  }
+  m.entered = std::max(m.entered, r.sequence);
+  if (r.sequence > c.newest) {
+    c.newest = r.sequence;
+    c.newest_since_ns = begin_ns;
+    c.newest_op = std::string(info.name);
+  }
+}
+
+std::vector<Hang> HangWatch::check(int64_t now_ns) {
+  std::vector<Hang> hangs;
+  for (auto& [id, c] : communicators_) {
+    if (c.newest == 0 || now_ns - c.newest_since_ns < threshold_ns_) continue;
+    Hang h;
+    h.communicator = id;
+    h.sequence = c.newest;
+    h.op = c.newest_op;
+    h.waited_ns = now_ns - c.newest_since_ns;
+    std::vector<uint32_t> unseen;
+    for (uint32_t member = 0; member < c.size; ++member) {
+      const auto it = c.members.find(member);
+      if (it == c.members.end()) {
+        unseen.push_back(member);
+      } else if (it->second.entered < c.newest) {
+        h.missing.push_back(it->second.rank);
+      } else if (it->second.finished < c.newest && it->second.finished > 0) {
+        // Only a member whose collectives are timed tells waiting apart from not yet timed.
+        h.waiting.push_back(it->second.rank);
+      }
+    }
+    // Finished on every rank that entered it, or nobody is missing here: not a hang this node sees.
+    if (h.waiting.empty() || (h.missing.empty() && unseen.empty())) continue;
+    h.message = fmt::format("{} #{} on communicator {:016x}: rank{} {} waiting for {:.0f} s", h.op, h.sequence, id,
+                            h.waiting.size() == 1 ? "" : "s", list(h.waiting), double(h.waited_ns) / 1e9);
+    if (!h.missing.empty())
+      h.message += fmt::format("; rank{} {} never entered it", h.missing.size() == 1 ? "" : "s", list(h.missing));
+    if (!unseen.empty())
+      h.message += fmt::format("; {} rank{} of the communicator not seen on this node", unseen.size(),
+                               unseen.size() == 1 ? "" : "s");
+    for (int rank : h.missing) {
+      const auto last = last_.find(rank);
+      if (last == last_.end()) continue;
+      h.message += fmt::format("; rank {}'s last activity: {}{}{}, {:.0f} s ago", rank, last->second.api,
+                               last->second.where.empty() ? "" : " at ", last->second.where,
+                               double(now_ns - last->second.at_ns) / 1e9);
+    }
+    h.fresh = c.reported != c.newest;
+    c.reported = c.newest;
+    hangs.push_back(std::move(h));
+  }
+  return hangs;
+}
+
+}  // namespace trainshim::collector

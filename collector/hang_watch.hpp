@@ -1,0 +1,59 @@
+#pragma once
+// Hang detection while the job runs: a collective that some ranks of a communicator entered and
+// others have not, for longer than a threshold. The collector sees the ranks of its own node.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "trainshim/protocol.hpp"
+
+namespace trainshim::collector {
+
+struct Hang {
+  uint64_t communicator = 0;
+  uint32_t sequence = 0;
+  std::string op;                // "ncclAllReduce", ...
+  std::vector<int> waiting;      // ranks inside the collective
+  std::vector<int> missing;      // ranks that never entered it
+  int64_t waited_ns = 0;
+  std::string message;
+  bool fresh = false;            // first reported on this check
+};
+
+class HangWatch {
+ public:
+  explicit HangWatch(int64_t threshold_ns) : threshold_ns_(threshold_ns) {}
+
+  // Every stored event of a process: `rank` is its global rank (-1 when unknown), `where` the
+  // user's Python frame of the call, if any.
+  void observe(int rank, const EventRecord& record, int64_t begin_ns, const std::string& where);
+
+  // The hangs at time `now_ns` (CLOCK_MONOTONIC of this host).
+  std::vector<Hang> check(int64_t now_ns);
+
+ private:
+  struct Member {
+    int rank = -1;
+    uint32_t entered = 0;   // highest sequence it called
+    uint32_t finished = 0;  // highest sequence the GPU completed for it
+  };
+  struct Communicator {
+    uint32_t size = 0;
+    std::map<uint32_t, Member> members;  // by rank in the communicator
+    uint32_t newest = 0;                 // highest sequence any member entered
+    int64_t newest_since_ns = 0;         // when the first member entered it
+    std::string newest_op;
+    uint32_t reported = 0;               // the sequence already reported as hung
+  };
+  struct LastActivity {
+    std::string api, where;
+    int64_t at_ns = 0;
+  };
+
+  int64_t threshold_ns_;
+  std::map<uint64_t, Communicator> communicators_;
+  std::map<int, LastActivity> last_;  // by global rank (rank in communicator when unknown)
+};
+
+}  // namespace trainshim::collector
