@@ -75,6 +75,31 @@ TEST(CollectiveWaits, BalancedRanksHaveNoStraggler) {
   for (const auto& f : report.at("findings")) EXPECT_NE(f.at("kind"), "straggler");
 }
 
+// A split gives each half its own communicator, named alike on its ranks; the calls of one group
+// are one collective operation.
+TEST(CollectiveWaits, SplitCommunicatorsAndGroupsAreMatched) {
+  Scratch s;
+  const auto result = run(trainshim_cli() + " run --json --out " + s.db() + " -- " + Paths::source +
+                          "/scripts/simrun -n 4 -- python3 " + Paths::source + "/tests/python/split_group.py");
+  ASSERT_EQ(result.exit_code, 0) << result.out;
+  const json waits = json::parse(result.out).at("collective_waits");
+  EXPECT_EQ(waits.at("communicators"), 3) << "the world and its two halves";
+  EXPECT_EQ(waits.at("matched"), 15) << "5 groups on the world, 5 all-reduces on each half";
+  EXPECT_EQ(waits.at("incomplete"), 0);
+  const std::string collectives = "FROM events e JOIN apis a ON a.id = e.api JOIN processes p ON p.id = e.process_id "
+                                  "WHERE a.class = 'collective' ";
+  for (int rank = 0; rank < 4; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    const std::string mine = collectives + "AND p.rank = " + std::to_string(rank);
+    EXPECT_EQ(query_int(s.db(), "SELECT count(*) " + mine + " AND e.comm_size = 4"), 10);
+    EXPECT_EQ(query_int(s.db(), "SELECT count(DISTINCT e.sequence) " + mine + " AND e.comm_size = 4"), 5);
+    EXPECT_EQ(query_int(s.db(), "SELECT max(e.sequence) " + mine + " AND e.comm_size = 2"), 5);
+    EXPECT_EQ(query_int(s.db(), "SELECT DISTINCT e.rank_in_comm " + mine + " AND e.comm_size = 2"), rank / 2);
+  }
+  EXPECT_EQ(query_int(s.db(), "SELECT count(DISTINCT e.object) " + collectives + "AND e.comm_size = 2"), 2);
+  EXPECT_EQ(query_int(s.db(), "SELECT count(DISTINCT e.object) " + collectives + "AND e.comm_size = 2 AND p.rank IN (0, 2)"), 1);
+}
+
 // While the job hangs, the live report names the rank that never arrived and what it did last;
 // once the job is killed, the database still holds the hang.
 TEST(CollectiveWaits, AHangIsReportedWhileTheJobHangs) {

@@ -89,6 +89,8 @@ struct ncclComm {
   std::atomic<int> pending{0};       // operations enqueued but not finished
   std::atomic<bool> aborted{false};  // local abort
   std::atomic<int> asyncError{ncclSuccess};
+  std::uint64_t idHash = 0;        // of the unique id it was made from: names its splits
+  std::atomic<unsigned> splits{0};  // splits made of it so far (the same count on every rank)
 
   std::uint8_t* slot(int r) const {
     return reinterpret_cast<std::uint8_t*>(hdr) + sizeof(Header) + static_cast<std::size_t>(r) * kSlotBytes;
@@ -626,8 +628,44 @@ ncclResult_t pncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId
     return ncclInvalidUsage;
   }
   if (rank == 0) shm_unlink(name.c_str());
+  Id id;
+  std::memcpy(&id, commId.internal, sizeof(id));
+  c->idHash = id.hash;
   *comm = c;
   return ncclSuccess;
+}
+
+// Every rank tells the others its colour and key through an all-gather on the parent; the ranks
+// of one colour, ordered by key then parent rank, form a child whose id derives from the parent's,
+// the colour and the number of splits so far.
+ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
+  (void)config;
+  if (!comm || !newcomm) return ncclInvalidArgument;
+  const unsigned nth = comm->splits.fetch_add(1);
+  int mine[2] = {color, key};
+  std::vector<int> all(2 * static_cast<std::size_t>(comm->nranks));
+  cudaStream_t stream = nullptr;
+  if (cudaStreamCreate(&stream) != cudaSuccess) return ncclUnhandledCudaError;
+  ncclResult_t rc = pncclAllGather(mine, all.data(), 2, ncclInt32, comm, stream);
+  if (cudaStreamSynchronize(stream) != cudaSuccess && rc == ncclSuccess) rc = ncclUnhandledCudaError;
+  cudaStreamDestroy(stream);
+  if (rc != ncclSuccess) return rc;
+  *newcomm = nullptr;
+  if (color == NCCL_SPLIT_NOCOLOR) return ncclSuccess;
+  std::vector<std::pair<std::pair<int, int>, int>> members;
+  for (int r = 0; r < comm->nranks; ++r)
+    if (all[2 * std::size_t(r)] == color) members.push_back({{all[2 * std::size_t(r) + 1], r}, r});
+  std::sort(members.begin(), members.end());
+  int newrank = 0;
+  for (std::size_t i = 0; i < members.size(); ++i)
+    if (members[i].second == comm->rank) newrank = int(i);
+  Id id{};
+  std::memcpy(id.magic, "simnccl", 8);
+  std::snprintf(id.desc, sizeof(id.desc), "split:%llx:%d:%u", static_cast<unsigned long long>(comm->idHash), color, nth);
+  id.hash = fnv1a(id.desc, sizeof(id.desc));
+  ncclUniqueId child;
+  std::memcpy(child.internal, &id, sizeof(id));
+  return pncclCommInitRank(newcomm, int(members.size()), child, newrank);
 }
 
 ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
@@ -780,6 +818,7 @@ SIMNCCL_ALIAS(ncclGetUniqueId)
 SIMNCCL_ALIAS(ncclCommInitRank)
 SIMNCCL_ALIAS(ncclCommInitRankConfig)
 SIMNCCL_ALIAS(ncclCommInitAll)
+SIMNCCL_ALIAS(ncclCommSplit)
 SIMNCCL_ALIAS(ncclCommFinalize)
 SIMNCCL_ALIAS(ncclCommDestroy)
 SIMNCCL_ALIAS(ncclCommAbort)
