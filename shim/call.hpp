@@ -31,7 +31,7 @@ class Call {
   bool active() const { return recorder_ != nullptr; }
 
   // Stacks are taken before the clock starts: their cost is not counted as time in the call.
-  void begin() {
+  __attribute__((always_inline)) void begin() {
     if (captures_stacks(kClass) || (kClass == ApiClass::Copy && draft.host_memory == HostMemory::Pageable))
       stacks_ = capture_stacks(recorder_->header());
     if constexpr (kClass == ApiClass::GroupStart) group_started();
@@ -40,7 +40,7 @@ class Call {
     begin_ = ticks();
   }
 
-  void end(int result) {
+  __attribute__((always_inline)) void end(int result) {
     const uint64_t end_ticks = ticks();
     if constexpr (kClass == ApiClass::GroupEnd) group_ended();
     if (result == 0 && draft.after) draft.after(draft);

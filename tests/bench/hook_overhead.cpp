@@ -5,6 +5,7 @@
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <nccl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -88,8 +89,37 @@ void BM_StreamSync_Direct(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(sync(g_stream));
 }
 
+ncclComm_t communicator() {
+  static ncclComm_t comm = [] {
+    ncclUniqueId id{};
+    ncclComm_t c = nullptr;
+    ncclCommInitRank(&c, 2, id, 0);
+    return c;
+  }();
+  return comm;
+}
+
+// A collective: its stacks, its number on the communicator and two timing events around it.
+void BM_AllReduce_Hooked(benchmark::State& state) {
+  drain();
+  const ncclComm_t comm = communicator();
+  for (auto _ : state)
+    benchmark::DoNotOptimize(ncclAllReduce(g_device, g_device, 16, ncclFloat32, ncclSum, comm, g_stream));
+  state.counters["dropped"] = double(drain().dropped());
+}
+
+void BM_AllReduce_Direct(benchmark::State& state) {
+  using AllReduce = ncclResult_t (*)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
+  void* nccl = dlopen("libnccl.so.2", RTLD_NOW | RTLD_NOLOAD);
+  const auto all_reduce = reinterpret_cast<AllReduce>(nccl ? dlsym(nccl, "pncclAllReduce") : nullptr);
+  const ncclComm_t comm = communicator();
+  for (auto _ : state) benchmark::DoNotOptimize(all_reduce(g_device, g_device, 16, ncclFloat32, ncclSum, comm, g_stream));
+}
+
 }  // namespace
 
+BENCHMARK(BM_AllReduce_Direct);
+BENCHMARK(BM_AllReduce_Hooked);
 BENCHMARK(BM_PinnedCopy_Direct);
 BENCHMARK(BM_PinnedCopy_Hooked);
 BENCHMARK(BM_StreamSync_Direct);
