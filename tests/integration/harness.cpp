@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 
 namespace trainshim::test {
@@ -40,6 +41,14 @@ std::string trainshim_cli() { return std::string(Paths::bin) + "/trainshim"; }
 
 std::string preload_env(const std::string& job) {
   return "TRAINSHIM_JOB=" + job + " LD_PRELOAD=" + std::string(Paths::bin) + "/libtrainshim.so";
+}
+
+int marked_line(const std::string& source, const std::string& marker) {
+  std::ifstream in(source);
+  std::string text;
+  for (int line = 1; std::getline(in, text); ++line)
+    if (text.find(marker) != std::string::npos) return line;
+  throw std::runtime_error(marker + " not found in " + source);
 }
 
 int64_t query_int(const std::string& db, const std::string& sql) {

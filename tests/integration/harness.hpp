@@ -34,6 +34,9 @@ struct Scratch {
 std::string trainshim_cli();
 std::string preload_env(const std::string& job);
 
+// The number of the first line of `source` that contains `marker` (tests mark planted lines).
+int marked_line(const std::string& source, const std::string& marker);
+
 // The single integer a query returns.
 int64_t query_int(const std::string& db, const std::string& sql);
 

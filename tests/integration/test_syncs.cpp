@@ -12,15 +12,6 @@ namespace {
 
 using nlohmann::json;
 
-// The line of `source` that carries `marker`.
-int marked_line(const std::string& source, const std::string& marker) {
-  std::ifstream in(source);
-  std::string text;
-  for (int line = 1; std::getline(in, text); ++line)
-    if (text.find(marker) != std::string::npos) return line;
-  throw std::runtime_error(marker + " not found in " + source);
-}
-
 std::string line_text(const std::string& source, int wanted) {
   std::ifstream in(source);
   std::string text;

@@ -17,14 +17,6 @@ namespace {
 
 using nlohmann::json;
 
-int marked_line(const std::string& source, const std::string& marker) {
-  std::ifstream in(source);
-  std::string text;
-  for (int line = 1; std::getline(in, text); ++line)
-    if (text.find(marker) != std::string::npos) return line;
-  throw std::runtime_error(marker + " not found in " + source);
-}
-
 std::string collector_lock_path_for(const std::string& job) { return collector_lock_path(getuid(), job); }
 
 json run_straggler_job(const Scratch& s, int delay_ms) {

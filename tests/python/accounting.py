@@ -1,33 +1,10 @@
-"""A rank of a job with known numbers, calling the CUDA runtime through ctypes.
-
-ctypes releases the GIL around each foreign call, as PyTorch does around CUDA work. The runtime is
-loaded into the global scope and its functions looked up there, so that, like a framework's own
-calls, they reach whichever definition comes first: the preloaded shim's.
-"""
+"""A rank of a job with known numbers, calling the CUDA runtime through ctypes (see sim.py)."""
 import ctypes
-import os
-import sys
 
-ctypes.CDLL("libcudart.so.13", mode=os.RTLD_GLOBAL)
-ctypes.CDLL("libnccl.so.2", mode=os.RTLD_GLOBAL)
-cuda = ctypes.CDLL(None)
-
-H2D, D2H = 1, 2
-NCCL_INT32, NCCL_SUM = 2, 0
-
-
-class UniqueId(ctypes.Structure):
-    _fields_ = [("internal", ctypes.c_char * 128)]
-
-
-def check(rc, what):
-    if rc != 0:
-        sys.exit(f"{what} failed: {rc}")
+from sim import D2H, H2D, NCCL_INT32, NCCL_SUM, check, cuda, world_communicator
 
 
 def main():
-    rank = int(os.environ.get("RANK", "0"))
-    world = int(os.environ.get("WORLD_SIZE", "1"))
     stream = ctypes.c_void_p()
     check(cuda.cudaStreamCreate(ctypes.byref(stream)), "cudaStreamCreate")
     device = ctypes.c_void_p()
@@ -47,10 +24,7 @@ def main():
     for _ in range(2):
         check(cuda.cudaDeviceSynchronize(), "cudaDeviceSynchronize")
 
-    unique_id = UniqueId()
-    check(cuda.ncclGetUniqueId(ctypes.byref(unique_id)), "ncclGetUniqueId")
-    comm = ctypes.c_void_p()
-    check(cuda.ncclCommInitRank(ctypes.byref(comm), world, unique_id, rank), "ncclCommInitRank")
+    _, comm = world_communicator()
     for _ in range(3):
         check(cuda.ncclAllReduce(device, device, ctypes.c_size_t(64), NCCL_INT32, NCCL_SUM, comm, stream),
               "ncclAllReduce")

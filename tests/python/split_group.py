@@ -2,23 +2,9 @@
 parity of the rank; each step runs one group of two all-reduces on the world communicator (one
 collective operation) and one all-reduce on the rank's half."""
 import ctypes
-import os
-import sys
 
-ctypes.CDLL("libcudart.so.13", mode=os.RTLD_GLOBAL)
-ctypes.CDLL("libnccl.so.2", mode=os.RTLD_GLOBAL)
-cuda = ctypes.CDLL(None)
-NCCL_FLOAT32, NCCL_SUM = 7, 0
+from sim import NCCL_FLOAT32, NCCL_SUM, check, cuda, world_communicator
 STEPS = 5
-
-
-class UniqueId(ctypes.Structure):
-    _fields_ = [("internal", ctypes.c_char * 128)]
-
-
-def check(rc, what):
-    if rc != 0:
-        sys.exit(f"{what} failed: {rc}")
 
 
 def all_reduce(buffer, count, comm, stream):
@@ -27,13 +13,11 @@ def all_reduce(buffer, count, comm, stream):
 
 
 def main():
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     stream, buffer = ctypes.c_void_p(), ctypes.c_void_p()
     check(cuda.cudaStreamCreate(ctypes.byref(stream)), "cudaStreamCreate")
     check(cuda.cudaMalloc(ctypes.byref(buffer), 4096), "cudaMalloc")
-    unique_id, comm, half = UniqueId(), ctypes.c_void_p(), ctypes.c_void_p()
-    check(cuda.ncclGetUniqueId(ctypes.byref(unique_id)), "ncclGetUniqueId")
-    check(cuda.ncclCommInitRank(ctypes.byref(comm), world, unique_id, rank), "ncclCommInitRank")
+    half = ctypes.c_void_p()
+    rank, comm = world_communicator()
     check(cuda.ncclCommSplit(comm, rank % 2, rank, ctypes.byref(half), None), "ncclCommSplit")
     for _ in range(STEPS):
         check(cuda.ncclGroupStart(), "ncclGroupStart")

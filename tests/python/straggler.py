@@ -6,27 +6,14 @@ pageable copies at a known line. With STRAGGLER_DELAY_MS=0 every rank does the s
 """
 import ctypes
 import os
-import sys
 import time
 
-ctypes.CDLL("libcudart.so.13", mode=os.RTLD_GLOBAL)
-ctypes.CDLL("libnccl.so.2", mode=os.RTLD_GLOBAL)
-cuda = ctypes.CDLL(None)
+from sim import H2D, NCCL_FLOAT32, NCCL_SUM, check, cuda, world_communicator
 
-H2D, NCCL_FLOAT32, NCCL_SUM = 1, 7, 0
 STEPS = int(os.environ.get("STRAGGLER_STEPS", "10"))
 DELAY_MS = float(os.environ.get("STRAGGLER_DELAY_MS", "30"))
 SLOW_RANK = 2
 BUCKETS = (4096, 2048, 1024)
-
-
-class UniqueId(ctypes.Structure):
-    _fields_ = [("internal", ctypes.c_char * 128)]
-
-
-def check(rc, what):
-    if rc != 0:
-        sys.exit(f"{what} failed: {rc}")
 
 
 def slow_data_loading(batch, device):
@@ -36,14 +23,11 @@ def slow_data_loading(batch, device):
 
 
 def main():
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     stream, device, grads = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
     check(cuda.cudaStreamCreate(ctypes.byref(stream)), "cudaStreamCreate")
     check(cuda.cudaMalloc(ctypes.byref(device), 1 << 16), "cudaMalloc")
     check(cuda.cudaMalloc(ctypes.byref(grads), 4 * BUCKETS[0]), "cudaMalloc")
-    unique_id, comm = UniqueId(), ctypes.c_void_p()
-    check(cuda.ncclGetUniqueId(ctypes.byref(unique_id)), "ncclGetUniqueId")
-    check(cuda.ncclCommInitRank(ctypes.byref(comm), world, unique_id, rank), "ncclCommInitRank")
+    rank, comm = world_communicator()
     batch = ctypes.create_string_buffer(4096)
     for _ in range(STEPS):
         check(cuda.simcudaBusy(stream, ctypes.c_uint(2000)), "forward/backward")
