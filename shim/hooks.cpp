@@ -2,6 +2,8 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#include <new>
+
 #include "call.hpp"
 #include "core/resolve.hpp"
 
@@ -37,8 +39,10 @@ ncclResult_t not_loaded<ncclResult_t>() { return ncclSystemError; }
     trainshim::shim::Call<api> call;                                                               \
     if (!call.active()) return real arguments;                                                     \
     {                                                                                              \
+      /* Built in place (the prvalue is not copied): a copy of its byte fields stalls the store    \
+         forwarding of the hot path. */                                                            \
       using namespace trainshim::shim::describe;                                                   \
-      call.draft = describe_expression;                                                            \
+      new (&call.draft) Draft(describe_expression);                                                \
     }                                                                                              \
     call.begin();                                                                                  \
     const return_type result = real arguments;                                                     \

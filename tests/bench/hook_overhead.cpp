@@ -5,6 +5,8 @@
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <pthread.h>
+#include <sched.h>
 #include <nccl.h>
 #include <unistd.h>
 
@@ -29,6 +31,14 @@ char g_pinned[4096];
 char g_device[4096];
 const auto g_stream = reinterpret_cast<cudaStream_t>(0x1234);
 
+void pin_to_cpu(int cpu) {
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
 class Drain {
  public:
   Drain() {
@@ -40,7 +50,11 @@ class Drain {
     } catch (const std::exception&) {
       return;  // not preloaded: nothing to drain
     }
+    // The caller on one core, the reader on another, as with the collector: sharing a core would
+    // measure the scheduler.
+    pin_to_cpu(0);
     thread_ = std::thread([this] {
+      pin_to_cpu(1);
       // In batches, as the collector reads: a reader spinning on the producer's slots would
       // bounce their cache lines between cores and measure that instead of the hook.
       while (!stop_.load(std::memory_order_relaxed)) {
