@@ -4,9 +4,11 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
+#include "audit.hpp"
 #include "report.hpp"
 #include "run_command.hpp"
 #include "run_database.hpp"
@@ -29,6 +31,37 @@ std::string step_name(const std::string& given) {
   const char* env = std::getenv("TRAINSHIM_STEP");
   return env ? env : "";
 }
+
+int audit_command(const std::string& database, const std::string& policy_file, const std::string& baseline_file,
+                  const std::string& write_baseline, const std::string& format) {
+  RunDatabase db(database);
+  const Report report = load_report(db, step_name(""));
+  if (!write_baseline.empty()) {
+    std::ofstream out(write_baseline);
+    out << baseline_of(report).dump(2) << "\n";
+    if (!out) throw UsageError(fmt::format("{}: cannot write the baseline", write_baseline));
+    fmt::print("trainshim: baseline of {} written to {}\n", database, write_baseline);
+    return 0;
+  }
+  const Policy policy = policy_file.empty() ? Policy{} : load_policy(policy_file);
+  nlohmann::json baseline;
+  if (!baseline_file.empty()) {
+    std::ifstream in(baseline_file);
+    if (!in) throw UsageError(fmt::format("{}: cannot read the baseline", baseline_file));
+    baseline = nlohmann::json::parse(in, nullptr, false);
+    if (baseline.is_discarded() || !baseline.is_object() || baseline.value("format", "") != "trainshim-baseline/1" ||
+        !baseline.contains("sites") || !baseline.contains("ranks"))
+      throw UsageError(fmt::format("{}: not a trainshim baseline; write one with trainshim audit DB --write-baseline FILE",
+                                   baseline_file));
+  }
+  const AuditResult result = audit(report, policy, baseline_file.empty() ? nullptr : &baseline);
+  if (format == "junit") std::cout << render_audit_junit(result);
+  else if (format == "markdown") std::cout << render_audit_markdown(result);
+  else if (format == "json") std::cout << render_audit_json(result).dump(2) << "\n";
+  else std::cout << render_audit_text(result);
+  return result.passed() ? 0 : 1;
+}
+
 
 }  // namespace
 
@@ -56,6 +89,17 @@ int main(int argc, char** argv) {
   std::string report_step;
   report_cmd->add_option("--step", report_step, "what one training step is: a Python function or file:line "
                                                 "(default: $TRAINSHIM_STEP, else detected)");
+
+  std::string audit_db, audit_policy, audit_baseline, audit_write_baseline, audit_format = "text";
+  auto* audit_cmd = app.add_subcommand("audit", "check a run against limits and a baseline: exit 0 pass, 1 a "
+                                                "violation, 2 a usage or input error");
+  audit_cmd->add_option("database", audit_db, "run database")->required();
+  audit_cmd->add_option("--policy", audit_policy, "TOML policy file (limits and allowed sync sites)");
+  audit_cmd->add_option("--baseline", audit_baseline, "baseline written by --write-baseline: fail on what is new or worse");
+  audit_cmd->add_option("--write-baseline", audit_write_baseline, "write this run as the baseline FILE and exit 0");
+  audit_cmd->add_option("--format", audit_format, "text, json, junit or markdown")
+      ->check(CLI::IsMember({"text", "json", "junit", "markdown"}))
+      ->capture_default_str();
 
   std::string collect_job, collect_out;
   double collect_idle = 2;
@@ -86,6 +130,7 @@ int main(int argc, char** argv) {
       std::cout << (report_json ? render_json(report).dump(2) + "\n" : render_text(report));
       return 0;
     }
+    if (*audit_cmd) return audit_command(audit_db, audit_policy, audit_baseline, audit_write_baseline, audit_format);
     if (*collect_cmd) {
       const std::string job = trainshim::sanitize_job(collect_job.empty() ? trainshim::job_from_environment() : collect_job);
       return collect_command(job, collect_out, collect_idle);

@@ -446,6 +446,7 @@ nlohmann::ordered_json sites_json(const std::vector<SyncSite>& sites, const Rank
                    {"per_step", rs.steps.count ? nlohmann::ordered_json(per_step(site.calls, rs)) : nullptr},
                    {"per_second", per_second(site.calls, rs)},
                    {"blocked_ns", site.blocked_ns},
+                   {"bytes", site.bytes},
                    {"share_of_step", share_of_step(site.blocked_ns, rs)},
                    {"python_stack", python},
                    {"native_stack", native}});
@@ -479,7 +480,8 @@ nlohmann::ordered_json render_json(const Report& report) {
                                        {"step_ns", p.synchronisations.steps.step_ns},
                                        {"span_ns", p.synchronisations.span_ns}}},
                             {"hidden_syncs", sites_json(p.synchronisations.hidden, p.synchronisations)},
-                            {"explicit_syncs", sites_json(p.synchronisations.explicit_, p.synchronisations)}});
+                            {"explicit_syncs", sites_json(p.synchronisations.explicit_, p.synchronisations)},
+                            {"pageable_sites", sites_json(p.synchronisations.pageable, p.synchronisations)}});
   }
   doc["totals"] = {{"copies", copies_json(report.total_copies)},
                    {"syncs", syncs_json(report.total_syncs)},

@@ -33,7 +33,58 @@ struct Event {
   int64_t native_id, python_id, blocked_ns;
 };
 
+// The user's frame of a call: its innermost Python frame outside libraries, else the program's.
+SyncSite locate(const SyncShape& shape) {
+  SyncSite where;
+  if (const int top = top_user_python_frame(shape.python); top >= 0) {
+    const auto& f = shape.python[std::size_t(top)];
+    where.file = f.file;
+    where.line = f.line;
+    where.function = f.function;
+    where.source = f.source;
+  } else if (const int native_top = top_user_native_frame(shape.native); native_top >= 0) {
+    const auto& f = shape.native[std::size_t(native_top)];
+    where.file = f.file;
+    where.line = f.line;
+    where.function = f.function.empty() ? f.module : f.function;
+  }
+  where.python = shape.python;
+  where.native = shape.native;
+  return where;
+}
+
+// Copies from or into pageable memory, grouped by direction and the user's line.
+std::vector<SyncSite> pageable_sites(const RunDatabase& db, int64_t process_id) {
+  Statement q(db,
+              "SELECT d.name, e.native_stack, e.python_stack, count(*), sum(e.bytes), sum(e.end_ns - e.begin_ns) "
+              "FROM events e JOIN apis a ON a.id = e.api JOIN directions d ON d.id = e.direction "
+              "JOIN host_memories m ON m.id = e.host_memory WHERE e.process_id = ? AND a.class = 'copy' AND "
+              "m.name = 'pageable' AND d.name IN ('h2d', 'd2h') GROUP BY d.name, e.native_stack, e.python_stack");
+  q.bind(1, process_id);
+  std::map<std::tuple<std::string, std::string, std::string, int>, SyncSite> sites;
+  while (q.step()) {
+    SyncShape shape;
+    if (q.integer(1)) shape.native = native_stack(db, process_id, q.integer(1));
+    if (q.integer(2)) shape.python = python_stack(db, process_id, q.integer(2));
+    SyncSite where = locate(shape);
+    where.classification.operation = q.text(0) == "h2d" ? "pageable H2D copy" : "pageable D2H copy";
+    where.classification.rule = "pageable_copy";
+    auto [it, fresh] = sites.try_emplace({where.classification.operation, where.file, where.function, where.line}, where);
+    it->second.calls += q.integer(3);
+    it->second.bytes += q.integer(4);
+    it->second.blocked_ns += q.integer(5);
+  }
+  std::vector<SyncSite> out;
+  for (auto& [key, site] : sites) out.push_back(std::move(site));
+  std::stable_sort(out.begin(), out.end(), [](const SyncSite& a, const SyncSite& b) { return a.bytes > b.bytes; });
+  return out;
+}
+
 }  // namespace
+
+std::string site_identity(const SyncSite& site) {
+  return fmt::format("{}|{}|{}|{}", site.classification.operation, site.file, site.function, site.source);
+}
 
 RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::string& step_name) {
   RankSyncs out;
@@ -73,25 +124,11 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
     shape.direction = e.direction;
     shape.host_memory = e.host_memory;
     const Classification c = classify(shape);
-    SyncSite where;
-    if (const int top = top_user_python_frame(shape.python); top >= 0) {
-      const auto& f = shape.python[std::size_t(top)];
-      where.file = f.file;
-      where.line = f.line;
-      where.function = f.function;
-      where.source = f.source;
-    } else if (const int native_top = top_user_native_frame(shape.native); native_top >= 0) {
-      const auto& f = shape.native[std::size_t(native_top)];
-      where.file = f.file;
-      where.line = f.line;
-      where.function = f.function.empty() ? f.module : f.function;
-    }
+    const SyncSite where = locate(shape);
     auto& acc = sites[{c.operation, int(c.kind), where.file, where.function, where.line}];
     if (acc.waits + acc.copies == 0) {
       acc.site = where;
       acc.site.classification = c;
-      acc.site.python = shape.python;
-      acc.site.native = shape.native;
     }
     (e.api_class == "copy" ? acc.copies : acc.waits) += 1;
     acc.site.blocked_ns += e.blocked_ns;
@@ -115,6 +152,7 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
     acc.site.calls = acc.waits ? acc.waits : acc.copies;
     (acc.site.classification.kind == SyncKind::Hidden ? out.hidden : out.explicit_).push_back(std::move(acc.site));
   }
+  out.pageable = pageable_sites(db, process_id);
   for (auto* list : {&out.hidden, &out.explicit_})
     std::stable_sort(list->begin(), list->end(),
                      [](const SyncSite& a, const SyncSite& b) { return a.blocked_ns > b.blocked_ns; });

@@ -18,13 +18,19 @@ struct SyncSite {
   std::vector<NativeFrameView> native;  // innermost first
   int64_t calls = 0;       // operations: the waits, not counting a blocking copy the wait follows
   int64_t blocked_ns = 0;  // host time in every call of the site
+  int64_t bytes = 0;       // pageable copy sites: bytes copied
 };
+
+// What names a site from one run to the next: the operation, the file, the function and the text
+// of the line, not its number (an unrelated edit above it must not make it new).
+std::string site_identity(const SyncSite& site);
 
 struct RankSyncs {
   Steps steps;
   int64_t span_ns = 0;
   std::vector<SyncSite> hidden;     // by blocked time, largest first
   std::vector<SyncSite> explicit_;  // idem
+  std::vector<SyncSite> pageable;   // copies from or to pageable memory, by the user's line
 };
 
 RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::string& step_name);

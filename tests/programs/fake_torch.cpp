@@ -60,5 +60,12 @@ __attribute__((noinline)) int ft_cpu(std::size_t bytes) {
 }
 __attribute__((noinline)) void ft_synchronize() { c10::cuda::device_synchronize(); }
 int ft_busy(unsigned microseconds) { return simcudaBusy(g_stream, microseconds); }
+// A batch uploaded from pageable memory: what a DataLoader with pin_memory=False makes.
+int ft_upload(std::size_t bytes) {
+  void* host = std::calloc(1, bytes);
+  const int rc = cudaMemcpy(g_device, host, bytes, cudaMemcpyHostToDevice);
+  std::free(host);
+  return rc;
+}
 
 }  // extern "C"

@@ -1,0 +1,124 @@
+// The nightly pipeline end to end: a baseline from one run, then the audit of later runs.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "harness.hpp"
+
+namespace trainshim::test {
+namespace {
+
+using nlohmann::json;
+
+// The training script of each night, always at the same path (as a checkout is).
+const char* kBase = R"(import ctypes
+import sys
+
+ft = ctypes.CDLL(sys.argv[1])
+ft.ft_item.restype = ctypes.c_double
+
+
+def train_step(step):
+    ft.ft_busy(200)
+    loss = ft.ft_item()
+    return loss
+
+
+def main():
+    ft.ft_init()
+    for step in range(10):
+        train_step(step)
+
+
+main()
+)";
+
+std::string changed() {
+  std::string s = kBase;
+  s.replace(s.find("    return loss\n"), 16,
+            "    extra = ft.ft_item()  # NEW item\n"
+            "    ft.ft_upload(ctypes.c_size_t(1 << 16))  # NEW upload\n"
+            "    return loss + extra\n");
+  return s;
+}
+
+std::string shifted() { return std::string("# a comment added above\n# and another\n") + kBase; }
+
+class NightlyAudit : public ::testing::Test {
+ protected:
+  void night(const std::string& script, const std::string& db) {
+    std::ofstream(s.dir + "/train.py") << script;
+    ASSERT_EQ(run(trainshim_cli() + " run --no-report --out " + db + " -- python3 " + s.dir + "/train.py " +
+                  Paths::programs + "/libfake_torch.so")
+                  .exit_code,
+              0);
+  }
+  Outcome audit(const std::string& db, const std::string& format) {
+    return run(trainshim_cli() + " audit " + db + " --baseline " + s.dir + "/baseline.json --format " + format);
+  }
+  Scratch s;
+};
+
+TEST_F(NightlyAudit, FailsOnExactlyTheNewSitesAndPassesUnchangedOrShiftedJobs) {
+  night(kBase, s.dir + "/night1.db");
+  ASSERT_EQ(run(trainshim_cli() + " audit " + s.dir + "/night1.db --write-baseline " + s.dir + "/baseline.json").exit_code, 0);
+
+  night(kBase, s.dir + "/night2.db");
+  EXPECT_EQ(audit(s.dir + "/night2.db", "text").exit_code, 0) << audit(s.dir + "/night2.db", "text").out;
+
+  night(shifted(), s.dir + "/night3.db");
+  EXPECT_EQ(audit(s.dir + "/night3.db", "text").exit_code, 0) << "a line shift is not a new site: "
+                                                                 << audit(s.dir + "/night3.db", "text").out;
+
+  const std::string script = changed();
+  night(script, s.dir + "/night4.db");
+  const std::string file = s.dir + "/train.py";
+  const std::string item_site = file + ":" + std::to_string(marked_line(file, "# NEW item")) + " in train_step";
+  const std::string upload_site = file + ":" + std::to_string(marked_line(file, "# NEW upload")) + " in train_step";
+
+  const auto as_json = audit(s.dir + "/night4.db", "json");
+  EXPECT_EQ(as_json.exit_code, 1);
+  const json doc = json::parse(as_json.out);
+  EXPECT_FALSE(doc.at("passed").get<bool>());
+  std::vector<std::string> sites;
+  for (const auto& rule : doc.at("rules"))
+    for (const auto& v : rule.at("violations")) sites.push_back(rule.at("rule").get<std::string>() + " " + v.at("site").get<std::string>());
+  EXPECT_EQ(sites, (std::vector<std::string>{"new_sync_sites " + item_site, "new_pageable_sites " + upload_site}));
+
+  const auto junit = audit(s.dir + "/night4.db", "junit");
+  EXPECT_EQ(junit.exit_code, 1);
+  EXPECT_NE(junit.out.find("<testsuites name=\"trainshim audit\" tests=\"5\" failures=\"2\">"), std::string::npos) << junit.out;
+  EXPECT_NE(junit.out.find("new hidden sync Tensor.item() at " + item_site), std::string::npos) << junit.out;
+  EXPECT_NE(junit.out.find("new pageable H2D copy at " + upload_site), std::string::npos) << junit.out;
+
+  const auto markdown = audit(s.dir + "/night4.db", "markdown");
+  EXPECT_EQ(markdown.exit_code, 1);
+  EXPECT_NE(markdown.out.find("- new hidden sync Tensor.item() at " + item_site), std::string::npos) << markdown.out;
+  EXPECT_NE(markdown.out.find("- new pageable H2D copy at " + upload_site), std::string::npos) << markdown.out;
+}
+
+TEST_F(NightlyAudit, PolicyLimitsAndAllowList) {
+  night(kBase, s.dir + "/run.db");
+  // One Tensor.item() per step with the defaults (2 per step allowed, 10 % blocked): the blocked
+  // share of this tiny loop is far above 10 %, unless the site is allowed.
+  std::ofstream(s.dir + "/strict.toml") << "[limits]\nhidden_syncs_per_step = 0.5\nblocked_share = 1.0\n";
+  const auto strict = run(trainshim_cli() + " audit " + s.dir + "/run.db --policy " + s.dir + "/strict.toml");
+  EXPECT_EQ(strict.exit_code, 1) << strict.out;
+  EXPECT_NE(strict.out.find("1.0 hidden syncs per step, limit 0.5"), std::string::npos) << strict.out;
+  const std::string line = std::to_string(marked_line(s.dir + "/train.py", "loss = ft.ft_item()"));
+  std::ofstream(s.dir + "/allow.toml") << "[limits]\nhidden_syncs_per_step = 0.5\nblocked_share = 1.0\n"
+                                          "[[allow]]\nsite = \"train.py:" + line + "\"\nreason = \"loss logging\"\n";
+  const auto allowed = run(trainshim_cli() + " audit " + s.dir + "/run.db --policy " + s.dir + "/allow.toml");
+  EXPECT_EQ(allowed.exit_code, 0) << allowed.out;
+  std::ofstream(s.dir + "/broken.toml") << "[limits\nhidden = ";
+  const auto broken = run(trainshim_cli() + " audit " + s.dir + "/run.db --policy " + s.dir + "/broken.toml 2>&1");
+  EXPECT_EQ(broken.exit_code, 2);
+  EXPECT_NE(broken.out.find("broken.toml:1:"), std::string::npos) << broken.out;
+  const auto missing = run(trainshim_cli() + " audit " + s.dir + "/absent.db 2>&1");
+  EXPECT_EQ(missing.exit_code, 2);
+  std::ofstream(s.dir + "/notbaseline.json") << "{\"x\": 1}";
+  EXPECT_EQ(run(trainshim_cli() + " audit " + s.dir + "/run.db --baseline " + s.dir + "/notbaseline.json 2>/dev/null").exit_code, 2);
+}
+
+}  // namespace
+}  // namespace trainshim::test
