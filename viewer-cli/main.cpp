@@ -9,6 +9,8 @@
 #include <memory>
 
 #include "audit.hpp"
+#include "diff.hpp"
+#include "export.hpp"
 #include "report.hpp"
 #include "run_command.hpp"
 #include "run_database.hpp"
@@ -101,6 +103,20 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"text", "json", "junit", "markdown"}))
       ->capture_default_str();
 
+  std::string diff_a, diff_b, diff_step;
+  bool diff_json = false;
+  auto* diff_cmd = app.add_subcommand("diff", "compare two runs (A before, B after) per sync site and per rank");
+  diff_cmd->add_option("a", diff_a, "run A (before)")->required();
+  diff_cmd->add_option("b", diff_b, "run B (after)")->required();
+  diff_cmd->add_flag("--json", diff_json, "print the trainshim-diff/1 JSON document");
+  diff_cmd->add_option("--step", diff_step, "what one training step is (default: $TRAINSHIM_STEP, else detected)");
+
+  std::string export_db, export_format = "chrome", export_out;
+  auto* export_cmd = app.add_subcommand("export", "write a run as a trace for Perfetto UI or chrome://tracing");
+  export_cmd->add_option("database", export_db, "run database (default: the newest ./trainshim-*.db)");
+  export_cmd->add_option("--format", export_format, "trace format: chrome")->capture_default_str();
+  export_cmd->add_option("-o,--output", export_out, "trace file to write (- for standard output)")->required();
+
   std::string collect_job, collect_out;
   double collect_idle = 2;
   auto* collect_cmd = app.add_subcommand("collect", "drain a job's segments left in shared memory by a run "
@@ -128,6 +144,13 @@ int main(int argc, char** argv) {
       for (const auto& path : report_dbs) views.push_back(dbs.emplace_back(std::make_unique<RunDatabase>(path)).get());
       const Report report = load_report(views, step_name(report_step));
       std::cout << (report_json ? render_json(report).dump(2) + "\n" : render_text(report));
+      return 0;
+    }
+    if (*export_cmd) return export_command(database_argument(export_db), export_format, export_out);
+    if (*diff_cmd) {
+      const RunDatabase before(diff_a), after(diff_b);
+      const RunDiff d = diff_reports(load_report(before, step_name(diff_step)), load_report(after, step_name(diff_step)));
+      std::cout << (diff_json ? render_diff_json(d).dump(2) + "\n" : render_diff_text(d));
       return 0;
     }
     if (*audit_cmd) return audit_command(audit_db, audit_policy, audit_baseline, audit_write_baseline, audit_format);

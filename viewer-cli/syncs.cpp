@@ -83,7 +83,15 @@ std::vector<SyncSite> pageable_sites(const RunDatabase& db, int64_t process_id) 
 }  // namespace
 
 std::string site_identity(const SyncSite& site) {
-  return fmt::format("{}|{}|{}|{}", site.classification.operation, site.file, site.function, site.source);
+  // A separator no name or line of code contains; the source without the indentation or the
+  // trailing blanks an unrelated edit may change.
+  constexpr char kSeparator = '\x1f';
+  const auto first = site.source.find_first_not_of(" \t");
+  const auto last = site.source.find_last_not_of(" \t\r\n");
+  const std::string source = first == std::string::npos ? std::string() : site.source.substr(first, last - first + 1);
+  std::string key = site.classification.operation;
+  for (const std::string* part : {&site.file, &site.function, &source}) (key += kSeparator) += *part;
+  return key;
 }
 
 RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::string& step_name) {

@@ -21,8 +21,9 @@ struct SyncSite {
   int64_t bytes = 0;       // pageable copy sites: bytes copied
 };
 
-// What names a site from one run to the next: the operation, the file, the function and the text
-// of the line, not its number (an unrelated edit above it must not make it new).
+// What names a site from one run to the next (diff, audit baselines): the operation, the file, the
+// function and the text of the line (trimmed), never its number: an unrelated edit above it must
+// not make it new.
 std::string site_identity(const SyncSite& site);
 
 struct RankSyncs {

@@ -91,6 +91,16 @@ TEST_F(NightlyAudit, FailsOnExactlyTheNewSitesAndPassesUnchangedOrShiftedJobs) {
   EXPECT_NE(junit.out.find("new hidden sync Tensor.item() at " + item_site), std::string::npos) << junit.out;
   EXPECT_NE(junit.out.find("new pageable H2D copy at " + upload_site), std::string::npos) << junit.out;
 
+  // The same two nights side by side: the new .item() appeared, and more bytes go through
+  // pageable memory on the rank.
+  const auto diff = run(trainshim_cli() + " diff --json " + s.dir + "/night1.db " + s.dir + "/night4.db");
+  ASSERT_EQ(diff.exit_code, 0) << diff.out;
+  const json d = json::parse(diff.out);
+  std::vector<std::string> appeared;
+  for (const auto& site : d.at("sites"))
+    if (site.at("status") == "appeared") appeared.push_back(site.at("b").at("line").dump() + " " + site.at("operation").get<std::string>());
+  EXPECT_EQ(appeared, std::vector<std::string>{std::to_string(marked_line(file, "# NEW item")) + " Tensor.item()"}) << d.dump(1);
+
   const auto markdown = audit(s.dir + "/night4.db", "markdown");
   EXPECT_EQ(markdown.exit_code, 1);
   EXPECT_NE(markdown.out.find("- new hidden sync Tensor.item() at " + item_site), std::string::npos) << markdown.out;

@@ -50,7 +50,9 @@ TEST_F(Robustness, NoCommandCrashesOnAnyDatabase) {
     const auto report = run(trainshim_cli() + " report " + c.path + " 2>&1");
     EXPECT_EQ(report.exit_code, c.expected) << report.out;
     EXPECT_NE(report.out.find(c.message_part), std::string::npos) << report.out;
-    for (const std::string command : {" report --json ", " audit ", " audit --format junit "}) {
+    const std::vector<std::string> commands = {" report --json ", " audit ", " audit --format junit ",
+                                               " diff " + good + " ", " export -o " + s.dir + "/trace.json "};
+    for (const std::string& command : commands) {
       const auto r = run(trainshim_cli() + command + c.path + " 2>&1");
       EXPECT_LT(r.exit_code, 3) << command << ": " << r.out;
       if (c.expected == 2) {

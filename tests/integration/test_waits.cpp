@@ -56,6 +56,28 @@ TEST(CollectiveWaits, TheSlowRankIsNamedWithWhatItsHostWasDoing) {
   bool named = false;
   for (const auto& f : report.at("findings")) named = named || (f.at("kind") == "straggler" && f.at("rank") == 2);
   EXPECT_TRUE(named) << report.at("findings").dump(1);
+
+  // The same run as a timeline: a process per rank, the GPU side of every all-reduce, and each
+  // all-reduce linked across the four ranks by one flow.
+  ASSERT_EQ(run(trainshim_cli() + " export " + s.db() + " --format chrome -o " + s.dir + "/trace.json").exit_code, 0);
+  std::ifstream trace_file(s.dir + "/trace.json");
+  const json trace = json::parse(trace_file);
+  int ranks_named = 0, gpu_slices = 0, flow_starts = 0, flow_steps = 0, flow_ends = 0;
+  for (const auto& e : trace.at("traceEvents")) {
+    const std::string ph = e.at("ph");
+    if (ph == "M" && e.at("name") == "process_name" &&
+        e.at("args").at("name").get<std::string>().starts_with("rank "))
+      ++ranks_named;
+    if (ph == "X" && e.contains("args") && e.at("args").contains("wait_ns")) ++gpu_slices;
+    flow_starts += ph == "s";
+    flow_steps += ph == "t";
+    flow_ends += ph == "f";
+  }
+  EXPECT_EQ(ranks_named, 4);
+  EXPECT_EQ(gpu_slices, 4 * 30);
+  EXPECT_EQ(flow_starts, 30);
+  EXPECT_EQ(flow_steps, 2 * 30);
+  EXPECT_EQ(flow_ends, 30);
 }
 
 TEST(CollectiveWaits, BalancedRanksHaveNoStraggler) {

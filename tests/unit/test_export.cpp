@@ -1,0 +1,436 @@
+// `trainshim export --format chrome`: a run database written with the collector's Database,
+// exported as a Chrome trace and read back with nlohmann::json.
+#include <gtest/gtest.h>
+#include <malloc.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <streambuf>
+#include <string>
+#include <vector>
+
+#include "database.hpp"
+#include "export.hpp"
+#include "run_database.hpp"
+
+namespace trainshim::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using collector::Database;
+using Json = nlohmann::json;
+
+constexpr uint64_t kComm = 0xABCDEF0123456789ULL;  // above 2^63: stored as a negative integer
+constexpr uint64_t kOtherComm = 0x42;
+constexpr int64_t kOrigin = 1'000'000;  // the earliest begin_ns of the scenario
+
+std::unique_ptr<SegmentHeader> header_for(int rank, int pid, const char* host) {
+  auto h = std::make_unique<SegmentHeader>();
+  h->magic = kSegmentMagic;
+  h->format_version = kFormatVersion;
+  h->pid = pid;
+  h->rank = rank;
+  h->local_rank = rank < 0 ? -1 : rank;
+  h->world_size = rank < 0 ? -1 : 2;
+  h->clock_kind = static_cast<uint32_t>(ClockKind::Monotonic);
+  h->anchor_monotonic_ns = 1000;
+  h->anchor_realtime_ns = 2000;
+  std::strcpy(h->host, host);
+  std::strcpy(h->job, "unitjob");
+  std::snprintf(h->command, sizeof h->command, "python train.py --rank %d", rank);
+  return h;
+}
+
+EventRecord record(Api api, uint32_t tid) {
+  EventRecord r{};
+  r.api = static_cast<uint16_t>(api);
+  r.tid = tid;
+  return r;
+}
+
+EventRecord copy(Api api, uint32_t tid, uint64_t bytes, Direction d, HostMemory m) {
+  EventRecord r = record(api, tid);
+  r.bytes = bytes;
+  r.direction = static_cast<uint8_t>(d);
+  r.host_memory = static_cast<uint8_t>(m);
+  r.stream = 0x7f00;
+  return r;
+}
+
+// A collective call and, as the shim writes it once the GPU finished, its timing row.
+void collective(Database& db, int64_t process, Api api, uint32_t tid, uint64_t comm, uint32_t sequence,
+                uint32_t rank_in_comm, uint64_t begin, uint64_t end, uint64_t gpu_ns) {
+  EventRecord r = record(api, tid);
+  r.object = comm;
+  r.sequence = sequence;
+  r.comm_size = 2;
+  r.rank_in_comm = rank_in_comm;
+  r.bytes = 1 << 20;
+  r.detail = 7 << 8 | 1;
+  db.add_event(process, r, begin, end);
+  r.api = static_cast<uint16_t>(Api::ncclGpuTiming);
+  r.detail = gpu_ns;
+  db.add_event(process, r, begin, end);
+}
+
+class ExportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/trainshim_export_XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+    path_ = dir_ + "/trainshim-unitjob.db";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Rank 1 is added first: the trace orders processes by rank, pid is the process row id.
+  void write_two_rank_run() {
+    Database db(path_, "unitjob");
+    r1_ = db.add_process("seg-101", *header_for(1, 101, "nodeB"));
+    r0_ = db.add_process("seg-100", *header_for(0, 100, "nodeA"));
+
+    // Rank 0: a pageable H2D copy, a Tensor.item() with its stacks, two all-reduces (the first
+    // longer on the GPU than rank 1's: rank 0 waited), a broadcast only rank 0 timed.
+    db.add_event(r0_, copy(Api::cudaMemcpyAsync, 100, 4096, Direction::HostToDevice, HostMemory::Pageable),
+                 1'000'000, 1'003'500);
+    EventRecord item = record(Api::cudaStreamSynchronize, 100);
+    item.native_stack = 7;
+    item.python_stack = 3;
+    db.add_event(r0_, item, 1'010'250, 1'012'750);
+    db.add_native_frame(r0_, 7, 0, {0x1000, "/x/libtorch_cuda.so", "at::native::_local_scalar_dense(at::Tensor const&)", "", 0});
+    db.add_native_frame(r0_, 7, 1, {0x2000, "/x/libtorch_python.so", "THPVariable_item", "", 0});
+    db.add_python_frame(r0_, 3, 0, "train.py", "train_step", 57, kSource);
+    db.add_python_frame(r0_, 3, 1, "train.py", "main", 90, "train_step(model, batch)");
+    collective(db, r0_, Api::ncclAllReduce, 100, kComm, 1, 0, 1'020'000, 1'021'000, 5000);
+    collective(db, r0_, Api::ncclAllReduce, 100, kComm, 2, 0, 1'022'000, 1'023'000, 800);
+    collective(db, r0_, Api::ncclBroadcast, 100, kOtherComm, 1, 0, 1'030'000, 1'030'100, 700);
+    db.update_process(r0_, {.events = 9, .dropped_ring_full = 5, .dropped_not_ready = 1, .lost_unpublished = 0,
+                            .malformed = 2, .ended = true});
+
+    // Rank 1: the two all-reduces, and a D2H copy into pageable memory (a sync) on another thread.
+    collective(db, r1_, Api::ncclAllReduce, 101, kComm, 1, 1, 2'000'000, 2'000'500, 1000);
+    collective(db, r1_, Api::ncclAllReduce, 101, kComm, 2, 1, 2'010'000, 2'010'500, 3000);
+    db.add_event(r1_, copy(Api::cudaMemcpy, 102, 300, Direction::DeviceToHost, HostMemory::Pageable), 2'020'000,
+                 2'022'000);
+    db.update_process(r1_, {.events = 5, .dropped_ring_full = 6200, .dropped_not_ready = 0, .lost_unpublished = 0,
+                            .malformed = 0, .ended = false});
+    db.commit();
+  }
+
+  Json export_json() {
+    RunDatabase db(path_);
+    std::ostringstream out;
+    export_chrome_trace(db, out);
+    text_ = out.str();
+    return Json::parse(text_);  // throws on invalid JSON
+  }
+
+  static constexpr const char* kSource = "loss_val = loss.item()  # \"quoted\" back\\slash\ttab";
+  std::string dir_, path_, text_;
+  int64_t r0_ = 0, r1_ = 0;
+};
+
+std::vector<Json> with_phase(const Json& trace, const std::string& phase) {
+  std::vector<Json> out;
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == phase) out.push_back(e);
+  return out;
+}
+
+// A slice on a host thread, or with `gpu` on a GPU collective track.
+const Json* find_slice(const Json& trace, int64_t pid, const std::string& name, double ts, bool gpu = false) {
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "X" && e["pid"] == pid && e["name"] == name && e["ts"].get<double>() == ts &&
+        (e["tid"].get<int64_t>() >= kGpuTrackBase) == gpu)
+      return &e;
+  return nullptr;
+}
+
+std::string metadata(const Json& trace, const std::string& name, int64_t pid, int64_t tid = 0) {
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == name && e["pid"] == pid && e["tid"] == tid) return e["args"].dump();
+  return "";
+}
+
+TEST_F(ExportTest, DocumentProcessesAndThreads) {
+  write_two_rank_run();
+  const Json trace = export_json();
+  ASSERT_TRUE(trace.is_object());
+  EXPECT_EQ(trace["displayTimeUnit"], "ns");
+  ASSERT_TRUE(trace["traceEvents"].is_array());
+  EXPECT_EQ(trace["otherData"]["job"], "unitjob");
+
+  EXPECT_EQ(metadata(trace, "process_name", r0_), R"j({"name":"rank 0 (nodeA, pid 100)"})j");
+  EXPECT_EQ(metadata(trace, "process_name", r1_), R"j({"name":"rank 1 (nodeB, pid 101)"})j");
+  EXPECT_EQ(metadata(trace, "process_sort_index", r0_), R"({"sort_index":0})");
+  EXPECT_EQ(metadata(trace, "process_sort_index", r1_), R"({"sort_index":1})");
+  EXPECT_EQ(metadata(trace, "thread_name", r0_, 100), R"j({"name":"main thread (tid 100)"})j");
+  EXPECT_EQ(metadata(trace, "thread_name", r1_, 102), R"j({"name":"tid 102"})j");
+  EXPECT_EQ(metadata(trace, "thread_name", r0_, kGpuTrackBase), R"j({"name":"GPU collectives abcdef0123456789"})j");
+  EXPECT_EQ(metadata(trace, "thread_name", r0_, kGpuTrackBase + 1), R"j({"name":"GPU collectives 0000000000000042"})j");
+  EXPECT_EQ(metadata(trace, "thread_name", r1_, kGpuTrackBase), R"j({"name":"GPU collectives abcdef0123456789"})j");
+
+  // Every call is one slice on its thread; timing rows are GPU slices only.
+  int host = 0, gpu = 0;
+  for (const auto& e : with_phase(trace, "X")) (e["tid"].get<int64_t>() >= kGpuTrackBase ? gpu : host) += 1;
+  EXPECT_EQ(host, 8);
+  EXPECT_EQ(gpu, 5);
+}
+
+TEST_F(ExportTest, SyncsNamedByOperationWithTheirSite) {
+  write_two_rank_run();
+  const Json trace = export_json();
+
+  const Json* item = find_slice(trace, r0_, "Tensor.item()", (1'010'250 - kOrigin) / 1000.0);
+  ASSERT_NE(item, nullptr) << text_;
+  EXPECT_EQ((*item)["tid"], 100);
+  EXPECT_EQ((*item)["ts"].get<double>(), 10.25);
+  EXPECT_EQ((*item)["dur"].get<double>(), 2.5);
+  EXPECT_EQ((*item)["cat"], "sync");
+  const Json& args = (*item)["args"];
+  EXPECT_EQ(args["api"], "cudaStreamSynchronize");
+  EXPECT_EQ(args["python_site"], "train.py:57 in train_step");
+  EXPECT_EQ(args["source"], kSource);  // quotes, backslash and tab escaped and read back
+  EXPECT_EQ(args["kind"], "hidden");
+  EXPECT_EQ(args["bytes"], 0);
+  EXPECT_EQ(args["direction"], "none");
+
+  const Json* h2d = find_slice(trace, r0_, "memcpy h2d pageable", 0.0);
+  ASSERT_NE(h2d, nullptr) << text_;
+  EXPECT_EQ((*h2d)["dur"].get<double>(), 3.5);
+  EXPECT_EQ((*h2d)["args"]["bytes"], 4096);
+  EXPECT_EQ((*h2d)["args"]["host_memory"], "pageable");
+
+  // A D2H copy into pageable memory is a sync: named by its shape, with no stack to name a site.
+  const Json* d2h = find_slice(trace, r1_, "blocking D2H copy into pageable memory", 1020.0);
+  ASSERT_NE(d2h, nullptr) << text_;
+  EXPECT_EQ((*d2h)["tid"], 102);
+  EXPECT_EQ((*d2h)["dur"].get<double>(), 2.0);
+  EXPECT_EQ((*d2h)["args"]["kind"], "hidden");
+  EXPECT_EQ((*d2h)["args"]["direction"], "d2h");
+  EXPECT_EQ((*d2h)["args"]["bytes"], 300);
+  EXPECT_FALSE((*d2h)["args"].contains("python_site"));
+
+  const Json* reduce = find_slice(trace, r0_, "ncclAllReduce", 20.0);
+  ASSERT_NE(reduce, nullptr) << text_;
+  EXPECT_EQ((*reduce)["tid"], 100);
+  EXPECT_EQ((*reduce)["dur"].get<double>(), 1.0);
+  EXPECT_EQ((*reduce)["args"]["communicator"], "abcdef0123456789");
+  EXPECT_EQ((*reduce)["args"]["sequence"], 1);
+  EXPECT_EQ((*reduce)["args"]["bytes"], 1 << 20);
+}
+
+TEST_F(ExportTest, GpuCollectivesWithWaitsAndFlows) {
+  write_two_rank_run();
+  const Json trace = export_json();
+  struct Expected {
+    int64_t pid, tid;
+    double ts, dur;
+    uint32_t sequence;
+    int64_t wait_ns, queued_ns;
+    const char* name;
+  };
+  // Rank 0's second all-reduce starts on the GPU when its first ends (25 µs), not at its call (22 µs).
+  const Expected expected[] = {
+      {r0_, kGpuTrackBase, 20.0, 5.0, 1, 4000, 0, "ncclAllReduce"},
+      {r0_, kGpuTrackBase, 25.0, 0.8, 2, 0, 3000, "ncclAllReduce"},
+      {r0_, kGpuTrackBase + 1, 30.0, 0.7, 1, 0, 0, "ncclBroadcast"},
+      {r1_, kGpuTrackBase, 1000.0, 1.0, 1, 0, 0, "ncclAllReduce"},
+      {r1_, kGpuTrackBase, 1010.0, 3.0, 2, 2200, 0, "ncclAllReduce"},
+  };
+  for (const auto& x : expected) {
+    const Json* s = find_slice(trace, x.pid, x.name, x.ts, true);
+    ASSERT_NE(s, nullptr) << x.pid << " " << x.ts << "\n" << text_;
+    EXPECT_EQ((*s)["tid"], x.tid);
+    EXPECT_EQ((*s)["dur"].get<double>(), x.dur);
+    EXPECT_EQ((*s)["args"]["sequence"], x.sequence);
+    EXPECT_EQ((*s)["args"]["wait_ns"], x.wait_ns) << x.pid << " " << x.ts;
+    EXPECT_EQ((*s)["args"]["queued_ns"], x.queued_ns);
+  }
+
+  // One flow per all-reduce: started on rank 0, finished on rank 1, inside the GPU slices. The
+  // broadcast, timed by one rank only, has none.
+  const auto starts = with_phase(trace, "s"), finishes = with_phase(trace, "f");
+  EXPECT_TRUE(with_phase(trace, "t").empty());
+  ASSERT_EQ(starts.size(), 2u) << text_;
+  ASSERT_EQ(finishes.size(), 2u) << text_;
+  std::set<int64_t> ids;
+  for (std::size_t i = 0; i < 2; ++i) {
+    const Json& s = starts[i];
+    EXPECT_EQ(s["pid"], r0_);
+    EXPECT_EQ(s["tid"], kGpuTrackBase);
+    EXPECT_EQ(s["cat"], "collective");
+    EXPECT_EQ(s["bp"], "e");
+    int matches = 0;
+    for (const Json& f : finishes)
+      if (f["id"] == s["id"]) {
+        ++matches;
+        EXPECT_EQ(f["pid"], r1_);
+        EXPECT_EQ(f["cat"], "collective");
+        EXPECT_EQ(f["name"], s["name"]);
+        EXPECT_EQ(f["bp"], "e");
+      }
+    EXPECT_EQ(matches, 1);
+    ids.insert(s["id"].get<int64_t>());
+  }
+  EXPECT_EQ(ids.size(), 2u);
+  // Each flow point lies inside a GPU slice of its own track.
+  for (const auto* list : {&starts, &finishes})
+    for (const Json& p : *list) {
+      bool inside = false;
+      for (const Json& x : with_phase(trace, "X"))
+        if (x["pid"] == p["pid"] && x["tid"] == p["tid"] && x["ts"].get<double>() <= p["ts"].get<double>() &&
+            p["ts"].get<double>() <= x["ts"].get<double>() + x["dur"].get<double>())
+          inside = true;
+      EXPECT_TRUE(inside) << p;
+    }
+}
+
+TEST_F(ExportTest, DroppedEventCountersAtStartAndEnd) {
+  write_two_rank_run();
+  const Json trace = export_json();
+  std::map<int64_t, std::vector<Json>> dropped;
+  for (const Json& c : with_phase(trace, "C"))
+    if (c["name"] == "dropped events") dropped[c["pid"].get<int64_t>()].push_back(c);
+  ASSERT_EQ(dropped[r0_].size(), 2u);
+  ASSERT_EQ(dropped[r1_].size(), 2u);
+  EXPECT_EQ(dropped[r0_][0]["ts"].get<double>(), 0.0);
+  EXPECT_EQ(dropped[r0_][1]["ts"].get<double>(), 30.7);  // the end of its last GPU slice
+  EXPECT_EQ(dropped[r0_][0]["args"], (Json{{"ring_full", 5}, {"not_ready", 1}, {"unpublished", 0},
+                                           {"malformed", 2}, {"side_ring_full", 0}}));
+  EXPECT_EQ(dropped[r0_][1]["args"], dropped[r0_][0]["args"]);
+  EXPECT_EQ(dropped[r1_][0]["ts"].get<double>(), 1000.0);
+  EXPECT_EQ(dropped[r1_][1]["ts"].get<double>(), 1022.0);
+  EXPECT_EQ(dropped[r1_][1]["args"]["ring_full"], 6200);
+}
+
+TEST_F(ExportTest, EmptyDatabaseIsAValidTraceWithoutSlices) {
+  { Database db(path_, "unitjob"); }
+  const Json trace = export_json();
+  ASSERT_TRUE(trace["traceEvents"].is_array());
+  EXPECT_TRUE(with_phase(trace, "X").empty());
+  EXPECT_EQ(trace["displayTimeUnit"], "ns");
+}
+
+TEST_F(ExportTest, CommandWritesTheFileAndRefusesBadArguments) {
+  write_two_rank_run();
+  const std::string out = dir_ + "/trace.json";
+  EXPECT_EQ(export_command(path_, "chrome", out), 0);
+  std::ifstream in(out);
+  const Json trace = Json::parse(in);
+  EXPECT_EQ(with_phase(trace, "X").size(), 13u);
+  EXPECT_FALSE(fs::exists(out + ".partial"));
+
+  auto message = [](auto&& call) {
+    try {
+      call();
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no UsageError");
+  };
+  EXPECT_NE(message([&] { export_command(path_, "pprof", out); }).find("--format chrome"), std::string::npos);
+  EXPECT_NE(message([&] { export_command(dir_ + "/missing.db", "chrome", out); }).find("no such database"),
+            std::string::npos);
+  EXPECT_NE(message([&] { export_command(path_, "chrome", dir_ + "/no/such/dir/trace.json"); }).find("-o"),
+            std::string::npos);
+}
+
+// Counts what is written, keeps none of it, and notes at every 64 KiB how many rows SQLite had
+// produced by then and how much heap was in use.
+class CountingBuffer : public std::streambuf {
+ public:
+  explicit CountingBuffer(const int64_t* rows) : rows_(rows) {}
+  struct Sample {
+    int64_t bytes, rows;
+    std::size_t heap;
+  };
+  std::vector<Sample> samples;
+  int64_t bytes = 0, slices = 0;
+
+ protected:
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    // Each event is written whole: "ph":"X" never straddles two writes.
+    const std::string_view text(s, std::size_t(n));
+    for (auto at = text.find(R"("ph":"X")"); at != std::string_view::npos; at = text.find(R"("ph":"X")", at + 1))
+      ++slices;
+    if (bytes / kSampleBytes != (bytes + n) / kSampleBytes)
+      samples.push_back({bytes + n, *rows_, mallinfo2().uordblks});
+    bytes += n;
+    return n;
+  }
+  int_type overflow(int_type c) override {
+    if (c != traits_type::eof()) ++bytes;
+    return c;
+  }
+
+ private:
+  static constexpr int64_t kSampleBytes = 64 << 10;
+  const int64_t* rows_;
+};
+
+int count_row(unsigned, void* context, void*, void*) {
+  ++*static_cast<int64_t*>(context);
+  return 0;
+}
+
+TEST_F(ExportTest, HundredThousandEventsAreWrittenWhileRead) {
+  constexpr int kEvents = 100'000;
+  {
+    Database db(path_, "unitjob");
+    const int64_t p[] = {db.add_process("seg-100", *header_for(0, 100, "nodeA")),
+                         db.add_process("seg-101", *header_for(1, 101, "nodeB"))};
+    for (int k = 0; k < 2; ++k) {
+      db.add_python_frame(p[k], 1, 0, "train.py", "train_step", 57, "loss.item()");
+      db.add_native_frame(p[k], 1, 0, {0x1000, "/x/libtorch_cuda.so", "at::native::_local_scalar_dense(at::Tensor const&)", "", 0});
+    }
+    for (int i = 0; i < kEvents; ++i) {
+      const int64_t process = p[i % 2];
+      const uint64_t t = 1'000'000 + uint64_t(i) * 1000;
+      if (i % 3 == 0) {
+        EventRecord r = record(Api::cudaStreamSynchronize, 100 + uint32_t(i % 2));
+        r.native_stack = r.python_stack = 1;
+        db.add_event(process, r, t, t + 500);
+      } else {
+        db.add_event(process, copy(Api::cudaMemcpyAsync, 100 + uint32_t(i % 2), 4096, Direction::HostToDevice,
+                                   HostMemory::Pinned), t, t + 200);
+      }
+    }
+    db.commit();
+  }
+  RunDatabase db(path_);
+  int64_t rows = 0;
+  ASSERT_EQ(sqlite3_trace_v2(db.handle(), SQLITE_TRACE_ROW, count_row, &rows), SQLITE_OK);
+  CountingBuffer buffer(&rows);
+  std::ostream out(&buffer);
+  const std::size_t heap_before = mallinfo2().uordblks;
+  export_chrome_trace(db, out);
+  sqlite3_trace_v2(db.handle(), 0, nullptr, nullptr);
+
+  EXPECT_EQ(buffer.slices, kEvents);
+  ASSERT_GT(buffer.samples.size(), 20u);
+  // Half of the trace was out while at most about half of the rows had been read (each process's
+  // rows come sorted, so a process's rows are produced as its slices are written).
+  const auto half = std::find_if(buffer.samples.begin(), buffer.samples.end(),
+                                 [&](const auto& s) { return s.bytes >= buffer.bytes / 2; });
+  ASSERT_NE(half, buffer.samples.end());
+  EXPECT_LT(half->rows, rows * 3 / 4) << half->rows << " of " << rows << " rows read";
+  EXPECT_LT(buffer.samples.front().rows, rows / 10);
+  // The heap never held half the trace (SQLite's page cache and sorter take a few MB).
+  std::size_t peak = heap_before;
+  for (const auto& s : buffer.samples) peak = std::max(peak, s.heap);
+  EXPECT_LT(peak - heap_before, std::size_t(buffer.bytes / 2))
+      << "heap grew by " << peak - heap_before << " bytes for a trace of " << buffer.bytes;
+}
+
+}  // namespace
+}  // namespace trainshim::cli

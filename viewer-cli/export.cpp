@@ -1,0 +1,505 @@
+#include "export.hpp"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <optional>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "classifier.hpp"
+
+namespace trainshim::cli {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr const char* kTimingApis = "(SELECT id FROM apis WHERE class = 'collective_timing')";
+constexpr int64_t kUnrankedSortBase = 1'000'000;
+
+// One event object per line, each serialised on its own: the trace is never held whole.
+class TraceWriter {
+ public:
+  explicit TraceWriter(std::ostream& out) : out_(out) {}
+
+  void open(const Json& other_data) {
+    put(fmt::format("{{\"displayTimeUnit\":\"ns\",\"otherData\":{},\"traceEvents\":[", dump(other_data)));
+  }
+  void event(const Json& e) {
+    put(first_ ? "\n" : ",\n");
+    first_ = false;
+    put(dump(e));
+  }
+  void close() {
+    put("\n]}\n");
+    out_.flush();
+    check();
+  }
+
+ private:
+  // Frames and source lines come from binaries and files of the job: invalid UTF-8 is replaced
+  // rather than refused.
+  static std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+  void put(const std::string& text) {
+    out_.write(text.data(), std::streamsize(text.size()));
+    check();
+  }
+  void check() const {
+    if (!out_)
+      throw UsageError("cannot write the trace: the output failed (disk full, or the reader closed the pipe?): "
+                       "write it to a path with free space (-o trace.json)");
+  }
+
+  std::ostream& out_;
+  bool first_ = true;
+};
+
+// Names of the small lookup tables, by id.
+struct Names {
+  std::vector<std::string> api, api_class, direction, host_memory;
+
+  static const std::string& at(const std::vector<std::string>& v, int64_t id) {
+    static const std::string unknown = "unknown";
+    return id >= 0 && std::size_t(id) < v.size() ? v[std::size_t(id)] : unknown;
+  }
+};
+
+void load_names(const RunDatabase& db, const char* sql, std::vector<std::string>& names,
+                std::vector<std::string>* classes = nullptr) {
+  Statement q(db, sql);
+  while (q.step()) {
+    const int64_t id = q.integer(0);
+    if (id < 0 || id > 65535) continue;
+    if (names.size() <= std::size_t(id)) {
+      names.resize(std::size_t(id) + 1, "unknown");
+      if (classes) classes->resize(std::size_t(id) + 1, "unknown");
+    }
+    names[std::size_t(id)] = q.text(1);
+    if (classes) (*classes)[std::size_t(id)] = q.text(2);
+  }
+}
+
+struct Process {
+  int64_t id, pid, rank;
+  std::string host, command;
+  int64_t ring_full, not_ready, unpublished, malformed, side_full, untimed_capturing, untimed_no_event;
+};
+
+struct CollectiveKey {
+  int64_t comm, sequence;
+  bool operator==(const CollectiveKey&) const = default;
+  bool operator<(const CollectiveKey& o) const { return std::tie(comm, sequence) < std::tie(o.comm, o.sequence); }
+};
+
+struct CollectiveKeyHash {
+  std::size_t operator()(const CollectiveKey& k) const {
+    return std::hash<uint64_t>()(uint64_t(k.comm) * 0x9E3779B97F4A7C15ULL ^ uint64_t(k.sequence));
+  }
+};
+
+// What every rank's GPU slice of one (communicator, sequence) needs from the others.
+struct CollectiveInfo {
+  int64_t min_gpu_ns;
+  uint32_t first, last;  // ordinals of the first and last process that timed it
+  int64_t flow_id;
+};
+
+using CollectiveMap = std::unordered_map<CollectiveKey, CollectiveInfo, CollectiveKeyHash>;
+
+std::string hex(int64_t id) { return fmt::format("{:016x}", uint64_t(id)); }
+
+std::string process_name(const Process& p) {
+  return p.rank >= 0 ? fmt::format("rank {} ({}, pid {})", p.rank, p.host, p.pid)
+                     : fmt::format("process ({}, pid {})", p.host, p.pid);
+}
+
+Json metadata(const char* name, int64_t pid, int64_t tid, Json args) {
+  return Json{{"ph", "M"}, {"name", name}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}};
+}
+
+// Exports one process: its threads' calls, its GPU collective tracks, its lost-event counters.
+class ProcessExporter {
+ public:
+  ProcessExporter(const RunDatabase& db, const Names& names, const CollectiveMap& collectives, TraceWriter& writer,
+                  int64_t origin_ns, const Process& process, uint32_t ordinal)
+      : db_(db), names_(names), collectives_(collectives), writer_(writer), origin_(origin_ns), p_(process),
+        ordinal_(ordinal) {}
+
+  void run() {
+    writer_.event(metadata("process_name", p_.id, 0, {{"name", process_name(p_)}}));
+    writer_.event(metadata("process_sort_index", p_.id, 0,
+                           {{"sort_index", p_.rank >= 0 ? p_.rank : kUnrankedSortBase + ordinal_}}));
+    if (!p_.command.empty()) writer_.event(metadata("process_labels", p_.id, 0, {{"labels", p_.command}}));
+    host_calls();
+    gpu_collectives();
+    counters();
+  }
+
+ private:
+  struct SyncInfo {
+    std::string name, python_site, native_site, source, kind;
+  };
+  struct Call {
+    int64_t comm, sequence, begin, api, bytes;
+    bool used;
+  };
+
+  double us(int64_t ns) const { return double(ns - origin_) / 1000.0; }
+  static double duration_us(int64_t ns) { return double(std::max<int64_t>(ns, 0)) / 1000.0; }
+  void seen(int64_t begin, int64_t end) {
+    first_ns_ = std::min(first_ns_, begin);
+    last_ns_ = std::max(last_ns_, std::max(begin, end));
+  }
+
+  const std::vector<NativeFrameView>& native_frames(int64_t stack) {
+    auto [it, fresh] = native_cache_.try_emplace(stack);
+    if (fresh && stack != 0) {
+      Statement q(db_, "SELECT module, function, file, line FROM native_frames WHERE process_id = ? AND "
+                       "stack_id = ? ORDER BY depth");
+      q.bind(1, p_.id).bind(2, stack);
+      while (q.step()) it->second.push_back({q.text(0), q.text(1), q.text(2), int(q.integer(3))});
+    }
+    return it->second;
+  }
+
+  const std::vector<PythonFrameView>& python_frames(int64_t stack) {
+    auto [it, fresh] = python_cache_.try_emplace(stack);
+    if (fresh && stack != 0) {
+      Statement q(db_, "SELECT file, function, source, line FROM python_frames WHERE process_id = ? AND "
+                       "stack_id = ? ORDER BY depth");
+      q.bind(1, p_.id).bind(2, stack);
+      while (q.step()) it->second.push_back({q.text(0), q.text(1), q.text(2), int(q.integer(3))});
+    }
+    return it->second;
+  }
+
+  // "file:line in function" of the user's own Python frame, and its source line.
+  std::pair<std::string, std::string> python_site(int64_t stack) {
+    const auto& frames = python_frames(stack);
+    const int top = top_user_python_frame(frames);
+    if (top < 0) return {};
+    const auto& f = frames[std::size_t(top)];
+    return {fmt::format("{}:{} in {}", f.file, f.line, f.function), f.source};
+  }
+
+  const SyncInfo& sync_info(int64_t api, int64_t direction, int64_t memory, int64_t native, int64_t python) {
+    auto [it, fresh] = sync_cache_.try_emplace({api, direction, memory, native, python});
+    if (!fresh) return it->second;
+    SyncShape shape;
+    shape.api = Names::at(names_.api, api);
+    shape.api_class = Names::at(names_.api_class, api);
+    shape.direction = Names::at(names_.direction, direction);
+    shape.host_memory = Names::at(names_.host_memory, memory);
+    shape.native = native_frames(native);
+    shape.python = python_frames(python);
+    const Classification c = classify(shape);
+    SyncInfo& info = it->second;
+    info.name = c.operation;
+    info.kind = c.kind == SyncKind::Explicit ? "explicit" : "hidden";
+    std::tie(info.python_site, info.source) = python_site(python);
+    if (info.python_site.empty())
+      if (const int top = top_user_native_frame(shape.native); top >= 0) {
+        const auto& f = shape.native[std::size_t(top)];
+        info.native_site = f.function.empty() ? f.module : f.function;
+        if (!f.file.empty()) info.native_site += fmt::format(" at {}:{}", f.file, f.line);
+      }
+    return info;
+  }
+
+  void thread(int64_t tid) {
+    if (!tids_.insert(tid).second) return;
+    const std::string name = tid == p_.pid ? fmt::format("main thread (tid {})", tid) : fmt::format("tid {}", tid);
+    writer_.event(metadata("thread_name", p_.id, tid, {{"name", name}}));
+  }
+
+  void host_calls() {
+    Statement q(db_, fmt::format("SELECT tid, api, begin_ns, end_ns, bytes, direction, host_memory, stream, object, "
+                                 "detail, rank_in_comm, comm_size, result, native_stack, python_stack, sequence "
+                                 "FROM events WHERE process_id = ? AND api NOT IN {} ORDER BY begin_ns",
+                                 kTimingApis).c_str());
+    q.bind(1, p_.id);
+    while (q.step()) {
+      const int64_t tid = q.integer(0), api = q.integer(1), begin = q.integer(2), end = q.integer(3);
+      const int64_t bytes = q.integer(4), direction = q.integer(5), memory = q.integer(6), result = q.integer(12);
+      const std::string& api_name = Names::at(names_.api, api);
+      const std::string& cls = Names::at(names_.api_class, api);
+      const std::string& dir = Names::at(names_.direction, direction);
+      const std::string& mem = Names::at(names_.host_memory, memory);
+      thread(tid);
+      seen(begin, end);
+
+      std::string name;
+      Json args = Json::object();
+      args["api"] = api_name;
+      const bool sync = cls == "sync" || cls == "free" || cls == "poll" ||
+                        (cls == "copy" && dir == "d2h" && mem == "pageable");
+      if (sync) {
+        const SyncInfo& info = sync_info(api, direction, memory, q.integer(13), q.integer(14));
+        name = info.name;
+        if (!info.python_site.empty()) {
+          args["python_site"] = info.python_site;
+          args["source"] = info.source;
+        } else if (!info.native_site.empty()) {
+          args["native_site"] = info.native_site;
+        }
+        args["bytes"] = bytes;
+        args["direction"] = dir;
+        args["host_memory"] = mem;
+        args["kind"] = info.kind;
+      } else if (cls == "copy") {
+        name = fmt::format("memcpy {} {}", dir, mem);
+        args["bytes"] = bytes;
+        args["direction"] = dir;
+        args["host_memory"] = mem;
+        args["stream"] = fmt::format("0x{:x}", uint64_t(q.integer(7)));
+      } else if (cls == "collective") {
+        name = api_name;
+        args["communicator"] = hex(q.integer(8));
+        args["sequence"] = q.integer(15);
+        args["bytes"] = bytes;
+        args["rank_in_comm"] = q.integer(10);
+        args["comm_size"] = q.integer(11);
+        if (auto [site, source] = python_site(q.integer(14)); !site.empty()) args["python_site"] = site;
+      } else if (cls == "comm_init") {
+        name = api_name;
+        args["communicator"] = hex(q.integer(9));
+        args["rank_in_comm"] = q.integer(10);
+        args["comm_size"] = q.integer(11);
+      } else {
+        name = api_name;
+        if (bytes) args["bytes"] = bytes;
+      }
+      if (result != 0) args["result"] = result;
+      writer_.event(Json{{"ph", "X"}, {"cat", cls}, {"name", std::move(name)}, {"pid", p_.id}, {"tid", tid},
+                         {"ts", us(begin)}, {"dur", duration_us(end - begin)}, {"args", std::move(args)}});
+    }
+  }
+
+  // The timing rows name no collective: each is matched with this process's collective call of
+  // the same (communicator, sequence), merging two queries sorted the same way; within one NCCL
+  // group (calls sharing a sequence) by equal bytes, then the nearest begin.
+  void gpu_collectives() {
+    Statement t(db_, fmt::format("SELECT object, sequence, begin_ns, detail, bytes FROM events WHERE process_id = ? "
+                                 "AND api IN {} ORDER BY object, sequence, begin_ns", kTimingApis).c_str());
+    Statement c(db_, "SELECT object, sequence, begin_ns, api, bytes FROM events WHERE process_id = ? AND api IN "
+                     "(SELECT id FROM apis WHERE class = 'collective') ORDER BY object, sequence, begin_ns");
+    t.bind(1, p_.id);
+    c.bind(1, p_.id);
+    bool more_calls = c.step();
+    std::vector<Call> group;
+    std::optional<CollectiveKey> group_key, flow_key;
+    std::optional<int64_t> track_comm;
+    int64_t track_tid = kGpuTrackBase - 1, track_end = std::numeric_limits<int64_t>::min();
+    while (t.step()) {
+      const CollectiveKey key{t.integer(0), t.integer(1)};
+      const int64_t begin = t.integer(2), gpu_ns = std::max<int64_t>(t.integer(3), 0), bytes = t.integer(4);
+      if (group_key != key) {
+        group.clear();
+        while (more_calls && CollectiveKey{c.integer(0), c.integer(1)} < key) more_calls = c.step();
+        while (more_calls && CollectiveKey{c.integer(0), c.integer(1)} == key) {
+          group.push_back({key.comm, key.sequence, c.integer(2), c.integer(3), c.integer(4), false});
+          more_calls = c.step();
+        }
+        group_key = key;
+      }
+      Call* call = nullptr;
+      for (Call& g : group) {
+        if (g.used) continue;
+        auto rank = [&](const Call& x) { return std::make_pair(x.bytes != bytes, std::abs(x.begin - begin)); };
+        if (!call || rank(g) < rank(*call)) call = &g;
+      }
+      if (call) call->used = true;
+
+      if (track_comm != key.comm) {
+        track_comm = key.comm;
+        ++track_tid;
+        track_end = std::numeric_limits<int64_t>::min();
+        writer_.event(metadata("thread_name", p_.id, track_tid, {{"name", "GPU collectives " + hex(key.comm)}}));
+        writer_.event(metadata("thread_sort_index", p_.id, track_tid, {{"sort_index", track_tid}}));
+      }
+      const int64_t host_begin = call ? call->begin : begin;
+      const int64_t start = std::max(host_begin, track_end);
+      track_end = start + gpu_ns;
+      seen(start, track_end);
+
+      const auto info = collectives_.find(key);
+      const int64_t wait = info == collectives_.end() ? 0 : gpu_ns - info->second.min_gpu_ns;
+      const double ts = us(start), dur = duration_us(gpu_ns);
+      writer_.event(Json{{"ph", "X"},
+                         {"cat", "gpu_collective"},
+                         {"name", call ? Names::at(names_.api, call->api) : std::string("collective")},
+                         {"pid", p_.id},
+                         {"tid", track_tid},
+                         {"ts", ts},
+                         {"dur", dur},
+                         {"args",
+                          {{"communicator", hex(key.comm)},
+                           {"sequence", key.sequence},
+                           {"bytes", bytes},
+                           {"gpu_ns", gpu_ns},
+                           {"wait_ns", wait},
+                           {"queued_ns", start - host_begin}}}});
+
+      // One flow point per process and (communicator, sequence), inside the slice it binds to.
+      if (info != collectives_.end() && info->second.first != info->second.last && flow_key != key) {
+        flow_key = key;
+        const char* phase = ordinal_ == info->second.first ? "s" : ordinal_ == info->second.last ? "f" : "t";
+        writer_.event(Json{{"ph", phase},
+                           {"cat", "collective"},
+                           {"name", "collective"},
+                           {"id", info->second.flow_id},
+                           {"pid", p_.id},
+                           {"tid", track_tid},
+                           {"ts", ts + dur / 2},
+                           {"bp", "e"}});
+      }
+    }
+  }
+
+  void counters() {
+    const bool any = first_ns_ <= last_ns_;
+    const double at[] = {any ? us(first_ns_) : 0.0, any ? us(last_ns_) : 0.0};
+    for (const double ts : at) {
+      writer_.event(Json{{"ph", "C"},
+                         {"name", "dropped events"},
+                         {"pid", p_.id},
+                         {"ts", ts},
+                         {"args",
+                          {{"ring_full", p_.ring_full},
+                           {"not_ready", p_.not_ready},
+                           {"unpublished", p_.unpublished},
+                           {"malformed", p_.malformed},
+                           {"side_ring_full", p_.side_full}}}});
+      writer_.event(Json{{"ph", "C"},
+                         {"name", "untimed collectives"},
+                         {"pid", p_.id},
+                         {"ts", ts},
+                         {"args", {{"capturing", p_.untimed_capturing}, {"no_event", p_.untimed_no_event}}}});
+    }
+  }
+
+  struct SyncKeyHash {
+    std::size_t operator()(const std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>& k) const {
+      const auto& [a, d, m, n, p] = k;
+      return std::hash<uint64_t>()(uint64_t(n) * 0x9E3779B97F4A7C15ULL ^ uint64_t(p) * 0xC2B2AE3D27D4EB4FULL ^
+                                   uint64_t(a) << 16 ^ uint64_t(d) << 8 ^ uint64_t(m));
+    }
+  };
+
+  const RunDatabase& db_;
+  const Names& names_;
+  const CollectiveMap& collectives_;
+  TraceWriter& writer_;
+  const int64_t origin_;
+  const Process& p_;
+  const uint32_t ordinal_;
+  int64_t first_ns_ = std::numeric_limits<int64_t>::max(), last_ns_ = std::numeric_limits<int64_t>::min();
+  std::unordered_set<int64_t> tids_;
+  std::unordered_map<int64_t, std::vector<NativeFrameView>> native_cache_;
+  std::unordered_map<int64_t, std::vector<PythonFrameView>> python_cache_;
+  std::unordered_map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, SyncInfo, SyncKeyHash> sync_cache_;
+};
+
+}  // namespace
+
+void export_chrome_trace(const RunDatabase& db, std::ostream& out) {
+  Names names;
+  load_names(db, "SELECT id, name, class FROM apis", names.api, &names.api_class);
+  load_names(db, "SELECT id, name FROM directions", names.direction);
+  load_names(db, "SELECT id, name FROM host_memories", names.host_memory);
+
+  std::vector<Process> processes;
+  std::unordered_map<int64_t, uint32_t> ordinal;
+  {
+    Statement q(db, "SELECT id, pid, host, rank, command, dropped_ring_full, dropped_not_ready, lost_unpublished, "
+                    "malformed, dropped_side_full, untimed_capturing, untimed_no_event FROM processes "
+                    "ORDER BY rank < 0, rank, pid, id");
+    while (q.step()) {
+      processes.push_back({q.integer(0), q.integer(1), q.integer(3), q.text(2), q.text(4), q.integer(5), q.integer(6),
+                           q.integer(7), q.integer(8), q.integer(9), q.integer(10), q.integer(11)});
+      ordinal.emplace(processes.back().id, uint32_t(processes.size() - 1));
+    }
+  }
+
+  int64_t origin = 0;
+  {
+    Statement q(db, "SELECT coalesce(min(begin_ns), 0) FROM events");
+    if (q.step()) origin = q.integer(0);
+  }
+
+  // The one pre-pass: per (communicator, sequence), the shortest GPU duration over all ranks and
+  // the first and last process (in trace order) that timed it.
+  CollectiveMap collectives;
+  {
+    Statement q(db, fmt::format("SELECT process_id, object, sequence, min(detail) FROM events WHERE api IN {} "
+                                "GROUP BY process_id, object, sequence", kTimingApis).c_str());
+    while (q.step()) {
+      const auto o = ordinal.find(q.integer(0));
+      if (o == ordinal.end()) continue;
+      const int64_t gpu_ns = std::max<int64_t>(q.integer(3), 0);
+      auto [it, fresh] = collectives.try_emplace({q.integer(1), q.integer(2)},
+                                                 CollectiveInfo{gpu_ns, o->second, o->second, 0});
+      if (fresh) {
+        it->second.flow_id = int64_t(collectives.size());
+        continue;
+      }
+      it->second.min_gpu_ns = std::min(it->second.min_gpu_ns, gpu_ns);
+      it->second.first = std::min(it->second.first, o->second);
+      it->second.last = std::max(it->second.last, o->second);
+    }
+  }
+
+  TraceWriter writer(out);
+  writer.open(Json{{"producer", "trainshim export"}, {"job", db.meta("job")}, {"database", db.path()}});
+  for (std::size_t i = 0; i < processes.size(); ++i)
+    ProcessExporter(db, names, collectives, writer, origin, processes[i], uint32_t(i)).run();
+  writer.close();
+}
+
+int export_command(const std::string& database, const std::string& format, const std::string& output) {
+  if (format != "chrome")
+    throw UsageError(fmt::format("unknown export format '{}': the format trainshim writes is chrome "
+                                 "(--format chrome, for Perfetto UI and chrome://tracing)", format));
+  if (output.empty()) throw UsageError("no output: pass -o trace.json (or -o - for standard output)");
+  RunDatabase db(database);
+  if (output == "-") {
+    export_chrome_trace(db, std::cout);
+    return 0;
+  }
+  const std::string partial = output + ".partial";
+  std::ofstream file(partial, std::ios::binary | std::ios::trunc);
+  if (!file)
+    throw UsageError(fmt::format("{}: cannot create the trace ({}): pass a writable path with -o", partial,
+                                 std::strerror(errno)));
+  try {
+    export_chrome_trace(db, file);
+    file.close();
+    if (!file) throw UsageError(fmt::format("{}: cannot write the trace: pass a path with free space with -o", partial));
+    std::error_code ec;
+    std::filesystem::rename(partial, output, ec);
+    if (ec)
+      throw UsageError(fmt::format("cannot rename {} to {} ({}): pass a writable path with -o", partial, output,
+                                   ec.message()));
+  } catch (...) {
+    file.close();
+    std::remove(partial.c_str());
+    throw;
+  }
+  return 0;
+}
+
+}  // namespace trainshim::cli
