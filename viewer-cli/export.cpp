@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "classifier.hpp"
+#include "syncs.hpp"
 
 namespace trainshim::cli {
 
@@ -167,23 +168,13 @@ class ProcessExporter {
 
   const std::vector<NativeFrameView>& native_frames(int64_t stack) {
     auto [it, fresh] = native_cache_.try_emplace(stack);
-    if (fresh && stack != 0) {
-      Statement q(db_, "SELECT module, function, file, line FROM native_frames WHERE process_id = ? AND "
-                       "stack_id = ? ORDER BY depth");
-      q.bind(1, p_.id).bind(2, stack);
-      while (q.step()) it->second.push_back({q.text(0), q.text(1), q.text(2), int(q.integer(3))});
-    }
+    if (fresh && stack != 0) it->second = load_native_stack(db_, p_.id, stack);
     return it->second;
   }
 
   const std::vector<PythonFrameView>& python_frames(int64_t stack) {
     auto [it, fresh] = python_cache_.try_emplace(stack);
-    if (fresh && stack != 0) {
-      Statement q(db_, "SELECT file, function, source, line FROM python_frames WHERE process_id = ? AND "
-                       "stack_id = ? ORDER BY depth");
-      q.bind(1, p_.id).bind(2, stack);
-      while (q.step()) it->second.push_back({q.text(0), q.text(1), q.text(2), int(q.integer(3))});
-    }
+    if (fresh && stack != 0) it->second = load_python_stack(db_, p_.id, stack);
     return it->second;
   }
 

@@ -10,24 +10,6 @@ namespace trainshim::cli {
 
 namespace {
 
-std::vector<NativeFrameView> native_stack(const RunDatabase& db, int64_t process_id, int64_t stack_id) {
-  std::vector<NativeFrameView> frames;
-  Statement q(db, "SELECT module, function, file, line FROM native_frames WHERE process_id = ? AND stack_id = ? "
-                  "ORDER BY depth");
-  q.bind(1, process_id).bind(2, stack_id);
-  while (q.step()) frames.push_back({q.text(0), q.text(1), q.text(2), int(q.integer(3))});
-  return frames;
-}
-
-std::vector<PythonFrameView> python_stack(const RunDatabase& db, int64_t process_id, int64_t stack_id) {
-  std::vector<PythonFrameView> frames;
-  Statement q(db, "SELECT file, function, source, line FROM python_frames WHERE process_id = ? AND stack_id = ? "
-                  "ORDER BY depth");
-  q.bind(1, process_id).bind(2, stack_id);
-  while (q.step()) frames.push_back({q.text(0), q.text(1), q.text(2), int(q.integer(3))});
-  return frames;
-}
-
 struct Event {
   std::string api, api_class, direction, host_memory;
   int64_t native_id, python_id, blocked_ns;
@@ -64,8 +46,8 @@ std::vector<SyncSite> pageable_sites(const RunDatabase& db, int64_t process_id) 
   std::map<std::tuple<std::string, std::string, std::string, int>, SyncSite> sites;
   while (q.step()) {
     SyncShape shape;
-    if (q.integer(1)) shape.native = native_stack(db, process_id, q.integer(1));
-    if (q.integer(2)) shape.python = python_stack(db, process_id, q.integer(2));
+    if (q.integer(1)) shape.native = load_native_stack(db, process_id, q.integer(1));
+    if (q.integer(2)) shape.python = load_python_stack(db, process_id, q.integer(2));
     SyncSite where = locate(shape);
     where.classification.operation = q.text(0) == "h2d" ? "pageable H2D copy" : "pageable D2H copy";
     where.classification.rule = "pageable_copy";
@@ -81,6 +63,24 @@ std::vector<SyncSite> pageable_sites(const RunDatabase& db, int64_t process_id) 
 }
 
 }  // namespace
+
+std::vector<NativeFrameView> load_native_stack(const RunDatabase& db, int64_t process_id, int64_t stack_id) {
+  std::vector<NativeFrameView> frames;
+  Statement q(db, "SELECT module, function, file, line FROM native_frames WHERE process_id = ? AND stack_id = ? "
+                  "ORDER BY depth");
+  q.bind(1, process_id).bind(2, stack_id);
+  while (q.step()) frames.push_back({q.text(0), q.text(1), q.text(2), int(q.integer(3))});
+  return frames;
+}
+
+std::vector<PythonFrameView> load_python_stack(const RunDatabase& db, int64_t process_id, int64_t stack_id) {
+  std::vector<PythonFrameView> frames;
+  Statement q(db, "SELECT file, function, source, line FROM python_frames WHERE process_id = ? AND stack_id = ? "
+                  "ORDER BY depth");
+  q.bind(1, process_id).bind(2, stack_id);
+  while (q.step()) frames.push_back({q.text(0), q.text(1), q.text(2), int(q.integer(3))});
+  return frames;
+}
 
 std::string site_identity(const SyncSite& site) {
   // A separator no name or line of code contains; the source without the indentation or the
@@ -124,8 +124,8 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
     auto [it, fresh] = shapes.try_emplace({e.native_id, e.python_id});
     SyncShape& shape = it->second;
     if (fresh) {
-      if (e.native_id) shape.native = native_stack(db, process_id, e.native_id);
-      if (e.python_id) shape.python = python_stack(db, process_id, e.python_id);
+      if (e.native_id) shape.native = load_native_stack(db, process_id, e.native_id);
+      if (e.python_id) shape.python = load_python_stack(db, process_id, e.python_id);
     }
     shape.api = e.api;
     shape.api_class = e.api_class;

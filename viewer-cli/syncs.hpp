@@ -34,6 +34,10 @@ struct RankSyncs {
   std::vector<SyncSite> pageable;   // copies from or to pageable memory, by the user's line
 };
 
+// A stored stack's frames, innermost first (empty for stack id 0 or an unknown id).
+std::vector<NativeFrameView> load_native_stack(const RunDatabase& db, int64_t process_id, int64_t stack_id);
+std::vector<PythonFrameView> load_python_stack(const RunDatabase& db, int64_t process_id, int64_t stack_id);
+
 RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::string& step_name);
 
 }  // namespace trainshim::cli

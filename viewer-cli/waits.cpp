@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "classifier.hpp"
+#include "syncs.hpp"
 
 namespace trainshim::cli {
 
@@ -31,11 +32,7 @@ std::vector<HostActivity> host_activity(const ProcessRef& p, const std::vector<L
       const int64_t stack = q.integer(0);
       auto [it, fresh] = top_frame.try_emplace(stack);
       if (fresh) {
-        std::vector<PythonFrameView> frames;
-        Statement f(*p.db, "SELECT file, function, source, line FROM python_frames WHERE process_id = ? AND "
-                           "stack_id = ? ORDER BY depth");
-        f.bind(1, p.process_id).bind(2, stack);
-        while (f.step()) frames.push_back({f.text(0), f.text(1), f.text(2), int(f.integer(3))});
+        const std::vector<PythonFrameView> frames = load_python_stack(*p.db, p.process_id, stack);
         if (const int top = top_user_python_frame(frames); top >= 0)
           it->second = {frames[std::size_t(top)].file, frames[std::size_t(top)].line, frames[std::size_t(top)].function};
       }
