@@ -130,6 +130,12 @@ TEST(CollectiveWaits, AHangIsReportedWhileTheJobHangs) {
     const auto live = run(trainshim_cli() + " report --json " + s.db());
     if (live.exit_code == 0) hangs = json::parse(live.out).at("hangs");
   }
+  // Every command reads the database of the job still running (hung) without failing.
+  for (const std::string& command : {std::string(" audit ") + s.db(), std::string(" diff ") + s.db() + " " + s.db(),
+                                     std::string(" export ") + s.db() + " -o " + s.dir + "/live.json"}) {
+    const auto live = run(trainshim_cli() + command + " 2>&1");
+    EXPECT_TRUE(live.exit_code == 0 || live.exit_code == 1) << command << ": " << live.out;
+  }
   kill(-job, SIGTERM);
   ASSERT_EQ(hangs.size(), 1u) << "no hang reported while the job hung";
   EXPECT_EQ(hangs[0].at("op"), "ncclAllReduce");
