@@ -23,6 +23,7 @@ constexpr unsigned kRemembered = 16;
 struct Remembered {
   RememberedRange ranges[kRemembered];
   unsigned next;
+  unsigned last;  // the entry that answered last: a training loop copies from the same buffers
 };
 
 Remembered& remembered() {
@@ -69,15 +70,24 @@ HostMemory ask_runtime(const void* address) {
 HostMemory classify_host_memory(const void* address, uint64_t bytes) {
   const auto begin = reinterpret_cast<uintptr_t>(address);
   PinnedRanges& pinned = pinned_ranges();
-  if (pinned.contains(begin)) return HostMemory::Pinned;
+  // Read before the table: an answer remembered across a change of the table is then stale.
   const uint64_t generation = pinned.generation();
   Remembered& memo = remembered();
-  for (const RememberedRange& r : memo.ranges)
-    if (r.generation == generation && begin >= r.begin && begin < r.end) return r.kind;
-  const HostMemory kind = ask_runtime(address);
-  if (kind != HostMemory::Unknown)
-    memo.ranges[memo.next++ % kRemembered] = {begin, begin + (bytes ? bytes : 1), generation, kind};
-  return kind;
+  auto answers = [&](const RememberedRange& r) { return r.generation == generation && begin >= r.begin && begin < r.end; };
+  if (answers(memo.ranges[memo.last])) return memo.ranges[memo.last].kind;
+  for (unsigned i = 0; i < kRemembered; ++i)
+    if (answers(memo.ranges[i])) {
+      memo.last = i;
+      return memo.ranges[i].kind;
+    }
+  RememberedRange fresh{begin, begin + (bytes ? bytes : 1), generation, HostMemory::Unknown};
+  if (pinned.find(begin, fresh.begin, fresh.end)) fresh.kind = HostMemory::Pinned;
+  else fresh.kind = ask_runtime(address);
+  if (fresh.kind != HostMemory::Unknown) {
+    memo.last = memo.next++ % kRemembered;
+    memo.ranges[memo.last] = fresh;
+  }
+  return fresh.kind;
 }
 
 }  // namespace trainshim::shim

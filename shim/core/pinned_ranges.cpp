@@ -60,6 +60,11 @@ uint64_t PinnedRanges::remove(uintptr_t begin) {
 }
 
 bool PinnedRanges::contains(uintptr_t address) const {
+  uintptr_t begin = 0, end = 0;
+  return find(address, begin, end);
+}
+
+bool PinnedRanges::find(uintptr_t address, uintptr_t& begin, uintptr_t& end) const {
   // A change takes microseconds; a writer descheduled mid-change must not stall the copy for
   // longer than that: after a bounded wait, answer "not known here" and let the caller ask the
   // runtime.
@@ -69,11 +74,15 @@ bool PinnedRanges::contains(uintptr_t address) const {
       pause();
       continue;
     }
-    bool found = false;
     const std::size_t at = lower_bound(address + 1);  // first range beginning after address
-    if (at > 0) found = address < ends_[at - 1].load(relaxed) && begins_[at - 1].load(relaxed) <= address;
+    const uintptr_t found_begin = at > 0 ? begins_[at - 1].load(relaxed) : 0;
+    const uintptr_t found_end = at > 0 ? ends_[at - 1].load(relaxed) : 0;
     std::atomic_thread_fence(std::memory_order_acquire);
-    if (sequence_.load(relaxed) == before) return found;
+    if (sequence_.load(relaxed) != before) continue;
+    if (at == 0 || address < found_begin || address >= found_end) return false;
+    begin = found_begin;
+    end = found_end;
+    return true;
   }
   return false;
 }

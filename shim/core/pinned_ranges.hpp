@@ -18,6 +18,8 @@ class PinnedRanges {
   // Returns the size of the range that began at `begin`, 0 if none did.
   uint64_t remove(uintptr_t begin);
   bool contains(uintptr_t address) const;
+  // The range holding `address`, if any.
+  bool find(uintptr_t address, uintptr_t& begin, uintptr_t& end) const;
   std::size_t size() const;
   // Bumped on every change: remembered answers about host memory older than this are stale.
   uint64_t generation() const { return sequence_.load(std::memory_order_acquire); }
