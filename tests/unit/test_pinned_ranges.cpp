@@ -213,3 +213,26 @@ TEST(PinnedRanges, ConcurrentReadersWhileAWriterChangesTheTable) {
 
 }  // namespace
 }  // namespace trainshim::shim
+
+namespace trainshim::shim {
+namespace {
+
+TEST(PinnedRangesFind, GivesTheRangeHoldingAnAddressAndLeavesTheOutputsAloneOtherwise) {
+  auto table = std::make_unique<PinnedRanges>();
+  ASSERT_TRUE(table->add(0x1000, 0x100));
+  ASSERT_TRUE(table->add(0x3000, 0x200));
+  uintptr_t begin = 7, end = 9;
+  EXPECT_TRUE(table->find(0x30ff, begin, end));
+  EXPECT_EQ(begin, 0x3000u);
+  EXPECT_EQ(end, 0x3200u);
+  begin = 7;
+  end = 9;
+  EXPECT_FALSE(table->find(0x1100, begin, end)) << "one past the end of the first range";
+  EXPECT_FALSE(table->find(0x2000, begin, end));
+  EXPECT_FALSE(table->find(0x0fff, begin, end));
+  EXPECT_EQ(begin, 7u);
+  EXPECT_EQ(end, 9u);
+}
+
+}  // namespace
+}  // namespace trainshim::shim
