@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -27,7 +28,11 @@ Outcome run(const std::string& command) {
 Scratch::Scratch() {
   static std::atomic<int> counter{0};
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  job = "it_" + std::string(info->name()) + "_" + std::to_string(getpid()) + "_" + std::to_string(counter++);
+  // Parameterised tests have a '/' in their name: a job id and a directory name must not.
+  std::string name = info->name();
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  job = "it_" + name + "_" + std::to_string(getpid()) + "_" + std::to_string(counter++);
   dir = (std::filesystem::temp_directory_path() / job).string();
   std::filesystem::create_directories(dir);
 }

@@ -60,6 +60,8 @@ __attribute__((noinline)) int ft_cpu(std::size_t bytes) {
 }
 __attribute__((noinline)) void ft_synchronize() { c10::cuda::device_synchronize(); }
 int ft_busy(unsigned microseconds) { return simcudaBusy(g_stream, microseconds); }
+// The stream the stand-in framework computes on (torch.cuda.current_stream()).
+void* ft_stream() { return g_stream; }
 // A batch uploaded from pageable memory: what a DataLoader with pin_memory=False makes.
 int ft_upload(std::size_t bytes) {
   void* host = std::calloc(1, bytes);
