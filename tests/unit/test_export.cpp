@@ -21,34 +21,19 @@
 #include "database.hpp"
 #include "export.hpp"
 #include "run_database.hpp"
+#include "run_fixtures.hpp"
 
 namespace trainshim::cli {
 namespace {
 
 namespace fs = std::filesystem;
 using collector::Database;
+using test::header_for;
 using Json = nlohmann::json;
 
 constexpr uint64_t kComm = 0xABCDEF0123456789ULL;  // above 2^63: stored as a negative integer
 constexpr uint64_t kOtherComm = 0x42;
 constexpr int64_t kOrigin = 1'000'000;  // the earliest begin_ns of the scenario
-
-std::unique_ptr<SegmentHeader> header_for(int rank, int pid, const char* host) {
-  auto h = std::make_unique<SegmentHeader>();
-  h->magic = kSegmentMagic;
-  h->format_version = kFormatVersion;
-  h->pid = pid;
-  h->rank = rank;
-  h->local_rank = rank < 0 ? -1 : rank;
-  h->world_size = rank < 0 ? -1 : 2;
-  h->clock_kind = static_cast<uint32_t>(ClockKind::Monotonic);
-  h->anchor_monotonic_ns = 1000;
-  h->anchor_realtime_ns = 2000;
-  std::strcpy(h->host, host);
-  std::strcpy(h->job, "unitjob");
-  std::snprintf(h->command, sizeof h->command, "python train.py --rank %d", rank);
-  return h;
-}
 
 EventRecord record(Api api, uint32_t tid) {
   EventRecord r{};

@@ -14,30 +14,15 @@
 #include "format.hpp"
 #include "report.hpp"
 #include "run_database.hpp"
+#include "run_fixtures.hpp"
 
 namespace trainshim::cli {
 namespace {
 
 namespace fs = std::filesystem;
 using collector::Database;
+using test::header_for;
 using Json = nlohmann::ordered_json;
-
-std::unique_ptr<SegmentHeader> header_for(int rank, int pid, const char* host) {
-  auto h = std::make_unique<SegmentHeader>();
-  h->magic = kSegmentMagic;
-  h->format_version = kFormatVersion;
-  h->pid = pid;
-  h->rank = rank;
-  h->local_rank = rank < 0 ? -1 : rank;
-  h->world_size = rank < 0 ? -1 : 2;
-  h->clock_kind = static_cast<uint32_t>(ClockKind::Monotonic);
-  h->anchor_monotonic_ns = 1000;
-  h->anchor_realtime_ns = 2000;
-  std::strcpy(h->host, host);
-  std::strcpy(h->job, "unitjob");
-  std::snprintf(h->command, sizeof h->command, "python train.py --rank %d", rank);
-  return h;
-}
 
 // Adds one event lasting `duration` ns.
 void event(Database& db, int64_t process, Api api, uint64_t bytes, uint64_t duration,
