@@ -93,13 +93,8 @@ uint64_t Collector::pass() {
 
 void Collector::watch_hangs() {
   for (const Hang& h : hangs_.check(int64_t(clock_ns(CLOCK_MONOTONIC)))) {
-    auto ranks = [](const std::vector<int>& list) {
-      std::string out;
-      for (int r : list) out += (out.empty() ? "" : ",") + std::to_string(r);
-      return out;
-    };
-    database_.record_hang(fmt::format("{:016x}", h.communicator), h.sequence, h.op, ranks(h.waiting),
-                          ranks(h.missing), h.waited_ns, h.message);
+    database_.record_hang(fmt::format("{:016x}", h.communicator), h.sequence, h.op, rank_list(h.waiting),
+                          rank_list(h.missing), h.waited_ns, h.message);
     if (h.fresh) report("hang", h.message);
   }
 }

@@ -4,15 +4,11 @@
 
 namespace trainshim::collector {
 
-namespace {
-
-std::string list(const std::vector<int>& ranks) {
+std::string rank_list(const std::vector<int>& ranks) {
   std::string out;
   for (int r : ranks) out += (out.empty() ? "" : ",") + std::to_string(r);
   return out;
 }
-
-}  // namespace
 
 void HangWatch::observe(int rank, const EventRecord& r, int64_t begin_ns, const std::string& where) {
   const ApiInfo& info = kApis[r.api];
@@ -61,9 +57,9 @@ std::vector<Hang> HangWatch::check(int64_t now_ns) {
     // Finished on every rank that entered it, or nobody is missing here: not a hang this node sees.
     if (h.waiting.empty() || (h.missing.empty() && unseen.empty())) continue;
     h.message = fmt::format("{} #{} on communicator {:016x}: rank{} {} waiting for {:.0f} s", h.op, h.sequence, id,
-                            h.waiting.size() == 1 ? "" : "s", list(h.waiting), double(h.waited_ns) / 1e9);
+                            h.waiting.size() == 1 ? "" : "s", rank_list(h.waiting), double(h.waited_ns) / 1e9);
     if (!h.missing.empty())
-      h.message += fmt::format("; rank{} {} never entered it", h.missing.size() == 1 ? "" : "s", list(h.missing));
+      h.message += fmt::format("; rank{} {} never entered it", h.missing.size() == 1 ? "" : "s", rank_list(h.missing));
     if (!unseen.empty())
       h.message += fmt::format("; {} rank{} of the communicator not seen on this node", unseen.size(),
                                unseen.size() == 1 ? "" : "s");

@@ -21,6 +21,9 @@ struct Hang {
   bool fresh = false;            // first reported on this check
 };
 
+// "0,2,3": how ranks are listed in hang messages and in the hangs table.
+std::string rank_list(const std::vector<int>& ranks);
+
 class HangWatch {
  public:
   explicit HangWatch(int64_t threshold_ns) : threshold_ns_(threshold_ns) {}
