@@ -319,7 +319,7 @@ void render_sites(std::string& out, const std::vector<SyncSite>& sites, const Ra
 
 void render_sync_sections(std::string& out, const ProcessReport& p) {
   const RankSyncs& rs = p.synchronisations;
-  if (rs.hidden.empty() && rs.explicit_.empty()) return;
+  if (rs.hidden.empty() && rs.explicit_.empty() && rs.polls.empty()) return;
   const std::string steps = rs.steps.count ? fmt::format("{} steps", with_thousands(rs.steps.count)) : "no steps found";
   out += fmt::format("  steps: {} ({})\n", steps, rs.steps.rule);
   const char* rate_header = rs.steps.count ? "per step" : "per sec";
@@ -333,6 +333,16 @@ void render_sync_sections(std::string& out, const ProcessReport& p) {
     out += fmt::format("  {:<34} {:>9} {:>9} {:>10} {:>10}\n", "Explicit synchronisations (asked for)", "calls",
                        rate_header, "blocked", share_header);
     render_sites(out, rs.explicit_, rs);
+  }
+  if (!rs.polls.empty()) {
+    out += fmt::format("  {:<34} {:>9} {:>9} {:>10} {:>10}\n", "Polls (ask, never wait)", "calls", "per sec",
+                       "in calls", share_header);
+    for (const auto& site : rs.polls) {
+      out += fmt::format("  {:<34} {:>9} {:>9.1f} {:>10} {:>8.1f} %\n", site.classification.operation,
+                         with_thousands(site.calls), per_second(site.calls, rs), human_duration(site.blocked_ns),
+                         100 * share_of_step(site.blocked_ns, rs));
+      out += fmt::format("      at {}\n", site_location(site));
+    }
   }
 }
 
@@ -481,7 +491,8 @@ nlohmann::ordered_json render_json(const Report& report) {
                                        {"span_ns", p.synchronisations.span_ns}}},
                             {"hidden_syncs", sites_json(p.synchronisations.hidden, p.synchronisations)},
                             {"explicit_syncs", sites_json(p.synchronisations.explicit_, p.synchronisations)},
-                            {"pageable_sites", sites_json(p.synchronisations.pageable, p.synchronisations)}});
+                            {"pageable_sites", sites_json(p.synchronisations.pageable, p.synchronisations)},
+                            {"polls", sites_json(p.synchronisations.polls, p.synchronisations)}});
   }
   doc["totals"] = {{"copies", copies_json(report.total_copies)},
                    {"syncs", syncs_json(report.total_syncs)},

@@ -62,7 +62,7 @@ TEST_P(PlantedPythonSyncs, ReportNamesExactlyThePlantedLines) {
   };
   const std::vector<Expected> planted_hidden = {
       {"# PLANTED item", "Tensor.item()", "loss_value", 12, {"train_step", "main"}},
-      {"# PLANTED cpu", "Tensor.cpu() / .to('cpu') / .copy_()", "accuracy", 6, {"metrics", "train_step", "main"}},
+      {"# PLANTED cpu", "Tensor.copy_() into a host tensor", "accuracy", 6, {"metrics", "train_step", "main"}},
       {"# PLANTED nonzero", "nonzero() / boolean-mask indexing", "train_step", 12, {"main"}},
       {"# PLANTED thread_item", "Tensor.item()", "background_eval", 5, {"run"}},
   };
