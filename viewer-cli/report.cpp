@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "format.hpp"
+#include "stripped_libraries.hpp"
 
 namespace trainshim::cli {
 
@@ -190,6 +191,16 @@ void add_findings(Report& report) {
       report.findings.push_back(std::move(f));
     }
   }
+  for (const std::string& library : report.stripped_libraries) {
+    Finding f;
+    f.kind = "stripped_library";
+    f.message = fmt::format("{} has no symbol table (.symtab): PyTorch's binding frames have no names there, so "
+                            "operations are named from its exported op-entry frames alone and "
+                            "torch.cuda.Event/Stream.synchronize() can show as unclassified", library);
+    f.advice = "profile with the PyPI wheel of the same version, or a build that strips debug information only "
+               "(strip --strip-debug)";
+    report.findings.push_back(std::move(f));
+  }
   std::stable_sort(report.findings.begin(), report.findings.end(),
                    [](const Finding& a, const Finding& b) { return a.cost_ns > b.cost_ns; });
 }
@@ -263,6 +274,11 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
       report.hangs.push_back({hangs.text(0), hangs.text(2), hangs.text(6), hangs.integer(1), hangs.integer(5),
                               ranks(hangs.text(3)), ranks(hangs.text(4))});
   }
+  for (const RunDatabase* db : databases)
+    for (std::string& library : stripped_torch_libraries(*db))
+      if (std::find(report.stripped_libraries.begin(), report.stripped_libraries.end(), library) ==
+          report.stripped_libraries.end())
+        report.stripped_libraries.push_back(std::move(library));
 
   report.total_copies = merge(report.processes, &ProcessReport::copies,
                               [](const CopyRow& r) { return std::make_pair(r.direction, r.host_memory); });
