@@ -40,11 +40,11 @@ inline Draft copy_linear(void* dst, const void* src, size_t bytes, cudaMemcpyKin
   switch (kind) {
     case cudaMemcpyHostToDevice:
       d.direction = Direction::HostToDevice;
-      d.host_memory = classify_host_memory(src, bytes);
+      d.host_memory = classify_host_memory(src, bytes, stream);
       break;
     case cudaMemcpyDeviceToHost:
       d.direction = Direction::DeviceToHost;
-      d.host_memory = classify_host_memory(dst, bytes);
+      d.host_memory = classify_host_memory(dst, bytes, stream);
       break;
     case cudaMemcpyDeviceToDevice:
       d.direction = Direction::DeviceToDevice;
@@ -52,11 +52,11 @@ inline Draft copy_linear(void* dst, const void* src, size_t bytes, cudaMemcpyKin
       break;
     case cudaMemcpyHostToHost:
       d.direction = Direction::HostToHost;
-      d.host_memory = classify_host_memory(src, bytes);
+      d.host_memory = classify_host_memory(src, bytes, stream);
       break;
     case cudaMemcpyDefault: {
       // Unified addressing: the runtime infers the direction from the pointers, and so do we.
-      const HostMemory from = ask_runtime(src), to = ask_runtime(dst);
+      const auto [from, to] = ask_runtime(src, dst, stream);
       const bool from_device = from == HostMemory::Device, to_device = to == HostMemory::Device;
       if (from == HostMemory::Unknown || to == HostMemory::Unknown) break;
       d.direction = from_device ? (to_device ? Direction::DeviceToDevice : Direction::DeviceToHost)

@@ -1,0 +1,74 @@
+// The shim never disturbs the job: graph captures end as they would without it, and every hooked
+// call leaves the thread's last error as it would be without it.
+#include <gtest/gtest.h>
+
+#include "harness.hpp"
+
+namespace trainshim::test {
+namespace {
+
+std::string program(const std::string& name) { return std::string(Paths::programs) + "/" + name; }
+
+int64_t count_api(const std::string& db, const std::string& api, const std::string& where = "1") {
+  return query_int(db, "SELECT count(*) FROM events e JOIN apis a ON a.id = e.api WHERE a.name = '" + api +
+                           "' AND " + where);
+}
+
+// Only the poller's event queries run during the captures here.
+TEST(Safety, PollerNeverInvalidatesAGlobalCaptureOfTheProgram) {
+  const std::string command = program("capture_collectives_prog") + " 50 pinned-only";
+  ASSERT_EQ(run(command).out, "captures=50\n");
+  Scratch s;
+  const auto shimmed = run(trainshim_cli() + " run --no-report --out " + s.db() + " -- " + command);
+  ASSERT_EQ(shimmed.exit_code, 0) << shimmed.out;
+  EXPECT_EQ(shimmed.out, "captures=50\n");
+  EXPECT_EQ(count_api(s.db(), "ncclGpuTiming"), 50);
+  EXPECT_EQ(count_api(s.db(), "cudaMemcpyAsync", "direction = 1 AND host_memory = 1 AND bytes = 4096"), 500);
+}
+
+TEST(Safety, GraphCaptureNextToTimedCollectivesEndsAsWithoutTheShim) {
+  const std::string command = program("capture_collectives_prog") + " 50";
+  const auto plain = run(command);
+  ASSERT_EQ(plain.exit_code, 0) << plain.out;
+  ASSERT_EQ(plain.out, "captures=50\n");
+  Scratch s;
+  const auto shimmed = run(trainshim_cli() + " run --no-report --out " + s.db() + " -- " + command);
+  ASSERT_EQ(shimmed.exit_code, 0) << shimmed.out;
+  EXPECT_EQ(shimmed.out, "captures=50\n");
+  // The all-reduces were not captured: every one is timed.
+  EXPECT_EQ(count_api(s.db(), "ncclAllReduce"), 50);
+  EXPECT_EQ(count_api(s.db(), "ncclGpuTiming"), 50);
+  EXPECT_EQ(query_int(s.db(), "SELECT untimed_capturing + untimed_no_event FROM processes"), 0);
+  // Captured copies: the pinned table still answers; the runtime is not asked about the others.
+  EXPECT_EQ(count_api(s.db(), "cudaMemcpyAsync", "direction = 1 AND host_memory = 1 AND bytes = 4096"), 500);
+  EXPECT_EQ(count_api(s.db(), "cudaMemcpyAsync", "direction = 0 AND host_memory = 0 AND bytes = 4096"), 500);
+  EXPECT_EQ(count_api(s.db(), "cudaMemcpyAsync"), 1000);
+}
+
+TEST(Safety, CollectivesOnTwoDevicesAreTimedAndLeaveNoError) {
+  Scratch s;
+  const auto result = run("SIMCUDA_DEVICES=2 " + trainshim_cli() + " run --no-report --out " + s.db() + " -- " +
+                          program("error_safety_prog") + " devices");
+  ASSERT_EQ(result.exit_code, 0) << result.out;
+  EXPECT_EQ(result.out, "ok\n");
+  EXPECT_EQ(count_api(s.db(), "ncclAllReduce"), 10);
+  EXPECT_EQ(count_api(s.db(), "ncclAllReduce", "result = 0"), 10);
+  EXPECT_EQ(count_api(s.db(), "ncclGpuTiming"), 10);
+  EXPECT_EQ(query_int(s.db(), "SELECT untimed_no_event FROM processes"), 0);
+}
+
+TEST(Safety, ErrorTheProgramLeftPendingSurvivesEveryHookedCall) {
+  Scratch s;
+  const auto result = run("SIMCUDA_DEVICES=2 " + trainshim_cli() + " run --no-report --out " + s.db() + " -- " +
+                          program("error_safety_prog") + " pending");
+  ASSERT_EQ(result.exit_code, 0) << result.out;
+  EXPECT_EQ(result.out, "ok\n");
+  // While the error is pending the shim calls nothing: those collectives are not timed.
+  EXPECT_EQ(count_api(s.db(), "ncclAllReduce"), 10);
+  EXPECT_EQ(count_api(s.db(), "ncclGpuTiming"), 3);
+  EXPECT_EQ(query_int(s.db(), "SELECT untimed_no_event FROM processes"), 7);
+  EXPECT_EQ(count_api(s.db(), "cudaMemcpy", "direction = 1 AND bytes = 1024"), 1);
+}
+
+}  // namespace
+}  // namespace trainshim::test
