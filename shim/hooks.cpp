@@ -20,7 +20,10 @@ cudaError_t cudaStreamQuery_ptsz(cudaStream_t);
 
 namespace {
 
-// What a hook returns when the real library is not loaded at all.
+// What a hook returns when no loaded object exports the real function. Without the shim the
+// program could not have made this call at all: the dynamic linker would have found no definition
+// (an undefined symbol), or a dlsym feature probe would have answered null. The closest answer is
+// the runtime's own "symbol not found" and NCCL's system error.
 template <class Result>
 Result not_loaded();
 template <>

@@ -70,5 +70,31 @@ TEST(Safety, ErrorTheProgramLeftPendingSurvivesEveryHookedCall) {
   EXPECT_EQ(count_api(s.db(), "cudaMemcpy", "direction = 1 AND bytes = 1024"), 1);
 }
 
+// The program links no CUDA library; the library it loads with RTLD_LOCAL links libcudart under a
+// hashed name. Neither RTLD_NEXT nor a soname finds it: only what it exports does.
+TEST(Safety, HashedCudartInALocalScopeIsFoundByWhatItExports) {
+  Scratch s;
+  const auto result = run(trainshim_cli() + " run --no-report --out " + s.db() + " -- " + program("local_scope_prog") +
+                          " " + program("liblocal_scope_lib_hashed.so"));
+  ASSERT_EQ(result.exit_code, 0) << result.out;
+  EXPECT_EQ(count_api(s.db(), "cudaMemcpy", "result = 0 AND direction = 1 AND host_memory = 2 AND bytes = 256"), 7);
+  EXPECT_EQ(count_api(s.db(), "cudaStreamSynchronize", "result = 0"), 1);
+}
+
+// NCCL linked into the library that calls it, loaded with RTLD_LOCAL: the hook forwards to that
+// library's pncclX, or, built without them, to its ncclX.
+TEST(Safety, StaticNcclInALocalScopeLibraryIsForwardedToItsOwnDefinitions) {
+  for (const std::string library : {"libstatic_nccl_lib.so", "libstatic_nccl_noprof_lib.so"}) {
+    SCOPED_TRACE(library);
+    Scratch s;
+    const auto result = run(trainshim_cli() + " run --no-report --out " + s.db() + " -- " +
+                            program("local_scope_prog") + " " + program(library) + " all_reduce_from_local_scope");
+    ASSERT_EQ(result.exit_code, 0) << result.out;
+    EXPECT_EQ(count_api(s.db(), "ncclAllReduce", "result = 0 AND bytes = 1024"), 7);
+    EXPECT_EQ(count_api(s.db(), "ncclCommInitRank", "result = 0 AND comm_size = 1"), 1);
+    EXPECT_EQ(count_api(s.db(), "ncclGpuTiming"), 7);
+  }
+}
+
 }  // namespace
 }  // namespace trainshim::test
