@@ -96,5 +96,29 @@ TEST(Safety, StaticNcclInALocalScopeLibraryIsForwardedToItsOwnDefinitions) {
   }
 }
 
+TEST(Safety, SymbolThreeDimensionalAndBatchCopiesAreCountedExactly) {
+  Scratch s;
+  const auto result = run(trainshim_cli() + " run --json --out " + s.db() + " -- " + program("more_copies_prog"));
+  ASSERT_EQ(result.exit_code, 0) << result.out;
+  const nlohmann::json report = nlohmann::json::parse(result.out);
+  const nlohmann::json& copies = report.at("ranks")[0].at("copies");
+  auto expect = [&](const std::string& direction, const std::string& memory, int calls, int bytes) {
+    const nlohmann::json row = find_row(copies, {{"direction", direction}, {"host_memory", memory}});
+    ASSERT_FALSE(row.is_null()) << direction << "/" << memory << " missing in " << copies.dump();
+    EXPECT_EQ(row.at("calls"), calls) << direction << "/" << memory;
+    EXPECT_EQ(row.at("bytes"), bytes) << direction << "/" << memory;
+  };
+  EXPECT_EQ(copies.size(), 6u) << copies.dump();
+  expect("h2d", "pageable", 4, 4000);
+  expect("h2d", "pinned", 3, 640);
+  expect("d2d", "device", 2, 320);
+  expect("d2h", "pageable", 5, 1000);
+  expect("d2h", "pinned", 2, 384);
+  expect("none", "unknown", 2, 630);
+  EXPECT_EQ(count_api(s.db(), "cudaMemcpyFromSymbol", "result = 0"), 3);
+  EXPECT_EQ(count_api(s.db(), "cudaMemcpyBatchAsync_ptsz", "bytes = 30"), 1);
+  EXPECT_EQ(count_api(s.db(), "cudaMemcpy3D_ptds", "direction = 1 AND host_memory = 1 AND bytes = 64"), 1);
+}
+
 }  // namespace
 }  // namespace trainshim::test

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <tuple>
+#include <vector>
 #include <unistd.h>
 
 // Per-thread-default-stream twins; the header declares them only when a program is compiled
@@ -21,6 +23,19 @@ cudaError_t cudaMemcpy2DAsync_ptsz(void* dst, size_t dpitch, const void* src, si
 cudaError_t cudaMemset_ptds(void* devPtr, int value, size_t count);
 cudaError_t cudaMemsetAsync_ptsz(void* devPtr, int value, size_t count, cudaStream_t stream);
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream);
+cudaError_t cudaMemcpyToSymbol_ptds(const void* symbol, const void* src, size_t count, size_t offset,
+                                    enum cudaMemcpyKind kind);
+cudaError_t cudaMemcpyToSymbolAsync_ptsz(const void* symbol, const void* src, size_t count, size_t offset,
+                                         enum cudaMemcpyKind kind, cudaStream_t stream);
+cudaError_t cudaMemcpyFromSymbol_ptds(void* dst, const void* symbol, size_t count, size_t offset,
+                                      enum cudaMemcpyKind kind);
+cudaError_t cudaMemcpyFromSymbolAsync_ptsz(void* dst, const void* symbol, size_t count, size_t offset,
+                                           enum cudaMemcpyKind kind, cudaStream_t stream);
+cudaError_t cudaMemcpy3D_ptds(const struct cudaMemcpy3DParms* p);
+cudaError_t cudaMemcpy3DAsync_ptsz(const struct cudaMemcpy3DParms* p, cudaStream_t stream);
+cudaError_t cudaMemcpyBatchAsync_ptsz(void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,
+                                      struct cudaMemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
+                                      cudaStream_t stream);
 cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream);
 cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags);
 cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus* pCaptureStatus);
@@ -101,6 +116,68 @@ cudaError_t copy2D(void* dst, size_t dpitch, const void* src, size_t spitch, siz
       std::memmove(static_cast<char*>(dst) + row * dpitch, static_cast<const char*>(src) + row * spitch, width);
   };
   return sync ? submitAndWait(stream, op) : submit(stream, op, touchesPageable(dst, src));
+}
+
+// A __device__ variable's symbol is the address the runtime maps to its device copy; here device
+// memory stands in for it, so a symbol is an address inside a cudaMalloc'ed range.
+cudaError_t copySymbol(void* dst, const void* src, const void* symbol, size_t count, size_t offset,
+                       cudaMemcpyKind kind, bool to_symbol, cudaStream_t stream, bool sync) {
+  auto r = findRange(symbol);
+  if (!r || r->kind != MemKind::Device) return ret(cudaErrorInvalidSymbol);
+  const auto base = reinterpret_cast<std::uintptr_t>(symbol);
+  if (base + offset + count > r->base + r->size) return ret(cudaErrorInvalidValue);
+  // "kind can be either cudaMemcpyHostToDevice, cudaMemcpyDeviceToDevice, or cudaMemcpyDefault" (and
+  // DeviceToHost for FromSymbol).
+  const cudaMemcpyKind across = to_symbol ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+  if (kind != across && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
+    return ret(cudaErrorInvalidMemcpyDirection);
+  void* at = reinterpret_cast<void*>(base + offset);
+  return to_symbol ? copy(at, src, count, kind, stream, sync) : copy(dst, at, count, kind, stream, sync);
+}
+
+// Copies between pointers only: CUDA arrays are not simulated.
+cudaError_t copy3D(const cudaMemcpy3DParms* p, cudaStream_t stream, bool sync) {
+  if (!p || p->srcArray || p->dstArray || !p->srcPtr.ptr || !p->dstPtr.ptr) return ret(cudaErrorInvalidValue);
+  if (!validKind(p->kind)) return ret(cudaErrorInvalidMemcpyDirection);
+  const cudaExtent e = p->extent;
+  if (e.width > p->srcPtr.pitch || e.width > p->dstPtr.pitch) return ret(cudaErrorInvalidPitchValue);
+  if (e.width == 0 || e.height == 0 || e.depth == 0) return cudaSuccess;
+  auto row = [](const cudaPitchedPtr& ptr, const cudaPos& pos, size_t y, size_t z) {
+    return static_cast<char*>(ptr.ptr) + ((pos.z + z) * ptr.ysize + pos.y + y) * ptr.pitch + pos.x;
+  };
+  const cudaMemcpy3DParms q = *p;
+  auto op = [q, row] {
+    for (size_t z = 0; z < q.extent.depth; ++z)
+      for (size_t y = 0; y < q.extent.height; ++y)
+        std::memmove(row(q.dstPtr, q.dstPos, y, z), row(q.srcPtr, q.srcPos, y, z), q.extent.width);
+  };
+  return sync ? submitAndWait(stream, op)
+              : submit(stream, op, touchesPageable(row(q.dstPtr, q.dstPos, 0, 0), row(q.srcPtr, q.srcPos, 0, 0)));
+}
+
+// cudaMemcpyBatchAsync's checks: attrsIdxs starts at 0 and increases, below count; every
+// attribute names a source access order; never the legacy stream.
+cudaError_t copyBatch(void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,
+                      const cudaMemcpyAttributes* attrs, const size_t* attrsIdxs, size_t numAttrs, cudaStream_t stream) {
+  if (!dsts || !srcs || !sizes || count == 0 || !attrs || !attrsIdxs || numAttrs == 0 || numAttrs > count ||
+      attrsIdxs[0] != 0 || stream == nullptr || stream == cudaStreamLegacy)
+    return ret(cudaErrorInvalidValue);
+  bool wait = false;
+  for (size_t k = 0; k < numAttrs; ++k) {
+    if ((k > 0 && attrsIdxs[k] <= attrsIdxs[k - 1]) || attrsIdxs[k] >= count) return ret(cudaErrorInvalidValue);
+    if (attrs[k].srcAccessOrder == cudaMemcpySrcAccessOrderInvalid || attrs[k].srcAccessOrder > cudaMemcpySrcAccessOrderAny)
+      return ret(cudaErrorInvalidValue);
+    wait = wait || attrs[k].srcAccessOrder == cudaMemcpySrcAccessOrderDuringApiCall;
+  }
+  std::vector<std::tuple<void*, const void*, size_t>> copies;
+  for (size_t i = 0; i < count; ++i) {
+    if (!dsts[i] || !srcs[i]) return ret(cudaErrorInvalidValue);
+    copies.emplace_back(dsts[i], srcs[i], sizes[i]);
+    wait = wait || touchesPageable(dsts[i], srcs[i]);
+  }
+  return submit(stream, [copies] {
+    for (const auto& [dst, src, n] : copies) std::memmove(dst, src, n);
+  }, wait);
 }
 
 cudaError_t fill(void* p, int value, size_t n, cudaStream_t stream, bool async) {
@@ -379,6 +456,59 @@ cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t 
 cudaError_t cudaMemcpy2DAsync_ptsz(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                                    size_t height, enum cudaMemcpyKind kind, cudaStream_t stream) {
   return copy2D(dst, dpitch, src, spitch, width, height, kind, stream ? stream : cudaStreamPerThread, false);
+}
+
+cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, size_t count, size_t offset,
+                               enum cudaMemcpyKind kind) {
+  return copySymbol(nullptr, src, symbol, count, offset, kind, true, cudaStreamLegacy, true);
+}
+cudaError_t cudaMemcpyToSymbol_ptds(const void* symbol, const void* src, size_t count, size_t offset,
+                                    enum cudaMemcpyKind kind) {
+  return copySymbol(nullptr, src, symbol, count, offset, kind, true, cudaStreamPerThread, true);
+}
+cudaError_t cudaMemcpyToSymbolAsync(const void* symbol, const void* src, size_t count, size_t offset,
+                                    enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return copySymbol(nullptr, src, symbol, count, offset, kind, true, stream, false);
+}
+cudaError_t cudaMemcpyToSymbolAsync_ptsz(const void* symbol, const void* src, size_t count, size_t offset,
+                                         enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return copySymbol(nullptr, src, symbol, count, offset, kind, true, stream ? stream : cudaStreamPerThread, false);
+}
+cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count, size_t offset,
+                                 enum cudaMemcpyKind kind) {
+  return copySymbol(dst, nullptr, symbol, count, offset, kind, false, cudaStreamLegacy, true);
+}
+cudaError_t cudaMemcpyFromSymbol_ptds(void* dst, const void* symbol, size_t count, size_t offset,
+                                      enum cudaMemcpyKind kind) {
+  return copySymbol(dst, nullptr, symbol, count, offset, kind, false, cudaStreamPerThread, true);
+}
+cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const void* symbol, size_t count, size_t offset,
+                                      enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return copySymbol(dst, nullptr, symbol, count, offset, kind, false, stream, false);
+}
+cudaError_t cudaMemcpyFromSymbolAsync_ptsz(void* dst, const void* symbol, size_t count, size_t offset,
+                                           enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return copySymbol(dst, nullptr, symbol, count, offset, kind, false, stream ? stream : cudaStreamPerThread, false);
+}
+
+cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms* p) { return copy3D(p, cudaStreamLegacy, true); }
+cudaError_t cudaMemcpy3D_ptds(const struct cudaMemcpy3DParms* p) { return copy3D(p, cudaStreamPerThread, true); }
+cudaError_t cudaMemcpy3DAsync(const struct cudaMemcpy3DParms* p, cudaStream_t stream) {
+  return copy3D(p, stream, false);
+}
+cudaError_t cudaMemcpy3DAsync_ptsz(const struct cudaMemcpy3DParms* p, cudaStream_t stream) {
+  return copy3D(p, stream ? stream : cudaStreamPerThread, false);
+}
+
+cudaError_t cudaMemcpyBatchAsync(void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,
+                                 struct cudaMemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
+                                 cudaStream_t stream) {
+  return copyBatch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream);
+}
+cudaError_t cudaMemcpyBatchAsync_ptsz(void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,
+                                      struct cudaMemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
+                                      cudaStream_t stream) {
+  return copyBatch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream ? stream : cudaStreamPerThread);
 }
 
 cudaError_t cudaMemcpyPeer(void* dst, int dstDevice, const void* src, int srcDevice, size_t count) {

@@ -822,3 +822,61 @@ TEST(SimCapture, LegacyStreamCannotBeUsedWhileABlockingStreamCaptures) {
   cudaStreamDestroy(blocking);
   cudaStreamDestroy(nonblocking);
 }
+
+// ---- symbol, 3D and batch copies ----
+
+TEST(SimCuda, SymbolThreeDimensionalAndBatchCopies) {
+  // A device allocation stands in for a __device__ variable's symbol.
+  unsigned char* symbol = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&symbol), 256), cudaSuccess);
+  auto src = pattern(256, 4);
+  std::vector<unsigned char> back(256, 0);
+  ASSERT_EQ(cudaMemcpyToSymbol(symbol, src.data(), 100, 16, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyFromSymbol(back.data(), symbol, 100, 16, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(std::vector<unsigned char>(back.begin(), back.begin() + 100), std::vector<unsigned char>(src.begin(), src.begin() + 100));
+  EXPECT_EQ(cudaMemcpyToSymbol(src.data(), src.data(), 1, 0, cudaMemcpyHostToDevice), cudaErrorInvalidSymbol);
+  EXPECT_EQ(cudaMemcpyToSymbol(symbol, src.data(), 200, 100, cudaMemcpyHostToDevice), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemcpyToSymbol(symbol, src.data(), 1, 0, cudaMemcpyDeviceToHost), cudaErrorInvalidMemcpyDirection);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidMemcpyDirection);
+
+  // A 3x2x2 box at (1, 1, 0) of an 8x4-pitched host volume into a device volume at its origin.
+  auto volume = pattern(8 * 4 * 2, 6);
+  std::vector<unsigned char> out(8 * 4 * 2, 0);
+  void* device = nullptr;
+  ASSERT_EQ(cudaMalloc(&device, volume.size()), cudaSuccess);
+  ASSERT_EQ(cudaMemset(device, 0, volume.size()), cudaSuccess);
+  cudaMemcpy3DParms p{};
+  p.srcPtr = {volume.data(), 8, 8, 4};
+  p.srcPos = {1, 1, 0};
+  p.dstPtr = {device, 8, 8, 4};
+  p.extent = {3, 2, 2};
+  p.kind = cudaMemcpyHostToDevice;
+  ASSERT_EQ(cudaMemcpy3D(&p), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(out.data(), device, out.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  for (std::size_t z = 0; z < 2; ++z)
+    for (std::size_t y = 0; y < 4; ++y)
+      for (std::size_t x = 0; x < 8; ++x)
+        ASSERT_EQ(out[(z * 4 + y) * 8 + x], x < 3 && y < 2 ? volume[(z * 4 + y + 1) * 8 + x + 1] : 0) << x << y << z;
+
+  // A batch: two copies with one attribute; never on the legacy stream.
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  std::vector<unsigned char> a(64, 0), b(64, 0);
+  void* dsts[2] = {a.data(), b.data()};
+  const void* srcs[2] = {symbol + 16, symbol + 32};
+  size_t sizes[2] = {64, 32};
+  cudaMemcpyAttributes attrs[1] = {};
+  attrs[0].srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+  size_t first[1] = {0};
+  ASSERT_EQ(cudaMemcpyBatchAsync(dsts, srcs, sizes, 2, attrs, first, 1, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(std::vector<unsigned char>(a.begin(), a.end()), std::vector<unsigned char>(src.begin(), src.begin() + 64));
+  EXPECT_EQ(b[0], src[16]);
+  EXPECT_EQ(cudaMemcpyBatchAsync(dsts, srcs, sizes, 2, attrs, first, 1, nullptr), cudaErrorInvalidValue);
+  attrs[0].srcAccessOrder = cudaMemcpySrcAccessOrderInvalid;
+  EXPECT_EQ(cudaMemcpyBatchAsync(dsts, srcs, sizes, 2, attrs, first, 1, s), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  cudaStreamDestroy(s);
+  cudaFree(device);
+  cudaFree(symbol);
+}
