@@ -258,7 +258,9 @@ void timing_end(Recorder& recorder, TimingToken token, void* stream, const Event
   Timing& t = timing();
   const auto start = static_cast<cudaEvent_t>(token.start), end = static_cast<cudaEvent_t>(token.end);
   OwnCalls calls;
-  if (!calls.allowed() || calls.check(rt.record(end, static_cast<cudaStream_t>(stream))) != cudaSuccess ||
+  // An end event recorded into a capture begun meanwhile could never be queried by the poller.
+  if (!calls.allowed() || calls.capturing(static_cast<cudaStream_t>(stream)) ||
+      calls.check(rt.record(end, static_cast<cudaStream_t>(stream))) != cudaSuccess ||
       !t.pending.push({start, end, collective})) {
     give_back(t, {start, end});
     recorder.header()->untimed_no_event.fetch_add(1, std::memory_order_relaxed);
