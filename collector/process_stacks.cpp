@@ -62,7 +62,7 @@ void ProcessStacks::add(const SideRecord& r) {
         const PythonFrameRecord& f = r.python[depth];
         const std::string file = text(f.file);
         database_.add_python_frame(process_id_, r.id, depth, file, text(f.function), f.line, source_line(file, f.line));
-        if (!user_frames_.count(r.id) && (!is_library_python_file(file) || depth + 1 == r.count))
+        if (!user_frames_.count(r.id) && (!is_library_python_frame(file, text(f.function)) || depth + 1 == r.count))
           user_frames_[r.id] = fmt::format("{}:{} in {}", file, f.line, text(f.function));
       }
       break;

@@ -267,7 +267,7 @@ std::string CopyPairing::observe(int64_t tid, int64_t stream, const std::string&
 
 int top_user_python_frame(const std::vector<PythonFrameView>& frames) {
   for (std::size_t i = 0; i < frames.size(); ++i)
-    if (!is_library_python_file(frames[i].file)) return int(i);
+    if (!is_library_python_frame(frames[i].file, frames[i].function)) return int(i);
   return frames.empty() ? -1 : 0;
 }
 
