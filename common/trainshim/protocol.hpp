@@ -81,7 +81,8 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
 enum class SideKind : uint16_t {
   NativeStack = 1,  // count return addresses, innermost first, in `native`
-  PythonStack = 2,  // count frames, innermost first, in `python`
+  PythonStack = 2,  // count frames, innermost first, in `python`; value: kPythonStackBorrowed |
+                    // frames omitted between the kept innermost and outermost ones << 32
   Module = 3,       // value = load base; text = build id (count bytes) then, at kModulePathOffset, the path
   String = 4,       // count bytes of text (file and function names of Python frames)
 };
@@ -91,6 +92,23 @@ inline constexpr uint32_t kMaxPythonFrames = 62;
 inline constexpr uint32_t kSideTextBytes = 1008;
 inline constexpr uint32_t kMaxBuildIdBytes = 64;
 inline constexpr uint32_t kModulePathOffset = kMaxBuildIdBytes;
+// A Python stack borrowed by an autograd engine thread (no frames of its own) from the thread
+// blocked in backward.
+inline constexpr uint64_t kPythonStackBorrowed = 1;
+
+// What the shim can read of a process's Python stacks (SegmentHeader::python_stacks, as
+// kind | minor << 8, minor being the 3.X of the interpreter).
+enum class PythonStacks : uint8_t { Unknown = 0, Available = 1, NoPython = 2, FreeThreaded = 3, UnsupportedVersion = 4 };
+
+inline constexpr uint32_t python_stacks_word(PythonStacks kind, int minor) {
+  return static_cast<uint32_t>(kind) | static_cast<uint32_t>(minor < 0 || minor > 255 ? 0 : minor) << 8;
+}
+inline constexpr PythonStacks python_stacks_kind(uint32_t word) {
+  const uint32_t kind = word & 0xff;
+  return kind <= static_cast<uint32_t>(PythonStacks::UnsupportedVersion) ? static_cast<PythonStacks>(kind)
+                                                                         : PythonStacks::Unknown;
+}
+inline constexpr int python_stacks_minor(uint32_t word) { return static_cast<int>(word >> 8 & 0xff); }
 
 struct PythonFrameRecord {
   uint32_t file;      // String id
@@ -155,7 +173,7 @@ struct alignas(64) SegmentHeader {
   std::atomic<uint64_t> untimed_capturing;  // collectives not timed: their stream was being captured
   std::atomic<uint64_t> untimed_no_event;   // collectives not timed: no timing event free
   std::atomic<uint32_t> producer_state;     // ProducerState; published last with release
-  uint32_t reserved;
+  std::atomic<uint32_t> python_stacks;      // python_stacks_word(); 0 until the first stack capture
 };
 
 inline constexpr uint64_t ring_bytes(uint32_t capacity) {

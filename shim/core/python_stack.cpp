@@ -1,9 +1,13 @@
 #include "python_stack.hpp"
 
 #include <dlfcn.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <iterator>
 
 namespace trainshim::shim::python {
 
@@ -12,8 +16,8 @@ namespace {
 // Byte positions of the offsets 3.13 publishes in _Py_DebugOffsets, at the start of _PyRuntime.
 struct DebugPositions {
   int32_t version, free_threaded, tstate_current_frame, frame_previous, frame_executable,
-      frame_instr_ptr, frame_owner, code_filename, code_name, code_firstlineno, code_adaptive,
-      object_type, unicode_state, unicode_length, unicode_ascii_size;
+      frame_instr_ptr, frame_owner, code_filename, code_name, code_firstlineno, code_linetable,
+      code_adaptive, object_type, unicode_state, unicode_length, unicode_ascii_size;
 };
 
 // Where each field lives in one CPython version (LP64, default non-debug build); -1 where the
@@ -30,6 +34,7 @@ struct Layout {
   int32_t owner_generator = -1;  // FRAME_OWNED_BY_GENERATOR
   int32_t owner_cstack = -1;     // FRAME_OWNED_BY_CSTACK (3.12+)
   int32_t code_filename = -1, code_name = -1, code_firstlineno = -1;
+  int32_t code_linetable = -1;                            // co_linetable (a bytes object)
   int32_t code_firsttraceable = -1, code_adaptive = -1;  // 3.11+
   int32_t object_type = 8, object_size = 16;              // ob_type, ob_size (code units, 3.11+)
   int32_t unicode_length = 16, unicode_state = 32, unicode_ascii_size = -1, unicode_compact_size = -1;
@@ -41,34 +46,39 @@ struct Layout {
 constexpr Layout kLayouts[] = {
     {.minor = 10, .frame_objects = true, .tstate_frame = 24, .frame_previous = 24, .frame_code = 32,
      .frame_instr = 96, .code_filename = 104, .code_name = 112, .code_firstlineno = 40,
-     .unicode_ascii_size = 48, .unicode_compact_size = 72},
+     .code_linetable = 120, .unicode_ascii_size = 48, .unicode_compact_size = 72},
     {.minor = 11, .tstate_frame = 56, .cframe_current = 8, .frame_previous = 48, .frame_code = 32,
      .frame_instr = 56, .frame_owner = 69, .owner_generator = 1, .code_filename = 112,
-     .code_name = 120, .code_firstlineno = 72, .code_firsttraceable = 168, .code_adaptive = 184,
+     .code_name = 120, .code_firstlineno = 72, .code_linetable = 136, .code_firsttraceable = 168,
+     .code_adaptive = 184,
      .unicode_ascii_size = 48, .unicode_compact_size = 72},
     {.minor = 12, .tstate_frame = 56, .cframe_current = 0, .frame_previous = 8, .frame_code = 0,
      .frame_instr = 56, .frame_owner = 70, .owner_generator = 1, .owner_cstack = 3,
-     .code_filename = 112, .code_name = 120, .code_firstlineno = 68, .code_firsttraceable = 176,
-     .code_adaptive = 192, .unicode_ascii_size = 40, .unicode_compact_size = 56},
+     .code_filename = 112, .code_name = 120, .code_firstlineno = 68, .code_linetable = 136,
+     .code_firsttraceable = 176, .code_adaptive = 192, .unicode_ascii_size = 40, .unicode_compact_size = 56},
     // _Py_DebugOffsets has no _co_firsttraceable nor sizeof(PyCompactUnicodeObject): those two
     // come from here, like the owner values and the state bits.
     {.minor = 13, .owner_generator = 1, .owner_cstack = 3, .code_firsttraceable = 184,
      .unicode_compact_size = 56, .from_debug_offsets = true,
      .debug = {.version = 8, .free_threaded = 16, .tstate_current_frame = 184, .frame_previous = 232,
                .frame_executable = 240, .frame_instr_ptr = 248, .frame_owner = 264,
-               .code_filename = 280, .code_name = 288, .code_firstlineno = 312, .code_adaptive = 344,
+               .code_filename = 280, .code_name = 288, .code_firstlineno = 312, .code_linetable = 304,
+               .code_adaptive = 344,
                .object_type = 360, .unicode_state = 544, .unicode_length = 552,
                .unicode_ascii_size = 560}},
 };
 
 using GetThreadState = const void* (*)();
 using Addr2Line = int (*)(const void*, int);
+using ThreadHead = const void* (*)(const void*);
 
 struct Runtime {
   GetThreadState thread_state = nullptr;
-  Addr2Line addr2line = nullptr;  // optional: without it lines are first lines
+  Addr2Line addr2line = nullptr;     // optional: without it lines are first lines
+  ThreadHead thread_head = nullptr;  // PyInterpreterState_ThreadHead; optional: no borrowed stacks
   const void* code_type = nullptr;
   const void* unicode_type = nullptr;
+  const void* bytes_type = nullptr;
   Layout layout;
   char version[8] = {};
 };
@@ -77,10 +87,20 @@ enum State : int { kUnresolved, kResolving, kReady, kDisabled };
 std::atomic<int> g_state{kUnresolved};
 // Written only by the thread that moved g_state out of kUnresolved, read only after kReady.
 Runtime g_runtime;
+// python_stacks_word() of the resolution, 0 until it finished.
+std::atomic<uint32_t> g_status{0};
 
 constexpr int kMaxWalk = 4096;        // frames visited per capture, skipped ones included
+constexpr int kMaxThreads = 4096;     // thread states visited when looking for the one in backward
 constexpr int64_t kMaxString = 4096;  // code points in a file or function name
+constexpr int64_t kMaxLineTable = 1 << 20;
 constexpr int32_t kTypeBasicSize = 32;  // PyTypeObject.tp_basicsize, after PyObject_VAR_HEAD and tp_name
+// PyThreadState's first fields, the same in 3.10 to 3.13: prev, next, interp.
+constexpr int32_t kThreadStateNext = 8;
+constexpr int32_t kThreadStateInterp = 16;
+// PyBytesObject: ob_size (PyObject_VAR_HEAD), then ob_shash, then the bytes.
+constexpr int32_t kBytesSize = 16;
+constexpr int32_t kBytesData = 32;
 
 template <typename T>
 T load(const char* base, int32_t offset) {
@@ -91,11 +111,68 @@ T load(const char* base, int32_t offset) {
 
 bool plausible(const void* pointer) {
   const auto value = reinterpret_cast<uintptr_t>(pointer);
-  return value >= 4096 && (value & 7) == 0;
+  return value >= 4096 && (value & 7) == 0 && value < (uintptr_t{1} << 56);
 }
 
-bool is_code(const Runtime& runtime, const char* code) {
-  return plausible(code) && load<const void*>(code, runtime.layout.object_type) == runtime.code_type;
+// Plain loads: the calling thread's own frames and code objects, which cannot change or go away
+// while it sits in a hook.
+struct DirectReader {
+  template <typename T>
+  bool get(const char* base, int32_t offset, T& value) {
+    value = load<T>(base, offset);
+    return true;
+  }
+  bool copy(void* to, const char* from, std::size_t bytes) {
+    std::memcpy(to, from, bytes);
+    return true;
+  }
+};
+
+// Reads of memory that another thread may free at any moment (its frames, its thread state):
+// process_vm_readv on our own process answers EFAULT for an unmapped address where a load would
+// fault. Loads go through a few cached 256-byte aligned blocks (never across a page), so a frame
+// or a code object costs a system call or two.
+class SoftReader {
+ public:
+  template <typename T>
+  bool get(const char* base, int32_t offset, T& value) {
+    const uintptr_t address = reinterpret_cast<uintptr_t>(base) + static_cast<uintptr_t>(offset);
+    const uintptr_t start = address & ~(kBlock - 1);
+    if (address + sizeof value > start + kBlock) return copy(&value, reinterpret_cast<const char*>(address), sizeof value);
+    Block* block = nullptr;
+    for (Block& b : blocks_)
+      if (b.start == start) block = &b;
+    if (!block) {
+      block = &blocks_[next_++ % kBlocks];
+      block->start = 0;
+      if (!copy(block->bytes, reinterpret_cast<const char*>(start), kBlock)) return false;
+      block->start = start;
+    }
+    std::memcpy(&value, block->bytes + (address - start), sizeof value);
+    return true;
+  }
+  bool copy(void* to, const char* from, std::size_t bytes) {
+    iovec local{to, bytes};
+    iovec remote{const_cast<char*>(from), bytes};
+    return process_vm_readv(pid_, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(bytes);
+  }
+
+ private:
+  static constexpr uintptr_t kBlock = 256;
+  static constexpr int kBlocks = 4;
+  struct Block {
+    uintptr_t start = 0;
+    char bytes[kBlock];
+  };
+  Block blocks_[kBlocks];
+  unsigned next_ = 0;
+  pid_t pid_ = getpid();  // not cached across calls: a forked child reads its own memory
+};
+
+template <class Reader>
+bool is_code(const Runtime& runtime, const char* code, Reader& reader) {
+  const void* type = nullptr;
+  return plausible(code) && reader.get(code, runtime.layout.object_type, type) && type == runtime.code_type;
 }
 
 void* symbol(const char* name) { return dlsym(RTLD_DEFAULT, name); }
@@ -115,14 +192,29 @@ int python_minor() {
   return digit > text + 2 && *digit == '.' ? minor : -1;
 }
 
+// The cookie, the version and free_threaded lead _Py_DebugOffsets in 3.13 and later releases.
+constexpr const DebugPositions& kDebugHeader = kLayouts[std::size(kLayouts) - 1].debug;
+
+// _PyRuntime of 3.13+ when it starts with _Py_DebugOffsets of this version, else null.
+const char* debug_offsets(int minor) {
+  const auto* runtime = static_cast<const char*>(symbol("_PyRuntime"));
+  if (!runtime || std::memcmp(runtime, "xdebugpy", 8) != 0) return nullptr;
+  const uint64_t major_minor = 0x03u << 8 | static_cast<unsigned>(minor);
+  return load<uint64_t>(runtime, kDebugHeader.version) >> 16 == major_minor ? runtime : nullptr;
+}
+
+// A free-threaded build (3.13t and later) says so in _Py_DebugOffsets; its objects and frames
+// are laid out differently and its threads run truly in parallel: not read.
+bool free_threaded(int minor) {
+  const char* runtime = minor >= 13 ? debug_offsets(minor) : nullptr;
+  return runtime && load<uint64_t>(runtime, kDebugHeader.free_threaded) != 0;
+}
+
 // Fills the fields 3.13 publishes from its _Py_DebugOffsets, after checking that it is one.
 bool read_debug_offsets(Layout& layout) {
-  const auto* runtime = static_cast<const char*>(symbol("_PyRuntime"));
+  const char* runtime = debug_offsets(layout.minor);
   const DebugPositions& at = layout.debug;
-  if (!runtime || std::memcmp(runtime, "xdebugpy", 8) != 0) return false;
-  const uint64_t major_minor = 0x03u << 8 | static_cast<unsigned>(layout.minor);
-  if (load<uint64_t>(runtime, at.version) >> 16 != major_minor) return false;
-  if (load<uint64_t>(runtime, at.free_threaded) != 0) return false;  // another object header
+  if (!runtime || load<uint64_t>(runtime, at.free_threaded) != 0) return false;
   bool sane = true;
   const auto read = [&](int32_t position, int32_t& field) {
     const auto value = load<uint64_t>(runtime, position);
@@ -137,6 +229,7 @@ bool read_debug_offsets(Layout& layout) {
   read(at.code_filename, layout.code_filename);
   read(at.code_name, layout.code_name);
   read(at.code_firstlineno, layout.code_firstlineno);
+  read(at.code_linetable, layout.code_linetable);
   read(at.code_adaptive, layout.code_adaptive);
   read(at.object_type, layout.object_type);
   read(at.unicode_state, layout.unicode_state);
@@ -158,27 +251,32 @@ bool sizes_agree(const Runtime& runtime) {
   return l.code_adaptive < 0 || load<int64_t>(code_type, kTypeBasicSize) == l.code_adaptive;
 }
 
-bool resolve(Runtime& runtime) {
+uint32_t resolve(Runtime& runtime) {
   runtime.thread_state = reinterpret_cast<GetThreadState>(symbol("PyGILState_GetThisThreadState"));
   runtime.code_type = symbol("PyCode_Type");
   runtime.unicode_type = symbol("PyUnicode_Type");
+  runtime.bytes_type = symbol("PyBytes_Type");
   runtime.addr2line = reinterpret_cast<Addr2Line>(symbol("PyCode_Addr2Line"));
-  if (!runtime.thread_state || !runtime.code_type || !runtime.unicode_type) return false;
-  // 3.14+ keeps tagged references in its frames and reshaped _Py_DebugOffsets: left alone.
+  runtime.thread_head = reinterpret_cast<ThreadHead>(symbol("PyInterpreterState_ThreadHead"));
   const int minor = python_minor();
+  if (!runtime.thread_state || !runtime.code_type || !runtime.unicode_type || minor < 0)
+    return python_stacks_word(PythonStacks::NoPython, 0);
+  if (free_threaded(minor)) return python_stacks_word(PythonStacks::FreeThreaded, minor);
+  // 3.14+ keeps tagged references in its frames and reshaped _Py_DebugOffsets: left alone.
   const Layout* layout = nullptr;
   for (const Layout& candidate : kLayouts) {
     if (candidate.minor == minor) layout = &candidate;
   }
-  if (!layout) return false;
+  const uint32_t unsupported = python_stacks_word(PythonStacks::UnsupportedVersion, minor);
+  if (!layout) return unsupported;
   runtime.layout = *layout;
-  if (layout->from_debug_offsets && !read_debug_offsets(runtime.layout)) return false;
-  if (!sizes_agree(runtime)) return false;
+  if (layout->from_debug_offsets && !read_debug_offsets(runtime.layout)) return unsupported;
+  if (!sizes_agree(runtime)) return unsupported;
   runtime.version[0] = '3';
   runtime.version[1] = '.';
   runtime.version[2] = static_cast<char>('0' + minor / 10);
   runtime.version[3] = static_cast<char>('0' + minor % 10);
-  return true;
+  return python_stacks_word(PythonStacks::Available, minor);
 }
 
 const Runtime* resolved_slow() {
@@ -187,7 +285,9 @@ const Runtime* resolved_slow() {
                                        std::memory_order_acquire)) {
     return state == kReady ? &g_runtime : nullptr;  // resolved, disabled or being resolved
   }
-  const bool ready = resolve(g_runtime);
+  const uint32_t status = resolve(g_runtime);
+  const bool ready = python_stacks_kind(status) == PythonStacks::Available;
+  g_status.store(status, std::memory_order_release);
   g_state.store(ready ? kReady : kDisabled, std::memory_order_release);
   return ready ? &g_runtime : nullptr;
 }
@@ -197,44 +297,82 @@ inline const Runtime* resolved() {
   return resolved_slow();
 }
 
-// 3.10: the PyFrameObject chain; f_lasti counts code units, -1 before the first instruction.
-int walk_frame_objects(const Runtime& runtime, const char* tstate, RawFrame* out, int max) {
-  const Layout& l = runtime.layout;
-  const char* frame = load<const char*>(tstate, l.tstate_frame);
-  int count = 0;
-  for (int walked = 0; count < max && walked < kMaxWalk && plausible(frame); ++walked) {
-    const char* code = load<const char*>(frame, l.frame_code);
-    const auto lasti = load<int32_t>(frame, l.frame_instr);
-    if (is_code(runtime, code)) out[count++] = {code, lasti >= 0 && lasti < (1 << 30) ? lasti * 2 : -1};
-    frame = load<const char*>(frame, l.frame_previous);
+// Keeps the innermost and the outermost frames of a chain of any depth in `out`: the first
+// `inner` frames in place, the last `outer` in a ring behind them, put in order by finish().
+class Keeper {
+ public:
+  Keeper(RawFrame* out, int max)
+      : out_(out), max_(max), outer_(max >= 3 * kOuterFrames ? kOuterFrames : max / 3), inner_(max - outer_) {}
+  void add(const RawFrame& frame) {
+    if (seen_ < inner_) {
+      out_[seen_] = frame;
+    } else if (outer_ > 0) {
+      out_[inner_ + (seen_ - inner_) % outer_] = frame;
+    }
+    ++seen_;
   }
-  return count;
+  int seen() const { return seen_; }
+  // `whole`: the walk reached the outermost frame. When it did not (kMaxWalk), the last frames it
+  // saw are not the outermost ones and are dropped.
+  Capture finish(bool whole) {
+    if (seen_ <= max_) return {seen_, 0, false};
+    if (!whole) return {inner_, seen_ - inner_, false};
+    if (outer_ > 0) std::rotate(out_ + inner_, out_ + inner_ + (seen_ - inner_) % outer_, out_ + max_);
+    return {max_, seen_ - max_, false};
+  }
+
+ private:
+  RawFrame* out_;
+  int max_, outer_, inner_;
+  int seen_ = 0;
+};
+
+// The first frame of a thread's chain (the thread state's frame, or 3.11/3.12's cframe's).
+template <class Reader>
+const char* first_frame(const Layout& l, const char* tstate, Reader& reader) {
+  const char* frame = nullptr;
+  if (!reader.get(tstate, l.tstate_frame, frame)) return nullptr;
+  if (l.cframe_current >= 0 && (!plausible(frame) || !reader.get(frame, l.cframe_current, frame))) return nullptr;
+  return frame;
 }
 
-// 3.11+: the _PyInterpreterFrame chain. Skips what CPython's own tracebacks skip: frames the C
+// Calls visit(RawFrame) for each frame, innermost first, while it answers true; true when it
+// reached the end of the chain.
+// 3.10: the PyFrameObject chain; f_lasti counts code units, -1 before the first instruction.
+// 3.11+: the _PyInterpreterFrame chain, skipping what CPython's own tracebacks skip: frames the C
 // stack owns (entry frames, 3.12+) and frames still before their first traceable instruction.
-int walk_interpreter_frames(const Runtime& runtime, const char* tstate, RawFrame* out, int max) {
+template <class Reader, class Visit>
+bool walk(const Runtime& runtime, const char* tstate, Reader& reader, Visit&& visit) {
   const Layout& l = runtime.layout;
-  const char* frame = load<const char*>(tstate, l.tstate_frame);
-  if (l.cframe_current >= 0) frame = plausible(frame) ? load<const char*>(frame, l.cframe_current) : nullptr;
-  int count = 0;
-  for (int walked = 0; count < max && walked < kMaxWalk && plausible(frame); ++walked) {
-    const char* code = load<const char*>(frame, l.frame_code);
-    const int owner = load<unsigned char>(frame, l.frame_owner);
-    if (owner != l.owner_cstack && is_code(runtime, code)) {
-      // Byte offset from _PyCode_CODE(code): prev_instr (3.11, 3.12) or instr_ptr (3.13), as
-      // CPython's _PyInterpreterFrame_LASTI computes it, so the line is the one f_lineno reports.
-      const auto instr = reinterpret_cast<uintptr_t>(load<const char*>(frame, l.frame_instr));
-      const auto start = reinterpret_cast<uintptr_t>(code + l.code_adaptive);
-      const int64_t offset = static_cast<int64_t>(instr - start);
-      const int64_t traceable = int64_t{load<int32_t>(code, l.code_firsttraceable)} * 2;
-      if ((owner == l.owner_generator || offset >= traceable) && offset >= 0 && offset < INT32_MAX) {
-        out[count++] = {code, static_cast<int32_t>(offset)};
+  const char* frame = first_frame(l, tstate, reader);
+  for (int walked = 0; plausible(frame); ++walked) {
+    const char* code = nullptr;
+    if (walked == kMaxWalk || !reader.get(frame, l.frame_code, code)) return false;
+    if (l.frame_objects) {
+      int32_t lasti = 0;
+      if (!reader.get(frame, l.frame_instr, lasti)) return false;
+      if (is_code(runtime, code, reader) && !visit(RawFrame{code, lasti >= 0 && lasti < (1 << 30) ? lasti * 2 : -1}))
+        return false;
+    } else {
+      unsigned char owner = 0;
+      const char* instr = nullptr;
+      int32_t first_traceable = 0;
+      if (!reader.get(frame, l.frame_owner, owner) || !reader.get(frame, l.frame_instr, instr)) return false;
+      if (owner != l.owner_cstack && is_code(runtime, code, reader) &&
+          reader.get(code, l.code_firsttraceable, first_traceable)) {
+        // Byte offset from _PyCode_CODE(code): prev_instr (3.11, 3.12) or instr_ptr (3.13), as
+        // CPython's _PyInterpreterFrame_LASTI computes it, so the line is the one f_lineno reports.
+        const int64_t offset = static_cast<int64_t>(reinterpret_cast<uintptr_t>(instr) -
+                                                    reinterpret_cast<uintptr_t>(code + l.code_adaptive));
+        const int64_t traceable = int64_t{first_traceable} * 2;
+        if ((owner == l.owner_generator || offset >= traceable) && offset >= 0 && offset < INT32_MAX &&
+            !visit(RawFrame{code, static_cast<int32_t>(offset)}))
+          return false;
       }
     }
-    frame = load<const char*>(frame, l.frame_previous);
+    if (!reader.get(frame, l.frame_previous, frame)) return false;
   }
-  return count;
+  return true;
 }
 
 void append_utf8(std::string& out, uint32_t c) {
@@ -261,56 +399,233 @@ void append_utf8(std::string& out, uint32_t c) {
   }
 }
 
-// A compact str (what the compiler and unmarshal create) as UTF-8; false for anything else.
-bool read_unicode(const Runtime& runtime, const char* object, std::string& out) {
+// Where a compact str keeps its characters, and how wide they are (1, 2, 4); false for
+// anything else.
+struct StrShape {
+  const char* data;
+  int64_t length;
+  unsigned kind;
+  bool ascii;
+};
+template <class Reader>
+bool str_shape(const Runtime& runtime, const char* object, Reader& reader, StrShape& out) {
   const Layout& l = runtime.layout;
-  if (!plausible(object) || load<const void*>(object, l.object_type) != runtime.unicode_type) return false;
-  const auto length = load<int64_t>(object, l.unicode_length);
-  const auto state = load<uint32_t>(object, l.unicode_state);
-  const unsigned kind = state >> l.kind_shift & 7;
-  const bool ascii = (state >> l.ascii_bit & 1) != 0;
-  if (length < 0 || length >= kMaxString || !(state >> l.compact_bit & 1)) return false;
-  if ((kind != 1 && kind != 2 && kind != 4) || (ascii && kind != 1)) return false;
-  const char* data = object + (ascii ? l.unicode_ascii_size : l.unicode_compact_size);
+  const void* type = nullptr;
+  uint32_t state = 0;
+  if (!plausible(object) || !reader.get(object, l.object_type, type) || type != runtime.unicode_type ||
+      !reader.get(object, l.unicode_length, out.length) || !reader.get(object, l.unicode_state, state))
+    return false;
+  out.kind = state >> l.kind_shift & 7;
+  out.ascii = (state >> l.ascii_bit & 1) != 0;
+  if (out.length < 0 || out.length >= kMaxString || !(state >> l.compact_bit & 1)) return false;
+  if ((out.kind != 1 && out.kind != 2 && out.kind != 4) || (out.ascii && out.kind != 1)) return false;
+  out.data = object + (out.ascii ? l.unicode_ascii_size : l.unicode_compact_size);
+  return true;
+}
+
+// A compact str (what the compiler and unmarshal create) as UTF-8; false for anything else.
+template <class Reader>
+bool read_unicode(const Runtime& runtime, const char* object, Reader& reader, std::string& out) {
+  StrShape str{};
+  if (!str_shape(runtime, object, reader, str)) return false;
+  std::string units(static_cast<std::size_t>(str.length * str.kind), '\0');
+  if (!reader.copy(units.data(), str.data, units.size())) return false;
   out.clear();
-  if (ascii) {
-    out.assign(data, static_cast<size_t>(length));
+  if (str.ascii) {
+    out = std::move(units);
     return true;
   }
-  for (int64_t i = 0; i < length; ++i) {
-    const char* unit = data + i * kind;
-    const uint32_t c = kind == 1   ? load<uint8_t>(unit, 0)
-                       : kind == 2 ? load<uint16_t>(unit, 0)
-                                   : load<uint32_t>(unit, 0);
+  for (int64_t i = 0; i < str.length; ++i) {
+    const char* unit = units.data() + i * str.kind;
+    const uint32_t c = str.kind == 1   ? load<uint8_t>(unit, 0)
+                       : str.kind == 2 ? load<uint16_t>(unit, 0)
+                                       : load<uint32_t>(unit, 0);
     append_utf8(out, c);
   }
   return true;
 }
 
+// Whether a one-byte str ends with `suffix` (ASCII); without allocating, as hooks must.
+bool str_ends_with(const Runtime& runtime, const char* object, SoftReader& reader, std::string_view suffix) {
+  StrShape str{};
+  char tail[64];
+  if (suffix.size() > sizeof tail || !str_shape(runtime, object, reader, str) || str.kind != 1 ||
+      str.length < static_cast<int64_t>(suffix.size()))
+    return false;
+  return reader.copy(tail, str.data + str.length - static_cast<int64_t>(suffix.size()), suffix.size()) &&
+         std::string_view(tail, suffix.size()) == suffix;
+}
+
+bool str_equals(const Runtime& runtime, const char* object, SoftReader& reader, std::string_view text) {
+  StrShape str{};
+  return str_shape(runtime, object, reader, str) && str.length == static_cast<int64_t>(text.size()) &&
+         str_ends_with(runtime, object, reader, text);
+}
+
+// Whether a thread's innermost frame is the call into the autograd engine: torch/autograd/graph.py
+// _engine_run_backward (torch >= 2.3, for both backward() and grad()), or torch/autograd/__init__.py
+// backward / grad, which called Variable._execution_engine.run_backward themselves before that.
+// That thread sits in THPEngine_run_backward, GIL released, until the engine threads finish its
+// graph: its chain does not change while they work for it.
+bool blocked_in_backward(const Runtime& runtime, const char* tstate, SoftReader& reader) {
+  RawFrame innermost{nullptr, 0};
+  walk(runtime, tstate, reader, [&](const RawFrame& frame) {
+    innermost = frame;
+    return false;
+  });
+  const auto* code = static_cast<const char*>(innermost.code);
+  const Layout& l = runtime.layout;
+  const char* file = nullptr;
+  const char* name = nullptr;
+  if (!code || !reader.get(code, l.code_filename, file) || !reader.get(code, l.code_name, name)) return false;
+  if (str_equals(runtime, name, reader, "_engine_run_backward"))
+    return str_ends_with(runtime, file, reader, "/torch/autograd/graph.py");
+  return (str_equals(runtime, name, reader, "backward") || str_equals(runtime, name, reader, "grad")) &&
+         str_ends_with(runtime, file, reader, "/torch/autograd/__init__.py");
+}
+
+// The frames of the one Python thread, other than `self`, blocked in backward; none when no
+// thread is, or when several are (which one `self` works for is unknown).
+Capture borrow_backward_stack(const Runtime& runtime, const char* self, RawFrame* out, int max) {
+  if (!runtime.thread_head) return {};
+  SoftReader reader;
+  const char* interp = nullptr;
+  if (!reader.get(self, kThreadStateInterp, interp) || !plausible(interp)) return {};
+  const char* owner = nullptr;
+  const auto* tstate = static_cast<const char*>(runtime.thread_head(interp));
+  for (int visited = 0; visited < kMaxThreads && plausible(tstate); ++visited) {
+    if (tstate != self && blocked_in_backward(runtime, tstate, reader)) {
+      if (owner) return {};
+      owner = tstate;
+    }
+    if (!reader.get(tstate, kThreadStateNext, tstate)) return {};
+  }
+  if (!owner) return {};
+  Keeper keep(out, max);
+  const bool whole = walk(runtime, owner, reader, [&](const RawFrame& frame) {
+    keep.add(frame);
+    return true;
+  });
+  Capture borrowed = keep.finish(whole);
+  borrowed.borrowed = borrowed.count > 0;
+  return borrowed;
+}
+
+template <class Reader>
+bool describe(const Runtime& runtime, const char* code, Reader& reader, CodeInfo& out) {
+  const Layout& l = runtime.layout;
+  const char* file = nullptr;
+  const char* name = nullptr;
+  return is_code(runtime, code, reader) && reader.get(code, l.code_filename, file) &&
+         reader.get(code, l.code_name, name) && read_unicode(runtime, file, reader, out.file) &&
+         read_unicode(runtime, name, reader, out.function);
+}
+
+// 3.10's co_linetable (Objects/lnotab_notes.txt): (bytecode delta, signed line delta) byte pairs,
+// a line delta of -128 meaning "no line"; the walk of PyCode_Addr2Line / _PyCode_CheckLineNumber.
+int line_in_pairs(std::string_view table, int first, int offset) {
+  int end = 0;
+  int computed = first;
+  for (std::size_t i = 0; i + 1 < table.size(); i += 2) {
+    end += static_cast<unsigned char>(table[i]);
+    const int delta = static_cast<signed char>(table[i + 1]);
+    const int line = delta == -128 ? -1 : (computed += delta);
+    if (end > offset) return line;
+  }
+  return -1;
+}
+
+int varint(std::string_view table, std::size_t at) {
+  unsigned read = at < table.size() ? static_cast<unsigned char>(table[at++]) : 0;
+  unsigned value = read & 63;
+  for (unsigned shift = 6; (read & 64) && at < table.size() && shift < 32; shift += 6) {
+    read = static_cast<unsigned char>(table[at++]);
+    value |= (read & 63) << shift;
+  }
+  return static_cast<int>(value);
+}
+
+// 3.11+'s location table (Objects/locations.md): entries of 1 to 8 code units, each starting with
+// a byte that has its top bit set; the walk of PyCode_Addr2Line (codeobject.c advance,
+// get_line_delta).
+int line_in_locations(std::string_view table, int first, int offset) {
+  int end = 0;
+  int computed = first;
+  for (std::size_t i = 0; i < table.size();) {
+    const auto head = static_cast<unsigned char>(table[i]);
+    const int code = head >> 3 & 15;
+    int delta = 0;
+    if (code == 13 || code == 14) {  // no columns, long form: a signed varint line delta follows
+      const int raw = varint(table, i + 1);
+      delta = raw & 1 ? -(raw >> 1) : raw >> 1;
+    } else if (code == 11 || code == 12) {  // one-line forms one and two lines down
+      delta = code - 10;
+    }
+    computed += delta;
+    end += ((head & 7) + 1) * 2;
+    if (end > offset) return code == 15 ? -1 : computed;
+    do ++i;
+    while (i < table.size() && !(static_cast<unsigned char>(table[i]) & 0x80));
+  }
+  return -1;
+}
+
+// The line of `offset` from the code object's line table, read softly (no call into CPython,
+// which would dereference another thread's objects).
+int decoded_line(const Runtime& runtime, const char* code, int32_t offset, SoftReader& reader) {
+  const Layout& l = runtime.layout;
+  int32_t first = 0;
+  if (!is_code(runtime, code, reader) || !reader.get(code, l.code_firstlineno, first)) return 0;
+  if (offset < 0) return first;
+  const char* table = nullptr;
+  const void* type = nullptr;
+  int64_t size = 0;
+  if (!reader.get(code, l.code_linetable, table) || !plausible(table) || !reader.get(table, l.object_type, type) ||
+      type != runtime.bytes_type || !reader.get(table, kBytesSize, size) || size < 0 || size > kMaxLineTable)
+    return first;
+  std::string bytes(static_cast<std::size_t>(size), '\0');
+  if (!reader.copy(bytes.data(), table + kBytesData, bytes.size())) return first;
+  return l.frame_objects ? line_in_pairs(bytes, first, offset) : line_in_locations(bytes, first, offset);
+}
+
 }  // namespace
 
-int capture(RawFrame* out, int max) {
+Capture capture(RawFrame* out, int max) {
   const Runtime* runtime = resolved();
-  if (!runtime || max <= 0) return 0;
+  if (!runtime || max <= 0) return {};
   const auto* tstate = static_cast<const char*>(runtime->thread_state());
-  if (!plausible(tstate)) return 0;
-  return runtime->layout.frame_objects ? walk_frame_objects(*runtime, tstate, out, max)
-                                       : walk_interpreter_frames(*runtime, tstate, out, max);
+  if (!plausible(tstate)) return {};
+  DirectReader reader;
+  Keeper keep(out, max);
+  const bool whole = walk(*runtime, tstate, reader, [&](const RawFrame& frame) {
+    keep.add(frame);
+    return true;
+  });
+  return keep.seen() > 0 ? keep.finish(whole) : borrow_backward_stack(*runtime, tstate, out, max);
 }
 
-bool describe_code(const void* code, CodeInfo& out) {
+bool describe_code(const void* code, bool borrowed, CodeInfo& out) {
   const Runtime* runtime = resolved();
+  if (!runtime) return false;
   const auto* object = static_cast<const char*>(code);
-  if (!runtime || !is_code(*runtime, object)) return false;
-  const Layout& l = runtime->layout;
-  return read_unicode(*runtime, load<const char*>(object, l.code_filename), out.file) &&
-         read_unicode(*runtime, load<const char*>(object, l.code_name), out.function);
+  if (borrowed) {
+    SoftReader reader;
+    return describe(*runtime, object, reader, out);
+  }
+  DirectReader reader;
+  return describe(*runtime, object, reader, out);
 }
 
-int line_of(const void* code, int32_t offset) {
+int line_of(const void* code, int32_t offset, bool borrowed) {
   const Runtime* runtime = resolved();
+  if (!runtime) return 0;
   const auto* object = static_cast<const char*>(code);
-  if (!runtime || !is_code(*runtime, object)) return 0;
+  if (borrowed) {
+    SoftReader reader;
+    return decoded_line(*runtime, object, offset, reader);
+  }
+  DirectReader direct;
+  if (!is_code(*runtime, object, direct)) return 0;
   const Layout& l = runtime->layout;
   const int first = load<int32_t>(object, l.code_firstlineno);
   if (offset < 0 || !runtime->addr2line) return first;
@@ -322,6 +637,11 @@ int line_of(const void* code, int32_t offset) {
 std::string_view interpreter_version() {
   const Runtime* runtime = resolved();
   return runtime ? std::string_view(runtime->version) : std::string_view();
+}
+
+uint32_t stacks_status() {
+  resolved();
+  return g_status.load(std::memory_order_acquire);
 }
 
 std::string detail::layout_report() {
@@ -338,8 +658,11 @@ std::string detail::layout_report() {
   add("code.filename", l.code_filename);
   add("code.name", l.code_name);
   add("code.firstlineno", l.code_firstlineno);
+  add("code.linetable", l.code_linetable);
   add("code.firsttraceable", l.code_firsttraceable);
   add("code.adaptive", l.code_adaptive);
+  add("bytes.size", kBytesSize);
+  add("bytes.data", kBytesData);
   add("unicode.length", l.unicode_length);
   add("unicode.state", l.unicode_state);
   add("unicode.ascii_size", l.unicode_ascii_size);
@@ -347,6 +670,8 @@ std::string detail::layout_report() {
   add("unicode.kind_shift", l.kind_shift);
   add("unicode.compact_bit", l.compact_bit);
   add("unicode.ascii_bit", l.ascii_bit);
+  add("tstate.next", kThreadStateNext);
+  add("tstate.interp", kThreadStateInterp);
   add("tstate.frame", l.tstate_frame);
   add("cframe.current_frame", l.cframe_current);
   add("frame.previous", l.frame_previous);
@@ -367,6 +692,7 @@ std::string detail::layout_report() {
     add("debug.code_object.filename", d.code_filename);
     add("debug.code_object.name", d.code_name);
     add("debug.code_object.firstlineno", d.code_firstlineno);
+    add("debug.code_object.linetable", d.code_linetable);
     add("debug.code_object.co_code_adaptive", d.code_adaptive);
     add("debug.pyobject.ob_type", d.object_type);
     add("debug.unicode_object.state", d.unicode_state);

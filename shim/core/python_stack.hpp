@@ -1,10 +1,12 @@
 #pragma once
-// The calling thread's Python stack, read straight from CPython's memory (3.10 to 3.13, LP64)
-// without the GIL and without linking libpython: hooked calls usually run with the GIL released,
-// and taking it there could deadlock or reorder the job's own threads.
+// Python stacks read straight from CPython's memory (3.10 to 3.13, LP64) without the GIL and
+// without linking libpython: hooked calls usually run with the GIL released, and taking it there
+// could deadlock or reorder the job's own threads.
 #include <cstdint>
 #include <string>
 #include <string_view>
+
+#include "trainshim/protocol.hpp"
 
 namespace trainshim::shim::python {
 
@@ -12,24 +14,48 @@ struct RawFrame {
   const void* code;  // the code object (identity for caching)
   int32_t offset;    // byte offset of the executing instruction in the code, -1 if unknown
 };
-// The calling thread's Python frames, innermost first; at most `max`. 0 in a process without
-// Python, on a thread without a Python thread state, or on an unsupported version. Reads only:
-// no GIL, no references, no allocation, no locks (safe inside any hook).
-int capture(RawFrame* out, int max);
+
+// Frames kept from the outermost end of a chain deeper than a capture's `max`: the user's script
+// (its main loop, the call into a framework) stays on the stack however deep the framework is.
+inline constexpr int kOuterFrames = 20;
+
+struct Capture {
+  int count = 0;      // frames written
+  int omitted = 0;    // frames left out between the innermost and the outermost kept
+  bool borrowed = false;  // the frames of the thread blocked in backward, not the caller's
+};
+
+// The calling thread's Python frames, innermost first; at most `max`: the chain is walked to its
+// end, and when it is deeper than `max`, the innermost (max - kOuterFrames) and the outermost
+// kOuterFrames are kept (max / 3 outermost for a small max). Empty in a process without Python,
+// on a thread without a Python thread state, or on an unsupported build. Reads only: no GIL, no
+// references, no allocation, no locks (safe inside any hook).
+//
+// A thread that has a Python thread state but no frames (the autograd engine's device threads:
+// PythonEngine::thread_init creates one, then releases the GIL) gets the frames of the one other
+// Python thread blocked in backward, marked borrowed: that thread called loss.backward() and waits
+// for this one's work. They are read with reads that fail softly on a bad address, since that
+// thread's frames are not ours to trust.
+Capture capture(RawFrame* out, int max);
 
 struct CodeInfo {
   std::string file;      // co_filename
   std::string function;  // co_name (as traceback.extract_stack() reports it)
 };
 // Reads a code object's names (allocates: call only on the slow path, when a stack is new).
-// `code` must come from capture() on this thread while those frames are still live (within the
-// same hooked call): nothing keeps a code object alive once its frame returns.
-bool describe_code(const void* code, CodeInfo& out);
-// The source line of `offset` in `code` (PyCode_Addr2Line), or the first line if unknown. Same
-// lifetime rule as describe_code. May be -1 where CPython itself has no line (f_lineno None).
-int line_of(const void* code, int32_t offset);
+// `code` must come from capture() while those frames are still live (within the same hooked
+// call): nothing keeps a code object alive once its frame returns. Borrowed frames are read with
+// reads that fail softly.
+bool describe_code(const void* code, bool borrowed, CodeInfo& out);
+// The source line of `offset` in `code` (what PyCode_Addr2Line answers), or the first line if
+// unknown. Same lifetime rule as describe_code. May be -1 where CPython itself has no line
+// (f_lineno None).
+int line_of(const void* code, int32_t offset, bool borrowed);
 // "3.11" etc., or empty when no supported interpreter is in the process.
 std::string_view interpreter_version();
+// What this process's interpreter allows (resolves it on first use); the value of
+// SegmentHeader::python_stacks.
+uint32_t stacks_status();
 
 namespace detail {
 // The resolved layout as "key=value" lines (the keys of tests/python_stack/layout.c), empty when

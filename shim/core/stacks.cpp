@@ -238,9 +238,10 @@ __attribute__((noinline)) uint32_t native_stack(SegmentHeader* header) {
 
 uint32_t python_stack(SegmentHeader* header) {
   python::RawFrame frames[kMaxPythonFrames];
-  const int count = python::capture(frames, int(kMaxPythonFrames));
+  const python::Capture captured = python::capture(frames, int(kMaxPythonFrames));
+  const int count = captured.count;
   if (count <= 0) return 0;
-  uint64_t key = uint64_t(count) | (1ULL << 63);
+  uint64_t key = mix(uint64_t(count) | (1ULL << 63) | (captured.borrowed ? 1ULL << 62 : 0), uint64_t(captured.omitted));
   for (int i = 0; i < count; ++i)
     key = mix(mix(key, reinterpret_cast<uintptr_t>(frames[i].code)), uint64_t(uint32_t(frames[i].offset)));
   IdTable::Entry* entry = g_python_stacks.find_or_insert(key);
@@ -253,14 +254,16 @@ uint32_t python_stack(SegmentHeader* header) {
   r.kind = static_cast<uint16_t>(SideKind::PythonStack);
   r.id = id;
   r.count = uint16_t(count);
+  r.value = (captured.borrowed ? kPythonStackBorrowed : 0) | uint64_t(uint32_t(captured.omitted)) << 32;
   for (int i = 0; i < count; ++i) {
     auto [cached, fresh] = slow.code_names.try_emplace(frames[i].code, 0u, 0u);
     if (fresh || !cached->second.first) {
       python::CodeInfo info;
-      if (python::describe_code(frames[i].code, info))
+      if (python::describe_code(frames[i].code, captured.borrowed, info))
         cached->second = {intern(header, slow, info.file), intern(header, slow, info.function)};
     }
-    r.python[i] = {cached->second.first, cached->second.second, python::line_of(frames[i].code, frames[i].offset), 0};
+    r.python[i] = {cached->second.first, cached->second.second,
+                   python::line_of(frames[i].code, frames[i].offset, captured.borrowed), 0};
   }
   if (publish(header, r)) entry->published.store(true, std::memory_order_release);
   return id;
@@ -268,7 +271,13 @@ uint32_t python_stack(SegmentHeader* header) {
 
 }  // namespace
 
-StackIds capture_stacks(SegmentHeader* header) { return {native_stack(header), python_stack(header)}; }
+StackIds capture_stacks(SegmentHeader* header) {
+  const StackIds ids{native_stack(header), python_stack(header)};
+  // Known once the first Python stack was looked for; tells the report why stacks are missing.
+  if (header->python_stacks.load(std::memory_order_relaxed) == 0)
+    header->python_stacks.store(python::stacks_status(), std::memory_order_relaxed);
+  return ids;
+}
 
 void reset_stacks_after_fork() {
   g_native_stacks.reset();

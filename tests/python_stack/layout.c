@@ -38,6 +38,11 @@ int main(void) {
   PRINT("code.filename", offsetof(PyCodeObject, co_filename));
   PRINT("code.name", offsetof(PyCodeObject, co_name));
   PRINT("code.firstlineno", offsetof(PyCodeObject, co_firstlineno));
+  PRINT("code.linetable", offsetof(PyCodeObject, co_linetable));
+  PRINT("bytes.size", offsetof(PyVarObject, ob_size));
+  PRINT("bytes.data", offsetof(PyBytesObject, ob_sval));
+  PRINT("tstate.next", offsetof(PyThreadState, next));
+  PRINT("tstate.interp", offsetof(PyThreadState, interp));
   PRINT("unicode.length", offsetof(PyASCIIObject, length));
   PRINT("unicode.state", offsetof(PyASCIIObject, state));
   PRINT("unicode.ascii_size", sizeof(PyASCIIObject));
@@ -75,6 +80,7 @@ int main(void) {
   PRINT("debug.code_object.filename", offsetof(_Py_DebugOffsets, code_object.filename));
   PRINT("debug.code_object.name", offsetof(_Py_DebugOffsets, code_object.name));
   PRINT("debug.code_object.firstlineno", offsetof(_Py_DebugOffsets, code_object.firstlineno));
+  PRINT("debug.code_object.linetable", offsetof(_Py_DebugOffsets, code_object.linetable));
   PRINT("debug.code_object.co_code_adaptive", offsetof(_Py_DebugOffsets, code_object.co_code_adaptive));
   PRINT("debug.pyobject.ob_type", offsetof(_Py_DebugOffsets, pyobject.ob_type));
   PRINT("debug.unicode_object.state", offsetof(_Py_DebugOffsets, unicode_object.state));

@@ -11,11 +11,15 @@ import traceback
 
 LIB = ctypes.CDLL(sys.argv[1])
 LIB.probe_stack.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
+LIB.probe_stack_soft.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
+LIB.probe_status.restype = ctypes.c_uint
 LIB.probe_version.argtypes = [ctypes.c_char_p, ctypes.c_int]
 LIB.probe_capture_ns.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
 LIB.probe_capture_ns.restype = ctypes.c_double
 
 MAX_FRAMES = 256
+OUTER_FRAMES = 20  # python_stack.hpp kOuterFrames
+MAX_WALK = 4096  # python_stack.cpp kMaxWalk
 BUFFER = 1 << 20
 failures = []
 checked = []
@@ -26,25 +30,39 @@ def decode(text):
     return text.decode("utf-8", "surrogateescape")
 
 
+def kept(frames, max_frames):
+    """The frames capture() keeps of a chain, innermost first: all of them, or when deeper than
+    max_frames the innermost and the outermost OUTER_FRAMES (max_frames // 3 for a small max);
+    only the innermost of a chain longer than the walk (MAX_WALK)."""
+    if len(frames) <= max_frames:
+        return frames
+    outer = OUTER_FRAMES if max_frames >= 3 * OUTER_FRAMES else max_frames // 3
+    if len(frames) > MAX_WALK:
+        return frames[: max_frames - outer]
+    return frames[: max_frames - outer] + (frames[len(frames) - outer :] if outer else [])
+
+
 def probe(label, max_frames=MAX_FRAMES):
     buf = ctypes.create_string_buffer(BUFFER)
-    # Both on one line: the probe frame's line is the line of this statement for both of them.
-    expected, count = traceback.extract_stack(), LIB.probe_stack(buf, BUFFER, max_frames)
-    want = [(f.filename, f.name, f.lineno) for f in reversed(expected)][:max_frames]
-    got = []
-    for line in decode(buf.value).splitlines():
-        file, function, lineno = line.split("\t")
-        got.append((file, function, int(lineno)))
-    checked.append(label)
-    if count != len(got) or got != want:
-        failures.append(label)
-        print("MISMATCH in %s (probe returned %d)" % (label, count))
-        print("  traceback:")
-        for frame in want:
-            print("    %s:%s:%d" % frame)
-        print("  probe:")
-        for frame in got:
-            print("    %s:%s:%d" % frame)
+    soft = ctypes.create_string_buffer(BUFFER)
+    # All on one line: the probe frame's line is the line of this statement for all of them.
+    expected, count, soft_count = traceback.extract_stack(), LIB.probe_stack(buf, BUFFER, max_frames), LIB.probe_stack_soft(soft, BUFFER, max_frames)
+    want = kept([(f.filename, f.name, f.lineno) for f in reversed(expected)], max_frames)
+    for reading, text, returned in (("", buf, count), (" (soft reads)", soft, soft_count)):
+        got = []
+        for line in decode(text.value).splitlines():
+            file, function, lineno = line.split("\t")
+            got.append((file, function, int(lineno)))
+        checked.append(label + reading)
+        if returned != len(got) or got != want:
+            failures.append(label + reading)
+            print("MISMATCH in %s%s (probe returned %d)" % (label, reading, returned))
+            print("  traceback:")
+            for frame in want:
+                print("    %s:%s:%d" % frame)
+            print("  probe:")
+            for frame in got:
+                print("    %s:%s:%d" % frame)
 
 
 def level3(label):
@@ -109,6 +127,7 @@ def run_named(filename, label):
 
 
 def scenarios(prefix):
+    sys.setrecursionlimit(5000)
     level1(prefix + "nested")
     next(generator(prefix + "generator"))
     try:
@@ -119,8 +138,11 @@ def scenarios(prefix):
     Holder.nested(prefix + "closure")
     list(map(lambda _: level1(prefix + "called back from C"), [0]))
     sorted([2, 1], key=lambda x: x if x == 2 else level3(prefix + "sort key") or 0)
-    recurse(300, prefix + "deep, capped at 64", 64)
-    recurse(5, prefix + "capped at 2", 2)
+    recurse(300, prefix + "deep, capped at 64: innermost 44 and outermost 20", 64)
+    recurse(300, prefix + "deep, capped at 62: innermost 42 and outermost 20", 62)
+    recurse(5, prefix + "capped at 2: the innermost", 2)
+    recurse(5, prefix + "capped at 6: innermost 4 and outermost 2", 6)
+    recurse(4200, prefix + "deeper than the walk: the innermost only", 62)
     names = ("/tmp/plain_ascii.py", "/tmp/ünïcödé.py", "/tmp/файл.py", "/tmp/😀.py", "/tmp/b\udcffd.py")
     for name in names:
         run_named(name, prefix + "names in " + ascii(name))
@@ -132,13 +154,20 @@ def unsupported():
     LIB.probe_version(version, 16)
     buf = ctypes.create_string_buffer(BUFFER)
     count = LIB.probe_stack(buf, BUFFER, MAX_FRAMES)
-    print("CPython %s (unsupported): version %r, %d frames" % (sys.version.split()[0], version.value, count))
-    return 0 if count == 0 and version.value == b"" else 1
+    status = LIB.probe_status()
+    print("CPython %s (unsupported): version %r, %d frames, status %#x"
+          % (sys.version.split()[0], version.value, count, status))
+    # python_stacks_word(PythonStacks::UnsupportedVersion, minor)
+    return 0 if count == 0 and version.value == b"" and status == (4 | sys.version_info[1] << 8) else 1
 
 
 def main():
     if not (3, 10) <= sys.version_info[:2] <= (3, 13):
         return unsupported()
+    # python_stacks_word(PythonStacks::Available, minor)
+    if LIB.probe_status() != (1 | sys.version_info[1] << 8):
+        print("stacks_status() is %#x" % LIB.probe_status())
+        return 1
     version = ctypes.create_string_buffer(16)
     LIB.probe_version(version, 16)
     running = "%d.%d" % sys.version_info[:2]

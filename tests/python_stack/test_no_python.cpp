@@ -9,10 +9,11 @@ namespace py = trainshim::shim::python;
 
 TEST(PythonStack, NoFramesWithoutPython) {
   py::RawFrame frames[8];
-  EXPECT_EQ(py::capture(frames, 8), 0);
-  EXPECT_EQ(py::capture(frames, 8), 0);  // the cached answer
+  EXPECT_EQ(py::capture(frames, 8).count, 0);
+  EXPECT_EQ(py::capture(frames, 8).count, 0);  // the cached answer
   EXPECT_TRUE(py::interpreter_version().empty());
   EXPECT_TRUE(py::detail::layout_report().empty());
+  EXPECT_EQ(py::stacks_status(), trainshim::python_stacks_word(trainshim::PythonStacks::NoPython, 0));
 }
 
 TEST(PythonStack, NoFramesOnOtherThreads) {
@@ -21,7 +22,7 @@ TEST(PythonStack, NoFramesOnOtherThreads) {
   for (int i = 0; i < 4; ++i) {
     threads[i] = std::thread([&counts, i] {
       py::RawFrame frames[8];
-      counts[i] = py::capture(frames, 8);
+      counts[i] = py::capture(frames, 8).count;
     });
   }
   for (auto& thread : threads) thread.join();
@@ -31,7 +32,9 @@ TEST(PythonStack, NoFramesOnOtherThreads) {
 TEST(PythonStack, CodeObjectsAreNotDescribedWithoutPython) {
   const long not_code[8] = {};
   py::CodeInfo info;
-  EXPECT_FALSE(py::describe_code(not_code, info));
-  EXPECT_FALSE(py::describe_code(nullptr, info));
-  EXPECT_EQ(py::line_of(not_code, 0), 0);
+  EXPECT_FALSE(py::describe_code(not_code, false, info));
+  EXPECT_FALSE(py::describe_code(not_code, true, info));
+  EXPECT_FALSE(py::describe_code(nullptr, false, info));
+  EXPECT_EQ(py::line_of(not_code, 0, false), 0);
+  EXPECT_EQ(py::line_of(not_code, 0, true), 0);
 }
