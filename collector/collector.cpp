@@ -68,13 +68,15 @@ uint64_t Collector::pass() {
                                     .dropped_side_full = reader.dropped_side_full(),
                                     .untimed_capturing = h.untimed_capturing.load(std::memory_order_relaxed),
                                     .untimed_no_event = h.untimed_no_event.load(std::memory_order_relaxed),
+                                    .python_stacks = h.python_stacks.load(std::memory_order_relaxed),
                                     .ended = gone};
     if (counts.malformed)
       report("warning", fmt::format("{} malformed records skipped in /dev/shm/{}", counts.malformed, it->first));
     if (counts.records || counts.malformed || counts.unpublished || gone ||
         delta.dropped_ring_full != t.totals.dropped_ring_full || delta.dropped_not_ready != t.totals.dropped_not_ready ||
         delta.dropped_side_full != t.totals.dropped_side_full ||
-        delta.untimed_capturing != t.totals.untimed_capturing || delta.untimed_no_event != t.totals.untimed_no_event) {
+        delta.untimed_capturing != t.totals.untimed_capturing || delta.untimed_no_event != t.totals.untimed_no_event ||
+        delta.python_stacks != t.totals.python_stacks) {
       database_.update_process(t.process_id, delta);
       t.totals = delta;
     }

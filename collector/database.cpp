@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <ctime>
+#include <utility>
 #include <stdexcept>
 
 namespace trainshim::collector {
@@ -34,7 +35,9 @@ CREATE TABLE IF NOT EXISTS processes(
   dropped_side_full INTEGER NOT NULL DEFAULT 0,
   untimed_capturing INTEGER NOT NULL DEFAULT 0,
   untimed_no_event INTEGER NOT NULL DEFAULT 0,
-  ended INTEGER NOT NULL DEFAULT 0);
+  ended INTEGER NOT NULL DEFAULT 0,
+  python_version TEXT NOT NULL DEFAULT '',
+  python_stacks_unavailable TEXT NOT NULL DEFAULT '');
 CREATE TABLE IF NOT EXISTS events(
   process_id INTEGER NOT NULL REFERENCES processes(id),
   tid INTEGER NOT NULL,
@@ -80,6 +83,12 @@ CREATE TABLE IF NOT EXISTS python_frames(
   line INTEGER NOT NULL,
   source TEXT NOT NULL,
   PRIMARY KEY(process_id, stack_id, depth));
+CREATE TABLE IF NOT EXISTS python_stacks(
+  process_id INTEGER NOT NULL REFERENCES processes(id),
+  stack_id INTEGER NOT NULL,
+  borrowed INTEGER NOT NULL,
+  omitted INTEGER NOT NULL,
+  PRIMARY KEY(process_id, stack_id));
 CREATE TABLE IF NOT EXISTS hangs(
   communicator TEXT NOT NULL,
   sequence INTEGER NOT NULL,
@@ -135,11 +144,12 @@ Database::Database(const std::string& path, const std::string& job) {
     update_process_ = prepare(
         "UPDATE processes SET events=events+?, dropped_ring_full=?, dropped_not_ready=?, "
         "lost_unpublished=lost_unpublished+?, malformed=malformed+?, dropped_side_full=?, untimed_capturing=?, "
-        "untimed_no_event=?, ended=? WHERE id=?");
+        "untimed_no_event=?, ended=?, python_version=?, python_stacks_unavailable=? WHERE id=?");
     // A stack published twice (two threads met it at once) is the same stack: keep the first.
     insert_module_ = prepare("INSERT OR IGNORE INTO modules VALUES(?,?,?,?,?)");
     insert_native_frame_ = prepare("INSERT OR IGNORE INTO native_frames VALUES(?,?,?,?,?,?,?,?)");
     insert_python_frame_ = prepare("INSERT OR IGNORE INTO python_frames VALUES(?,?,?,?,?,?,?)");
+    insert_python_stack_ = prepare("INSERT OR IGNORE INTO python_stacks VALUES(?,?,?,?)");
     insert_log_ = prepare("INSERT INTO collector_log VALUES(?,?,?)");
     // A hang is written when found and rewritten while it lasts (how long the ranks have waited).
     upsert_hang_ = prepare(
@@ -161,7 +171,7 @@ Database::~Database() {
 
 void Database::finalize_all() {
   for (auto* s : {insert_event_, insert_process_, update_process_, insert_log_, insert_module_,
-                  insert_native_frame_, insert_python_frame_, upsert_hang_})
+                  insert_native_frame_, insert_python_frame_, insert_python_stack_, upsert_hang_})
     sqlite3_finalize(s);
 }
 
@@ -233,13 +243,37 @@ void Database::add_event(int64_t process_id, const EventRecord& r, uint64_t begi
   step_and_reset(db_, s);
 }
 
+namespace {
+// The interpreter's version ("3.11", "3.13t") and, when its stacks cannot be read, why.
+std::pair<std::string, std::string> python_words(uint32_t word) {
+  const int minor = python_stacks_minor(word);
+  switch (python_stacks_kind(word)) {
+    case PythonStacks::Available: return {fmt::format("3.{}", minor), ""};
+    case PythonStacks::FreeThreaded:
+      return {fmt::format("3.{}t", minor),
+              fmt::format("free-threaded CPython 3.{}t: trainshim reads Python stacks of the GIL builds of "
+                          "CPython 3.10 to 3.13 only", minor)};
+    case PythonStacks::UnsupportedVersion:
+      return {fmt::format("3.{}", minor),
+              fmt::format("CPython 3.{}: trainshim reads Python stacks of CPython 3.10 to 3.13 (release builds) only",
+                          minor)};
+    case PythonStacks::Unknown:
+    case PythonStacks::NoPython: break;
+  }
+  return {};
+}
+}  // namespace
+
 void Database::update_process(int64_t process_id, const ProcessCounters& c) {
   begin_if_needed();
   const int64_t values[] = {int64_t(c.events),          int64_t(c.dropped_ring_full), int64_t(c.dropped_not_ready),
                             int64_t(c.lost_unpublished), int64_t(c.malformed),         int64_t(c.dropped_side_full),
-                            int64_t(c.untimed_capturing), int64_t(c.untimed_no_event), c.ended ? 1 : 0,
-                            process_id};
-  for (int i = 0; i < 10; ++i) sqlite3_bind_int64(update_process_, i + 1, values[i]);
+                            int64_t(c.untimed_capturing), int64_t(c.untimed_no_event), c.ended ? 1 : 0};
+  for (int i = 0; i < 9; ++i) sqlite3_bind_int64(update_process_, i + 1, values[i]);
+  const auto [version, unavailable] = python_words(c.python_stacks);
+  sqlite3_bind_text(update_process_, 10, version.c_str(), int(version.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_text(update_process_, 11, unavailable.c_str(), int(unavailable.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_int64(update_process_, 12, process_id);
   step_and_reset(db_, update_process_);
 }
 
@@ -290,6 +324,16 @@ void Database::add_python_frame(int64_t process_id, uint32_t stack_id, int depth
   bind_text(s, 5, function);
   sqlite3_bind_int(s, 6, line);
   bind_text(s, 7, source);
+  step_and_reset(db_, s);
+}
+
+void Database::add_python_stack(int64_t process_id, uint32_t stack_id, bool borrowed, uint32_t omitted) {
+  begin_if_needed();
+  sqlite3_stmt* s = insert_python_stack_;
+  sqlite3_bind_int64(s, 1, process_id);
+  sqlite3_bind_int64(s, 2, stack_id);
+  sqlite3_bind_int(s, 3, borrowed ? 1 : 0);
+  sqlite3_bind_int64(s, 4, omitted);
   step_and_reset(db_, s);
 }
 

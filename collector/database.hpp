@@ -9,7 +9,7 @@
 
 namespace trainshim::collector {
 
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 class Database {
  public:
@@ -31,11 +31,15 @@ class Database {
   void add_native_frame(int64_t process_id, uint32_t stack_id, int depth, const NativeFrame& frame);
   void add_python_frame(int64_t process_id, uint32_t stack_id, int depth, const std::string& file,
                         const std::string& function, int line, const std::string& source);
+  // borrowed: the stack of the thread blocked in backward, taken by an autograd engine thread;
+  // omitted: frames left out between the innermost and the outermost kept.
+  void add_python_stack(int64_t process_id, uint32_t stack_id, bool borrowed, uint32_t omitted);
 
   struct ProcessCounters {
     uint64_t events = 0, dropped_ring_full = 0, dropped_not_ready = 0, lost_unpublished = 0, malformed = 0;
     uint64_t dropped_side_full = 0;
     uint64_t untimed_capturing = 0, untimed_no_event = 0;
+    uint32_t python_stacks = 0;  // SegmentHeader::python_stacks
     bool ended = false;
   };
   void update_process(int64_t process_id, const ProcessCounters& counters);
@@ -58,6 +62,7 @@ class Database {
   sqlite3_stmt* insert_process_ = nullptr;
   sqlite3_stmt* update_process_ = nullptr;
   sqlite3_stmt* insert_log_ = nullptr;
+  sqlite3_stmt* insert_python_stack_ = nullptr;
   sqlite3_stmt* insert_module_ = nullptr;
   sqlite3_stmt* insert_native_frame_ = nullptr;
   sqlite3_stmt* insert_python_frame_ = nullptr;

@@ -58,6 +58,7 @@ void ProcessStacks::add(const SideRecord& r) {
       }
       break;
     case SideKind::PythonStack:
+      database_.add_python_stack(process_id_, r.id, (r.value & kPythonStackBorrowed) != 0, uint32_t(r.value >> 32));
       for (int depth = 0; depth < r.count; ++depth) {
         const PythonFrameRecord& f = r.python[depth];
         const std::string file = text(f.file);

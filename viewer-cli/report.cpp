@@ -229,7 +229,8 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
     report.database += (report.database.empty() ? "" : ", ") + db->path();
     Statement processes(*db,
                         "SELECT id, rank, local_rank, world_size, pid, host, command, ended, events, dropped_ring_full, "
-                        "dropped_not_ready, lost_unpublished, malformed, dropped_side_full FROM processes");
+                        "dropped_not_ready, lost_unpublished, malformed, dropped_side_full, python_version, "
+                        "python_stacks_unavailable FROM processes");
     while (processes.step()) {
       ProcessReport p;
       p.db = db;
@@ -244,6 +245,8 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
       p.events = processes.integer(8);
       p.lost = {processes.integer(9), processes.integer(10), processes.integer(11), processes.integer(12),
                 processes.integer(13)};
+      p.python_version = processes.text(14);
+      p.python_stacks_unavailable = processes.text(15);
       report.processes.push_back(std::move(p));
     }
   }
@@ -328,7 +331,7 @@ void render_sites(std::string& out, const std::vector<SyncSite>& sites, const Ra
     out += fmt::format("  {:<34} {:>9} {:>9} {:>10} {:>8.1f} %\n", site.classification.operation,
                        with_thousands(site.calls), rate, human_duration(site.blocked_ns),
                        100 * share_of_step(site.blocked_ns, rs));
-    out += fmt::format("      at {}\n", site_location(site));
+    out += fmt::format("      at {}{}\n", site_location(site), site.in_backward ? " (in backward, autograd thread)" : "");
     if (!site.source.empty()) out += fmt::format("         {}\n", site.source);
   }
 }
@@ -409,6 +412,8 @@ std::string render_text(const Report& report) {
   for (const auto& p : report.processes) {
     out += fmt::format("\nrank {}  pid {}  host {}{}\n  {}\n", rank_label(p.rank), p.pid, p.host,
                        p.ended ? "" : "  (still running)", p.command);
+    if (!p.python_stacks_unavailable.empty())
+      out += fmt::format("  Python stacks unavailable: {}; sites are named by native frames\n", p.python_stacks_unavailable);
     render_tables(out, p.copies, p.syncs, p.collectives, p.lost.total());
     render_sync_sections(out, p);
   }
@@ -468,6 +473,7 @@ nlohmann::ordered_json sites_json(const std::vector<SyncSite>& sites, const Rank
                    {"line", site.line},
                    {"function", site.function},
                    {"source", site.source},
+                   {"in_backward", site.in_backward},
                    {"calls", site.calls},
                    {"per_step", rs.steps.count ? nlohmann::ordered_json(per_step(site.calls, rs)) : nullptr},
                    {"per_second", per_second(site.calls, rs)},
@@ -495,6 +501,11 @@ nlohmann::ordered_json render_json(const Report& report) {
                             {"host", p.host},
                             {"command", p.command},
                             {"ended", p.ended},
+                            {"python_version", p.python_version.empty() ? nlohmann::ordered_json(nullptr)
+                                                                        : nlohmann::ordered_json(p.python_version)},
+                            {"python_stacks_unavailable", p.python_stacks_unavailable.empty()
+                                                              ? nlohmann::ordered_json(nullptr)
+                                                              : nlohmann::ordered_json(p.python_stacks_unavailable)},
                             {"events", p.events},
                             {"copies", copies_json(p.copies)},
                             {"syncs", syncs_json(p.syncs)},

@@ -40,6 +40,8 @@ struct ProcessReport {
   int local_rank = -1, world_size = -1;
   int64_t pid = 0;
   std::string host, command;
+  std::string python_version;             // "3.11", "3.13t"; empty: no Python stack was looked for
+  std::string python_stacks_unavailable;  // why its Python stacks could not be read; empty if they could
   bool ended = false;
   int64_t events = 0;
   std::vector<CopyRow> copies;

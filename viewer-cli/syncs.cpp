@@ -51,6 +51,7 @@ std::vector<SyncSite> pageable_sites(const RunDatabase& db, int64_t process_id) 
     if (q.integer(1)) shape.native = load_native_stack(db, process_id, q.integer(1));
     if (q.integer(2)) shape.python = load_python_stack(db, process_id, q.integer(2));
     SyncSite where = locate(shape);
+    where.in_backward = q.integer(2) && python_stack_borrowed(db, process_id, q.integer(2));
     where.classification.operation = q.text(0) == "h2d" ? "pageable H2D copy" : "pageable D2H copy";
     where.classification.rule = "pageable_copy";
     auto [it, fresh] = sites.try_emplace({where.classification.operation, where.file, where.function, where.line}, where);
@@ -82,6 +83,12 @@ std::vector<PythonFrameView> load_python_stack(const RunDatabase& db, int64_t pr
   q.bind(1, process_id).bind(2, stack_id);
   while (q.step()) frames.push_back({q.text(0), q.text(1), q.text(2), int(q.integer(3))});
   return frames;
+}
+
+bool python_stack_borrowed(const RunDatabase& db, int64_t process_id, int64_t stack_id) {
+  Statement q(db, "SELECT borrowed FROM python_stacks WHERE process_id = ? AND stack_id = ?");
+  q.bind(1, process_id).bind(2, stack_id);
+  return q.step() && q.integer(0) != 0;
 }
 
 std::string site_identity(const SyncSite& site) {
@@ -126,6 +133,7 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
   std::map<std::pair<int64_t, int64_t>, SyncShape> shapes;  // by (native, python) stack id
   std::map<int64_t, std::pair<int64_t, int64_t>> last_poll_stacks;  // by thread
   CopyPairing pairing;
+  std::map<int64_t, bool> borrowed;  // by python stack id
   StepInput steps;
   for (Event e : events) {
     SyncShape probe;
@@ -156,7 +164,12 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
     shape.host_memory = probe.host_memory;
     shape.follows_copy = probe.follows_copy;
     shape.null_object = probe.null_object;
-    const SyncSite where = locate(shape);
+    SyncSite where = locate(shape);
+    if (e.python_id) {
+      auto [known, fresh_id] = borrowed.try_emplace(e.python_id, false);
+      if (fresh_id) known->second = python_stack_borrowed(db, process_id, e.python_id);
+      where.in_backward = known->second;
+    }
     if (poll) {
       const std::string operation = poll_operation(shape);
       auto [site, first] = polls.try_emplace({operation, 0, where.file, where.function, where.line}, where);

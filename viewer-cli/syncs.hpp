@@ -14,6 +14,7 @@ struct SyncSite {
   Classification classification;
   std::string file, function, source;  // the user's frame (Python, else the program's native frame)
   int line = 0;
+  bool in_backward = false;  // the Python stack is the one of the thread blocked in backward (autograd thread)
   std::vector<PythonFrameView> python;  // innermost first
   std::vector<NativeFrameView> native;  // innermost first
   int64_t calls = 0;       // operations: the waits, not counting a blocking copy the wait follows
@@ -38,6 +39,9 @@ struct RankSyncs {
 // A stored stack's frames, innermost first (empty for stack id 0 or an unknown id).
 std::vector<NativeFrameView> load_native_stack(const RunDatabase& db, int64_t process_id, int64_t stack_id);
 std::vector<PythonFrameView> load_python_stack(const RunDatabase& db, int64_t process_id, int64_t stack_id);
+// Whether a stored Python stack was borrowed by an autograd engine thread from the thread blocked in
+// backward.
+bool python_stack_borrowed(const RunDatabase& db, int64_t process_id, int64_t stack_id);
 
 RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::string& step_name);
 
