@@ -124,6 +124,128 @@ TEST(Polls, AreCountedApartFromSyncsWithSampledStacks) {
             1);
 }
 
+// "3.12" for ".../bin/python3.12".
+std::string python_version_of(const std::string& interpreter) {
+  return interpreter.substr(interpreter.rfind("python") + 6);
+}
+
+// The autograd engine's device thread (a Python thread state, no frames: PythonEngine::thread_init)
+// syncs while the main thread waits in loss.backward(): the site is the line that called backward,
+// marked in backward; the same thread's syncs while the main thread is elsewhere borrow nothing;
+// and a sync 100 framework frames below the user's call is still named by the user's line.
+class AutogradThreadSyncs : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(AutogradThreadSyncs, AreNamedByTheLineThatCalledBackward) {
+  Scratch s;
+  const std::string script = std::string(Paths::source) + "/tests/python/backward_sync.py";
+  const std::string site_packages = std::string(Paths::programs) + "/backward_fixture/site-packages";
+  const auto result = run(trainshim_cli() + " run --json --out " + s.db() + " -- " + GetParam() + " " + script + " " +
+                          Paths::programs + "/libautograd_engine.so " + site_packages);
+  ASSERT_EQ(result.exit_code, 0) << result.out;
+  const json report = json::parse(result.out);
+  ASSERT_EQ(report.at("ranks").size(), 1u);
+  const json& rank = report.at("ranks")[0];
+  EXPECT_EQ(rank.at("python_version"), python_version_of(GetParam()));
+  EXPECT_TRUE(rank.at("python_stacks_unavailable").is_null()) << rank.at("python_stacks_unavailable");
+  const json& hidden = rank.at("hidden_syncs");
+
+  const int backward_line = marked_line(script, "# PLANTED backward");
+  const json backward = site_at(hidden, "backward_sync.py", backward_line);
+  ASSERT_FALSE(backward.empty());
+  EXPECT_EQ(backward.at("function"), "train_step");
+  EXPECT_EQ(backward.at("calls"), 6);  // 3 steps, 2 syncs in each backward
+  EXPECT_EQ(backward.at("in_backward"), true);
+  EXPECT_EQ(backward.at("source"), line_text(script, backward_line));
+  const json& stack = backward.at("python_stack");
+  ASSERT_EQ(stack.size(), 6u) << stack.dump(1);
+  const std::vector<std::pair<std::string, std::string>> frames = {
+      {"/site-packages/torch/autograd/graph.py", "_engine_run_backward"},
+      {"/site-packages/torch/autograd/__init__.py", "backward"},
+      {"/site-packages/torch/_tensor.py", "backward"},
+      {"/backward_sync.py", "train_step"},
+      {"/backward_sync.py", "main"},
+      {"/backward_sync.py", "<module>"}};
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    EXPECT_TRUE(ends_with(stack[i].at("file").get<std::string>(), frames[i].first)) << i << " " << stack[i];
+    EXPECT_EQ(stack[i].at("function"), frames[i].second) << i;
+  }
+  EXPECT_EQ(stack[3].at("line"), backward_line);
+
+  // Only the backward syncs borrowed a stack: the device thread's work for evaluate() has none.
+  int in_backward = 0;
+  int without_python = 0;
+  for (const auto& site : hidden) {
+    in_backward += site.at("in_backward").get<bool>() ? 1 : 0;
+    if (site.at("python_stack").empty()) {
+      ++without_python;
+      EXPECT_EQ(site.at("in_backward"), false);
+    }
+    if (ends_with(site.at("file").get<std::string>(), "backward_sync.py")) {
+      EXPECT_NE(site.at("line"), marked_line(script, "# PLANTED not_in_backward")) << site;
+    }
+  }
+  EXPECT_EQ(in_backward, 1) << hidden.dump(1);
+  EXPECT_GE(without_python, 1) << hidden.dump(1);
+  EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM events e JOIN apis a ON a.id = e.api JOIN python_stacks p ON "
+                              "p.process_id = e.process_id AND p.stack_id = e.python_stack WHERE p.borrowed = 1 AND "
+                              "a.name = 'cudaStreamSynchronize'"),
+            6);
+
+  // 103 frames (<module>, main, 101 of fit): the innermost 42 and the outermost 20 are kept.
+  const int deep_line = marked_line(script, "# PLANTED deep");
+  const json deep = site_at(hidden, "backward_sync.py", deep_line);
+  ASSERT_FALSE(deep.empty());
+  EXPECT_EQ(deep.at("function"), "main");
+  EXPECT_EQ(deep.at("calls"), 1);
+  EXPECT_EQ(deep.at("in_backward"), false);
+  const json& deep_stack = deep.at("python_stack");
+  ASSERT_EQ(deep_stack.size(), 62u);
+  EXPECT_EQ(deep_stack[0].at("function"), "fit");
+  EXPECT_EQ(deep_stack[60].at("function"), "main");
+  EXPECT_EQ(deep_stack[60].at("line"), deep_line);
+  EXPECT_EQ(deep_stack[61].at("function"), "<module>");
+  EXPECT_EQ(query_int(s.db(), "SELECT max(omitted) FROM python_stacks"), 41);
+
+  const auto text = run(trainshim_cli() + " report " + s.db());
+  ASSERT_EQ(text.exit_code, 0) << text.out;
+  EXPECT_NE(text.out.find("at " + script + ":" + std::to_string(backward_line) +
+                          " in train_step (in backward, autograd thread)\n"),
+            std::string::npos)
+      << text.out;
+  EXPECT_EQ(text.out.find("Python stacks unavailable"), std::string::npos) << text.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Interpreters, AutogradThreadSyncs,
+                         ::testing::ValuesIn(std::vector<std::string>{TRAINSHIM_TEST_PYTHONS}), [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& c : name) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return name;
+                         });
+
+// Under an interpreter whose stacks trainshim cannot read, the report says so once for the rank.
+TEST(PythonStacksUnavailable, ReportSaysWhyOncePerRank) {
+  const std::string python = TRAINSHIM_TEST_UNSUPPORTED_PYTHON;
+  if (python.empty()) GTEST_SKIP() << "no CPython 3.9 on this machine";
+  Scratch s;
+  const std::string script = std::string(Paths::source) + "/tests/python/planted_syncs.py";
+  const auto result = run(trainshim_cli() + " run --json --out " + s.db() + " -- " + python + " " + script + " " +
+                          Paths::programs + "/libfake_torch.so");
+  ASSERT_EQ(result.exit_code, 0) << result.out;
+  const json report = json::parse(result.out);
+  const json& rank = report.at("ranks")[0];
+  EXPECT_EQ(rank.at("python_version"), "3.9");
+  const std::string reason = "CPython 3.9: trainshim reads Python stacks of CPython 3.10 to 3.13 (release builds) only";
+  EXPECT_EQ(rank.at("python_stacks_unavailable"), reason);
+  for (const auto& site : rank.at("hidden_syncs")) EXPECT_TRUE(site.at("python_stack").empty()) << site;
+
+  const auto text = run(trainshim_cli() + " report " + s.db());
+  ASSERT_EQ(text.exit_code, 0) << text.out;
+  const std::string line = "  Python stacks unavailable: " + reason + "; sites are named by native frames\n";
+  const auto first = text.out.find(line);
+  EXPECT_NE(first, std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find(line, first + 1), std::string::npos) << text.out;
+}
+
 TEST(NativeSyncs, FramesComeOutDemangledAtTheirLines) {
   Scratch s;
   const std::string source = std::string(Paths::source) + "/tests/programs/native_syncs.cpp";
