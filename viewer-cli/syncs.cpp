@@ -188,6 +188,7 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
       acc.site = where;
       acc.site.classification = c;
     }
+    acc.site.in_backward = acc.site.in_backward || where.in_backward;
     (e.api_class == "copy" ? acc.copies : acc.waits) += 1;
     acc.site.blocked_ns += e.blocked_ns;
     if (e.api_class != "copy") {
