@@ -130,8 +130,9 @@ struct DirectReader {
 
 // Reads of memory that another thread may free at any moment (its frames, its thread state):
 // process_vm_readv on our own process answers EFAULT for an unmapped address where a load would
-// fault. Loads go through a few cached 256-byte aligned blocks (never across a page), so a frame
-// or a code object costs a system call or two.
+// fault. Loads go through a few cached aligned blocks (never across a page), least recently used
+// evicted first: 3.11+ frames sit side by side in their thread's data stack, and a code object's
+// fields fit in one block.
 class SoftReader {
  public:
   template <typename T>
@@ -140,14 +141,18 @@ class SoftReader {
     const uintptr_t start = address & ~(kBlock - 1);
     if (address + sizeof value > start + kBlock) return copy(&value, reinterpret_cast<const char*>(address), sizeof value);
     Block* block = nullptr;
-    for (Block& b : blocks_)
+    Block* oldest = &blocks_[0];
+    for (Block& b : blocks_) {
       if (b.start == start) block = &b;
+      if (b.used < oldest->used) oldest = &b;
+    }
     if (!block) {
-      block = &blocks_[next_++ % kBlocks];
+      block = oldest;
       block->start = 0;
       if (!copy(block->bytes, reinterpret_cast<const char*>(start), kBlock)) return false;
       block->start = start;
     }
+    block->used = ++uses_;
     std::memcpy(&value, block->bytes + (address - start), sizeof value);
     return true;
   }
@@ -158,14 +163,15 @@ class SoftReader {
   }
 
  private:
-  static constexpr uintptr_t kBlock = 256;
-  static constexpr int kBlocks = 4;
+  static constexpr uintptr_t kBlock = 512;
+  static constexpr int kBlocks = 8;
   struct Block {
     uintptr_t start = 0;
+    uint64_t used = 0;
     char bytes[kBlock];
   };
   Block blocks_[kBlocks];
-  unsigned next_ = 0;
+  uint64_t uses_ = 0;
   pid_t pid_ = getpid();  // not cached across calls: a forked child reads its own memory
 };
 
@@ -484,22 +490,36 @@ bool blocked_in_backward(const Runtime& runtime, const char* tstate, SoftReader&
          str_ends_with(runtime, file, reader, "/torch/autograd/__init__.py");
 }
 
-// The frames of the one Python thread, other than `self`, blocked in backward; none when no
-// thread is, or when several are (which one `self` works for is unknown).
-Capture borrow_backward_stack(const Runtime& runtime, const char* self, RawFrame* out, int max) {
-  if (!runtime.thread_head) return {};
-  SoftReader reader;
+// The thread found alone in backward last time: while it stays there, the engine threads work
+// for it and the other threads need not be looked at again (a sync per backward op would
+// otherwise read every thread's innermost frame each time).
+std::atomic<const char*> g_backward_owner{nullptr};
+
+// The one Python thread, other than `self`, blocked in backward; none when no thread is, or when
+// several are (which one `self` works for is unknown).
+const char* backward_owner(const Runtime& runtime, const char* self, SoftReader& reader) {
+  const char* known = g_backward_owner.load(std::memory_order_relaxed);
+  if (known && known != self && blocked_in_backward(runtime, known, reader)) return known;
   const char* interp = nullptr;
-  if (!reader.get(self, kThreadStateInterp, interp) || !plausible(interp)) return {};
+  if (!reader.get(self, kThreadStateInterp, interp) || !plausible(interp)) return nullptr;
   const char* owner = nullptr;
   const auto* tstate = static_cast<const char*>(runtime.thread_head(interp));
   for (int visited = 0; visited < kMaxThreads && plausible(tstate); ++visited) {
     if (tstate != self && blocked_in_backward(runtime, tstate, reader)) {
-      if (owner) return {};
+      if (owner) return nullptr;
       owner = tstate;
     }
-    if (!reader.get(tstate, kThreadStateNext, tstate)) return {};
+    if (!reader.get(tstate, kThreadStateNext, tstate)) return nullptr;
   }
+  g_backward_owner.store(owner, std::memory_order_relaxed);
+  return owner;
+}
+
+// The frames of the thread blocked in backward (backward_owner), read softly.
+Capture borrow_backward_stack(const Runtime& runtime, const char* self, RawFrame* out, int max) {
+  if (!runtime.thread_head) return {};
+  SoftReader reader;
+  const char* owner = backward_owner(runtime, self, reader);
   if (!owner) return {};
   Keeper keep(out, max);
   const bool whole = walk(runtime, owner, reader, [&](const RawFrame& frame) {
