@@ -270,4 +270,8 @@ def compile(model=None, **kwargs):  # noqa: A001
 
 
 from torch import utils  # noqa: E402,F401
+import torch.utils.data  # noqa: E402,F401
 from torch import ops  # noqa: E402,F401
+from torch import _utils  # noqa: E402,F401
+import torch._dynamo  # noqa: E402,F401
+import torch._inductor  # noqa: E402,F401

@@ -46,10 +46,12 @@ TORCHLIKE_FRAME void copy_kernel_cuda(Tensor& dst, const Tensor& src, bool non_b
   }
 }
 
-}  // namespace
+// REGISTER_DISPATCH(copy_stub, &copy_kernel_cuda): copy_impl calls the kernel through the stub.
+struct RegisterCopyStub {
+  RegisterCopyStub() { detail::cuda_kernels().copy_stub = copy_kernel_cuda; }
+};
+const RegisterCopyStub register_copy_stub;
 
-void copy_kernel_cuda_entry(Tensor& dst, const Tensor& src, bool non_blocking) {
-  copy_kernel_cuda(dst, src, non_blocking);
-}
+}  // namespace
 
 }  // namespace at::native

@@ -1,7 +1,6 @@
 // Mirrors the generated aten/src/ATen/RegisterCUDA.cpp: anonymous wrapper_CUDA_* functions
 // registered for the CUDA dispatch key when libtorch_cuda is loaded (TORCH_LIBRARY_IMPL(aten,
-// CUDA, m)), plus REGISTER_DISPATCH(copy_stub, &copy_kernel_cuda) and the pinned allocator of
-// the CUDA hooks.
+// CUDA, m)), and the pinned allocator of the CUDA hooks.
 #include "cuda_native.h"
 
 namespace at {
@@ -41,7 +40,6 @@ struct RegisterCUDAKernels {
     detail::CUDAKernels& k = detail::cuda_kernels();
     k.empty = wrapper_CUDA_memory_format_empty;
     k.launch = cuda::launch_kernel;
-    k.copy_stub = native::copy_kernel_cuda_entry;
     k.allocate_pinned = cuda::CachingHostAllocator::allocate;
     k._local_scalar_dense = wrapper_CUDA___local_scalar_dense;
     k.nonzero = wrapper_CUDA__nonzero;

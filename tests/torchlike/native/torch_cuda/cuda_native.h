@@ -34,6 +34,4 @@ TORCH_API Tensor _bincount_cuda(const Tensor& self, int64_t minlength);
 TORCH_API Tensor _histc_cuda(const Tensor& self, int64_t bins, const Scalar& min, const Scalar& max);
 // Exported from libtorch_cpu (TensorAdvancedIndexing.cpp).
 TORCH_API Tensor index_out(const Tensor& self, const std::vector<Tensor>& indices);
-// Registered as the CUDA copy_stub.
-void copy_kernel_cuda_entry(Tensor& dst, const Tensor& src, bool non_blocking);
 }  // namespace at::native
