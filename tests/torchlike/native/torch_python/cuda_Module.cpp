@@ -120,6 +120,7 @@ static TORCHLIKE_FRAME int64_t THCPGraph_replay(void* graph) {
 
 namespace torch {
 
+namespace {
 const MethodDef cuda_methods[] = {
     {"_cuda_synchronize", "l:", reinterpret_cast<void*>(THCPModule_cudaSynchronize)},
     {"_cuda_emptyCache", "l:", reinterpret_cast<void*>(THCPModule_emptyCache)},
@@ -142,5 +143,7 @@ const MethodDef cuda_methods[] = {
     {"graph_replay", "l:p", reinterpret_cast<void*>(THCPGraph_replay)},
     {nullptr, nullptr, nullptr},
 };
+const RegisterMethods register_cuda_methods(cuda_methods);
+}  // namespace
 
 }  // namespace torch

@@ -55,9 +55,12 @@ TORCHLIKE_FRAME int64_t THPEngine_run_backward(void* root, void* grad) {
 
 namespace torch {
 
+namespace {
 const MethodDef engine_methods[] = {
     {"run_backward", "l:pp", reinterpret_cast<void*>(THPEngine_run_backward)},
     {nullptr, nullptr, nullptr},
 };
+const RegisterMethods register_engine_methods(engine_methods);
+}  // namespace
 
 }  // namespace torch

@@ -128,6 +128,7 @@ static TORCHLIKE_FRAME void* THPVariable_stack(void** tensors, int64_t count) {
 }  // namespace autograd
 using namespace autograd;
 
+namespace {
 const MethodDef torch_functions[] = {
     {"empty", "p:pllll", reinterpret_cast<void*>(THPVariable_empty)},
     {"full", "p:pldll", reinterpret_cast<void*>(THPVariable_full)},
@@ -145,5 +146,7 @@ const MethodDef torch_functions[] = {
     {"stack", "p:pl", reinterpret_cast<void*>(THPVariable_stack)},
     {nullptr, nullptr, nullptr},
 };
+const RegisterMethods register_torch_functions(torch_functions);
+}  // namespace
 
 }  // namespace torch

@@ -224,6 +224,7 @@ static int64_t THPVariable_has_grad_fn(void* self) { return unpack(self).unsafeG
 }  // namespace autograd
 using namespace autograd;
 
+namespace {
 const MethodDef variable_methods[] = {
     {"item", "d:p", reinterpret_cast<void*>(THPVariable_item)},
     {"float_scalar", "d:p", reinterpret_cast<void*>(THPVariable_float_scalar)},
@@ -266,5 +267,7 @@ const MethodDef variable_methods[] = {
     {"has_grad_fn", "l:p", reinterpret_cast<void*>(THPVariable_has_grad_fn)},
     {nullptr, nullptr, nullptr},
 };
+const RegisterMethods register_variable_methods(variable_methods);
+}  // namespace
 
 }  // namespace torch
