@@ -398,5 +398,32 @@ TEST(TorchLike, PinnedMemoryByHostRegisterWhenConfigured) {
   EXPECT_EQ(api_calls(s.db(), "cudaHostAlloc"), 0);
 }
 
+// Symbol visibility as in the wheels: op entries, native TORCH_API kernels and c10::cuda
+// functions are exported; bindings and static kernels are in .symtab only, and the stripped
+// copy has no .symtab at all.
+TEST(TorchLike, ExportsMatchTheWheel) {
+  const std::string lib = std::string(Paths::torchlike_site) + "/torch/lib/";
+  const std::string stripped = std::string(Paths::torchlike_stripped_site) + "/torch/lib/";
+  const auto exported = [](const std::string& file) { return run("nm -D -C --defined-only " + file).out; };
+  const auto local = [](const std::string& file) { return run("nm -C --defined-only " + file + " 2>&1").out; };
+  const std::string cpu = exported(lib + "libtorch_cpu.so");
+  EXPECT_NE(cpu.find("T at::_ops::item::call(at::Tensor const&)"), std::string::npos);
+  EXPECT_NE(cpu.find("T at::native::item(at::Tensor const&)"), std::string::npos);
+  EXPECT_EQ(cpu.find("copy_impl"), std::string::npos);
+  const std::string cuda = exported(lib + "libtorch_cuda.so");
+  EXPECT_NE(cuda.find("T at::native::_local_scalar_dense_cuda(at::Tensor const&)"), std::string::npos);
+  EXPECT_EQ(cuda.find("copy_kernel_cuda"), std::string::npos);
+  EXPECT_EQ(cuda.find("wrapper_CUDA"), std::string::npos);
+  EXPECT_NE(exported(lib + "libc10_cuda.so").find("T c10::cuda::device_synchronize()"), std::string::npos);
+  const std::string python = exported(lib + "libtorch_python.so");
+  EXPECT_EQ(python.find("THPVariable"), std::string::npos);
+  EXPECT_EQ(python.find("THCP"), std::string::npos);
+  EXPECT_NE(python.find("T torchlike_methods"), std::string::npos);
+  EXPECT_NE(local(lib + "libtorch_python.so").find("t torch::autograd::THPVariable_item(void*)"), std::string::npos);
+  EXPECT_NE(local(lib + "libtorch_cuda.so").find("copy_kernel_cuda"), std::string::npos);
+  EXPECT_NE(local(stripped + "libtorch_python.so").find("no symbols"), std::string::npos);
+  EXPECT_NE(exported(stripped + "libtorch_cpu.so").find("T at::_ops::item::call(at::Tensor const&)"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace trainshim::test
