@@ -11,9 +11,10 @@ CUDAGraph::~CUDAGraph() {
 
 TORCHLIKE_FRAME void CUDAGraph::capture_begin(cudaStreamCaptureMode capture_mode) {
   capture_stream_ = getCurrentCUDAStream().stream();
-  TORCH_CHECK(capture_stream_ != nullptr,
-              "CUDA graphs must be captured on a non-default stream. (However, after capture, it's ok to replay them on "
-              "the default stream.)");
+  TORCH_CHECK(
+      capture_stream_ != nullptr,
+      "CUDA graphs must be captured on a non-default stream. (However, after capture, it's ok to replay them on "
+      "the default stream.)");
   C10_CUDA_CHECK(cudaStreamBeginCapture(capture_stream_, capture_mode));
 }
 
