@@ -87,13 +87,16 @@ TORCH_API void index_gather_kernel(const Tensor& out, const Tensor& self, const 
 
 TORCH_API Tensor index_put_with_positions(Tensor& self, const Tensor& positions, const Tensor& values,
                                           bool accumulate) {
+  // A CPU scalar value is a kernel argument, read now (as TensorIterator passes it).
+  const bool scalar = values.is_cpu() && !self.is_cpu();
+  const double scalar_value = scalar ? load(values, 0) : 0;
   Tensor target = self;
   detail::launch_on(self.device_type(),
                     [target = at::detail::kernel_arg(target), positions = at::detail::kernel_arg(positions),
-                     values = at::detail::kernel_arg(values), accumulate] {
+                     values = at::detail::kernel_arg(values), accumulate, scalar, scalar_value] {
                       for (int64_t k = 0, n = positions.size(0); k < n; ++k) {
                         const int64_t i = linear_index(target, positions, k);
-                        const double v = load(values, values.numel() == 1 ? 0 : k);
+                        const double v = scalar ? scalar_value : load(values, values.numel() == 1 ? 0 : k);
                         store(target, i, accumulate ? load(target, i) + v : v);
                       }
                     });
