@@ -6,6 +6,7 @@
 // engine.execute, so the thread that called backward waits there, GIL released, until the device
 // threads finished its graph. Python reaches this library through ctypes, as torch._C; libpython's
 // API is looked up in the process, so one build serves every interpreter.
+#include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
 #include <condition_variable>
@@ -13,7 +14,21 @@
 #include <mutex>
 #include <thread>
 
-extern "C" long ft_nonzero();  // tests/programs/fake_torch.cpp: the op the backward runs
+namespace {
+cudaStream_t g_stream = nullptr;
+void* g_count = nullptr;
+}  // namespace
+
+namespace at::native {
+// The op the backward runs: nonzero_cuda (aten/src/ATen/native/cuda/Nonzero.cu) reads its result's
+// size back before it can allocate the result, with memcpy_and_sync.
+__attribute__((noinline)) long nonzero_cuda() {
+  int count = 0;
+  cudaMemcpyAsync(&count, g_count, sizeof count, cudaMemcpyDeviceToHost, g_stream);
+  cudaStreamSynchronize(g_stream);
+  return count;
+}
+}  // namespace at::native
 
 namespace {
 
@@ -88,13 +103,18 @@ DeviceThread& device_thread() {
 
 void syncs_on_device_thread(int syncs) {
   device_thread().run([syncs] {
-    for (int i = 0; i < syncs; ++i) ft_nonzero();
+    for (int i = 0; i < syncs; ++i) at::native::nonzero_cuda();
   });
 }
 
 }  // namespace
 
 extern "C" {
+
+__attribute__((visibility("default"))) int engine_init() {
+  if (cudaStreamCreate(&g_stream) != cudaSuccess) return 1;
+  return cudaMalloc(&g_count, sizeof(int)) == cudaSuccess ? 0 : 1;
+}
 
 // Called with the GIL held (ctypes.PyDLL), as the import of torch._C runs get_internals().
 __attribute__((visibility("default"))) void engine_import() {
@@ -107,6 +127,9 @@ __attribute__((visibility("default"))) void engine_import() {
 // pybind11::gil_scoped_release there: the device thread runs the graph, a backward op that syncs
 // `syncs` times (the nonzero of a boolean-mask index's backward), while the caller waits.
 __attribute__((visibility("default"))) void run_backward(int syncs) { syncs_on_device_thread(syncs); }
+
+// The op on the calling thread, as a forward pass runs it.
+__attribute__((visibility("default"))) long engine_nonzero() { return at::native::nonzero_cuda(); }
 
 // The same work handed to the device thread by a caller that is not in backward.
 __attribute__((visibility("default"))) void run_on_device_thread(int syncs) { syncs_on_device_thread(syncs); }

@@ -31,8 +31,8 @@ def evaluate():
 
 
 def main():
-    if engine.ft_init() != 0:
-        sys.exit("ft_init failed")
+    if engine.engine_init() != 0:
+        sys.exit("engine_init failed")
     for _ in range(STEPS):
         train_step()
     evaluate()

@@ -244,6 +244,12 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t* pGraphExec, cudaGraph_t graph,
   return cudaSuccess;
 }
 
+// What PyTorch's CUDAGraph::capture_end calls (with cudaGraphInstantiateFlagAutoFreeOnLaunch);
+// the flags change nothing here.
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* pGraphExec, cudaGraph_t graph, unsigned long long flags) {
+  return cudaGraphInstantiate(pGraphExec, graph, flags);
+}
+
 cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
   auto s = resolveStream(stream);
   if (!s) return recordError(cudaErrorInvalidResourceHandle);

@@ -1,8 +1,8 @@
 """A framework whose own frames stand deep between the user's call and the sync (a Lightning or
-HF Trainer loop): `depth` nested calls, then a Tensor.item()."""
+HF Trainer loop): `depth` nested calls, then a nonzero()."""
 
 
 def fit(engine, depth):
     if depth == 0:
-        return engine.ft_item()
+        return engine.engine_nonzero()
     return fit(engine, depth - 1)
