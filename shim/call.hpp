@@ -79,6 +79,12 @@ class Call {
       if (in_group()) {
         group_call(recorder_->header(), stream, collective);
         recorder_->record(*thread_, [&](EventRecord& r) { r = collective; });
+      } else if (result == describe::kNcclInProgress) {
+        // A call on a non-blocking communicator is a group of its own whose launch went to
+        // NCCL's thread (enqueue.cc ncclEnqueueCheck): the end event would precede the kernel.
+        collective.flags |= kGroupInProgress;
+        timing_cancel(timing_);
+        recorder_->record(*thread_, [&](EventRecord& r) { r = collective; });
       } else {
         collective.flags |= timing_.untimed;
         recorder_->record(*thread_, [&](EventRecord& r) { r = collective; });

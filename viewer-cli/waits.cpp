@@ -81,6 +81,11 @@ WaitReport load_waits(const std::vector<ProcessRef>& processes) {
                                  "WHERE e.process_id = ? AND a.class = 'group_end' AND (e.flags & ?) <> 0");
     in_progress.bind(1, p.process_id).bind(2, kGroupInProgress);
     if (in_progress.step()) out.untimed_in_group_in_progress += in_progress.integer(0);
+    // A call outside a group on a non-blocking communicator is a group of its own.
+    Statement alone(*p.db, "SELECT count(*) FROM events e JOIN apis a ON a.id = e.api WHERE e.process_id = ? AND "
+                           "a.class = 'collective' AND (e.flags & ?) = ?");
+    alone.bind(1, p.process_id).bind(2, kGroupInProgress | kInGroup).bind(3, kGroupInProgress);
+    if (alone.step()) out.untimed_in_group_in_progress += alone.integer(0);
     Statement graphs(*p.db, "SELECT e.object, count(*) FROM events e JOIN apis a ON a.id = e.api WHERE e.process_id = ? "
                             "AND a.class = 'collective' AND (e.flags & ?) <> 0 GROUP BY e.object");
     graphs.bind(1, p.process_id).bind(2, kUntimedCapturing);

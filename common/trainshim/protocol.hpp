@@ -84,11 +84,12 @@ enum CollectiveFlag : uint32_t {
   kInGroup = 1u << 2,           // inside an NCCL group: timed from the first call to the outermost group end
   kPointToPoint = 1u << 3,      // ncclSend / ncclRecv: numbered per peer, not among the collectives
   kSend = 1u << 4,              // with PointToPoint: a send (else a receive)
-  kGroupInProgress = 1u << 5,   // group end: the launch went to NCCL's thread (ncclInProgress), not timed
+  kGroupInProgress = 1u << 5,   // the launch went to NCCL's thread (ncclInProgress: a group end, or a call
+                                //   on a non-blocking communicator outside a group): not timed
   kGroupSimulated = 1u << 6,    // group end: ncclGroupSimulateEnd, nothing launched
 };
 inline constexpr uint32_t kKnownCollectiveFlags = (1u << 7) - 1;
-inline constexpr uint32_t kUntimedFlags = kUntimedCapturing | kUntimedNoEvent;
+inline constexpr uint32_t kUntimedFlags = kUntimedCapturing | kUntimedNoEvent | kGroupInProgress;
 
 // A ring slot. `state` encodes lap and fullness so that zero-filled memory is an empty ring:
 // 2*lap = free for the producer of that lap, 2*lap+1 = holds that lap's record.

@@ -294,7 +294,7 @@ struct P2POp {
   std::uint8_t* buf;
   std::size_t bytes;
   std::size_t done = 0;
-  std::uint8_t* copyTo = nullptr;  // peer == own rank: the block this rank keeps, copied locally
+  std::uint8_t* copyTo = nullptr;  // set: the block this rank keeps (peer = own rank), copied locally
 };
 
 struct Task {
@@ -364,7 +364,7 @@ bool runP2P(ncclComm* c, std::vector<P2POp>& ops) {
     std::vector<char> sendBusy(static_cast<std::size_t>(c->nranks)), recvBusy(static_cast<std::size_t>(c->nranks));
     for (auto& o : ops) {
       if (o.done == o.bytes) continue;
-      if (o.peer == c->rank) {
+      if (o.copyTo) {
         std::memmove(o.copyTo, o.buf, o.bytes);  // in place is allowed
         o.done = o.bytes;
         progress = true;
@@ -468,12 +468,13 @@ thread_local std::vector<Queued> tls_group_ops;
 
 ncclResult_t submit(cudaStream_t stream, Task* t);
 
+ncclResult_t flushGroup();
+
+// enqueue.cc ncclEnqueueCheck: every call is an implicit group of its own, so a call on a
+// non-blocking communicator outside a group also launches on a thread and returns ncclInProgress.
 ncclResult_t enqueue(ncclComm* comm, cudaStream_t stream, Task task) {
-  if (tls_group_depth > 0) {
-    tls_group_ops.push_back({comm, stream, std::move(task)});
-    return ncclSuccess;
-  }
-  return submit(stream, new Task(std::move(task)));
+  tls_group_ops.push_back({comm, stream, std::move(task)});
+  return tls_group_depth > 0 ? ncclSuccess : flushGroup();
 }
 
 // One task per (communicator, stream), in the order of their first call: collectives in issue
