@@ -36,12 +36,19 @@ class Call {
     if (wants_stacks()) stacks_ = capture_stacks(recorder_->header());
     if constexpr (kClass == ApiClass::GroupStart) group_started();
     // Inside a group the call launches nothing: its group is timed instead (group_call).
-    if constexpr (kClass == ApiClass::Collective)
+    if constexpr (kClass == ApiClass::Collective) {
+      launch_forget(draft.comm);
       if (!in_group()) timing_ = timing_begin(recorder_->header(), reinterpret_cast<void*>(draft.stream));
+    }
     begin_ = ticks();
   }
 
   __attribute__((always_inline)) void end(int result) {
+    if constexpr (kClass == ApiClass::CommQuery) {
+      // Polled in a loop by PyTorch: not recorded, only watched for the end of a launch.
+      if (result == 0) launch_checked(draft.comm, *reinterpret_cast<const int*>(draft.result_object));
+      return;
+    }
     const uint64_t end_ticks = ticks();
     if constexpr (kClass == ApiClass::GroupEnd) {
       if (group_ended()) {
@@ -77,14 +84,14 @@ class Call {
       fill(collective);
       void* stream = reinterpret_cast<void*>(draft.stream);
       if (in_group()) {
-        group_call(recorder_->header(), stream, collective);
+        group_call(recorder_->header(), stream, draft.comm, collective);
         recorder_->record(*thread_, [&](EventRecord& r) { r = collective; });
       } else if (result == describe::kNcclInProgress) {
         // A call on a non-blocking communicator is a group of its own whose launch went to
-        // NCCL's thread (enqueue.cc ncclEnqueueCheck): the end event would precede the kernel.
+        // NCCL's thread (enqueue.cc ncclEnqueueCheck): an end event now would precede the kernel.
         collective.flags |= kGroupInProgress;
-        timing_cancel(timing_);
         recorder_->record(*thread_, [&](EventRecord& r) { r = collective; });
+        launch_pending(*recorder_, draft.comm, stream, timing_, collective);
       } else {
         collective.flags |= timing_.untimed;
         recorder_->record(*thread_, [&](EventRecord& r) { r = collective; });

@@ -27,6 +27,7 @@ struct Draft {
   uint32_t sequence = 0;
   uint32_t peer = 0;
   uint32_t flags = 0;  // CollectiveFlag
+  uint64_t comm = 0;   // collectives: the ncclComm_t handle
   Direction direction = Direction::None;
   HostMemory host_memory = HostMemory::Unknown;
   void* const* result_object = nullptr;  // where the call writes the object it creates
@@ -198,6 +199,7 @@ inline Draft collective(size_t count, ncclDataType_t type, int op, ncclComm_t co
   d.comm_size = state.size;
   d.sequence = next_sequence(as_integer(comm));
   d.stream = as_integer(stream);
+  d.comm = as_integer(comm);
   d.detail = (uint64_t(uint32_t(op)) << 8) | uint64_t(type);
   return d;
 }
@@ -216,6 +218,7 @@ inline Draft point_to_point(bool send, size_t count, ncclDataType_t type, int pe
   d.sequence = valid_peer ? next_p2p_sequence(as_integer(comm), uint32_t(peer), send) : 0;
   d.flags = send ? kPointToPoint | kSend : uint32_t{kPointToPoint};
   d.stream = as_integer(stream);
+  d.comm = as_integer(comm);
   d.detail = uint64_t(type);
   return d;
 }
@@ -312,6 +315,14 @@ inline Draft comm_shrink(ncclComm_t parent, const int* excluded, int count, nccl
   d.result_object = reinterpret_cast<void* const*>(child);
   d.detail = shrink_id(as_integer(parent), excluded, count);
   d.after = register_child;
+  return d;
+}
+
+// ncclCommGetAsyncError: the state is read back once the real call returned.
+inline Draft comm_query(ncclComm_t comm, const ncclResult_t* state) {
+  Draft d;
+  d.comm = as_integer(comm);
+  d.result_object = reinterpret_cast<void* const*>(state);
   return d;
 }
 

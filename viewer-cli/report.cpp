@@ -401,8 +401,9 @@ void render_waits(std::string& out, const Report& report) {
   if (w.untimed_no_event)
     out += fmt::format("  {} collectives were not timed: no timing event was free\n", with_thousands(w.untimed_no_event));
   if (w.untimed_in_group_in_progress)
-    out += fmt::format("  {} calls in NCCL groups were not timed: the group's launch went to NCCL's own thread "
-                       "(non-blocking communicator, ncclGroupEnd returned ncclInProgress)\n",
+    out += fmt::format("  {} NCCL operations were not timed: their launch went to NCCL's own thread (non-blocking "
+                       "communicator, ncclInProgress) and the program did not wait for it with "
+                       "ncclCommGetAsyncError\n",
                        with_thousands(w.untimed_in_group_in_progress));
   for (const CapturedCollectives& c : w.captured)
     out += fmt::format("  communicator {:016x}: {} collectives captured into CUDA graphs; their replays are not "

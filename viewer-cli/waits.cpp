@@ -77,15 +77,16 @@ WaitReport load_waits(const std::vector<ProcessRef>& processes) {
       out.untimed_capturing += untimed.integer(0);
       out.untimed_no_event += untimed.integer(1);
     }
-    Statement in_progress(*p.db, "SELECT coalesce(sum(e.detail), 0) FROM events e JOIN apis a ON a.id = e.api "
-                                 "WHERE e.process_id = ? AND a.class = 'group_end' AND (e.flags & ?) <> 0");
-    in_progress.bind(1, p.process_id).bind(2, kGroupInProgress);
+    // Operations launched on NCCL's thread: calls outside a group and operations of groups whose
+    // end returned ncclInProgress, less those timed once the program waited for the launch.
+    Statement in_progress(*p.db,
+                          "SELECT (SELECT coalesce(sum(e.detail), 0) FROM events e JOIN apis a ON a.id = e.api WHERE "
+                          "e.process_id = ?1 AND a.class = 'group_end' AND (e.flags & ?2) <> 0) + (SELECT count(*) "
+                          "FROM events e JOIN apis a ON a.id = e.api WHERE e.process_id = ?1 AND a.class = 'collective' "
+                          "AND (e.flags & ?3) = ?2) - (SELECT count(*) FROM events e JOIN apis a ON a.id = e.api WHERE "
+                          "e.process_id = ?1 AND a.class = 'collective_timing' AND (e.flags & ?2) <> 0)");
+    in_progress.bind(1, p.process_id).bind(2, kGroupInProgress).bind(3, kGroupInProgress | kInGroup);
     if (in_progress.step()) out.untimed_in_group_in_progress += in_progress.integer(0);
-    // A call outside a group on a non-blocking communicator is a group of its own.
-    Statement alone(*p.db, "SELECT count(*) FROM events e JOIN apis a ON a.id = e.api WHERE e.process_id = ? AND "
-                           "a.class = 'collective' AND (e.flags & ?) = ?");
-    alone.bind(1, p.process_id).bind(2, kGroupInProgress | kInGroup).bind(3, kGroupInProgress);
-    if (alone.step()) out.untimed_in_group_in_progress += alone.integer(0);
     Statement graphs(*p.db, "SELECT e.object, count(*) FROM events e JOIN apis a ON a.id = e.api WHERE e.process_id = ? "
                             "AND a.class = 'collective' AND (e.flags & ?) <> 0 GROUP BY e.object");
     graphs.bind(1, p.process_id).bind(2, kUntimedCapturing);

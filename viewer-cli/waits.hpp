@@ -47,7 +47,9 @@ struct WaitReport {
   std::vector<HostActivity> straggler_host;  // most frequent first
   int64_t untimed_capturing = 0;             // collectives on a stream being captured into a graph
   int64_t untimed_no_event = 0;              // no timing event could be had
-  int64_t untimed_in_group_in_progress = 0;  // calls of groups whose launch went to NCCL's thread
+  // Operations launched on NCCL's thread (ncclInProgress) that got no timing: the program did not
+  // wait for the launch with ncclCommGetAsyncError before going on.
+  int64_t untimed_in_group_in_progress = 0;
   std::vector<CapturedCollectives> captured;  // by communicator
   PointToPoint p2p;
 };

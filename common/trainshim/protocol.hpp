@@ -49,8 +49,9 @@ inline constexpr std::string_view host_memory_name(HostMemory m) {
 //                   comm_size, sequence, peer, flags as the collective's; detail = GPU-side
 //                   duration in ns (of the whole group for a grouped call); begin/end_ticks = the
 //                   collective call's
-//   GroupEnd        the outermost end of an NCCL group: flags = InProgress or Simulated when its
-//                   collectives were not timed, detail = the calls recorded in the group
+//   GroupEnd        the outermost end of an NCCL group: flags = InProgress (launched on NCCL's
+//                   thread) or Simulated (launched nowhere), detail = the group's operations (a
+//                   collective number of a communicator, or a communicator's point-to-point calls)
 //   CommInit        object = communicator handle, detail = communicator id (hash of the unique
 //                   id; for a split, of the parent's id, the colour and the split's number),
 //                   rank_in_comm, comm_size
@@ -85,7 +86,8 @@ enum CollectiveFlag : uint32_t {
   kPointToPoint = 1u << 3,      // ncclSend / ncclRecv: numbered per peer, not among the collectives
   kSend = 1u << 4,              // with PointToPoint: a send (else a receive)
   kGroupInProgress = 1u << 5,   // the launch went to NCCL's thread (ncclInProgress: a group end, or a call
-                                //   on a non-blocking communicator outside a group): not timed
+                                //   on a non-blocking communicator outside a group): timed only when the
+                                //   program then waited for it with ncclCommGetAsyncError, as PyTorch does
   kGroupSimulated = 1u << 6,    // group end: ncclGroupSimulateEnd, nothing launched
 };
 inline constexpr uint32_t kKnownCollectiveFlags = (1u << 7) - 1;

@@ -332,6 +332,7 @@ TEST(ApiTable, NamesAndClassesMatchTheEnum) {
       {Api::ncclCommInitAll, "ncclCommInitAll", ApiClass::CommInit, Library::Nccl},
       {Api::ncclCommSplit, "ncclCommSplit", ApiClass::CommInit, Library::Nccl},
       {Api::ncclCommShrink, "ncclCommShrink", ApiClass::CommInit, Library::Nccl},
+      {Api::ncclCommGetAsyncError, "ncclCommGetAsyncError", ApiClass::CommQuery, Library::Nccl},
       {Api::ncclCommDestroy, "ncclCommDestroy", ApiClass::CommEnd, Library::Nccl},
       {Api::ncclCommAbort, "ncclCommAbort", ApiClass::CommEnd, Library::Nccl},
       {Api::ncclGpuTiming, "ncclGpuTiming", ApiClass::CollectiveTiming, Library::Nccl},

@@ -67,7 +67,7 @@ TEST_F(WaitsTest, PointToPointCapturedAndInProgressAreReportedApart) {
     // Three collectives captured into a graph on rank 0, two on rank 1.
     for (uint32_t seq = 1; seq <= 3; ++seq) add(db, r0, Api::ncclAllReduce, 0, kGraphed, seq, kUntimedCapturing);
     for (uint32_t seq = 1; seq <= 2; ++seq) add(db, r1, Api::ncclAllReduce, 1, kGraphed, seq, kUntimedCapturing);
-    // A group of 3 calls and a call of its own, both launched on NCCL's thread.
+    // A group of 3 operations and a call of its own, all launched on NCCL's thread, never waited for.
     add(db, r1, Api::ncclGroupEnd, 0, 0, 0, kGroupInProgress, 0, 3);
     add(db, r1, Api::ncclAllReduce, 1, kWorld, 2, kGroupInProgress);
     db.commit();
@@ -106,7 +106,7 @@ TEST_F(WaitsTest, PointToPointCapturedAndInProgressAreReportedApart) {
   const std::string text = render_text(report);
   EXPECT_NE(text.find("communicator 00000000000000c0: 3 collectives captured into CUDA graphs; their replays are "
                       "not measured"), std::string::npos) << text;
-  EXPECT_NE(text.find("4 calls in NCCL groups were not timed"), std::string::npos) << text;
+  EXPECT_NE(text.find("4 NCCL operations were not timed"), std::string::npos) << text;
   EXPECT_NE(text.find("point-to-point: 2 sends, 1 receives, 1 pairs matched, 1 calls unmatched, 1 timed"),
             std::string::npos) << text;
 }
