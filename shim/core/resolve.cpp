@@ -76,9 +76,6 @@ void* detail::resolve(Api api) {
   const ApiInfo& info = kApis[index];
   const std::string name(info.name);
   void* symbol = find(info.library, name.c_str());
-  // An NCCL built without its profiling aliases (PROFAPI=0) has only ncclX: the next definition
-  // after this library's own is the real one.
-  if (!symbol && info.library == Library::Nccl) symbol = find(info.library, info.name.data());
   if (symbol) detail::g_real[index].store(symbol, std::memory_order_release);
   return symbol;
 }
