@@ -159,5 +159,29 @@ TEST(NcclModes, SimulatedGroupLaunchesNothing) {
   EXPECT_EQ(query_int(s.db(), "SELECT count(*) " + kTimings + " AND e.sequence = 1"), 4) << "one real all-reduce #1";
 }
 
+// Collectives captured into a CUDA graph are seen once, at capture, and never timed: the report
+// counts them per communicator and says their replays are not measured.
+TEST(NcclModes, CapturedCollectivesAreCountedPerCommunicator) {
+  Scratch s;
+  const json waits = run_mode(s, "captured").at("collective_waits");
+  EXPECT_EQ(waits.at("matched"), 10) << "the 5 before and the 5 after the capture";
+  EXPECT_EQ(waits.at("incomplete"), 0);
+  EXPECT_EQ(waits.at("untimed").at("capturing"), 4 * 3);
+  ASSERT_EQ(waits.at("captured").size(), 1u);
+  const json& captured = waits.at("captured")[0];
+  EXPECT_EQ(captured.at("collectives"), 3);
+  EXPECT_EQ(captured.at("ranks"), 4);
+  EXPECT_EQ(captured.at("replays_measured"), false);
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string graphed = kCollectives + of_rank(rank) + " AND (e.flags & 1) <> 0";
+    EXPECT_EQ(query_int(s.db(), "SELECT min(e.sequence) " + graphed), 6);
+    EXPECT_EQ(query_int(s.db(), "SELECT max(e.sequence) " + graphed), 8);
+  }
+  EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM hangs"), 0);
+  const auto text = run(trainshim_cli() + " report " + s.db());
+  EXPECT_NE(text.out.find(": 3 collectives captured into CUDA graphs; their replays are not measured"),
+            std::string::npos) << text.out;
+}
+
 }  // namespace
 }  // namespace trainshim::test

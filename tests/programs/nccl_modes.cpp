@@ -14,6 +14,7 @@
 //                  communicator before the step's all-reduce
 //   simulate       a group planned with ncclGroupSimulateEnd and launched nowhere, then 5
 //                  all-reduces
+//   captured       5 all-reduces, 3 captured into a CUDA graph (replayed once), 5 more
 #include <nccl.h>
 #include <unistd.h>
 
@@ -203,6 +204,25 @@ void simulate(float* buf, cudaStream_t stream) {
   NCCL(ncclCommDestroy(comm));
 }
 
+void captured(float* buf, cudaStream_t stream) {
+  ncclComm_t comm = world(true);
+  for (int i = 0; i < 5; ++i) all_reduce(buf, comm, stream);
+  CUDA(cudaStreamSynchronize(stream));
+  CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  for (int i = 0; i < 3; ++i) all_reduce(buf, comm, stream);
+  cudaGraph_t graph = nullptr;
+  CUDA(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec = nullptr;
+  CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  CUDA(cudaGraphLaunch(exec, stream));  // one replay: the simulated kernels run once
+  CUDA(cudaStreamSynchronize(stream));
+  for (int i = 0; i < 5; ++i) all_reduce(buf, comm, stream);
+  CUDA(cudaStreamSynchronize(stream));
+  CUDA(cudaGraphExecDestroy(exec));
+  CUDA(cudaGraphDestroy(graph));
+  NCCL(ncclCommDestroy(comm));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -220,6 +240,7 @@ int main(int argc, char** argv) {
   else if (mode == "groups") groups(buf, stream);
   else if (mode == "p2p_straggler") p2p_straggler(buf, stream);
   else if (mode == "simulate") simulate(buf, stream);
+  else if (mode == "captured") captured(buf, stream);
   else CHECK(!"unknown mode");
   CUDA(cudaFree(buf));
   CUDA(cudaStreamDestroy(stream));
