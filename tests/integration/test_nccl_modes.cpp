@@ -2,6 +2,8 @@
 // under `trainshim run`, each mode a way PyTorch creates communicators or issues NCCL calls.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "harness.hpp"
 
 namespace trainshim::test {
@@ -143,6 +145,19 @@ TEST(NcclModes, PointToPointDoesNotShiftCollectiveNumbers) {
     }
   }
   for (const auto& r : waits.at("ranks")) EXPECT_EQ(r.at("collectives"), 30) << r.dump();
+
+  // The timeline links the all-reduces across ranks; point-to-point timings join none of them.
+  ASSERT_EQ(run(trainshim_cli() + " export " + s.db() + " --format chrome -o " + s.dir + "/trace.json").exit_code, 0);
+  std::ifstream trace_file(s.dir + "/trace.json");
+  const json trace = json::parse(trace_file);
+  int gpu_slices = 0, flow_starts = 0;
+  for (const auto& e : trace.at("traceEvents")) {
+    const std::string ph = e.at("ph");
+    if (ph == "X" && e.contains("args") && e.at("args").contains("wait_ns")) ++gpu_slices;
+    flow_starts += ph == "s";
+  }
+  EXPECT_EQ(gpu_slices, 4 * 30);
+  EXPECT_EQ(flow_starts, 30);
 }
 
 // ncclGroupSimulateEnd launches nothing: the numbers its calls took are given back, so the real
