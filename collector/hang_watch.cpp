@@ -34,11 +34,13 @@ void HangWatch::observe(int rank, const EventRecord& r, int64_t begin_ns, const 
   m.rank = who;
   if (timing) {
     m.finished = std::max(m.finished, r.sequence);
+    if (r.flags & kGroupInProgress) m.waits_for_launches = true;
     return;
   }
   if (r.sequence >= m.entered) {
     m.entered = r.sequence;
-    m.entered_timed = (r.flags & kUntimedFlags) == 0;
+    const uint32_t untimed = r.flags & kUntimedFlags;
+    m.entered_timed = untimed == 0 || (untimed == kGroupInProgress && m.waits_for_launches);
     m.entered_in_group = (r.flags & kInGroup) != 0;
   }
   if (r.sequence > c.newest) {

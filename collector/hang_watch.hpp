@@ -45,6 +45,10 @@ class HangWatch {
     // missing timing mean the member is still waiting.
     bool entered_timed = true;
     bool entered_in_group = false;  // its group's end has not been seen yet
+    // A launch on NCCL's thread (non-blocking communicator) is timed when the program waits for
+    // it with ncclCommGetAsyncError, as PyTorch does: once one such timing came from this member,
+    // its later ones are expected too.
+    bool waits_for_launches = false;
   };
   struct Communicator {
     uint32_t size = 0;

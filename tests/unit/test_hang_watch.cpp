@@ -75,6 +75,21 @@ TEST(HangWatch, GroupLaunchedOnNcclsThreadIsNoHang) {
   EXPECT_EQ(hangs[0].waiting, (std::vector<int>{0, 1}));
 }
 
+// A program that waits for its non-blocking launches (PyTorch) gets them timed: once one such
+// timing came, a launch that never finishes is a hang again.
+TEST(HangWatch, NonBlockingLaunchesOfAProgramThatWaitsForThemCanHang) {
+  HangWatch w(10 * kS);
+  for (uint32_t rank : {0u, 1u}) {
+    for (uint32_t seq = 1; seq <= 5; ++seq) {
+      w.observe(int(rank), call(Api::ncclAllReduce, rank, seq, kGroupInProgress), int64_t(seq) * kS, "");
+      if (seq < 5) w.observe(int(rank), call(Api::ncclGpuTiming, rank, seq, kGroupInProgress), int64_t(seq) * kS, "");
+    }
+  }
+  const auto hangs = w.check(30 * kS);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_EQ(hangs[0].waiting, (std::vector<int>{0, 1}));
+}
+
 // Point-to-point numbers count sends to one peer: send #9 is no ninth collective.
 TEST(HangWatch, PointToPointNumbersAreNotCollectiveNumbers) {
   HangWatch w(10 * kS);
