@@ -55,7 +55,9 @@ CREATE TABLE IF NOT EXISTS events(
   result INTEGER NOT NULL,
   native_stack INTEGER NOT NULL,
   python_stack INTEGER NOT NULL,
-  sequence INTEGER NOT NULL);
+  sequence INTEGER NOT NULL,
+  peer INTEGER NOT NULL,
+  flags INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS events_by_process_api ON events(process_id, api);
 CREATE TABLE IF NOT EXISTS modules(
   process_id INTEGER NOT NULL REFERENCES processes(id),
@@ -137,7 +139,7 @@ Database::Database(const std::string& path, const std::string& job) {
     for (uint8_t i = 0; i < kHostMemoryCount; ++i)
       exec(fmt::format("INSERT OR REPLACE INTO host_memories VALUES({},'{}')", i, host_memory_name(HostMemory(i))).c_str());
     exec("COMMIT");
-    insert_event_ = prepare("INSERT INTO events VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+    insert_event_ = prepare("INSERT INTO events VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
     insert_process_ = prepare(
         "INSERT INTO processes(segment,pid,host,rank,local_rank,world_size,job,command,start_realtime_ns,"
         "start_monotonic_ns) VALUES(?,?,?,?,?,?,?,?,?,?)");
@@ -238,8 +240,8 @@ void Database::add_event(int64_t process_id, const EventRecord& r, uint64_t begi
                             int64_t(end_ns),   int64_t(r.bytes), r.direction, r.host_memory,
                             int64_t(r.stream), int64_t(r.object), int64_t(r.detail), r.rank_in_comm,
                             r.comm_size,       r.result,       r.native_stack, r.python_stack,
-                            r.sequence};
-  for (int i = 0; i < 17; ++i) sqlite3_bind_int64(s, i + 1, values[i]);
+                            r.sequence,        r.peer,         r.flags};
+  for (int i = 0; i < 19; ++i) sqlite3_bind_int64(s, i + 1, values[i]);
   step_and_reset(db_, s);
 }
 

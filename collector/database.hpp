@@ -9,7 +9,7 @@
 
 namespace trainshim::collector {
 
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 class Database {
  public:

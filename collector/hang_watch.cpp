@@ -16,16 +16,33 @@ void HangWatch::observe(int rank, const EventRecord& r, int64_t begin_ns, const 
   const bool timing = info.api_class == ApiClass::CollectiveTiming;
   const int who = rank >= 0 ? rank : int(r.rank_in_comm);
   if (!timing) last_[who] = {std::string(info.name), where, begin_ns};
-  if ((!collective && !timing) || r.sequence == 0 || r.comm_size == 0) return;
+  if (info.api_class == ApiClass::GroupEnd) {
+    // The group's collectives were recorded before its end said whether they would be timed.
+    for (auto& [id, c] : communicators_)
+      for (auto& [local, m] : c.members)
+        if (m.rank == who && m.entered_in_group) {
+          m.entered_in_group = false;
+          if (r.flags & (kGroupInProgress | kGroupSimulated)) m.entered_timed = false;
+        }
+    return;
+  }
+  // Point-to-point calls are numbered per peer: they are no step of the communicator's sequence.
+  if ((!collective && !timing) || r.sequence == 0 || r.comm_size == 0 || (r.flags & kPointToPoint)) return;
   Communicator& c = communicators_[r.object];
   c.size = r.comm_size;
   Member& m = c.members[r.rank_in_comm];
   m.rank = who;
   if (timing) {
     m.finished = std::max(m.finished, r.sequence);
+    if (r.flags & kGroupInProgress) m.waits_for_launches = true;
     return;
   }
-  m.entered = std::max(m.entered, r.sequence);
+  if (r.sequence >= m.entered) {
+    m.entered = r.sequence;
+    const uint32_t untimed = r.flags & kUntimedFlags;
+    m.entered_timed = untimed == 0 || (untimed == kGroupInProgress && m.waits_for_launches);
+    m.entered_in_group = (r.flags & kInGroup) != 0;
+  }
   if (r.sequence > c.newest) {
     c.newest = r.sequence;
     c.newest_since_ns = begin_ns;
@@ -49,8 +66,9 @@ std::vector<Hang> HangWatch::check(int64_t now_ns) {
         unseen.push_back(member);
       } else if (it->second.entered < c.newest) {
         h.missing.push_back(it->second.rank);
-      } else if (it->second.finished < c.newest && it->second.finished > 0) {
-        // Only a member whose collectives are timed tells waiting apart from not yet timed.
+      } else if (it->second.entered_timed && it->second.finished < c.newest && it->second.finished > 0) {
+        // Only a member whose collectives are timed tells waiting apart from not yet timed, and
+        // only for a collective that will be timed.
         h.waiting.push_back(it->second.rank);
       }
     }

@@ -40,6 +40,15 @@ class HangWatch {
     int rank = -1;
     uint32_t entered = 0;   // highest sequence it called
     uint32_t finished = 0;  // highest sequence the GPU completed for it
+    // Whether `entered` will ever be timed: not when captured into a graph, without an event, or
+    // in a group whose launch went to NCCL's own thread or never happened. Only then does a
+    // missing timing mean the member is still waiting.
+    bool entered_timed = true;
+    bool entered_in_group = false;  // its group's end has not been seen yet
+    // A launch on NCCL's thread (non-blocking communicator) is timed when the program waits for
+    // it with ncclCommGetAsyncError, as PyTorch does: once one such timing came from this member,
+    // its later ones are expected too.
+    bool waits_for_launches = false;
   };
   struct Communicator {
     uint32_t size = 0;

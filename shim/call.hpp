@@ -4,6 +4,7 @@
 #include "core/recorder.hpp"
 #include "core/communicators.hpp"
 #include "core/gpu_timing.hpp"
+#include "core/group_timing.hpp"
 #include "core/stacks.hpp"
 #include "describe.hpp"
 #include "trainshim/clock.hpp"
@@ -34,15 +35,31 @@ class Call {
   __attribute__((always_inline)) void begin() {
     if (wants_stacks()) stacks_ = capture_stacks(recorder_->header());
     if constexpr (kClass == ApiClass::GroupStart) group_started();
-    if constexpr (kClass == ApiClass::Collective)
-      timing_ = timing_begin(recorder_->header(), reinterpret_cast<void*>(draft.stream));
+    // Inside a group the call launches nothing: its group is timed instead (group_call).
+    if constexpr (kClass == ApiClass::Collective) {
+      launch_forget(draft.comm);
+      if (!in_group()) timing_ = timing_begin(recorder_->header(), reinterpret_cast<void*>(draft.stream));
+    }
     begin_ = ticks();
   }
 
   __attribute__((always_inline)) void end(int result) {
+    if constexpr (kClass == ApiClass::CommQuery) {
+      // Polled in a loop by PyTorch: not recorded, only watched for the end of a launch.
+      if (result == 0) launch_checked(draft.comm, *reinterpret_cast<const int*>(draft.result_object));
+      return;
+    }
     const uint64_t end_ticks = ticks();
-    if constexpr (kClass == ApiClass::GroupEnd) group_ended();
-    if (result == 0 && draft.after) draft.after(draft);
+    if constexpr (kClass == ApiClass::GroupEnd) {
+      if (group_ended()) {
+        const bool simulated = draft.argument != 0;
+        if (simulated) forget_group_numbers();
+        draft.flags = group_finished(*recorder_, result, simulated, draft.detail);
+      }
+    }
+    // A non-blocking communicator is handed out with ncclInProgress (init.cc ncclCommInitRankConfig).
+    const bool created = result == 0 || (kClass == ApiClass::CommInit && result == describe::kNcclInProgress);
+    if (created && draft.after) draft.after(draft);
     auto fill = [&](EventRecord& r) {
       r.begin_ticks = begin_;
       r.end_ticks = end_ticks;
@@ -59,12 +76,27 @@ class Call {
       r.direction = static_cast<uint8_t>(draft.direction);
       r.host_memory = static_cast<uint8_t>(draft.host_memory);
       r.sequence = draft.sequence;
+      r.peer = draft.peer;
+      r.flags = draft.flags;
     };
     if constexpr (kClass == ApiClass::Collective) {
       EventRecord collective{};
       fill(collective);
-      recorder_->record(*thread_, [&](EventRecord& r) { r = collective; });
-      timing_end(*recorder_, timing_, reinterpret_cast<void*>(draft.stream), collective);
+      void* stream = reinterpret_cast<void*>(draft.stream);
+      if (in_group()) {
+        group_call(recorder_->header(), stream, draft.comm, collective);
+        recorder_->record(*thread_, [&](EventRecord& r) { r = collective; });
+      } else if (result == describe::kNcclInProgress) {
+        // A call on a non-blocking communicator is a group of its own whose launch went to
+        // NCCL's thread (enqueue.cc ncclEnqueueCheck): an end event now would precede the kernel.
+        collective.flags |= kGroupInProgress;
+        recorder_->record(*thread_, [&](EventRecord& r) { r = collective; });
+        launch_pending(*recorder_, draft.comm, stream, timing_, collective);
+      } else {
+        collective.flags |= timing_.untimed;
+        recorder_->record(*thread_, [&](EventRecord& r) { r = collective; });
+        timing_end(*recorder_, timing_, stream, collective);
+      }
     } else {
       recorder_->record(*thread_, fill);
     }

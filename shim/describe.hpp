@@ -15,6 +15,8 @@
 
 namespace trainshim::shim::describe {
 
+inline constexpr int kNcclInProgress = ncclInProgress;
+
 struct Draft {
   uint64_t bytes = 0;
   uint64_t stream = 0;
@@ -23,11 +25,15 @@ struct Draft {
   uint32_t rank_in_comm = 0;
   uint32_t comm_size = 0;
   uint32_t sequence = 0;
+  uint32_t peer = 0;
+  uint32_t flags = 0;  // CollectiveFlag
+  uint64_t comm = 0;   // collectives: the ncclComm_t handle
   Direction direction = Direction::None;
   HostMemory host_memory = HostMemory::Unknown;
   void* const* result_object = nullptr;  // where the call writes the object it creates
-  int64_t argument = 0;                  // kept for `after` (the split colour, the device count)
-  // Bookkeeping once the real call returned successfully (pinned table, communicators).
+  int64_t argument = 0;  // kept for `after` (the split colour); group ends: 1 for a simulated one
+  // Bookkeeping once the real call returned successfully (pinned table, communicators), or, for
+  // a communicator, returned ncclInProgress (non-blocking).
   void (*after)(Draft&) = nullptr;
 };
 
@@ -193,11 +199,38 @@ inline Draft collective(size_t count, ncclDataType_t type, int op, ncclComm_t co
   d.comm_size = state.size;
   d.sequence = next_sequence(as_integer(comm));
   d.stream = as_integer(stream);
+  d.comm = as_integer(comm);
   d.detail = (uint64_t(uint32_t(op)) << 8) | uint64_t(type);
   return d;
 }
 
+// Point-to-point: numbered per (communicator, peer, direction), not among the collectives.
+inline Draft point_to_point(bool send, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
+                            cudaStream_t stream) {
+  Draft d;
+  const CommState state = comm_state(as_integer(comm));
+  d.bytes = count * element_bytes(type);
+  d.object = state.id;
+  d.rank_in_comm = state.rank;
+  d.comm_size = state.size;
+  const bool valid_peer = peer >= 0 && (state.size == 0 || uint32_t(peer) < state.size);
+  d.peer = valid_peer ? uint32_t(peer) : 0;
+  d.sequence = valid_peer ? next_p2p_sequence(as_integer(comm), uint32_t(peer), send) : 0;
+  d.flags = send ? kPointToPoint | kSend : uint32_t{kPointToPoint};
+  d.stream = as_integer(stream);
+  d.comm = as_integer(comm);
+  d.detail = uint64_t(type);
+  return d;
+}
+
 inline Draft group() { return {}; }
+
+// With a null simInfo NCCL ends the group for real (group.cc ncclGroupSimulateEnd).
+inline Draft group_simulated(const ncclSimInfo_t* info) {
+  Draft d;
+  d.argument = info != nullptr;
+  return d;
+}
 
 // FNV-1a over the unique id: the same 64-bit communicator id on every rank.
 inline uint64_t unique_id_hash(const ncclUniqueId& id) {
@@ -208,7 +241,7 @@ inline uint64_t unique_id_hash(const ncclUniqueId& id) {
 
 inline void register_comm(Draft& done) {
   done.object = as_integer(*done.result_object);
-  comm_created(done.object, {done.detail, done.comm_size, done.rank_in_comm});
+  if (done.object) comm_created(done.object, {done.detail, done.comm_size, done.rank_in_comm});
 }
 
 inline Draft comm_init(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int rank) {
@@ -218,6 +251,13 @@ inline Draft comm_init(ncclComm_t* comm, int nranks, const ncclUniqueId& id, int
   d.rank_in_comm = uint32_t(rank);
   d.comm_size = uint32_t(nranks);
   d.after = register_comm;
+  return d;
+}
+
+// PyTorch names a scalable communicator by its first root's id (NCCLComm::create_scalable,
+// uniqueHash of commIds[0]); every rank is given the same list.
+inline Draft comm_init_scalable(ncclComm_t* comm, int nranks, int rank, int nid, const ncclUniqueId* ids) {
+  Draft d = comm_init(comm, nranks, nid > 0 && ids ? ids[0] : ncclUniqueId{}, rank);
   return d;
 }
 
@@ -238,24 +278,51 @@ inline Draft comm_init_all(ncclComm_t* comms, int ndev) {
   return d;
 }
 
-// The child's size and this rank in it are asked of NCCL's public API once it exists.
+// A split or shrink child: its size and this rank in it are asked of NCCL's public API, which
+// answers once the child is ready. A non-blocking child may not even have its handle written when
+// the call returns (NCCL >= 2.23): then it is registered on its first collective.
+inline void register_child(Draft& done) {
+  const uint64_t handle = as_integer(*done.result_object);
+  using Query = ncclResult_t (*)(const ncclComm_t, int*);
+  auto count = reinterpret_cast<Query>(runtime_function(Library::Nccl, "pncclCommCount"));
+  auto rank = reinterpret_cast<Query>(runtime_function(Library::Nccl, "pncclCommUserRank"));
+  int size = 0, me = 0;
+  auto* comm = reinterpret_cast<ncclComm_t>(handle);
+  if (handle && count && rank && count(comm, &size) == ncclSuccess && rank(comm, &me) == ncclSuccess) {
+    done.comm_size = uint32_t(size);
+    done.rank_in_comm = uint32_t(me);
+    register_comm(done);
+    return;
+  }
+  done.object = 0;  // its size is not known yet: the record carries no communicator
+  child_pending(done.result_object, done.detail);
+}
+
 inline Draft comm_split(ncclComm_t parent, int color, ncclComm_t* child) {
   Draft d;
   d.result_object = reinterpret_cast<void* const*>(child);
   d.detail = split_id(as_integer(parent), color);
+  d.argument = color;
   d.after = [](Draft& done) {
-    const auto handle = *reinterpret_cast<const ncclComm_t*>(done.result_object);
-    if (!handle) return;  // NCCL_SPLIT_NOCOLOR: this rank is in no child
-    using Query = ncclResult_t (*)(const ncclComm_t, int*);
-    auto count = reinterpret_cast<Query>(runtime_function(Library::Nccl, "pncclCommCount"));
-    auto rank = reinterpret_cast<Query>(runtime_function(Library::Nccl, "pncclCommUserRank"));
-    int size = 0, me = 0;
-    if (count && rank && count(handle, &size) == ncclSuccess && rank(handle, &me) == ncclSuccess) {
-      done.comm_size = uint32_t(size);
-      done.rank_in_comm = uint32_t(me);
-    }
-    register_comm(done);
+    if (done.argument == NCCL_SPLIT_NOCOLOR) return;  // this rank is in no child
+    register_child(done);
   };
+  return d;
+}
+
+inline Draft comm_shrink(ncclComm_t parent, const int* excluded, int count, ncclComm_t* child) {
+  Draft d;
+  d.result_object = reinterpret_cast<void* const*>(child);
+  d.detail = shrink_id(as_integer(parent), excluded, count);
+  d.after = register_child;
+  return d;
+}
+
+// ncclCommGetAsyncError: the state is read back once the real call returned.
+inline Draft comm_query(ncclComm_t comm, const ncclResult_t* state) {
+  Draft d;
+  d.comm = as_integer(comm);
+  d.result_object = reinterpret_cast<void* const*>(state);
   return d;
 }
 

@@ -23,6 +23,7 @@
 
 #include "classifier.hpp"
 #include "syncs.hpp"
+#include "trainshim/protocol.hpp"
 
 namespace trainshim::cli {
 
@@ -31,6 +32,9 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 constexpr const char* kTimingApis = "(SELECT id FROM apis WHERE class = 'collective_timing')";
+// Point-to-point calls are numbered per peer: their numbers are no collective's (flag 8).
+constexpr const char* kNotPointToPoint = "(flags & 8) = 0";
+static_assert(kPointToPoint == 8);
 constexpr int64_t kUnrankedSortBase = 1'000'000;
 
 // One event object per line, each serialised on its own: the trace is never held whole.
@@ -288,9 +292,11 @@ class ProcessExporter {
   // group (calls sharing a sequence) by equal bytes, then the nearest begin.
   void gpu_collectives() {
     Statement t(db_, fmt::format("SELECT object, sequence, begin_ns, detail, bytes FROM events WHERE process_id = ? "
-                                 "AND api IN {} ORDER BY object, sequence, begin_ns", kTimingApis).c_str());
-    Statement c(db_, "SELECT object, sequence, begin_ns, api, bytes FROM events WHERE process_id = ? AND api IN "
-                     "(SELECT id FROM apis WHERE class = 'collective') ORDER BY object, sequence, begin_ns");
+                                 "AND api IN {} AND {} ORDER BY object, sequence, begin_ns", kTimingApis,
+                                 kNotPointToPoint).c_str());
+    Statement c(db_, fmt::format("SELECT object, sequence, begin_ns, api, bytes FROM events WHERE process_id = ? AND "
+                                 "api IN (SELECT id FROM apis WHERE class = 'collective') AND {} ORDER BY object, "
+                                 "sequence, begin_ns", kNotPointToPoint).c_str());
     t.bind(1, p_.id);
     c.bind(1, p_.id);
     bool more_calls = c.step();
@@ -433,8 +439,8 @@ void export_chrome_trace(const RunDatabase& db, std::ostream& out) {
   // the first and last process (in trace order) that timed it.
   CollectiveMap collectives;
   {
-    Statement q(db, fmt::format("SELECT process_id, object, sequence, min(detail) FROM events WHERE api IN {} "
-                                "GROUP BY process_id, object, sequence", kTimingApis).c_str());
+    Statement q(db, fmt::format("SELECT process_id, object, sequence, min(detail) FROM events WHERE api IN {} AND {} "
+                                "GROUP BY process_id, object, sequence", kTimingApis, kNotPointToPoint).c_str());
     while (q.step()) {
       const auto o = ordinal.find(q.integer(0));
       if (o == ordinal.end()) continue;

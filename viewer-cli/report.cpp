@@ -374,7 +374,9 @@ void render_hangs(std::string& out, const Report& report) {
 void render_waits(std::string& out, const Report& report) {
   const WaitReport& w = report.waits;
   const CollectiveAnalysis& a = w.analysis;
-  if (a.matched == 0 && a.incomplete == 0 && w.untimed_capturing == 0 && w.untimed_no_event == 0) return;
+  if (a.matched == 0 && a.incomplete == 0 && w.untimed_capturing == 0 && w.untimed_no_event == 0 &&
+      w.untimed_in_group_in_progress == 0 && w.p2p.sends + w.p2p.recvs == 0)
+    return;
   out += fmt::format("\nCollective waits ({} ranks, {} collectives matched on {} communicator{}{})\n", a.ranks.size(),
                      with_thousands(a.matched), a.communicators, a.communicators == 1 ? "" : "s",
                      a.incomplete ? fmt::format(", {} not seen on every rank", with_thousands(a.incomplete)) : "");
@@ -398,6 +400,19 @@ void render_waits(std::string& out, const Report& report) {
                        with_thousands(w.untimed_capturing));
   if (w.untimed_no_event)
     out += fmt::format("  {} collectives were not timed: no timing event was free\n", with_thousands(w.untimed_no_event));
+  if (w.untimed_in_group_in_progress)
+    out += fmt::format("  {} NCCL operations were not timed: their launch went to NCCL's own thread (non-blocking "
+                       "communicator, ncclInProgress) and the program did not wait for it with "
+                       "ncclCommGetAsyncError\n",
+                       with_thousands(w.untimed_in_group_in_progress));
+  for (const CapturedCollectives& c : w.captured)
+    out += fmt::format("  communicator {:016x}: {} collectives captured into CUDA graphs; their replays are not "
+                       "measured\n", c.communicator, with_thousands(c.collectives));
+  if (w.p2p.sends + w.p2p.recvs)
+    out += fmt::format("  point-to-point: {} sends, {} receives, {} pairs matched, {} calls unmatched, {} timed on "
+                       "the GPU ({}); not part of the collective matching\n",
+                       with_thousands(w.p2p.sends), with_thousands(w.p2p.recvs), with_thousands(w.p2p.matched),
+                       with_thousands(w.p2p.unmatched), with_thousands(w.p2p.timed), human_duration(w.p2p.gpu_ns));
 }
 
 }  // namespace
@@ -553,10 +568,27 @@ nlohmann::ordered_json render_json(const Report& report) {
                    {"imposed_per_step_ns", steps ? nlohmann::ordered_json(imposed / steps) : nullptr},
                    {"host_activity", activity}};
     }
+    auto captured = nlohmann::ordered_json::array();
+    for (const CapturedCollectives& c : w.captured)
+      captured.push_back({{"communicator", fmt::format("{:016x}", c.communicator)},
+                          {"collectives", c.collectives},
+                          {"ranks", c.ranks},
+                          {"replays_measured", false}});
     doc["collective_waits"] = {{"matched", a.matched},
                                {"incomplete", a.incomplete},
                                {"communicators", a.communicators},
-                               {"untimed", {{"capturing", w.untimed_capturing}, {"no_event", w.untimed_no_event}}},
+                               {"inconsistent", a.inconsistent},
+                               {"duplicates", a.duplicates},
+                               {"untimed", {{"capturing", w.untimed_capturing},
+                                            {"no_event", w.untimed_no_event},
+                                            {"in_group_in_progress", w.untimed_in_group_in_progress}}},
+                               {"captured", captured},
+                               {"p2p", {{"sends", w.p2p.sends},
+                                        {"recvs", w.p2p.recvs},
+                                        {"matched", w.p2p.matched},
+                                        {"unmatched", w.p2p.unmatched},
+                                        {"timed", w.p2p.timed},
+                                        {"gpu_ns", w.p2p.gpu_ns}}},
                                {"ranks", ranks},
                                {"straggler", straggler}};
   }

@@ -8,7 +8,7 @@
 namespace trainshim::cli {
 
 namespace {
-constexpr int kReadableSchema = 3;
+constexpr int kReadableSchema = 4;
 }
 
 RunDatabase::RunDatabase(const std::string& path) : path_(path) {

@@ -6,6 +6,7 @@
 
 #include "classifier.hpp"
 #include "syncs.hpp"
+#include "trainshim/protocol.hpp"
 
 namespace trainshim::cli {
 
@@ -53,20 +54,64 @@ std::vector<HostActivity> host_activity(const ProcessRef& p, const std::vector<L
 WaitReport load_waits(const std::vector<ProcessRef>& processes) {
   WaitReport out;
   std::vector<CollectiveTiming> timings;
+  std::map<uint64_t, CapturedCollectives> captured;
+  // Point-to-point calls by (communicator, sender, receiver, n): 1 = send seen, 2 = receive seen.
+  std::map<std::tuple<uint64_t, uint32_t, uint32_t, uint32_t>, int> pairs;
   for (const ProcessRef& p : processes) {
-    Statement q(*p.db, "SELECT e.rank_in_comm, e.object, e.comm_size, e.sequence, e.detail, e.begin_ns FROM events e "
-                       "JOIN apis a ON a.id = e.api WHERE e.process_id = ? AND a.class = 'collective_timing'");
+    // Point-to-point timings cover a group's point-to-point work, not one collective.
+    Statement q(*p.db, "SELECT e.rank_in_comm, e.object, e.comm_size, e.sequence, e.detail, e.begin_ns, e.flags "
+                       "FROM events e JOIN apis a ON a.id = e.api WHERE e.process_id = ? AND a.class = 'collective_timing'");
     q.bind(1, p.process_id);
-    while (q.step())
+    while (q.step()) {
+      if (q.integer(6) & kPointToPoint) {
+        ++out.p2p.timed;
+        out.p2p.gpu_ns += q.integer(4);
+        continue;
+      }
       timings.push_back({p.rank >= 0 ? p.rank : int32_t(q.integer(0)), uint64_t(q.integer(1)), uint32_t(q.integer(2)),
                          uint32_t(q.integer(3)), q.integer(4), q.integer(5)});
+    }
     Statement untimed(*p.db, "SELECT untimed_capturing, untimed_no_event FROM processes WHERE id = ?");
     untimed.bind(1, p.process_id);
     if (untimed.step()) {
       out.untimed_capturing += untimed.integer(0);
       out.untimed_no_event += untimed.integer(1);
     }
+    // Operations launched on NCCL's thread: calls outside a group and operations of groups whose
+    // end returned ncclInProgress, less those timed once the program waited for the launch.
+    Statement in_progress(*p.db,
+                          "SELECT (SELECT coalesce(sum(e.detail), 0) FROM events e JOIN apis a ON a.id = e.api WHERE "
+                          "e.process_id = ?1 AND a.class = 'group_end' AND (e.flags & ?2) <> 0) + (SELECT count(*) "
+                          "FROM events e JOIN apis a ON a.id = e.api WHERE e.process_id = ?1 AND a.class = 'collective' "
+                          "AND (e.flags & ?3) = ?2) - (SELECT count(*) FROM events e JOIN apis a ON a.id = e.api WHERE "
+                          "e.process_id = ?1 AND a.class = 'collective_timing' AND (e.flags & ?2) <> 0)");
+    in_progress.bind(1, p.process_id).bind(2, kGroupInProgress).bind(3, kGroupInProgress | kInGroup);
+    if (in_progress.step()) out.untimed_in_group_in_progress += in_progress.integer(0);
+    Statement graphs(*p.db, "SELECT e.object, count(*) FROM events e JOIN apis a ON a.id = e.api WHERE e.process_id = ? "
+                            "AND a.class = 'collective' AND (e.flags & ?) <> 0 GROUP BY e.object");
+    graphs.bind(1, p.process_id).bind(2, kUntimedCapturing);
+    while (graphs.step()) {
+      CapturedCollectives& c = captured[uint64_t(graphs.integer(0))];
+      c.communicator = uint64_t(graphs.integer(0));
+      c.collectives = std::max(c.collectives, graphs.integer(1));
+      ++c.ranks;
+    }
+    Statement p2p(*p.db, "SELECT e.object, e.rank_in_comm, e.peer, e.sequence, e.flags FROM events e JOIN apis a "
+                         "ON a.id = e.api WHERE e.process_id = ? AND a.class = 'collective' AND (e.flags & ?) <> 0 "
+                         "AND e.sequence > 0");
+    p2p.bind(1, p.process_id).bind(2, kPointToPoint);
+    while (p2p.step()) {
+      const bool send = p2p.integer(4) & kSend;
+      const auto me = uint32_t(p2p.integer(1)), peer = uint32_t(p2p.integer(2));
+      ++(send ? out.p2p.sends : out.p2p.recvs);
+      pairs[{uint64_t(p2p.integer(0)), send ? me : peer, send ? peer : me, uint32_t(p2p.integer(3))}] |= send ? 1 : 2;
+    }
   }
+  for (const auto& [key, seen] : pairs) {
+    if (seen == 3) ++out.p2p.matched;
+    else ++out.p2p.unmatched;
+  }
+  for (const auto& [id, c] : captured) out.captured.push_back(c);
   out.analysis = analyze_collectives(timings);
   if (out.analysis.straggler >= 0)
     for (const ProcessRef& p : processes)

@@ -23,11 +23,35 @@ struct ProcessRef {
   int64_t steps;  // the rank's steps, 0 when none were found
 };
 
+// Collectives of one communicator captured into CUDA graphs: they were seen once, at capture;
+// their replays are not measured.
+struct CapturedCollectives {
+  uint64_t communicator = 0;
+  int64_t collectives = 0;  // on the rank that captured most of them
+  int64_t ranks = 0;        // ranks that captured some
+};
+
+// Point-to-point calls (ncclSend/ncclRecv), numbered per peer and reported on their own: they are
+// not part of the collective matching. Send n of rank a to b meets receive n of b from a.
+struct PointToPoint {
+  int64_t sends = 0;
+  int64_t recvs = 0;
+  int64_t matched = 0;    // send/receive pairs seen on both ranks
+  int64_t unmatched = 0;  // calls whose other side was not seen
+  int64_t timed = 0;      // GPU timings of point-to-point work (one per communicator, stream and group)
+  int64_t gpu_ns = 0;     // their sum
+};
+
 struct WaitReport {
   CollectiveAnalysis analysis;
   std::vector<HostActivity> straggler_host;  // most frequent first
   int64_t untimed_capturing = 0;             // collectives on a stream being captured into a graph
   int64_t untimed_no_event = 0;              // no timing event could be had
+  // Operations launched on NCCL's thread (ncclInProgress) that got no timing: the program did not
+  // wait for the launch with ncclCommGetAsyncError before going on.
+  int64_t untimed_in_group_in_progress = 0;
+  std::vector<CapturedCollectives> captured;  // by communicator
+  PointToPoint p2p;
 };
 
 WaitReport load_waits(const std::vector<ProcessRef>& processes);

@@ -20,6 +20,7 @@ enum class ApiClass : uint8_t {
   GroupStart,      // ncclGroupStart: the collectives until the matching end are one operation
   GroupEnd,
   CollectiveTiming,  // not a call: a collective's GPU-side duration
+  CommQuery,         // ncclCommGetAsyncError: not recorded; says when a non-blocking launch is done
 };
 
 enum class Library : uint8_t { Cudart, Nccl };
@@ -80,6 +81,7 @@ inline constexpr std::string_view api_class_name(ApiClass c) {
     case ApiClass::GroupStart: return "group_start";
     case ApiClass::GroupEnd: return "group_end";
     case ApiClass::CollectiveTiming: return "collective_timing";
+    case ApiClass::CommQuery: return "comm_query";
   }
   return "unknown";
 }

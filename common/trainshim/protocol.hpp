@@ -17,7 +17,7 @@
 namespace trainshim {
 
 inline constexpr uint64_t kSegmentMagic = 0x314753485352'5254ULL;  // "TRSHSG1" little-endian
-inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kFormatVersion = 3;
 
 enum class Direction : uint8_t { None, HostToDevice, DeviceToHost, DeviceToDevice, HostToHost, Peer };
 enum class HostMemory : uint8_t { Unknown, Pinned, Pageable, Device };
@@ -42,10 +42,16 @@ inline constexpr std::string_view host_memory_name(HostMemory m) {
 //   Collective      bytes = count x element size, object = communicator id (the same on every
 //                   rank), stream, detail = reduction op << 8 | data type, rank_in_comm,
 //                   comm_size, sequence (the collective's number on the communicator; the calls
-//                   of one group share it)
+//                   of one group share it), flags (CollectiveFlag). Point-to-point (flag
+//                   PointToPoint): peer = the other rank, sequence = the call's number among
+//                   this rank's sends to (or receives from) that peer on the communicator
 //   CollectiveTiming written by the shim once the GPU finished a collective: object, rank_in_comm,
-//                   comm_size, sequence as the collective's; detail = GPU-side duration in ns;
-//                   begin/end_ticks = the collective call's
+//                   comm_size, sequence, peer, flags as the collective's; detail = GPU-side
+//                   duration in ns (of the whole group for a grouped call); begin/end_ticks = the
+//                   collective call's
+//   GroupEnd        the outermost end of an NCCL group: flags = InProgress (launched on NCCL's
+//                   thread) or Simulated (launched nowhere), detail = the group's operations (a
+//                   collective number of a communicator, or a communicator's point-to-point calls)
 //   CommInit        object = communicator handle, detail = communicator id (hash of the unique
 //                   id; for a split, of the parent's id, the colour and the split's number),
 //                   rank_in_comm, comm_size
@@ -67,8 +73,25 @@ struct EventRecord {
   uint8_t direction;      // Direction
   uint8_t host_memory;    // HostMemory
   uint32_t sequence;      // collectives: see above; 0 otherwise
+  uint32_t peer;          // point-to-point: the peer's rank in the communicator; 0 otherwise
+  uint32_t flags;         // CollectiveFlag bits (collectives, their timings, group ends); 0 otherwise
 };
-static_assert(sizeof(EventRecord) == 80);
+static_assert(sizeof(EventRecord) == 88);
+
+// What the shim knows of how a collective was (or was not) timed on the GPU.
+enum CollectiveFlag : uint32_t {
+  kUntimedCapturing = 1u << 0,  // its stream was being captured into a CUDA graph: replays are not measured
+  kUntimedNoEvent = 1u << 1,    // no timing event could be had
+  kInGroup = 1u << 2,           // inside an NCCL group: timed from the first call to the outermost group end
+  kPointToPoint = 1u << 3,      // ncclSend / ncclRecv: numbered per peer, not among the collectives
+  kSend = 1u << 4,              // with PointToPoint: a send (else a receive)
+  kGroupInProgress = 1u << 5,   // the launch went to NCCL's thread (ncclInProgress: a group end, or a call
+                                //   on a non-blocking communicator outside a group): timed only when the
+                                //   program then waited for it with ncclCommGetAsyncError, as PyTorch does
+  kGroupSimulated = 1u << 6,    // group end: ncclGroupSimulateEnd, nothing launched
+};
+inline constexpr uint32_t kKnownCollectiveFlags = (1u << 7) - 1;
+inline constexpr uint32_t kUntimedFlags = kUntimedCapturing | kUntimedNoEvent | kGroupInProgress;
 
 // A ring slot. `state` encodes lap and fullness so that zero-filled memory is an empty ring:
 // 2*lap = free for the producer of that lap, 2*lap+1 = holds that lap's record.
@@ -76,7 +99,7 @@ struct Slot {
   std::atomic<uint64_t> state;
   EventRecord record;
 };
-static_assert(sizeof(Slot) == 88);
+static_assert(sizeof(Slot) == 96);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
 enum class SideKind : uint16_t {
@@ -243,8 +266,18 @@ inline bool validate_record(const EventRecord& r) {
     return false;
   if (r.end_ticks < r.begin_ticks) return false;
   const auto cls = kApis[r.api].api_class;
-  // A split can leave this rank in no child (object 0, size 0); a communicator has a rank in it.
-  if (cls == ApiClass::CommInit && r.result == 0 && r.object != 0 && (r.comm_size == 0 || r.rank_in_comm >= r.comm_size))
+  if ((r.flags & ~kKnownCollectiveFlags) != 0) return false;
+  const bool carries_flags = cls == ApiClass::Collective || cls == ApiClass::CollectiveTiming || cls == ApiClass::GroupEnd;
+  if (!carries_flags && r.flags != 0) return false;
+  // A peer only for point-to-point calls, and then a rank of the communicator.
+  if (r.flags & kPointToPoint) {
+    if (r.comm_size != 0 && r.peer >= r.comm_size) return false;
+  } else if (r.peer != 0) {
+    return false;
+  }
+  // A split can leave this rank in no child (object 0, size 0); a communicator has a rank in it,
+  // also one handed out by a non-blocking init (ncclInProgress, 7).
+  if (cls == ApiClass::CommInit && (r.result == 0 || r.result == 7) && r.object != 0 && (r.comm_size == 0 || r.rank_in_comm >= r.comm_size))
     return false;
   return true;
 }

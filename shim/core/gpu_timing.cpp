@@ -235,7 +235,7 @@ TimingToken timing_begin(SegmentHeader* header, void* stream) {
   }
   if (calls.capturing(s)) {
     header->untimed_capturing.fetch_add(1, std::memory_order_relaxed);
-    return {};
+    return {.untimed = kUntimedCapturing};
   }
   Timing& t = timing();
   int device = -1;
@@ -249,7 +249,7 @@ TimingToken timing_begin(SegmentHeader* header, void* stream) {
     header->untimed_no_event.fetch_add(1, std::memory_order_relaxed);
     return {};
   }
-  return {start, end};
+  return {start, end, 0};
 }
 
 void timing_end(Recorder& recorder, TimingToken token, void* stream, const EventRecord& collective) {
@@ -267,6 +267,10 @@ void timing_end(Recorder& recorder, TimingToken token, void* stream, const Event
     return;
   }
   start_poller(t, recorder);
+}
+
+void timing_cancel(TimingToken token) {
+  if (token.start) give_back(timing(), {static_cast<cudaEvent_t>(token.start), static_cast<cudaEvent_t>(token.end)});
 }
 
 void reset_timing_after_fork() {

@@ -5,12 +5,14 @@
 #include <cstdint>
 
 #include "recorder.hpp"
+#include "trainshim/protocol.hpp"
 
 namespace trainshim::shim {
 
 struct TimingToken {
   void* start = nullptr;  // cudaEvent_t; null: this collective is not timed
   void* end = nullptr;
+  uint32_t untimed = kUntimedNoEvent;  // why not (CollectiveFlag), 0 when timed
 };
 
 // Records the start event, unless the stream is being captured into a graph (or no event is
@@ -19,6 +21,10 @@ TimingToken timing_begin(SegmentHeader* header, void* stream);
 
 // Records the end event and hands both to the polling thread with the collective's record.
 void timing_end(Recorder& recorder, TimingToken token, void* stream, const EventRecord& collective);
+
+// The collective will not be timed after all (its group launched nothing, or launched on NCCL's
+// own thread): the events go back to the pool.
+void timing_cancel(TimingToken token);
 
 void reset_timing_after_fork();
 

@@ -18,6 +18,7 @@
 #include "identity.hpp"
 #include "communicators.hpp"
 #include "gpu_timing.hpp"
+#include "group_timing.hpp"
 #include "stacks.hpp"
 #include "trainshim/clock.hpp"
 #include "trainshim/collector_launch.hpp"
@@ -127,6 +128,7 @@ void reset_in_child() {
   reset_stacks_after_fork();
   reset_communicators_after_fork();
   reset_timing_after_fork();
+  reset_group_timing_after_fork();
   thread_state().busy = false;
 }
 

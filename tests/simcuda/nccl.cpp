@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <string>
 #include <thread>
@@ -91,6 +92,11 @@ struct ncclComm {
   std::atomic<int> asyncError{ncclSuccess};
   std::uint64_t idHash = 0;        // of the unique id it was made from: names its splits
   std::atomic<unsigned> splits{0};  // splits made of it so far (the same count on every rank)
+  std::atomic<unsigned> shrinks{0};
+  bool blocking = true;             // ncclConfig_t.blocking (1 unless a config says 0)
+  // ncclInProgress while a non-blocking init, split or group launch of this communicator runs on
+  // a thread of its own (init.cc commAlloc: initState; group.cc ncclGroupEndInternal).
+  std::atomic<int> initState{ncclSuccess};
 
   std::uint8_t* slot(int r) const {
     return reinterpret_cast<std::uint8_t*>(hdr) + sizeof(Header) + static_cast<std::size_t>(r) * kSlotBytes;
@@ -102,7 +108,8 @@ struct ncclComm {
                                       idx * (sizeof(Mailbox) + kMailboxBytes));
   }
   std::uint8_t* mailboxData(int src, int dst) const { return reinterpret_cast<std::uint8_t*>(mailbox(src, dst) + 1); }
-  bool abortedAny() const { return aborted.load() || at(hdr->aborted).load(std::memory_order_acquire) != 0; }
+  bool abortedAny() const { return aborted.load() || (hdr && at(hdr->aborted).load(std::memory_order_acquire) != 0); }
+  bool ready() const { return initState.load(std::memory_order_acquire) == ncclSuccess && hdr; }
 };
 
 namespace {
@@ -279,7 +286,7 @@ void reduce(void* dst, const std::vector<const void*>& srcs, std::size_t count, 
 
 // ---- tasks executed on the stream's worker ----
 
-enum class Kind { AllReduce, Reduce, Broadcast, AllGather, ReduceScatter, P2P };
+enum class Kind { AllReduce, Reduce, Broadcast, AllGather, ReduceScatter, P2P, Batch };
 
 struct P2POp {
   bool send;
@@ -287,6 +294,7 @@ struct P2POp {
   std::uint8_t* buf;
   std::size_t bytes;
   std::size_t done = 0;
+  std::uint8_t* copyTo = nullptr;  // set: the block this rank keeps (peer = own rank), copied locally
 };
 
 struct Task {
@@ -299,6 +307,7 @@ struct Task {
   ncclRedOp_t op;
   int root;
   std::vector<P2POp> p2p;
+  std::vector<Task> batch;  // Kind::Batch: one group's work on one (communicator, stream), in order
 };
 
 std::vector<const void*> slotPtrs(ncclComm* c, std::size_t byteOffset = 0) {
@@ -355,6 +364,12 @@ bool runP2P(ncclComm* c, std::vector<P2POp>& ops) {
     std::vector<char> sendBusy(static_cast<std::size_t>(c->nranks)), recvBusy(static_cast<std::size_t>(c->nranks));
     for (auto& o : ops) {
       if (o.done == o.bytes) continue;
+      if (o.copyTo) {
+        std::memmove(o.copyTo, o.buf, o.bytes);  // in place is allowed
+        o.done = o.bytes;
+        progress = true;
+        continue;
+      }
       all = false;
       auto peer = static_cast<std::size_t>(o.peer);
       // Messages to one peer are delivered in issue order.
@@ -385,8 +400,7 @@ bool runP2P(ncclComm* c, std::vector<P2POp>& ops) {
   }
 }
 
-void runTask(void* arg) {
-  Task* t = static_cast<Task*>(arg);
+bool runOne(Task* t) {
   ncclComm* c = t->comm;
   std::size_t es = typeSize(t->type);
   bool ok = true;
@@ -412,8 +426,18 @@ void runTask(void* arg) {
     case Kind::P2P:
       ok = runP2P(c, t->p2p);
       break;
+    case Kind::Batch:
+      for (Task& part : t->batch)
+        if (ok) ok = runOne(&part);
+      break;
   }
-  if (!ok) c->asyncError.store(c->aborted.load() ? ncclInvalidUsage : ncclRemoteError);
+  return ok;
+}
+
+void runTask(void* arg) {
+  Task* t = static_cast<Task*>(arg);
+  ncclComm* c = t->comm;
+  if (!runOne(t)) c->asyncError.store(c->aborted.load() ? ncclInvalidUsage : ncclRemoteError);
   c->pending.fetch_sub(1);
   delete t;
 }
@@ -428,9 +452,90 @@ ncclResult_t submit(cudaStream_t stream, Task* t) {
   return ncclSuccess;
 }
 
+// ---- groups ----
+// Mirrors group.cc: between ncclGroupStart and the outermost ncclGroupEnd every call only
+// appends a task (enqueue.cc taskAppend); the outermost end launches them all, one launch per
+// (communicator, stream). A group with a non-blocking communicator launches on a thread of its
+// own and returns ncclInProgress (ncclGroupEndInternal: "nonblocking group").
+
+struct Queued {
+  ncclComm* comm;
+  cudaStream_t stream;
+  Task task;
+};
+thread_local int tls_group_depth = 0;
+thread_local std::vector<Queued> tls_group_ops;
+
+ncclResult_t submit(cudaStream_t stream, Task* t);
+
+ncclResult_t flushGroup();
+
+// enqueue.cc ncclEnqueueCheck: every call is an implicit group of its own, so a call on a
+// non-blocking communicator outside a group also launches on a thread and returns ncclInProgress.
+ncclResult_t enqueue(ncclComm* comm, cudaStream_t stream, Task task) {
+  tls_group_ops.push_back({comm, stream, std::move(task)});
+  return tls_group_depth > 0 ? ncclSuccess : flushGroup();
+}
+
+// One task per (communicator, stream), in the order of their first call: collectives in issue
+// order, then the point-to-point calls progressed together (so that ranks sending to each
+// other cannot deadlock on the bounded mailboxes).
+std::vector<std::pair<cudaStream_t, Task*>> batches(std::vector<Queued>& ops) {
+  std::vector<std::pair<cudaStream_t, Task*>> out;
+  std::vector<Task*> p2p;
+  for (auto& q : ops) {
+    std::size_t i = 0;
+    while (i < out.size() && !(out[i].first == q.stream && out[i].second->comm == q.comm)) ++i;
+    if (i == out.size()) {
+      out.push_back({q.stream, new Task{Kind::Batch, q.comm, nullptr, nullptr, 0, ncclUint8, ncclSum, 0, {}, {}}});
+      p2p.push_back(new Task{Kind::P2P, q.comm, nullptr, nullptr, 0, ncclUint8, ncclSum, 0, {}, {}});
+    }
+    if (q.task.kind == Kind::P2P) {
+      for (auto& o : q.task.p2p) p2p[i]->p2p.push_back(o);
+    } else {
+      out[i].second->batch.push_back(std::move(q.task));
+    }
+  }
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (!p2p[i]->p2p.empty()) out[i].second->batch.push_back(std::move(*p2p[i]));
+    delete p2p[i];
+  }
+  return out;
+}
+
+ncclResult_t launch(std::vector<std::pair<cudaStream_t, Task*>>& work) {
+  ncclResult_t res = ncclSuccess;
+  for (auto& [stream, t] : work) {
+    ncclResult_t r = submit(stream, t);
+    if (r != ncclSuccess) res = r;
+  }
+  return res;
+}
+
+ncclResult_t flushGroup() {
+  std::vector<Queued> ops = std::move(tls_group_ops);
+  tls_group_ops.clear();
+  auto work = batches(ops);
+  std::vector<ncclComm*> nonBlocking;
+  for (auto& [stream, t] : work)
+    if (!t->comm->blocking && std::find(nonBlocking.begin(), nonBlocking.end(), t->comm) == nonBlocking.end())
+      nonBlocking.push_back(t->comm);
+  if (nonBlocking.empty()) return launch(work);
+  for (ncclComm* c : nonBlocking) c->initState.store(ncclInProgress, std::memory_order_release);
+  std::thread([work = std::move(work), nonBlocking]() mutable {
+    // The launch is late on purpose: the caller's stream work after ncclGroupEnd runs first, as
+    // with NCCL's asynchronous group thread.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    const ncclResult_t r = launch(work);
+    for (ncclComm* c : nonBlocking) c->initState.store(r, std::memory_order_release);
+  }).detach();
+  return ncclInProgress;
+}
+
 ncclResult_t collective(Kind kind, const void* send, void* recv, std::size_t count, ncclDataType_t type,
                         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   if (!comm || typeSize(type) == 0) return ncclInvalidArgument;
+  if (!comm->ready()) return ncclInvalidArgument;  // init.cc ncclCommEnsureReady
   if ((kind == Kind::AllReduce || kind == Kind::Reduce || kind == Kind::ReduceScatter) &&
       (!reducible(type) || op < ncclSum || op > ncclAvg))
     return ncclInvalidArgument;
@@ -438,49 +543,57 @@ ncclResult_t collective(Kind kind, const void* send, void* recv, std::size_t cou
     return ncclInvalidArgument;
   if (count > 0 && (!recv || !send) && !(kind == Kind::Reduce && comm->rank != root && send))
     return ncclInvalidArgument;
-  return submit(stream, new Task{kind, comm, send, recv, count, type, op, root, {}});
-}
-
-// ---- groups ----
-
-struct PendingP2P {
-  ncclComm* comm;
-  cudaStream_t stream;
-  P2POp op;
-};
-thread_local int tls_group_depth = 0;
-thread_local std::vector<PendingP2P> tls_group_ops;
-
-ncclResult_t flushGroup() {
-  // One task per (communicator, stream), keeping issue order.
-  std::vector<std::pair<std::pair<ncclComm*, cudaStream_t>, std::vector<P2POp>>> groups;
-  for (auto& p : tls_group_ops) {
-    auto key = std::make_pair(p.comm, p.stream);
-    auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == key; });
-    if (it == groups.end()) {
-      groups.push_back({key, {}});
-      it = groups.end() - 1;
-    }
-    it->second.push_back(p.op);
-  }
-  tls_group_ops.clear();
-  ncclResult_t res = ncclSuccess;
-  for (auto& [key, ops] : groups) {
-    Task* t = new Task{Kind::P2P, key.first, nullptr, nullptr, 0, ncclUint8, ncclSum, 0, std::move(ops)};
-    ncclResult_t r = submit(key.second, t);
-    if (r != ncclSuccess) res = r;
-  }
-  return res;
+  return enqueue(comm, stream, Task{kind, comm, send, recv, count, type, op, root, {}, {}});
 }
 
 ncclResult_t p2p(bool send, const void* buf, std::size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
                  cudaStream_t stream) {
   if (!comm || typeSize(type) == 0 || peer < 0 || peer >= comm->nranks) return ncclInvalidArgument;
+  if (!comm->ready()) return ncclInvalidArgument;
   if (count == 0) return ncclSuccess;
   if (!buf) return ncclInvalidArgument;
-  tls_group_ops.push_back(
-      {comm, stream, P2POp{send, peer, static_cast<std::uint8_t*>(const_cast<void*>(buf)), count * typeSize(type)}});
-  return tls_group_depth == 0 ? flushGroup() : ncclSuccess;
+  Task t{Kind::P2P, comm, nullptr, nullptr, 0, ncclUint8, ncclSum, 0, {}, {}};
+  t.p2p.push_back(P2POp{send, peer, static_cast<std::uint8_t*>(const_cast<void*>(buf)), count * typeSize(type)});
+  return enqueue(comm, stream, std::move(t));
+}
+
+// AlltoAll, Gather and Scatter as one launch of sends and receives (the blocks a rank keeps for
+// itself are copied when the launch runs): what they move, not how NCCL's kernels move it.
+ncclResult_t exchange(ncclComm_t comm, cudaStream_t stream, const void* send, void* recv, std::size_t count,
+                      ncclDataType_t type, int root, bool toAll, bool fromAll) {
+  if (!comm || typeSize(type) == 0) return ncclInvalidArgument;
+  if (!comm->ready()) return ncclInvalidArgument;
+  if (!toAll || !fromAll) {
+    if (root < 0 || root >= comm->nranks) return ncclInvalidArgument;
+  }
+  const std::size_t bytes = count * typeSize(type);
+  auto* out = static_cast<std::uint8_t*>(const_cast<void*>(send));
+  auto* in = static_cast<std::uint8_t*>(recv);
+  Task t{Kind::P2P, comm, nullptr, nullptr, 0, ncclUint8, ncclSum, 0, {}, {}};
+  const int me = comm->rank;
+  for (int r = 0; r < comm->nranks; ++r) {
+    if (r == me) continue;
+    const auto ur = static_cast<std::size_t>(r);
+    // toAll: this rank sends block r to rank r (scatter: only the root; gather: everyone to the root).
+    if (toAll && fromAll) {
+      t.p2p.push_back(P2POp{true, r, out + ur * bytes, bytes});
+      t.p2p.push_back(P2POp{false, r, in + ur * bytes, bytes});
+    } else if (toAll && me == root) {
+      t.p2p.push_back(P2POp{true, r, out + ur * bytes, bytes});
+    } else if (fromAll && me == root) {
+      t.p2p.push_back(P2POp{false, r, in + ur * bytes, bytes});
+    } else if (toAll && r == root) {
+      t.p2p.push_back(P2POp{false, r, in, bytes});
+    } else if (fromAll && r == root) {
+      t.p2p.push_back(P2POp{true, r, out, bytes});
+    }
+  }
+  const auto self = static_cast<std::size_t>(me);
+  if (toAll && fromAll) t.p2p.push_back(P2POp{true, me, out + self * bytes, bytes, 0, in + self * bytes});
+  else if (toAll && me == root) t.p2p.push_back(P2POp{true, me, out + self * bytes, bytes, 0, in});
+  else if (fromAll && me == root) t.p2p.push_back(P2POp{true, me, out, bytes, 0, in + self * bytes});
+  if (t.p2p.empty()) return ncclSuccess;
+  return enqueue(comm, stream, std::move(t));
 }
 
 // ---- communicators ----
@@ -559,8 +672,106 @@ void waitIdle(ncclComm* c) {
 
 void freeComm(ncclComm* c) {
   waitIdle(c);
-  munmap(c->hdr, c->mapBytes);
+  if (c->hdr) munmap(c->hdr, c->mapBytes);
   delete c;
+}
+
+// ncclConfig_t.blocking, or `fallback` when the config leaves it undefined (init.cc
+// parseCommConfig: blocking by default; a split without a config copies its parent's).
+bool configBlocking(const ncclConfig_t* config, bool fallback) {
+  if (!config || config->blocking == NCCL_CONFIG_UNDEF_INT) return fallback;
+  return config->blocking != 0;
+}
+
+// Maps the segment of the id and waits for every rank (the bootstrap of init.cc
+// ncclCommInitRankFunc). Init is collective: once every rank has mapped the segment its name is
+// no longer needed, so it is unlinked right away and nothing is left in /dev/shm even if a rank
+// crashes later.
+ncclResult_t attach(ncclComm* c, const ncclUniqueId& commId) {
+  const std::string name = segmentName(commId);
+  const std::size_t bytes = segmentBytes(c->nranks);
+  Header* h = openSegment(name, c->nranks, bytes);
+  if (!h) return ncclSystemError;
+  c->hdr = h;
+  c->mapBytes = bytes;
+  if (!barrier(c)) return ncclInvalidUsage;
+  if (c->rank == 0) shm_unlink(name.c_str());
+  Id id;
+  std::memcpy(&id, commId.internal, sizeof(id));
+  c->idHash = id.hash;
+  return ncclSuccess;
+}
+
+// init.cc ncclCommInitRankDev: a blocking communicator is ready on return; a non-blocking one is
+// handed out at once with ncclInProgress and finishes on a thread (ncclAsyncLaunch), after which
+// ncclCommGetAsyncError says ncclSuccess.
+ncclResult_t initComm(ncclComm_t* comm, int nranks, const ncclUniqueId& commId, int rank, bool blocking) {
+  if (!comm || nranks < 1 || rank < 0 || rank >= nranks) return ncclInvalidArgument;
+  ncclComm* c = makeComm(nullptr, nranks, rank, 0);
+  c->blocking = blocking;
+  if (blocking) {
+    const ncclResult_t r = attach(c, commId);
+    if (r != ncclSuccess) {
+      freeComm(c);
+      return r;
+    }
+    *comm = c;
+    return ncclSuccess;
+  }
+  c->initState.store(ncclInProgress, std::memory_order_release);
+  *comm = c;
+  std::thread([c, commId] { c->initState.store(attach(c, commId), std::memory_order_release); }).detach();
+  return ncclInProgress;
+}
+
+ncclUniqueId childId(const char* what, std::uint64_t parent, const std::string& detail) {
+  Id id{};
+  std::memcpy(id.magic, "simnccl", 8);
+  std::snprintf(id.desc, sizeof(id.desc), "%s:%llx:%s", what, static_cast<unsigned long long>(parent), detail.c_str());
+  id.hash = fnv1a(id.desc, sizeof(id.desc));
+  ncclUniqueId out;
+  std::memcpy(out.internal, &id, sizeof(id));
+  return out;
+}
+
+// Every rank tells the others its colour and key through an all-gather on the parent; the ranks
+// of one colour, ordered by key then parent rank, form a child whose id derives from the parent's,
+// the colour and the number of splits so far. The parent's earlier work finishes first.
+ncclResult_t splitInto(ncclComm* comm, int color, int key, unsigned nth, bool blocking, ncclComm_t* newcomm) {
+  waitIdle(comm);
+  int mine[2] = {color, key};
+  std::vector<int> all(2 * static_cast<std::size_t>(comm->nranks));
+  Task gather{Kind::AllGather, comm, mine, all.data(), 2, ncclInt32, ncclSum, 0, {}, {}};
+  if (!runOne(&gather)) return ncclRemoteError;
+  if (color == NCCL_SPLIT_NOCOLOR) return ncclSuccess;
+  std::vector<std::pair<std::pair<int, int>, int>> members;
+  for (int r = 0; r < comm->nranks; ++r)
+    if (all[2 * std::size_t(r)] == color) members.push_back({{all[2 * std::size_t(r) + 1], r}, r});
+  std::sort(members.begin(), members.end());
+  int newrank = 0;
+  for (std::size_t i = 0; i < members.size(); ++i)
+    if (members[i].second == comm->rank) newrank = int(i);
+  ncclComm_t child = nullptr;
+  const ncclResult_t r = initComm(&child, int(members.size()),
+                                  childId("split", comm->idHash, std::to_string(color) + ":" + std::to_string(nth)),
+                                  newrank, true);
+  if (r != ncclSuccess) return r;
+  child->blocking = blocking;
+  *newcomm = child;  // filled only once the child is complete, as NCCL >= 2.23 does
+  return ncclSuccess;
+}
+
+// init.cc ncclCommInitChildComm: *newcomm stays NULL until the child is complete; for a
+// non-blocking child that happens on a thread, and the parent reports ncclInProgress meanwhile.
+ncclResult_t makeChild(ncclComm* parent, bool blocking, ncclComm_t* newcomm,
+                       std::function<ncclResult_t(ncclComm_t*)> build) {
+  *newcomm = nullptr;
+  if (blocking) return build(newcomm);
+  parent->initState.store(ncclInProgress, std::memory_order_release);
+  std::thread([parent, newcomm, build = std::move(build)] {
+    parent->initState.store(build(newcomm), std::memory_order_release);
+  }).detach();
+  return ncclInProgress;
 }
 
 }  // namespace
@@ -615,63 +826,59 @@ ncclResult_t pncclGetUniqueId(ncclUniqueId* uniqueId) {
 }
 
 ncclResult_t pncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
-  if (!comm || nranks < 1 || rank < 0 || rank >= nranks) return ncclInvalidArgument;
-  std::string name = segmentName(commId);
-  std::size_t bytes = segmentBytes(nranks);
-  Header* h = openSegment(name, nranks, bytes);
-  if (!h) return ncclSystemError;
-  ncclComm* c = makeComm(h, nranks, rank, bytes);
-  // Init is collective: once every rank has mapped the segment its name is no longer needed,
-  // so it is unlinked right away and nothing is left in /dev/shm even if a rank crashes later.
-  if (!barrier(c)) {
-    freeComm(c);
-    return ncclInvalidUsage;
-  }
-  if (rank == 0) shm_unlink(name.c_str());
-  Id id;
-  std::memcpy(&id, commId.internal, sizeof(id));
-  c->idHash = id.hash;
-  *comm = c;
-  return ncclSuccess;
-}
-
-// Every rank tells the others its colour and key through an all-gather on the parent; the ranks
-// of one colour, ordered by key then parent rank, form a child whose id derives from the parent's,
-// the colour and the number of splits so far.
-ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
-  (void)config;
-  if (!comm || !newcomm) return ncclInvalidArgument;
-  const unsigned nth = comm->splits.fetch_add(1);
-  int mine[2] = {color, key};
-  std::vector<int> all(2 * static_cast<std::size_t>(comm->nranks));
-  cudaStream_t stream = nullptr;
-  if (cudaStreamCreate(&stream) != cudaSuccess) return ncclUnhandledCudaError;
-  ncclResult_t rc = pncclAllGather(mine, all.data(), 2, ncclInt32, comm, stream);
-  if (cudaStreamSynchronize(stream) != cudaSuccess && rc == ncclSuccess) rc = ncclUnhandledCudaError;
-  cudaStreamDestroy(stream);
-  if (rc != ncclSuccess) return rc;
-  *newcomm = nullptr;
-  if (color == NCCL_SPLIT_NOCOLOR) return ncclSuccess;
-  std::vector<std::pair<std::pair<int, int>, int>> members;
-  for (int r = 0; r < comm->nranks; ++r)
-    if (all[2 * std::size_t(r)] == color) members.push_back({{all[2 * std::size_t(r) + 1], r}, r});
-  std::sort(members.begin(), members.end());
-  int newrank = 0;
-  for (std::size_t i = 0; i < members.size(); ++i)
-    if (members[i].second == comm->rank) newrank = int(i);
-  Id id{};
-  std::memcpy(id.magic, "simnccl", 8);
-  std::snprintf(id.desc, sizeof(id.desc), "split:%llx:%d:%u", static_cast<unsigned long long>(comm->idHash), color, nth);
-  id.hash = fnv1a(id.desc, sizeof(id.desc));
-  ncclUniqueId child;
-  std::memcpy(child.internal, &id, sizeof(id));
-  return pncclCommInitRank(newcomm, int(members.size()), child, newrank);
+  return initComm(comm, nranks, commId, rank, true);
 }
 
 ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                      ncclConfig_t* config) {
-  (void)config;
-  return pncclCommInitRank(comm, nranks, commId, rank);
+  return initComm(comm, nranks, commId, rank, configBlocking(config, true));
+}
+
+// NCCL >= 2.23: nId roots share the bootstrap of a large job; every rank is given all of their
+// ids. The rendezvous here needs only one of them: the first.
+ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
+                                       ncclConfig_t* config) {
+  if (nId < 1 || !commIds) return ncclInvalidArgument;
+  return initComm(newcomm, nranks, commIds[0], myrank, configBlocking(config, true));
+}
+
+ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
+  if (!comm || !newcomm) return ncclInvalidArgument;
+  if (!comm->ready()) return ncclInvalidArgument;  // ncclCommEnsureReady
+  const bool blocking = config ? configBlocking(config, true) : comm->blocking;
+  const unsigned nth = comm->splits.fetch_add(1);
+  return makeChild(comm, blocking, newcomm, [comm, color, key, nth, blocking](ncclComm_t* out) {
+    return splitInto(comm, color, key, nth, blocking, out);
+  });
+}
+
+// NCCL >= 2.27: the parent without the excluded ranks (which must not call it), in parent-rank
+// order. Like NCCL, the list is sorted in place.
+ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+                             ncclConfig_t* config, int shrinkFlags) {
+  (void)shrinkFlags;
+  if (!comm || !newcomm || !excludeRanksList || excludeRanksCount <= 0) return ncclInvalidArgument;
+  std::sort(excludeRanksList, excludeRanksList + excludeRanksCount);
+  if (std::binary_search(excludeRanksList, excludeRanksList + excludeRanksCount, comm->rank))
+    return ncclInvalidArgument;
+  if (!comm->ready()) return ncclInvalidArgument;
+  const bool blocking = config ? configBlocking(config, true) : comm->blocking;
+  std::string excluded = std::to_string(comm->shrinks.fetch_add(1));
+  int below = 0;
+  for (int i = 0; i < excludeRanksCount; ++i) {
+    excluded += "," + std::to_string(excludeRanksList[i]);
+    if (excludeRanksList[i] < comm->rank) ++below;
+  }
+  const int size = comm->nranks - excludeRanksCount, rank = comm->rank - below;
+  return makeChild(comm, blocking, newcomm, [comm, excluded, size, rank, blocking](ncclComm_t* out) {
+    waitIdle(comm);
+    ncclComm_t child = nullptr;
+    const ncclResult_t r = initComm(&child, size, childId("shrink", comm->idHash, excluded), rank, true);
+    if (r != ncclSuccess) return r;
+    child->blocking = blocking;
+    *out = child;
+    return ncclSuccess;
+  });
 }
 
 ncclResult_t pncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
@@ -723,14 +930,18 @@ ncclResult_t pncclCommAbort(ncclComm_t comm) {
   return ncclSuccess;
 }
 
+// init.cc ncclCommGetAsyncError: ncclInProgress while an init, split or group launch is still
+// running, then that operation's result, then errors of the work itself.
 ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   if (!comm || !asyncError) return ncclInvalidArgument;
-  *asyncError = static_cast<ncclResult_t>(comm->asyncError.load());
+  const int state = comm->initState.load(std::memory_order_acquire);
+  *asyncError = static_cast<ncclResult_t>(state != ncclSuccess ? state : comm->asyncError.load());
   return ncclSuccess;
 }
 
 ncclResult_t pncclCommCount(const ncclComm_t comm, int* count) {
   if (!comm || !count) return ncclInvalidArgument;
+  if (!comm->ready()) return ncclInvalidArgument;  // ncclCommEnsureReady
   *count = comm->nranks;
   return ncclSuccess;
 }
@@ -743,6 +954,7 @@ ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* device) {
 
 ncclResult_t pncclCommUserRank(const ncclComm_t comm, int* rank) {
   if (!comm || !rank) return ncclInvalidArgument;
+  if (!comm->ready()) return ncclInvalidArgument;
   *rank = comm->rank;
   return ncclSuccess;
 }
@@ -806,6 +1018,39 @@ ncclResult_t pncclGroupEnd() {
   return flushGroup();
 }
 
+// group.cc ncclGroupSimulateEnd: a group end that plans the group's work and launches none of it;
+// with a null simInfo it is an ordinary ncclGroupEnd.
+ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
+  if (!simInfo) return pncclGroupEnd();
+  if (tls_group_depth == 0) return ncclInvalidUsage;
+  if (--tls_group_depth > 0) return ncclSuccess;
+  std::vector<Queued> discarded = std::move(tls_group_ops);
+  tls_group_ops.clear();
+  if (simInfo->magic != 0x74685283) return ncclInvalidArgument;  // not NCCL_SIM_INFO_INITIALIZER
+  double bytes = 0;
+  for (const Queued& q : discarded) {
+    bytes += double(q.task.count * typeSize(q.task.type));
+    for (const P2POp& o : q.task.p2p) bytes += double(o.bytes);
+  }
+  simInfo->estimatedTime = float(bytes / 1e4);  // microseconds at 10 GB/s
+  return ncclSuccess;
+}
+
+ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                           ncclComm_t comm, cudaStream_t stream) {
+  return exchange(comm, stream, sendbuff, recvbuff, count, datatype, 0, true, true);
+}
+
+ncclResult_t pncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                         ncclComm_t comm, cudaStream_t stream) {
+  return exchange(comm, stream, sendbuff, recvbuff, count, datatype, root, false, true);
+}
+
+ncclResult_t pncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
+                          ncclComm_t comm, cudaStream_t stream) {
+  return exchange(comm, stream, sendbuff, recvbuff, count, datatype, root, true, false);
+}
+
 }  // extern "C"
 
 // The public names are weak aliases of the pnccl* definitions, as in the real library, so that
@@ -817,6 +1062,8 @@ SIMNCCL_ALIAS(ncclGetLastError)
 SIMNCCL_ALIAS(ncclGetUniqueId)
 SIMNCCL_ALIAS(ncclCommInitRank)
 SIMNCCL_ALIAS(ncclCommInitRankConfig)
+SIMNCCL_ALIAS(ncclCommInitRankScalable)
+SIMNCCL_ALIAS(ncclCommShrink)
 SIMNCCL_ALIAS(ncclCommInitAll)
 SIMNCCL_ALIAS(ncclCommSplit)
 SIMNCCL_ALIAS(ncclCommFinalize)
@@ -838,3 +1085,7 @@ SIMNCCL_ALIAS(ncclSend)
 SIMNCCL_ALIAS(ncclRecv)
 SIMNCCL_ALIAS(ncclGroupStart)
 SIMNCCL_ALIAS(ncclGroupEnd)
+SIMNCCL_ALIAS(ncclGroupSimulateEnd)
+SIMNCCL_ALIAS(ncclAlltoAll)
+SIMNCCL_ALIAS(ncclGather)
+SIMNCCL_ALIAS(ncclScatter)

@@ -226,6 +226,47 @@ TEST(ValidateRecord, CommInitGeometry) {
   EXPECT_TRUE(validate_record(r));
 }
 
+TEST(ValidateRecord, NonBlockingCommInitGeometry) {
+  // ncclInProgress (7) hands out a communicator: its geometry is checked as for success.
+  EventRecord r = good_comm_init();
+  r.result = 7;
+  EXPECT_TRUE(validate_record(r));
+  r.rank_in_comm = r.comm_size;
+  EXPECT_FALSE(validate_record(r));
+}
+
+EventRecord good_send() {
+  EventRecord r{};
+  r.api = static_cast<uint16_t>(Api::ncclSend);
+  r.comm_size = 4;
+  r.rank_in_comm = 1;
+  r.peer = 3;
+  r.sequence = 1;
+  r.flags = kPointToPoint | kSend | kInGroup;
+  return r;
+}
+
+TEST(ValidateRecord, CollectiveFlagsAndPeer) {
+  EXPECT_TRUE(validate_record(good_send()));
+  EventRecord r = good_send();
+  r.peer = 4;  // beyond the communicator
+  EXPECT_FALSE(validate_record(r));
+  r = good_send();
+  r.flags = kUntimedCapturing | kUntimedNoEvent | kInGroup;  // a collective: no peer
+  EXPECT_FALSE(validate_record(r)) << "a peer without the point-to-point flag";
+  r.peer = 0;
+  EXPECT_TRUE(validate_record(r));
+  r.flags = 1u << 7;  // unknown bit
+  EXPECT_FALSE(validate_record(r));
+  r = good_copy();
+  r.flags = kInGroup;  // a copy carries no flags
+  EXPECT_FALSE(validate_record(r));
+  r = good_copy();
+  r.api = static_cast<uint16_t>(Api::ncclGroupEnd);
+  r.flags = kGroupInProgress;
+  EXPECT_TRUE(validate_record(r));
+}
+
 struct ExpectedApi {
   Api api;
   const char* name;
@@ -278,14 +319,20 @@ TEST(ApiTable, NamesAndClassesMatchTheEnum) {
       {Api::ncclBcast, "ncclBcast", ApiClass::Collective, Library::Nccl},
       {Api::ncclReduce, "ncclReduce", ApiClass::Collective, Library::Nccl},
       {Api::ncclAlltoAll, "ncclAlltoAll", ApiClass::Collective, Library::Nccl},
+      {Api::ncclGather, "ncclGather", ApiClass::Collective, Library::Nccl},
+      {Api::ncclScatter, "ncclScatter", ApiClass::Collective, Library::Nccl},
       {Api::ncclSend, "ncclSend", ApiClass::Collective, Library::Nccl},
       {Api::ncclRecv, "ncclRecv", ApiClass::Collective, Library::Nccl},
       {Api::ncclGroupStart, "ncclGroupStart", ApiClass::GroupStart, Library::Nccl},
       {Api::ncclGroupEnd, "ncclGroupEnd", ApiClass::GroupEnd, Library::Nccl},
+      {Api::ncclGroupSimulateEnd, "ncclGroupSimulateEnd", ApiClass::GroupEnd, Library::Nccl},
       {Api::ncclCommInitRank, "ncclCommInitRank", ApiClass::CommInit, Library::Nccl},
       {Api::ncclCommInitRankConfig, "ncclCommInitRankConfig", ApiClass::CommInit, Library::Nccl},
+      {Api::ncclCommInitRankScalable, "ncclCommInitRankScalable", ApiClass::CommInit, Library::Nccl},
       {Api::ncclCommInitAll, "ncclCommInitAll", ApiClass::CommInit, Library::Nccl},
       {Api::ncclCommSplit, "ncclCommSplit", ApiClass::CommInit, Library::Nccl},
+      {Api::ncclCommShrink, "ncclCommShrink", ApiClass::CommInit, Library::Nccl},
+      {Api::ncclCommGetAsyncError, "ncclCommGetAsyncError", ApiClass::CommQuery, Library::Nccl},
       {Api::ncclCommDestroy, "ncclCommDestroy", ApiClass::CommEnd, Library::Nccl},
       {Api::ncclCommAbort, "ncclCommAbort", ApiClass::CommEnd, Library::Nccl},
       {Api::ncclGpuTiming, "ncclGpuTiming", ApiClass::CollectiveTiming, Library::Nccl},
@@ -313,8 +360,8 @@ TEST(ApiTable, ClassAndEnumNames) {
 }
 
 TEST(Layout, SegmentSizes) {
-  EXPECT_EQ(ring_bytes(16), 192u + 16u * 88u);
-  EXPECT_EQ(segment_bytes(2, 16, kSide), sizeof(SegmentHeader) + 2u * (192u + 16u * 88u) + 192u + kSide * 1032u);
+  EXPECT_EQ(ring_bytes(16), 192u + 16u * 96u);
+  EXPECT_EQ(segment_bytes(2, 16, kSide), sizeof(SegmentHeader) + 2u * (192u + 16u * 96u) + 192u + kSide * 1032u);
   EXPECT_EQ(sizeof(SideSlot), 1032u);
   EXPECT_EQ(sizeof(SegmentHeader) % 64, 0u);
 }

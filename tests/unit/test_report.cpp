@@ -231,7 +231,7 @@ TEST_F(ReportTest, TextRendering) {
 TEST_F(ReportTest, EmptyRun) {
   { Database db(path_, "emptyjob"); }
   RunDatabase db(path_);
-  EXPECT_EQ(db.meta("schema_version"), "3");
+  EXPECT_EQ(db.meta("schema_version"), "4");
   const Report report = load_report(db);
   EXPECT_EQ(report.job, "emptyjob");
   EXPECT_TRUE(report.processes.empty());

@@ -1,0 +1,202 @@
+// NCCL as PyTorch drives it, end to end: four ranks of tests/programs/nccl_modes.cpp on simcuda
+// under `trainshim run`, each mode a way PyTorch creates communicators or issues NCCL calls.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "harness.hpp"
+
+namespace trainshim::test {
+namespace {
+
+using nlohmann::json;
+
+// The report of a four-rank run of one mode; the database stays in the scratch directory.
+json run_mode(const Scratch& s, const std::string& mode) {
+  const auto result = run("SIMNCCL_TIMEOUT_S=60 " + trainshim_cli() + " run --no-report --out " + s.db() + " -- " +
+                          Paths::source + "/scripts/simrun -n 4 -- " + Paths::programs + "/nccl_modes_prog " + mode);
+  EXPECT_EQ(result.exit_code, 0) << result.out;
+  const auto report = run(trainshim_cli() + " report --json " + s.db());
+  EXPECT_EQ(report.exit_code, 0);
+  return json::parse(report.out);
+}
+
+const std::string kCollectives = "FROM events e JOIN apis a ON a.id = e.api JOIN processes p ON p.id = e.process_id "
+                                 "WHERE a.class = 'collective' ";
+const std::string kTimings = "FROM events e JOIN apis a ON a.id = e.api JOIN processes p ON p.id = e.process_id "
+                             "WHERE a.class = 'collective_timing' ";
+
+std::string of_rank(int rank) { return " AND p.rank = " + std::to_string(rank); }
+
+// A non-blocking world communicator (init returns ncclInProgress) and a child split from it whose
+// handle NCCL writes only once the split completed: both are registered, their collectives
+// numbered 1..30 alike on every rank. Every call on a non-blocking communicator launches on
+// NCCL's thread (ncclInProgress); the program waits for each launch with ncclCommGetAsyncError,
+// as PyTorch does, and that is when each collective's end event goes on the stream.
+TEST(NcclModes, NonBlockingCommunicatorAndItsSplitChildAreNumbered) {
+  Scratch s;
+  const json waits = run_mode(s, "nonblocking").at("collective_waits");
+  EXPECT_EQ(waits.at("matched"), 90) << "30 on the world, 30 on each half";
+  EXPECT_EQ(waits.at("communicators"), 3);
+  EXPECT_EQ(waits.at("incomplete"), 0);
+  EXPECT_EQ(waits.at("inconsistent"), 0);
+  EXPECT_EQ(waits.at("untimed").at("in_group_in_progress"), 0);
+  EXPECT_EQ(query_int(s.db(), "SELECT count(*) " + kCollectives + " AND (e.flags & 32) <> 0 AND e.result = 7"), 4 * 60);
+  EXPECT_EQ(query_int(s.db(), "SELECT count(*) " + kTimings + " AND (e.flags & 32) <> 0"), 4 * 60);
+  for (int rank = 0; rank < 4; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    const std::string world = kCollectives + of_rank(rank) + " AND e.comm_size = 4";
+    EXPECT_EQ(query_int(s.db(), "SELECT count(DISTINCT e.sequence) " + world), 30);
+    EXPECT_EQ(query_int(s.db(), "SELECT min(e.sequence) " + world), 1);
+    EXPECT_EQ(query_int(s.db(), "SELECT max(e.sequence) " + world), 30);
+    EXPECT_EQ(query_int(s.db(), "SELECT DISTINCT e.rank_in_comm " + world), rank);
+    const std::string half = kCollectives + of_rank(rank) + " AND e.comm_size = 2";
+    EXPECT_EQ(query_int(s.db(), "SELECT count(*) " + half), 30) << "the lazily registered child";
+    EXPECT_EQ(query_int(s.db(), "SELECT count(DISTINCT e.sequence) " + half), 30);
+    EXPECT_EQ(query_int(s.db(), "SELECT max(e.sequence) " + half), 30);
+    EXPECT_EQ(query_int(s.db(), "SELECT DISTINCT e.rank_in_comm " + half), rank / 2);
+    EXPECT_EQ(query_int(s.db(), "SELECT count(*) " + kCollectives + of_rank(rank) + " AND e.sequence = 0"), 0);
+  }
+  EXPECT_EQ(query_int(s.db(), "SELECT count(DISTINCT e.object) " + kCollectives + " AND e.comm_size = 4"), 1);
+  EXPECT_EQ(query_int(s.db(), "SELECT count(DISTINCT e.object) " + kCollectives + " AND e.comm_size = 2"), 2);
+  EXPECT_EQ(query_int(s.db(), "SELECT count(DISTINCT e.object) " + kCollectives + " AND e.comm_size = 2 AND p.rank IN (1, 3)"), 1);
+}
+
+TEST(NcclModes, ScalableInitIsOneCommunicator) {
+  Scratch s;
+  const json waits = run_mode(s, "scalable").at("collective_waits");
+  EXPECT_EQ(waits.at("matched"), 10);
+  EXPECT_EQ(waits.at("incomplete"), 0);
+  EXPECT_EQ(waits.at("inconsistent"), 0);
+  EXPECT_EQ(waits.at("communicators"), 1);
+  EXPECT_EQ(query_int(s.db(), "SELECT count(*) " + kCollectives + " AND e.comm_size = 4 AND e.sequence > 0"), 40);
+}
+
+// Ranks 0 and 2 shrink the world without 1 and 3, passing the list in different orders.
+TEST(NcclModes, ShrunkCommunicatorIsMatched) {
+  Scratch s;
+  const json waits = run_mode(s, "shrink").at("collective_waits");
+  EXPECT_EQ(waits.at("matched"), 15) << "5 on the world, 10 on what is left of it";
+  EXPECT_EQ(waits.at("incomplete"), 0);
+  EXPECT_EQ(waits.at("communicators"), 2);
+  for (int rank : {0, 2}) {
+    const std::string rest = kCollectives + of_rank(rank) + " AND e.comm_size = 2";
+    EXPECT_EQ(query_int(s.db(), "SELECT count(*) " + rest), 10);
+    EXPECT_EQ(query_int(s.db(), "SELECT max(e.sequence) " + rest), 10);
+    EXPECT_EQ(query_int(s.db(), "SELECT DISTINCT e.rank_in_comm " + rest), rank / 2);
+  }
+  EXPECT_EQ(query_int(s.db(), "SELECT count(*) " + kCollectives + " AND e.comm_size = 2 AND p.rank IN (1, 3)"), 0);
+  EXPECT_EQ(query_int(s.db(), "SELECT count(DISTINCT e.object) " + kCollectives + " AND e.comm_size = 2"), 1);
+}
+
+// Grouped calls launch at the outermost ncclGroupEnd: each group is timed as one operation, so
+// the ranks that wait for the late rank 3 measure its 300 ms, not ~0 per call.
+TEST(NcclModes, GroupsAreTimedAsOneOperation) {
+  Scratch s;
+  const json waits = run_mode(s, "groups").at("collective_waits");
+  EXPECT_EQ(waits.at("matched"), 6) << "per step: one all-reduce and one group of two all-reduces";
+  EXPECT_EQ(waits.at("incomplete"), 0);
+  EXPECT_EQ(waits.at("duplicates"), 0);
+  ASSERT_FALSE(waits.at("straggler").is_null()) << waits.dump(1);
+  EXPECT_EQ(waits.at("straggler").at("rank"), 3);
+  const json& p2p = waits.at("p2p");
+  EXPECT_EQ(p2p.at("sends"), 4 * 3 * 5) << "per rank and step: one ring send, four all-to-all sends";
+  EXPECT_EQ(p2p.at("recvs"), 4 * 3 * 5);
+  EXPECT_EQ(p2p.at("matched"), 4 * 3 * 5);
+  EXPECT_EQ(p2p.at("unmatched"), 0);
+  EXPECT_EQ(p2p.at("timed"), 4 * 3 * 2) << "one timing per group of point-to-point calls";
+  for (int rank = 0; rank < 4; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    EXPECT_EQ(query_int(s.db(), "SELECT count(*) " + kTimings + of_rank(rank) + " AND (e.flags & 8) = 0"), 6);
+    EXPECT_EQ(query_int(s.db(), "SELECT count(*) " + kTimings + of_rank(rank) + " AND (e.flags & 12) = 12"), 6);
+    if (rank < 3) {
+      // The ring group right after rank 3's 300 ms of work, once per step.
+      EXPECT_EQ(query_int(s.db(), "SELECT count(*) " + kTimings + of_rank(rank) +
+                                      " AND (e.flags & 8) <> 0 AND e.detail >= 150000000"), 3);
+    }
+  }
+  EXPECT_EQ(query_int(s.db(), "SELECT count(*) " + kCollectives + " AND (e.flags & 4) = 0 AND (e.flags & 8) <> 0"), 0)
+      << "every point-to-point call here was made in a group";
+}
+
+// Ranks 0 and 1 exchange with send/recv on the collective communicator every third step; ranks 2
+// and 3 do not. Their all-reduces still carry the same numbers, and the late rank 2 is named.
+TEST(NcclModes, PointToPointDoesNotShiftCollectiveNumbers) {
+  Scratch s;
+  const json report = run_mode(s, "p2p_straggler");
+  const json& waits = report.at("collective_waits");
+  EXPECT_EQ(waits.at("matched"), 30);
+  EXPECT_EQ(waits.at("incomplete"), 0);
+  EXPECT_EQ(waits.at("inconsistent"), 0);
+  ASSERT_FALSE(waits.at("straggler").is_null()) << waits.dump(1);
+  EXPECT_EQ(waits.at("straggler").at("rank"), 2);
+  EXPECT_EQ(waits.at("p2p").at("sends"), 20);
+  EXPECT_EQ(waits.at("p2p").at("recvs"), 20);
+  EXPECT_EQ(waits.at("p2p").at("matched"), 20);
+  for (int rank = 0; rank < 4; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    const std::string reduces = kCollectives + of_rank(rank) + " AND a.name = 'ncclAllReduce'";
+    EXPECT_EQ(query_int(s.db(), "SELECT max(e.sequence) " + reduces), 30);
+    EXPECT_EQ(query_int(s.db(), "SELECT count(DISTINCT e.sequence) " + reduces), 30);
+    const std::string sends = kCollectives + of_rank(rank) + " AND a.name = 'ncclSend'";
+    EXPECT_EQ(query_int(s.db(), "SELECT count(*) " + sends), rank < 2 ? 10 : 0);
+    if (rank < 2) {
+      EXPECT_EQ(query_int(s.db(), "SELECT max(e.sequence) " + sends), 10);
+    }
+  }
+  for (const auto& r : waits.at("ranks")) EXPECT_EQ(r.at("collectives"), 30) << r.dump();
+
+  // The timeline links the all-reduces across ranks; point-to-point timings join none of them.
+  ASSERT_EQ(run(trainshim_cli() + " export " + s.db() + " --format chrome -o " + s.dir + "/trace.json").exit_code, 0);
+  std::ifstream trace_file(s.dir + "/trace.json");
+  const json trace = json::parse(trace_file);
+  int gpu_slices = 0, flow_starts = 0;
+  for (const auto& e : trace.at("traceEvents")) {
+    const std::string ph = e.at("ph");
+    if (ph == "X" && e.contains("args") && e.at("args").contains("wait_ns")) ++gpu_slices;
+    flow_starts += ph == "s";
+  }
+  EXPECT_EQ(gpu_slices, 4 * 30);
+  EXPECT_EQ(flow_starts, 30);
+}
+
+// ncclGroupSimulateEnd launches nothing: the numbers its calls took are given back, so the real
+// all-reduces after it are 1..5 on every rank and all match; nothing of the plan is timed.
+TEST(NcclModes, SimulatedGroupLaunchesNothing) {
+  Scratch s;
+  const json waits = run_mode(s, "simulate").at("collective_waits");
+  EXPECT_EQ(waits.at("matched"), 5);
+  EXPECT_EQ(waits.at("incomplete"), 0);
+  EXPECT_EQ(waits.at("p2p").at("timed"), 0);
+  EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM events e JOIN apis a ON a.id = e.api WHERE "
+                              "a.name = 'ncclGroupSimulateEnd' AND e.flags = 64 AND e.detail = 2"), 4)
+      << "an all-reduce and the point-to-point calls: two operations";
+  EXPECT_EQ(query_int(s.db(), "SELECT count(*) " + kTimings + " AND e.sequence = 1"), 4) << "one real all-reduce #1";
+}
+
+// Collectives captured into a CUDA graph are seen once, at capture, and never timed: the report
+// counts them per communicator and says their replays are not measured.
+TEST(NcclModes, CapturedCollectivesAreCountedPerCommunicator) {
+  Scratch s;
+  const json waits = run_mode(s, "captured").at("collective_waits");
+  EXPECT_EQ(waits.at("matched"), 10) << "the 5 before and the 5 after the capture";
+  EXPECT_EQ(waits.at("incomplete"), 0);
+  EXPECT_EQ(waits.at("untimed").at("capturing"), 4 * 3);
+  ASSERT_EQ(waits.at("captured").size(), 1u);
+  const json& captured = waits.at("captured")[0];
+  EXPECT_EQ(captured.at("collectives"), 3);
+  EXPECT_EQ(captured.at("ranks"), 4);
+  EXPECT_EQ(captured.at("replays_measured"), false);
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string graphed = kCollectives + of_rank(rank) + " AND (e.flags & 1) <> 0";
+    EXPECT_EQ(query_int(s.db(), "SELECT min(e.sequence) " + graphed), 6);
+    EXPECT_EQ(query_int(s.db(), "SELECT max(e.sequence) " + graphed), 8);
+  }
+  EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM hangs"), 0);
+  const auto text = run(trainshim_cli() + " report " + s.db());
+  EXPECT_NE(text.out.find(": 3 collectives captured into CUDA graphs; their replays are not measured"),
+            std::string::npos) << text.out;
+}
+
+}  // namespace
+}  // namespace trainshim::test

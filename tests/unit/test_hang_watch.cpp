@@ -1,0 +1,107 @@
+// Hang detection: only collectives that will be timed tell a waiting rank from one whose timing
+// can never come (captured into a graph, no event, launched on NCCL's thread).
+#include <gtest/gtest.h>
+
+#include "hang_watch.hpp"
+
+namespace trainshim::collector {
+namespace {
+
+constexpr int64_t kS = 1'000'000'000;
+constexpr uint64_t kComm = 0xC0FFEE;
+
+EventRecord call(Api api, uint32_t rank, uint32_t sequence, uint32_t flags = 0, uint32_t peer = 0) {
+  EventRecord r{};
+  r.api = static_cast<uint16_t>(api);
+  r.object = kComm;
+  r.comm_size = 4;
+  r.rank_in_comm = rank;
+  r.sequence = sequence;
+  r.flags = flags;
+  r.peer = peer;
+  return r;
+}
+
+// Ranks 0 and 1 of a four-rank communicator live on this node (2 and 3 elsewhere, never seen):
+// both entered collectives 1..5 and the GPU finished 1..4 for them; the last one carries `flags`.
+HangWatch two_local_ranks_in_fifth(uint32_t flags) {
+  HangWatch w(10 * kS);
+  for (uint32_t rank : {0u, 1u}) {
+    for (uint32_t seq = 1; seq <= 5; ++seq) {
+      w.observe(int(rank), call(Api::ncclAllReduce, rank, seq, seq == 5 ? flags : 0), int64_t(seq) * kS, "");
+      if (seq < 5) w.observe(int(rank), call(Api::ncclGpuTiming, rank, seq), int64_t(seq) * kS, "");
+    }
+  }
+  return w;
+}
+
+TEST(HangWatch, TimedNewestCollectiveWithUnseenRanksIsAHang) {
+  HangWatch w = two_local_ranks_in_fifth(0);
+  const auto hangs = w.check(30 * kS);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_EQ(hangs[0].sequence, 5u);
+  EXPECT_EQ(hangs[0].waiting, (std::vector<int>{0, 1}));
+  EXPECT_TRUE(hangs[0].missing.empty());
+}
+
+TEST(HangWatch, UntimedNewestCollectiveIsNoHang) {
+  for (uint32_t flags : {uint32_t{kUntimedCapturing}, uint32_t{kUntimedNoEvent}, uint32_t{kGroupInProgress}}) {
+    HangWatch w = two_local_ranks_in_fifth(flags);
+    EXPECT_TRUE(w.check(30 * kS).empty()) << "flags " << flags;
+  }
+}
+
+// A group's collectives are recorded before its end says whether they will be timed.
+TEST(HangWatch, GroupLaunchedOnNcclsThreadIsNoHang) {
+  HangWatch in_progress = two_local_ranks_in_fifth(kInGroup);
+  for (int rank : {0, 1}) {
+    EventRecord end{};
+    end.api = static_cast<uint16_t>(Api::ncclGroupEnd);
+    end.flags = kGroupInProgress;
+    end.detail = 1;
+    in_progress.observe(rank, end, 5 * kS, "");
+  }
+  EXPECT_TRUE(in_progress.check(30 * kS).empty());
+
+  HangWatch launched = two_local_ranks_in_fifth(kInGroup);
+  for (int rank : {0, 1}) {
+    EventRecord end{};
+    end.api = static_cast<uint16_t>(Api::ncclGroupEnd);
+    end.detail = 1;
+    launched.observe(rank, end, 5 * kS, "");
+  }
+  const auto hangs = launched.check(30 * kS);
+  ASSERT_EQ(hangs.size(), 1u) << "a group that was launched and timed still hangs";
+  EXPECT_EQ(hangs[0].waiting, (std::vector<int>{0, 1}));
+}
+
+// A program that waits for its non-blocking launches (PyTorch) gets them timed: once one such
+// timing came, a launch that never finishes is a hang again.
+TEST(HangWatch, NonBlockingLaunchesOfAProgramThatWaitsForThemCanHang) {
+  HangWatch w(10 * kS);
+  for (uint32_t rank : {0u, 1u}) {
+    for (uint32_t seq = 1; seq <= 5; ++seq) {
+      w.observe(int(rank), call(Api::ncclAllReduce, rank, seq, kGroupInProgress), int64_t(seq) * kS, "");
+      if (seq < 5) w.observe(int(rank), call(Api::ncclGpuTiming, rank, seq, kGroupInProgress), int64_t(seq) * kS, "");
+    }
+  }
+  const auto hangs = w.check(30 * kS);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_EQ(hangs[0].waiting, (std::vector<int>{0, 1}));
+}
+
+// Point-to-point numbers count sends to one peer: send #9 is no ninth collective.
+TEST(HangWatch, PointToPointNumbersAreNotCollectiveNumbers) {
+  HangWatch w(10 * kS);
+  for (uint32_t rank : {0u, 1u}) {
+    for (uint32_t seq = 1; seq <= 5; ++seq) {
+      w.observe(int(rank), call(Api::ncclAllReduce, rank, seq), int64_t(seq) * kS, "");
+      w.observe(int(rank), call(Api::ncclGpuTiming, rank, seq), int64_t(seq) * kS, "");
+    }
+    w.observe(int(rank), call(Api::ncclSend, rank, 9, kPointToPoint | kSend, 1 - rank), 6 * kS, "");
+  }
+  EXPECT_TRUE(w.check(30 * kS).empty());
+}
+
+}  // namespace
+}  // namespace trainshim::collector

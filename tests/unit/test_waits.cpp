@@ -1,0 +1,135 @@
+// The collective-wait section from a run database: point-to-point calls apart from the
+// collectives, collectives captured into CUDA graphs, and calls launched on NCCL's own thread.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "database.hpp"
+#include "report.hpp"
+#include "run_database.hpp"
+#include "run_fixtures.hpp"
+
+namespace trainshim::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using collector::Database;
+
+constexpr uint64_t kWorld = 0xA11, kGraphed = 0xC0;
+
+class WaitsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/trainshim_waits_XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+    path_ = dir_ + "/trainshim-unitjob.db";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  void add(Database& db, int64_t process, Api api, uint32_t rank, uint64_t comm, uint32_t sequence, uint32_t flags,
+           uint32_t peer = 0, uint64_t detail = 0) {
+    EventRecord r{};
+    r.api = static_cast<uint16_t>(api);
+    r.object = comm;
+    r.comm_size = 2;
+    r.rank_in_comm = rank;
+    r.sequence = sequence;
+    r.flags = flags;
+    r.peer = peer;
+    r.detail = detail;
+    clock_ += 1000;
+    db.add_event(process, r, clock_, clock_ + 100);
+  }
+
+  std::string dir_, path_;
+  uint64_t clock_ = 1'000'000;
+};
+
+TEST_F(WaitsTest, PointToPointCapturedAndInProgressAreReportedApart) {
+  {
+    Database db(path_, "unitjob");
+    const int64_t r0 = db.add_process("seg-100", *test::header_for(0, 100, "nodeA"));
+    const int64_t r1 = db.add_process("seg-101", *test::header_for(1, 101, "nodeA"));
+    // One all-reduce, timed on both ranks: the only collective of the matching.
+    for (auto [p, rank, gpu] : {std::tuple{r0, 0u, 5'000'000u}, std::tuple{r1, 1u, 9'000'000u}}) {
+      add(db, p, Api::ncclAllReduce, rank, kWorld, 1, 0);
+      add(db, p, Api::ncclGpuTiming, rank, kWorld, 1, 0, 0, gpu);
+    }
+    // Rank 0 sends twice to rank 1, rank 1 receives once; the group's point-to-point work is
+    // timed once on rank 0. Its numbers (1, 2) must not meet all-reduce #1 in the matching.
+    add(db, r0, Api::ncclSend, 0, kWorld, 1, kPointToPoint | kSend | kInGroup, 1);
+    add(db, r0, Api::ncclSend, 0, kWorld, 2, kPointToPoint | kSend | kInGroup, 1);
+    add(db, r1, Api::ncclRecv, 1, kWorld, 1, kPointToPoint | kInGroup, 0);
+    add(db, r0, Api::ncclGpuTiming, 0, kWorld, 1, kPointToPoint | kSend | kInGroup, 1, 7'000'000);
+    // Three collectives captured into a graph on rank 0, two on rank 1.
+    for (uint32_t seq = 1; seq <= 3; ++seq) add(db, r0, Api::ncclAllReduce, 0, kGraphed, seq, kUntimedCapturing);
+    for (uint32_t seq = 1; seq <= 2; ++seq) add(db, r1, Api::ncclAllReduce, 1, kGraphed, seq, kUntimedCapturing);
+    // A group of 3 operations and a call of its own, all launched on NCCL's thread, never waited for.
+    add(db, r1, Api::ncclGroupEnd, 0, 0, 0, kGroupInProgress, 0, 3);
+    add(db, r1, Api::ncclAllReduce, 1, kWorld, 2, kGroupInProgress);
+    db.commit();
+  }
+  RunDatabase db(path_);
+  const Report report = load_report(db);
+  const WaitReport& w = report.waits;
+  EXPECT_EQ(w.analysis.matched, 1);
+  EXPECT_EQ(w.analysis.incomplete, 0);
+  EXPECT_EQ(w.analysis.duplicates, 0);
+  EXPECT_EQ(w.analysis.communicators, 1);
+  EXPECT_EQ(w.p2p.sends, 2);
+  EXPECT_EQ(w.p2p.recvs, 1);
+  EXPECT_EQ(w.p2p.matched, 1);
+  EXPECT_EQ(w.p2p.unmatched, 1);
+  EXPECT_EQ(w.p2p.timed, 1);
+  EXPECT_EQ(w.p2p.gpu_ns, 7'000'000);
+  EXPECT_EQ(w.untimed_in_group_in_progress, 4);
+  ASSERT_EQ(w.captured.size(), 1u);
+  EXPECT_EQ(w.captured[0].communicator, kGraphed);
+  EXPECT_EQ(w.captured[0].collectives, 3);
+  EXPECT_EQ(w.captured[0].ranks, 2);
+
+  const auto json = render_json(report).at("collective_waits");
+  EXPECT_EQ(json.at("matched"), 1);
+  EXPECT_EQ(json.at("inconsistent"), 0);
+  EXPECT_EQ(json.at("untimed").at("in_group_in_progress"), 4);
+  EXPECT_EQ(json.at("untimed").at("capturing"), 0) << "the header's counter, not the records'";
+  ASSERT_EQ(json.at("captured").size(), 1u);
+  EXPECT_EQ(json.at("captured")[0].at("communicator"), "00000000000000c0");
+  EXPECT_EQ(json.at("captured")[0].at("collectives"), 3);
+  EXPECT_EQ(json.at("captured")[0].at("replays_measured"), false);
+  EXPECT_EQ(json.at("p2p").at("matched"), 1);
+  EXPECT_EQ(json.at("p2p").at("unmatched"), 1);
+
+  const std::string text = render_text(report);
+  EXPECT_NE(text.find("communicator 00000000000000c0: 3 collectives captured into CUDA graphs; their replays are "
+                      "not measured"), std::string::npos) << text;
+  EXPECT_NE(text.find("4 NCCL operations were not timed"), std::string::npos) << text;
+  EXPECT_NE(text.find("point-to-point: 2 sends, 1 receives, 1 pairs matched, 1 calls unmatched, 1 timed"),
+            std::string::npos) << text;
+}
+
+TEST_F(WaitsTest, NothingCapturedNothingSaid) {
+  {
+    Database db(path_, "unitjob");
+    const int64_t r0 = db.add_process("seg-100", *test::header_for(0, 100, "nodeA"));
+    const int64_t r1 = db.add_process("seg-101", *test::header_for(1, 101, "nodeA"));
+    for (auto [p, rank] : {std::pair{r0, 0u}, std::pair{r1, 1u}}) {
+      add(db, p, Api::ncclAllReduce, rank, kWorld, 1, 0);
+      add(db, p, Api::ncclGpuTiming, rank, kWorld, 1, 0, 0, 1'000'000);
+    }
+    db.commit();
+  }
+  RunDatabase db(path_);
+  const Report report = load_report(db);
+  EXPECT_TRUE(report.waits.captured.empty());
+  EXPECT_EQ(report.waits.untimed_in_group_in_progress, 0);
+  const std::string text = render_text(report);
+  EXPECT_EQ(text.find("captured into CUDA graphs"), std::string::npos);
+  EXPECT_EQ(text.find("point-to-point"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace trainshim::cli
