@@ -12,6 +12,9 @@ struct Paths {
   static constexpr const char* programs = TRAINSHIM_TEST_PROGRAMS_DIR;
   static constexpr const char* simcuda = TRAINSHIM_TEST_SIMCUDA_DIR;
   static constexpr const char* source = TRAINSHIM_TEST_SOURCE_DIR;
+  // The PyTorch stand-in (tests/torchlike): PYTHONPATH for `import torch`, with and without .symtab.
+  static constexpr const char* torchlike_site = TRAINSHIM_TEST_TORCHLIKE_SITE;
+  static constexpr const char* torchlike_stripped_site = TRAINSHIM_TEST_TORCHLIKE_STRIPPED_SITE;
 };
 
 struct Outcome {

@@ -25,6 +25,7 @@ cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream);
 cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags);
 cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus* pCaptureStatus);
 cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream);
+cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void* userData);
 }
 
 namespace simcuda {
@@ -528,6 +529,18 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
   }
   *ms = std::chrono::duration<float, std::milli>(tb - ta).count();
   return cudaSuccess;
+}
+
+// ---------------- host functions ----------------
+
+// cudaLaunchHostFunc: fn(userData) runs on the stream's worker in stream order, like the host
+// node the real runtime inserts; the simulated framework's kernels are launched this way.
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
+  if (!fn) return ret(cudaErrorInvalidValue);
+  return submit(stream, [fn, userData] { fn(userData); }, false);
+}
+cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
+  return cudaLaunchHostFunc(stream ? stream : cudaStreamPerThread, fn, userData);
 }
 
 // ---------------- simulation extensions ----------------

@@ -1,0 +1,13 @@
+"""Mirrors torch/utils/data/_utils/collate.py: default_collate stacks tensors (in the worker)."""
+import torch
+
+
+def default_collate(batch):
+    elem = batch[0]
+    if isinstance(elem, torch.Tensor):
+        return torch.stack(batch)
+    if isinstance(elem, (tuple, list)):
+        return type(elem)(default_collate(list(samples)) for samples in zip(*batch))
+    if isinstance(elem, (int, float)):
+        return torch.tensor(batch)
+    return batch
