@@ -1,5 +1,6 @@
 """S8 (R13): a CUDA-graph capture in global mode while all-reduces are in flight must not be
-broken by trainshim. S8_BIG_ELEMENTS shrinks the all-reduce where memory is short."""
+broken by trainshim. S8_BIG_ELEMENTS and S8_STATIC_ELEMENTS shrink the tensors (the simulated
+runtime computes on the host)."""
 import os
 
 import torch
@@ -9,7 +10,7 @@ os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
 os.environ.setdefault("MASTER_PORT", "29512")
 dist.init_process_group("nccl", rank=0, world_size=1)
 big = torch.randn(int(os.environ.get("S8_BIG_ELEMENTS", 256 << 20)), device="cuda")
-static = torch.randn(1 << 20, device="cuda")
+static = torch.randn(int(os.environ.get("S8_STATIC_ELEMENTS", 1 << 20)), device="cuda")
 s = torch.cuda.Stream()
 for i in range(50):
     dist.all_reduce(big)                       # PLANT allreduce
