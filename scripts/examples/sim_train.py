@@ -1,61 +1,62 @@
-"""The bundled example: a small data-parallel training loop on the simulated CUDA runtime.
+"""The bundled example: a small data-parallel training loop, written for PyTorch and run on the
+PyTorch stand-in (tests/torchlike) over the simulated CUDA runtime.
 
-It has the habits trainshim is built to find: the batch is copied from pageable memory (a
-DataLoader with pin_memory=False), the loss is read back every step with `loss.item()`, gradients
-are all-reduced, and rank 1 computes more slowly than the others. The framework is the stand-in
-for PyTorch's native library (tests/programs/fake_torch.cpp, path in argv[1]): its item() is what
-torch's is, a copy of the scalar to the host and a wait for the stream. Run it with scripts/demo.
+It has the habits trainshim is built to find: every batch is copied from pageable memory (a
+DataLoader with pin_memory=False, then a blocking `.to("cuda")`), the loss is read back every step
+with `loss.item()`, gradients are all-reduced, and rank 1 computes more slowly than the others.
+The all-reduce calls NCCL on torch's current stream through ctypes, as ProcessGroupNCCL does
+natively. Run it with scripts/demo.
 """
 import ctypes
 import os
-import sys
 
-ctypes.CDLL("libcudart.so.13", mode=os.RTLD_GLOBAL)
-ctypes.CDLL("libnccl.so.2", mode=os.RTLD_GLOBAL)
-cuda = ctypes.CDLL(None)  # global lookup: the calls reach the preloaded shim, as a framework's do
-torch = ctypes.CDLL(sys.argv[1])
-torch.ft_item.restype = ctypes.c_double
-torch.ft_stream.restype = ctypes.c_void_p
+import torch
+from torch.utils.data import DataLoader, TensorDataset
 
-H2D = 1
-NCCL_FLOAT32, NCCL_SUM = 7, 0
 STEPS = int(os.environ.get("SIM_TRAIN_STEPS", "40"))
-BATCH_BYTES = 1 << 20
-GRADIENT_FLOATS = 1 << 16
+BATCH, FEATURES = 64, 4096
+NCCL_FLOAT32, NCCL_SUM = 7, 0
 
 
 class UniqueId(ctypes.Structure):
     _fields_ = [("internal", ctypes.c_char * 128)]
 
 
-def check(rc, what):
-    if rc != 0:
-        sys.exit(f"{what} failed with {rc}")
+def nccl_world(rank, world):
+    # Looked up in the global scope, as libtorch_cuda's own references to NCCL are bound: the
+    # calls reach a preloaded library first.
+    ctypes.CDLL("libnccl.so.2", mode=os.RTLD_GLOBAL)
+    nccl = ctypes.CDLL(None)
+    unique_id, comm = UniqueId(), ctypes.c_void_p()
+    if nccl.ncclGetUniqueId(ctypes.byref(unique_id)) or nccl.ncclCommInitRank(ctypes.byref(comm), world, unique_id, rank):
+        raise SystemExit("NCCL initialisation failed")
+    return nccl, comm
+
+
+def all_reduce(nccl, comm, tensor):
+    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    if nccl.ncclAllReduce(ctypes.c_void_p(tensor.data_ptr()), ctypes.c_void_p(tensor.data_ptr()),
+                          ctypes.c_size_t(tensor.numel()), NCCL_FLOAT32, NCCL_SUM, comm, stream):
+        raise SystemExit("all-reduce failed")
 
 
 def main():
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    check(torch.ft_init(), "framework init")
-    stream = ctypes.c_void_p(torch.ft_stream())
-    batch_on_device = ctypes.c_void_p()
-    gradients = ctypes.c_void_p()
-    check(cuda.cudaMalloc(ctypes.byref(batch_on_device), BATCH_BYTES), "cudaMalloc")
-    check(cuda.cudaMalloc(ctypes.byref(gradients), GRADIENT_FLOATS * 4), "cudaMalloc")
-    unique_id = UniqueId()
-    check(cuda.ncclGetUniqueId(ctypes.byref(unique_id)), "ncclGetUniqueId")
-    comm = ctypes.c_void_p()
-    check(cuda.ncclCommInitRank(ctypes.byref(comm), world, unique_id, rank), "ncclCommInitRank")
-
-    batch = ctypes.create_string_buffer(BATCH_BYTES)  # pageable: pin_memory=False
-    for _ in range(STEPS):
-        check(cuda.cudaMemcpyAsync(batch_on_device, batch, ctypes.c_size_t(BATCH_BYTES), H2D, stream), "copy batch")
-        check(torch.ft_busy(ctypes.c_uint(3000 if rank == 1 else 1500)), "forward/backward")
-        check(cuda.ncclAllReduce(gradients, gradients, ctypes.c_size_t(GRADIENT_FLOATS), NCCL_FLOAT32, NCCL_SUM,
-                                 comm, stream), "all-reduce")
-        loss = torch.ft_item()  # loss.item()
-    check(cuda.ncclCommDestroy(comm), "ncclCommDestroy")
-    print(f"rank {rank}: {STEPS} steps done, last loss {loss}")
+    nccl, comm = nccl_world(rank, world)
+    data = TensorDataset(torch.randn(STEPS * BATCH, FEATURES))
+    loader = DataLoader(data, batch_size=BATCH, pin_memory=False)
+    weights = torch.randn(BATCH, FEATURES, device="cuda")
+    repeats = 2 if rank == 1 else 1  # rank 1 is the straggler
+    for (batch,) in loader:
+        inputs = batch.to("cuda")  # pageable batch, blocking upload
+        for _ in range(repeats):
+            gradients = inputs * weights
+        loss = gradients.sum()
+        all_reduce(nccl, comm, gradients)
+        last_loss = loss.item()  # loss.item() every step
+    nccl.ncclCommDestroy(comm)
+    print(f"rank {rank}: {STEPS} steps done, last loss {last_loss:.3f}")
 
 
 if __name__ == "__main__":

@@ -11,23 +11,19 @@ namespace {
 using nlohmann::json;
 
 // The training script of each night, always at the same path (as a checkout is).
-const char* kBase = R"(import ctypes
-import sys
-
-ft = ctypes.CDLL(sys.argv[1])
-ft.ft_item.restype = ctypes.c_double
+const char* kBase = R"(import torch
 
 
-def train_step(step):
-    ft.ft_busy(200)
-    loss = ft.ft_item()
-    return loss
+def train_step(step, weights):
+    loss = (weights * step).sum()
+    value = loss.item()
+    return value
 
 
 def main():
-    ft.ft_init()
+    weights = torch.randn(1024, device="cuda")
     for step in range(10):
-        train_step(step)
+        train_step(step, weights)
 
 
 main()
@@ -35,10 +31,10 @@ main()
 
 std::string changed() {
   std::string s = kBase;
-  s.replace(s.find("    return loss\n"), 16,
-            "    extra = ft.ft_item()  # NEW item\n"
-            "    ft.ft_upload(ctypes.c_size_t(1 << 16))  # NEW upload\n"
-            "    return loss + extra\n");
+  s.replace(s.find("    return value\n"), 17,
+            "    extra = loss.item()  # NEW item\n"
+            "    torch.ones(1 << 14).to(\"cuda\", non_blocking=True)  # NEW upload\n"
+            "    return value + extra\n");
   return s;
 }
 
@@ -48,8 +44,8 @@ class NightlyAudit : public ::testing::Test {
  protected:
   void night(const std::string& script, const std::string& db) {
     std::ofstream(s.dir + "/train.py") << script;
-    ASSERT_EQ(run(trainshim_cli() + " run --no-report --out " + db + " -- python3 " + s.dir + "/train.py " +
-                  Paths::programs + "/libfake_torch.so")
+    ASSERT_EQ(run("PYTHONPATH=" + std::string(Paths::torchlike_site) + " " + trainshim_cli() + " run --no-report --out " +
+                  db + " -- python3 " + s.dir + "/train.py")
                   .exit_code,
               0);
   }
@@ -115,7 +111,7 @@ TEST_F(NightlyAudit, PolicyLimitsAndAllowList) {
   const auto strict = run(trainshim_cli() + " audit " + s.dir + "/run.db --policy " + s.dir + "/strict.toml");
   EXPECT_EQ(strict.exit_code, 1) << strict.out;
   EXPECT_NE(strict.out.find("1.0 hidden syncs per step, limit 0.5"), std::string::npos) << strict.out;
-  const std::string line = std::to_string(marked_line(s.dir + "/train.py", "loss = ft.ft_item()"));
+  const std::string line = std::to_string(marked_line(s.dir + "/train.py", "value = loss.item()"));
   std::ofstream(s.dir + "/allow.toml") << "[limits]\nhidden_syncs_per_step = 0.5\nblocked_share = 1.0\n"
                                           "[[allow]]\nsite = \"train.py:" + line + "\"\nreason = \"loss logging\"\n";
   const auto allowed = run(trainshim_cli() + " audit " + s.dir + "/run.db --policy " + s.dir + "/allow.toml");

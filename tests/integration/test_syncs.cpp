@@ -37,11 +37,22 @@ json site_at(const json& sites, const std::string& file, int line) {
 
 class PlantedPythonSyncs : public ::testing::TestWithParam<std::string> {};
 
+// The Python frames from the planted file outwards (the frames above them are torch's own).
+json user_frames(const json& stack, const std::string& file) {
+  json out = json::array();
+  bool inside = false;
+  for (const auto& frame : stack) {
+    inside = inside || ends_with(frame.at("file").get<std::string>(), file);
+    if (inside) out.push_back(frame);
+  }
+  return out;
+}
+
 TEST_P(PlantedPythonSyncs, ReportNamesExactlyThePlantedLines) {
   Scratch s;
   const std::string script = std::string(Paths::source) + "/tests/python/planted_syncs.py";
-  const auto result = run(trainshim_cli() + " run --json --out " + s.db() + " -- " + GetParam() + " " + script + " " +
-                          Paths::programs + "/libfake_torch.so");
+  const auto result = run("PYTHONPATH=" + std::string(Paths::torchlike_site) + " " + trainshim_cli() + " run --json --out " +
+                          s.db() + " -- " + GetParam() + " " + script);
   ASSERT_EQ(result.exit_code, 0) << result.out;
   const json report = json::parse(result.out);
   ASSERT_EQ(report.at("ranks").size(), 1u) << "forked workers that make no CUDA call must leave no trace";
@@ -50,7 +61,8 @@ TEST_P(PlantedPythonSyncs, ReportNamesExactlyThePlantedLines) {
   EXPECT_EQ(rank.at("steps").at("count"), 12) << rank.at("steps").dump();
   const json& hidden = rank.at("hidden_syncs");
   const json& explicit_syncs = rank.at("explicit_syncs");
-  ASSERT_EQ(hidden.size(), 4u) << hidden.dump(1);
+  // torch's cudaFree(nullptr) at the first CUDA tensor creates the context: never a sync.
+  EXPECT_EQ(hidden.size(), 4u) << hidden.dump(1);
   ASSERT_EQ(explicit_syncs.size(), 1u) << explicit_syncs.dump(1);
 
   struct Expected {
@@ -62,7 +74,7 @@ TEST_P(PlantedPythonSyncs, ReportNamesExactlyThePlantedLines) {
   };
   const std::vector<Expected> planted_hidden = {
       {"# PLANTED item", "Tensor.item()", "loss_value", 12, {"train_step", "main"}},
-      {"# PLANTED cpu", "Tensor.cpu() / .to('cpu') / .copy_()", "accuracy", 6, {"metrics", "train_step", "main"}},
+      {"# PLANTED cpu", "Tensor.cpu() / .to('cpu')", "accuracy", 6, {"metrics", "train_step", "main"}},
       {"# PLANTED nonzero", "nonzero() / boolean-mask indexing", "train_step", 12, {"main"}},
       {"# PLANTED thread_item", "Tensor.item()", "background_eval", 5, {"run"}},
   };
@@ -77,8 +89,8 @@ TEST_P(PlantedPythonSyncs, ReportNamesExactlyThePlantedLines) {
     EXPECT_DOUBLE_EQ(site.at("per_step").get<double>(), p.calls / 12.0);
     EXPECT_EQ(site.at("source"), line_text(script, line));
     EXPECT_GT(site.at("blocked_ns").get<int64_t>(), 0);
-    const json& stack = site.at("python_stack");
-    ASSERT_GT(stack.size(), p.callers.size());
+    const json stack = user_frames(site.at("python_stack"), "planted_syncs.py");
+    ASSERT_GT(stack.size(), p.callers.size()) << site.at("python_stack").dump(1);
     EXPECT_EQ(stack[0].at("line"), line);
     for (std::size_t i = 0; i < p.callers.size(); ++i) EXPECT_EQ(stack[i + 1].at("function"), p.callers[i]) << i;
   }
@@ -86,10 +98,12 @@ TEST_P(PlantedPythonSyncs, ReportNamesExactlyThePlantedLines) {
   EXPECT_EQ(sync.at("operation"), "torch.cuda.synchronize()");
   EXPECT_EQ(sync.at("function"), "train_step");
   EXPECT_EQ(sync.at("calls"), 12);
-  EXPECT_NE(sync.at("native_frame").get<std::string>().find("c10::cuda::device_synchronize"), std::string::npos);
+  EXPECT_NE(sync.at("native_frame").get<std::string>().find("THCPModule_cudaSynchronize"), std::string::npos)
+      << sync.at("native_frame");
 
+  // The outermost op entry names the operation.
   const json item = site_at(hidden, "planted_syncs.py", marked_line(script, "# PLANTED item"));
-  EXPECT_NE(item.at("native_frame").get<std::string>().find("at::native::_local_scalar_dense"), std::string::npos)
+  EXPECT_NE(item.at("native_frame").get<std::string>().find("at::_ops::item::call"), std::string::npos)
       << item.at("native_frame");
 }
 
@@ -115,20 +129,24 @@ TEST(NativeSyncs, FramesComeOutDemangledAtTheirLines) {
   EXPECT_EQ(drain.at("line"), marked_line(source, "NATIVE_EXPLICIT_LINE"));
   EXPECT_EQ(drain.at("calls"), 8);
 
-  ASSERT_EQ(rank.at("hidden_syncs").size(), 1u) << rank.at("hidden_syncs").dump(1);
-  const json item = rank.at("hidden_syncs")[0];
-  EXPECT_EQ(item.at("operation"), "Tensor.item()");
-  EXPECT_EQ(item.at("function"), "planted::read_loss(int)");
+  // The only hidden sync is the item(); torch's cudaFree(nullptr) (context creation) is none.
+  EXPECT_EQ(rank.at("hidden_syncs").size(), 1u) << rank.at("hidden_syncs").dump(1);
+  const json item = find_row(rank.at("hidden_syncs"), {{"operation", "Tensor.item()"}});
+  ASSERT_FALSE(item.is_null()) << rank.at("hidden_syncs").dump(1);
+  EXPECT_EQ(item.at("function"), "planted::read_loss(at::Tensor const&, int)");
   EXPECT_EQ(item.at("line"), marked_line(source, "NATIVE_ITEM_LINE"));
   EXPECT_EQ(item.at("calls"), 8);
   std::vector<std::string> functions;
   for (const auto& f : item.at("native_stack")) functions.push_back(f.at("function"));
-  ASSERT_GE(functions.size(), 5u);
-  EXPECT_EQ(functions[0], "at::native::_local_scalar_dense(void const*)");
-  EXPECT_EQ(functions[1], "ft_item");
-  EXPECT_EQ(functions[2], "planted::read_loss(int)");
-  EXPECT_EQ(functions[3], "planted::log_metrics(int)");
-  EXPECT_EQ(functions[4], "main");
+  ASSERT_GE(functions.size(), 8u);
+  EXPECT_EQ(functions[0], "at::native::_local_scalar_dense_cuda(at::Tensor const&)");
+  EXPECT_EQ(functions[1], "at::(anonymous namespace)::(anonymous namespace)::wrapper_CUDA___local_scalar_dense(at::Tensor const&)");
+  EXPECT_EQ(functions[2], "at::_ops::_local_scalar_dense::call(at::Tensor const&)");
+  EXPECT_EQ(functions[3], "at::native::item(at::Tensor const&)");
+  EXPECT_EQ(functions[4], "at::_ops::item::call(at::Tensor const&)");
+  EXPECT_EQ(functions[5], "planted::read_loss(at::Tensor const&, int)");
+  EXPECT_EQ(functions[6], "planted::log_metrics(at::Tensor const&, int)");
+  EXPECT_EQ(functions[7], "main");
 }
 
 }  // namespace

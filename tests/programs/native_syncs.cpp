@@ -1,13 +1,11 @@
-// A C++ program with synchronisations at known places: an explicit one in its own function, and
-// hidden ones (Tensor.item() through the stand-in framework) two and three calls deep.
+// A C++ program over libtorch (the stand-in's libtorch_cpu / libtorch_cuda) with
+// synchronisations at known places: an explicit one in its own function, and a hidden one
+// (Tensor::item through at::_ops::item::call) two and three calls deep.
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
 
-extern "C" {
-int ft_init();
-double ft_item();
-}
+#include "torchlike/aten.h"
 
 namespace planted {
 
@@ -17,19 +15,21 @@ __attribute__((noinline)) void drain_queue() {
   cudaStreamSynchronize(g_stream);  // NATIVE_EXPLICIT_LINE
 }
 
-__attribute__((noinline)) double read_loss(int step) {
-  return ft_item() + step;  // NATIVE_ITEM_LINE
+__attribute__((noinline)) double read_loss(const at::Tensor& loss, int step) {
+  return at::_ops::item::call(loss).to<double>() + step;  // NATIVE_ITEM_LINE
 }
 
-__attribute__((noinline)) double log_metrics(int step) { return read_loss(step) * 2; }
+__attribute__((noinline)) double log_metrics(const at::Tensor& loss, int step) { return read_loss(loss, step) * 2; }
 
 }  // namespace planted
 
 int main() {
-  if (ft_init() != 0 || cudaStreamCreate(&planted::g_stream) != cudaSuccess) return 1;
+  if (cudaStreamCreate(&planted::g_stream) != cudaSuccess) return 1;
+  const at::Tensor weights = at::_ops::randn::call({256}, at::kFloat, at::kCUDA);
   double total = 0;
   for (int step = 0; step < 8; ++step) {
-    total += planted::log_metrics(step);
+    const at::Tensor loss = at::_ops::sum_dim_IntList::call(weights, {}, false);
+    total += planted::log_metrics(loss, step);
     planted::drain_queue();
   }
   std::printf("total %.1f\n", total);

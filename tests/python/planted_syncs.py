@@ -1,68 +1,59 @@
 """Synchronisations planted at known lines, for the hidden-sync audit's end-to-end test.
 
 Every line marked `# PLANTED <name>` must appear in the report with exactly the count the test
-expects; nothing else may. The framework is tests/programs/fake_torch.cpp, reached through ctypes
-(which releases the GIL, as torch does), so the calls below are what `loss.item()`, `.cpu()`,
-`nonzero()` and `torch.cuda.synchronize()` do inside PyTorch.
+expects; nothing else may. This is PyTorch code; the tests run it on the PyTorch stand-in
+(tests/torchlike, on PYTHONPATH), whose native libraries make torch's CUDA calls through torch's
+call chains.
 """
-import ctypes
-import os
-import sys
 import threading
 
-ft = ctypes.CDLL(sys.argv[1])
-ft.ft_item.restype = ctypes.c_double
-ft.ft_nonzero.restype = ctypes.c_long
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
 STEPS = 12
 
 
-def loss_value():
-    return ft.ft_item()  # PLANTED item
+def loss_value(loss):
+    return loss.item()  # PLANTED item
 
 
-def accuracy():
-    return ft.ft_cpu(ctypes.c_size_t(1024))  # PLANTED cpu
+def accuracy(logits):
+    return logits.cpu()  # PLANTED cpu
 
 
-def metrics():
-    return accuracy()
+def metrics(logits):
+    return accuracy(logits)
 
 
-def train_step(step):
-    ft.ft_busy(200)
-    loss = loss_value()
+def train_step(step, weights):
+    logits = weights * step
+    loss = logits.sum()
+    value = loss_value(loss)
     if step % 2 == 0:
-        metrics()
-    ft.ft_nonzero()  # PLANTED nonzero
-    ft.ft_synchronize()  # PLANTED synchronize
-    return loss
+        metrics(logits)
+    (logits > 0).nonzero()  # PLANTED nonzero
+    torch.cuda.synchronize()  # PLANTED synchronize
+    return value
 
 
-def background_eval():
+def background_eval(weights):
     for _ in range(5):
-        ft.ft_item()  # PLANTED thread_item
+        weights.sum().item()  # PLANTED thread_item
 
 
 def data_loader_workers(count):
-    """Forked like DataLoader workers: they make no CUDA call and must leave no trace."""
-    children = []
-    for _ in range(count):
-        pid = os.fork()
-        if pid == 0:
-            sum(range(10000))
-            os._exit(0)
-        children.append(pid)
-    for pid in children:
-        os.waitpid(pid, 0)
+    """DataLoader workers are forked; they make no CUDA call and must leave no trace."""
+    dataset = TensorDataset(torch.randn(16, 4))
+    for (batch,) in DataLoader(dataset, batch_size=4, num_workers=count):
+        batch.sum()
 
 
 def main():
-    if ft.ft_init() != 0:
-        sys.exit("ft_init failed")
+    weights = torch.randn(256, device="cuda")
     data_loader_workers(2)
     for step in range(STEPS):
-        train_step(step)
-    thread = threading.Thread(target=background_eval)
+        train_step(step, weights)
+    thread = threading.Thread(target=background_eval, args=(weights,))
     thread.start()
     thread.join()
 

@@ -84,7 +84,11 @@ from torch.functional import unique  # noqa: E402,F401
 
 
 def _device_code(where):
-    return 0 if where is None else device(where)._code
+    """torch::utils::device_lazy_init: a CUDA tensor initialises torch.cuda first."""
+    code = 0 if where is None else device(where)._code
+    if code == 1:
+        cuda._lazy_init()
+    return code
 
 
 def _shape(size):

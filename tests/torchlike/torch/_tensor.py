@@ -165,6 +165,7 @@ class Tensor:
         return Tensor._wrap(_call("cpu", self._cdata))
 
     def cuda(self, device=None, non_blocking=False):
+        torch.cuda._lazy_init()
         return Tensor._wrap(_call("cuda", self._cdata, 1 if non_blocking else 0))
 
     def to(self, *args, non_blocking=False, copy=False, dtype=None, device=None):
@@ -175,7 +176,7 @@ class Tensor:
                 device = arg
             elif isinstance(arg, Tensor):
                 dtype, device = arg.dtype, arg.device
-        device_code = -1 if device is None else torch.device(device)._code
+        device_code = -1 if device is None else torch._device_code(device)
         dtype_code = -1 if dtype is None else dtype._code
         return Tensor._wrap(_call("to", self._cdata, device_code, dtype_code, 1 if non_blocking else 0, 1 if copy else 0))
 

@@ -17,17 +17,25 @@ void set_error(const std::string& message) {
 
 at::Tensor* wrap(at::Tensor tensor) { return new at::Tensor(std::move(tensor)); }
 
+namespace {
+std::vector<MethodDef>& all_methods() {
+  static std::vector<MethodDef> methods;
+  return methods;
+}
+}  // namespace
+
+RegisterMethods::RegisterMethods(const MethodDef* table) {
+  for (const MethodDef* m = table; m->name; ++m) all_methods().push_back(*m);
+}
+
 }  // namespace torch
 
 extern "C" {
 
-// The module init: every binding, in one table.
+// The module init: every binding file's table, in one.
 TORCH_PYTHON_API const torch::MethodDef* torchlike_methods() {
   static const std::vector<torch::MethodDef> table = [] {
-    std::vector<torch::MethodDef> all;
-    for (const torch::MethodDef* list :
-         {torch::variable_methods, torch::torch_functions, torch::cuda_methods, torch::engine_methods})
-      for (const torch::MethodDef* m = list; m->name; ++m) all.push_back(*m);
+    std::vector<torch::MethodDef> all = torch::all_methods();
     all.push_back({nullptr, nullptr, nullptr});
     return all;
   }();

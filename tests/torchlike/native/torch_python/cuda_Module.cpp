@@ -4,12 +4,10 @@
 #include "torchlike/c10_cuda.h"
 #include "torchlike/cuda_event.h"
 
-namespace torch {
-namespace {
-
+// As in torch/csrc/cuda: the bindings are global functions (static in Stream.cpp and Event.cpp).
 using c10::cuda::CUDAStream;
 
-cudaStream_t stream_of(void* handle) { return static_cast<cudaStream_t>(handle); }
+static cudaStream_t stream_of(void* handle) { return static_cast<cudaStream_t>(handle); }
 
 // Mirrors THCPModule_cudaSynchronize: c10::cuda::device_synchronize with the GIL released.
 TORCHLIKE_FRAME int64_t THCPModule_cudaSynchronize() {
@@ -40,14 +38,14 @@ int64_t THCPModule_setStream_wrap(void* stream) {
 }
 
 // Mirrors THCPStream_pynew: a stream from the pool.
-TORCHLIKE_FRAME void* THCPStream_pynew(int64_t priority) {
+static TORCHLIKE_FRAME void* THCPStream_pynew(int64_t priority) {
   HANDLE_TH_ERRORS
   return c10::cuda::getStreamFromPool(priority < 0).stream();
   END_HANDLE_TH_ERRORS(nullptr)
 }
 
 // Mirrors THCPStream_synchronize: CUDAStream::synchronize with the GIL released.
-TORCHLIKE_FRAME int64_t THCPStream_synchronize(void* stream) {
+static TORCHLIKE_FRAME int64_t THCPStream_synchronize(void* stream) {
   HANDLE_TH_ERRORS
   CUDAStream(stream_of(stream)).synchronize();
   return 0;
@@ -55,21 +53,21 @@ TORCHLIKE_FRAME int64_t THCPStream_synchronize(void* stream) {
 }
 
 // Mirrors THCPStream_query: CUDAStream::query (cudaStreamQuery, a poll, not a wait).
-TORCHLIKE_FRAME int64_t THCPStream_query(void* stream) {
+static TORCHLIKE_FRAME int64_t THCPStream_query(void* stream) {
   HANDLE_TH_ERRORS
   return CUDAStream(stream_of(stream)).query() ? 1 : 0;
   END_HANDLE_TH_ERRORS(-1)
 }
 
 // Mirrors THCPEvent_pynew (the event itself is created at its first record).
-void* THCPEvent_pynew(int64_t enable_timing) {
+static void* THCPEvent_pynew(int64_t enable_timing) {
   auto* event = new at::cuda::CUDAEvent;
   if (enable_timing) event->flags_ = cudaEventDefault;
   return event;
 }
-void THCPEvent_dealloc(void* event) { delete static_cast<at::cuda::CUDAEvent*>(event); }
+static void THCPEvent_dealloc(void* event) { delete static_cast<at::cuda::CUDAEvent*>(event); }
 
-TORCHLIKE_FRAME int64_t THCPEvent_record(void* event, void* stream) {
+static TORCHLIKE_FRAME int64_t THCPEvent_record(void* event, void* stream) {
   HANDLE_TH_ERRORS
   static_cast<at::cuda::CUDAEvent*>(event)->record(CUDAStream(stream_of(stream)));
   return 0;
@@ -77,21 +75,21 @@ TORCHLIKE_FRAME int64_t THCPEvent_record(void* event, void* stream) {
 }
 
 // Mirrors THCPEvent_synchronize: the inline CUDAEvent::synchronize, so no CUDAEvent frame.
-TORCHLIKE_FRAME int64_t THCPEvent_synchronize(void* event) {
+static TORCHLIKE_FRAME int64_t THCPEvent_synchronize(void* event) {
   HANDLE_TH_ERRORS
   static_cast<at::cuda::CUDAEvent*>(event)->synchronize();
   return 0;
   END_HANDLE_TH_ERRORS(-1)
 }
 
-TORCHLIKE_FRAME int64_t THCPEvent_query(void* event) {
+static TORCHLIKE_FRAME int64_t THCPEvent_query(void* event) {
   HANDLE_TH_ERRORS
   return static_cast<at::cuda::CUDAEvent*>(event)->query() ? 1 : 0;
   END_HANDLE_TH_ERRORS(-1)
 }
 
 // Mirrors THCPEvent_wait: the stream waits for the event on the device (CUDAEvent::block).
-TORCHLIKE_FRAME int64_t THCPEvent_wait(void* event, void* stream) {
+static TORCHLIKE_FRAME int64_t THCPEvent_wait(void* event, void* stream) {
   HANDLE_TH_ERRORS
   static_cast<at::cuda::CUDAEvent*>(event)->block(CUDAStream(stream_of(stream)));
   return 0;
@@ -99,29 +97,30 @@ TORCHLIKE_FRAME int64_t THCPEvent_wait(void* event, void* stream) {
 }
 
 // The _CUDAGraph methods (pybind11 in Graph.cpp, bound to at::cuda::CUDAGraph).
-void* THCPGraph_new() { return new at::cuda::CUDAGraph; }
-void THCPGraph_dealloc(void* graph) { delete static_cast<at::cuda::CUDAGraph*>(graph); }
-TORCHLIKE_FRAME int64_t THCPGraph_capture_begin(void* graph, int64_t mode) {
+static void* THCPGraph_new() { return new at::cuda::CUDAGraph; }
+static void THCPGraph_dealloc(void* graph) { delete static_cast<at::cuda::CUDAGraph*>(graph); }
+static TORCHLIKE_FRAME int64_t THCPGraph_capture_begin(void* graph, int64_t mode) {
   HANDLE_TH_ERRORS
   static_cast<at::cuda::CUDAGraph*>(graph)->capture_begin(static_cast<cudaStreamCaptureMode>(mode));
   return 0;
   END_HANDLE_TH_ERRORS(-1)
 }
-TORCHLIKE_FRAME int64_t THCPGraph_capture_end(void* graph) {
+static TORCHLIKE_FRAME int64_t THCPGraph_capture_end(void* graph) {
   HANDLE_TH_ERRORS
   static_cast<at::cuda::CUDAGraph*>(graph)->capture_end();
   return 0;
   END_HANDLE_TH_ERRORS(-1)
 }
-TORCHLIKE_FRAME int64_t THCPGraph_replay(void* graph) {
+static TORCHLIKE_FRAME int64_t THCPGraph_replay(void* graph) {
   HANDLE_TH_ERRORS
   static_cast<at::cuda::CUDAGraph*>(graph)->replay();
   return 0;
   END_HANDLE_TH_ERRORS(-1)
 }
 
-}  // namespace
+namespace torch {
 
+namespace {
 const MethodDef cuda_methods[] = {
     {"_cuda_synchronize", "l:", reinterpret_cast<void*>(THCPModule_cudaSynchronize)},
     {"_cuda_emptyCache", "l:", reinterpret_cast<void*>(THCPModule_emptyCache)},
@@ -144,5 +143,7 @@ const MethodDef cuda_methods[] = {
     {"graph_replay", "l:p", reinterpret_cast<void*>(THCPGraph_replay)},
     {nullptr, nullptr, nullptr},
 };
+const RegisterMethods register_cuda_methods(cuda_methods);
+}  // namespace
 
 }  // namespace torch

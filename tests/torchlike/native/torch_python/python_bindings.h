@@ -26,11 +26,12 @@ void set_error(const std::string& message);
 at::Tensor* wrap(at::Tensor tensor);
 inline at::Tensor& unpack(void* handle) { return *static_cast<at::Tensor*>(handle); }
 
-// The tables of each binding file, terminated by an entry with a null name.
-extern const MethodDef variable_methods[];
-extern const MethodDef torch_functions[];
-extern const MethodDef cuda_methods[];
-extern const MethodDef engine_methods[];
+// Each binding file adds its table (terminated by an entry with a null name) when the library
+// is loaded, as initModule adds every file's methods to torch._C:
+//   const torch::RegisterMethods register_my_methods(my_methods);
+struct RegisterMethods {
+  explicit RegisterMethods(const MethodDef* table);
+};
 
 }  // namespace torch
 

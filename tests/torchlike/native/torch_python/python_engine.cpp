@@ -43,23 +43,24 @@ const RegisterPythonEngine register_python_engine;
 
 }  // namespace torch::autograd::python
 
-namespace torch {
-namespace {
-
 // Mirrors THPEngine_run_backward: the root's gradient defaults to ones (Python builds it).
 TORCHLIKE_FRAME int64_t THPEngine_run_backward(void* root, void* grad) {
   HANDLE_TH_ERRORS
-  auto& engine = static_cast<autograd::python::PythonEngine&>(autograd::python::PythonEngine::get_python_engine());
-  engine.execute(unpack(root), unpack(grad));
+  auto& engine = static_cast<torch::autograd::python::PythonEngine&>(
+      torch::autograd::python::PythonEngine::get_python_engine());
+  engine.execute(torch::unpack(root), torch::unpack(grad));
   return 0;
   END_HANDLE_TH_ERRORS(-1)
 }
 
-}  // namespace
+namespace torch {
 
+namespace {
 const MethodDef engine_methods[] = {
     {"run_backward", "l:pp", reinterpret_cast<void*>(THPEngine_run_backward)},
     {nullptr, nullptr, nullptr},
 };
+const RegisterMethods register_engine_methods(engine_methods);
+}  // namespace
 
 }  // namespace torch

@@ -17,13 +17,14 @@ TORCHLIKE_FRAME at::Tensor tensor_to_list(const at::Tensor& tensor) {
 
 }  // namespace utils
 
-namespace {
+// Static functions of torch::autograd, as in the generated binding files.
+namespace autograd {
 
 using at::Tensor;
 
 std::vector<int64_t> shape(const int64_t* sizes, int64_t ndim) { return {sizes, sizes + ndim}; }
 
-TORCHLIKE_FRAME void* THPVariable_empty(const int64_t* sizes, int64_t ndim, int64_t dtype, int64_t device,
+static TORCHLIKE_FRAME void* THPVariable_empty(const int64_t* sizes, int64_t ndim, int64_t dtype, int64_t device,
                                         int64_t pin_memory) {
   HANDLE_TH_ERRORS
   return wrap(at::empty(shape(sizes, ndim), static_cast<at::ScalarType>(dtype), static_cast<at::DeviceType>(device),
@@ -32,7 +33,7 @@ TORCHLIKE_FRAME void* THPVariable_empty(const int64_t* sizes, int64_t ndim, int6
 }
 
 // torch.full / zeros / ones: empty + fill_.
-TORCHLIKE_FRAME void* THPVariable_full(const int64_t* sizes, int64_t ndim, double value, int64_t dtype, int64_t device) {
+static TORCHLIKE_FRAME void* THPVariable_full(const int64_t* sizes, int64_t ndim, double value, int64_t dtype, int64_t device) {
   HANDLE_TH_ERRORS
   Tensor t = at::empty(shape(sizes, ndim), static_cast<at::ScalarType>(dtype), static_cast<at::DeviceType>(device));
   at::_ops::fill__Scalar::call(t, {value, at::kDouble});
@@ -40,20 +41,20 @@ TORCHLIKE_FRAME void* THPVariable_full(const int64_t* sizes, int64_t ndim, doubl
   END_HANDLE_TH_ERRORS(nullptr)
 }
 
-TORCHLIKE_FRAME void* THPVariable_randn(const int64_t* sizes, int64_t ndim, int64_t dtype, int64_t device) {
+static TORCHLIKE_FRAME void* THPVariable_randn(const int64_t* sizes, int64_t ndim, int64_t dtype, int64_t device) {
   HANDLE_TH_ERRORS
   return wrap(at::_ops::randn::call(shape(sizes, ndim), static_cast<at::ScalarType>(dtype),
                                     static_cast<at::DeviceType>(device)));
   END_HANDLE_TH_ERRORS(nullptr)
 }
 
-TORCHLIKE_FRAME void* THPVariable_randint(int64_t low, int64_t high, const int64_t* sizes, int64_t ndim, int64_t device) {
+static TORCHLIKE_FRAME void* THPVariable_randint(int64_t low, int64_t high, const int64_t* sizes, int64_t ndim, int64_t device) {
   HANDLE_TH_ERRORS
   return wrap(at::_ops::randint_low::call(low, high, shape(sizes, ndim), static_cast<at::DeviceType>(device)));
   END_HANDLE_TH_ERRORS(nullptr)
 }
 
-TORCHLIKE_FRAME void* THPVariable_arange(double start, double end, double step, int64_t dtype, int64_t device) {
+static TORCHLIKE_FRAME void* THPVariable_arange(double start, double end, double step, int64_t dtype, int64_t device) {
   HANDLE_TH_ERRORS
   return wrap(at::_ops::arange_start_step::call({start, at::kDouble}, {end, at::kDouble}, {step, at::kDouble},
                                                 static_cast<at::ScalarType>(dtype), static_cast<at::DeviceType>(device)));
@@ -61,7 +62,7 @@ TORCHLIKE_FRAME void* THPVariable_arange(double start, double end, double step, 
 }
 
 // Mirrors torch::utils::tensor_ctor: the data is built on the CPU, then moved (a blocking copy).
-TORCHLIKE_FRAME void* THPVariable_tensor(const double* values, const int64_t* sizes, int64_t ndim, int64_t dtype,
+static TORCHLIKE_FRAME void* THPVariable_tensor(const double* values, const int64_t* sizes, int64_t ndim, int64_t dtype,
                                          int64_t device) {
   HANDLE_TH_ERRORS
   Tensor cpu = at::empty(shape(sizes, ndim), static_cast<at::ScalarType>(dtype), at::kCPU);
@@ -71,20 +72,20 @@ TORCHLIKE_FRAME void* THPVariable_tensor(const double* values, const int64_t* si
   END_HANDLE_TH_ERRORS(nullptr)
 }
 
-TORCHLIKE_FRAME void* THPVariable_nonzero(void* self) {
+static TORCHLIKE_FRAME void* THPVariable_nonzero(void* self) {
   HANDLE_TH_ERRORS
   return wrap(at::_ops::nonzero::call(unpack(self)));
   END_HANDLE_TH_ERRORS(nullptr)
 }
 
-TORCHLIKE_FRAME void* THPVariable_masked_select(void* self, void* mask) {
+static TORCHLIKE_FRAME void* THPVariable_masked_select(void* self, void* mask) {
   HANDLE_TH_ERRORS
   return wrap(at::_ops::masked_select::call(unpack(self), unpack(mask)));
   END_HANDLE_TH_ERRORS(nullptr)
 }
 
 // torch._unique2: the values; the counts through `counts_out` when asked for.
-TORCHLIKE_FRAME void* THPVariable__unique2(void* self, int64_t return_counts, void** counts_out) {
+static TORCHLIKE_FRAME void* THPVariable__unique2(void* self, int64_t return_counts, void** counts_out) {
   HANDLE_TH_ERRORS
   auto [values, inverse, counts] = at::_ops::_unique2::call(unpack(self), true, false, return_counts != 0);
   if (return_counts) *counts_out = wrap(counts);
@@ -92,31 +93,31 @@ TORCHLIKE_FRAME void* THPVariable__unique2(void* self, int64_t return_counts, vo
   END_HANDLE_TH_ERRORS(nullptr)
 }
 
-TORCHLIKE_FRAME void* THPVariable_repeat_interleave(void* repeats) {
+static TORCHLIKE_FRAME void* THPVariable_repeat_interleave(void* repeats) {
   HANDLE_TH_ERRORS
   return wrap(at::_ops::repeat_interleave_Tensor::call(unpack(repeats)));
   END_HANDLE_TH_ERRORS(nullptr)
 }
 
-TORCHLIKE_FRAME int64_t THPVariable_equal(void* self, void* other) {
+static TORCHLIKE_FRAME int64_t THPVariable_equal(void* self, void* other) {
   HANDLE_TH_ERRORS
   return at::_ops::equal::call(unpack(self), unpack(other)) ? 1 : 0;
   END_HANDLE_TH_ERRORS(-1)
 }
 
-TORCHLIKE_FRAME void* THPVariable_bincount(void* self, int64_t minlength) {
+static TORCHLIKE_FRAME void* THPVariable_bincount(void* self, int64_t minlength) {
   HANDLE_TH_ERRORS
   return wrap(at::_ops::bincount::call(unpack(self), minlength));
   END_HANDLE_TH_ERRORS(nullptr)
 }
 
-TORCHLIKE_FRAME void* THPVariable_histc(void* self, int64_t bins, double min, double max) {
+static TORCHLIKE_FRAME void* THPVariable_histc(void* self, int64_t bins, double min, double max) {
   HANDLE_TH_ERRORS
   return wrap(at::_ops::histc::call(unpack(self), bins, {min, at::kDouble}, {max, at::kDouble}));
   END_HANDLE_TH_ERRORS(nullptr)
 }
 
-TORCHLIKE_FRAME void* THPVariable_stack(void** tensors, int64_t count) {
+static TORCHLIKE_FRAME void* THPVariable_stack(void** tensors, int64_t count) {
   HANDLE_TH_ERRORS
   std::vector<Tensor> list;
   for (int64_t i = 0; i < count; ++i) list.push_back(unpack(tensors[i]));
@@ -124,8 +125,10 @@ TORCHLIKE_FRAME void* THPVariable_stack(void** tensors, int64_t count) {
   END_HANDLE_TH_ERRORS(nullptr)
 }
 
-}  // namespace
+}  // namespace autograd
+using namespace autograd;
 
+namespace {
 const MethodDef torch_functions[] = {
     {"empty", "p:pllll", reinterpret_cast<void*>(THPVariable_empty)},
     {"full", "p:pldll", reinterpret_cast<void*>(THPVariable_full)},
@@ -143,5 +146,7 @@ const MethodDef torch_functions[] = {
     {"stack", "p:pl", reinterpret_cast<void*>(THPVariable_stack)},
     {nullptr, nullptr, nullptr},
 };
+const RegisterMethods register_torch_functions(torch_functions);
+}  // namespace
 
 }  // namespace torch

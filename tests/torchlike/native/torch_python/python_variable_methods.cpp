@@ -8,43 +8,44 @@ namespace torch {
 namespace utils {
 TORCHLIKE_FRAME at::Tensor tensor_to_list(const at::Tensor& tensor);
 }
-namespace {
+// Static functions of torch::autograd, as in the generated binding files.
+namespace autograd {
 
 using at::Tensor;
 
-at::Tensor scalar_operand(void* other, double value, int64_t dtype) {
+static at::Tensor scalar_operand(void* other, double value, int64_t dtype) {
   return other ? unpack(other) : at::wrapped_scalar({value, static_cast<at::ScalarType>(dtype)});
 }
 
 // Mirrors dispatch_to<T> + THPVariable_item: the element as a double (Python converts).
-TORCHLIKE_FRAME double THPVariable_item(void* self) {
+static TORCHLIKE_FRAME double THPVariable_item(void* self) {
   HANDLE_TH_ERRORS
   return unpack(self).item().value;
   END_HANDLE_TH_ERRORS(0)
 }
 
 // Mirrors THPVariable_float_scalar (float(t)) and THPVariable_integral_scalar (int(t)).
-TORCHLIKE_FRAME double THPVariable_float_scalar(void* self) {
+static TORCHLIKE_FRAME double THPVariable_float_scalar(void* self) {
   HANDLE_TH_ERRORS
   return unpack(self).item().value;
   END_HANDLE_TH_ERRORS(0)
 }
-TORCHLIKE_FRAME double THPVariable_integral_scalar(void* self) {
+static TORCHLIKE_FRAME double THPVariable_integral_scalar(void* self) {
   HANDLE_TH_ERRORS
   return unpack(self).item().value;
   END_HANDLE_TH_ERRORS(0)
 }
 
 // Mirrors THPVariable_is_nonzero, and THPVariable_bool_scalar (bool(t), `if t:`) which calls it.
-TORCHLIKE_FRAME int64_t THPVariable_is_nonzero(void* self) {
+static TORCHLIKE_FRAME int64_t THPVariable_is_nonzero(void* self) {
   HANDLE_TH_ERRORS
   return at::_ops::is_nonzero::call(unpack(self)) ? 1 : 0;
   END_HANDLE_TH_ERRORS(-1)
 }
-TORCHLIKE_FRAME int64_t THPVariable_bool_scalar(void* self) { return THPVariable_is_nonzero(self); }
+static TORCHLIKE_FRAME int64_t THPVariable_bool_scalar(void* self) { return THPVariable_is_nonzero(self); }
 
 // Mirrors THPVariable_cpu: dispatch_to(self, kCPU) -> Tensor::to(options) -> to.dtype_layout.
-TORCHLIKE_FRAME void* THPVariable_cpu(void* self) {
+static TORCHLIKE_FRAME void* THPVariable_cpu(void* self) {
   HANDLE_TH_ERRORS
   const Tensor& t = unpack(self);
   return wrap(at::_ops::to_dtype_layout::call(t, t.scalar_type(), at::kCPU, false, false, false));
@@ -52,7 +53,7 @@ TORCHLIKE_FRAME void* THPVariable_cpu(void* self) {
 }
 
 // Mirrors THPVariable_to (and THPVariable_cuda, which calls the same dispatch_to): to.device.
-TORCHLIKE_FRAME void* THPVariable_to(void* self, int64_t device, int64_t dtype, int64_t non_blocking, int64_t copy) {
+static TORCHLIKE_FRAME void* THPVariable_to(void* self, int64_t device, int64_t dtype, int64_t non_blocking, int64_t copy) {
   HANDLE_TH_ERRORS
   const Tensor& t = unpack(self);
   const auto target_device = device < 0 ? t.device_type() : static_cast<at::DeviceType>(device);
@@ -60,14 +61,14 @@ TORCHLIKE_FRAME void* THPVariable_to(void* self, int64_t device, int64_t dtype, 
   return wrap(at::_ops::to_device::call(t, target_device, target_dtype, non_blocking != 0, copy != 0));
   END_HANDLE_TH_ERRORS(nullptr)
 }
-TORCHLIKE_FRAME void* THPVariable_cuda(void* self, int64_t non_blocking) {
+static TORCHLIKE_FRAME void* THPVariable_cuda(void* self, int64_t non_blocking) {
   HANDLE_TH_ERRORS
   const Tensor& t = unpack(self);
   return wrap(at::_ops::to_device::call(t, at::kCUDA, t.scalar_type(), non_blocking != 0, false));
   END_HANDLE_TH_ERRORS(nullptr)
 }
 
-TORCHLIKE_FRAME void* THPVariable_pin_memory(void* self) {
+static TORCHLIKE_FRAME void* THPVariable_pin_memory(void* self) {
   HANDLE_TH_ERRORS
   return wrap(at::_ops::pin_memory::call(unpack(self)));
   END_HANDLE_TH_ERRORS(nullptr)
@@ -75,7 +76,7 @@ TORCHLIKE_FRAME void* THPVariable_pin_memory(void* self) {
 
 // Mirrors THPVariable_tolist: torch::utils::tensor_to_list; the CPU copy comes back and the
 // package reads its elements.
-TORCHLIKE_FRAME void* THPVariable_tolist(void* self) {
+static TORCHLIKE_FRAME void* THPVariable_tolist(void* self) {
   HANDLE_TH_ERRORS
   return wrap(utils::tensor_to_list(unpack(self)));
   END_HANDLE_TH_ERRORS(nullptr)
@@ -83,7 +84,7 @@ TORCHLIKE_FRAME void* THPVariable_tolist(void* self) {
 
 // Mirrors THPVariable_getitem: an int selects, a slice views, a bool tensor is an advanced
 // index (index.Tensor).
-TORCHLIKE_FRAME void* THPVariable_getitem(void* self, int64_t kind, void* index, int64_t start, int64_t stop) {
+static TORCHLIKE_FRAME void* THPVariable_getitem(void* self, int64_t kind, void* index, int64_t start, int64_t stop) {
   HANDLE_TH_ERRORS
   const Tensor& t = unpack(self);
   if (kind == 0) return wrap(at::_ops::select_int::call(t, 0, start));
@@ -96,7 +97,7 @@ TORCHLIKE_FRAME void* THPVariable_getitem(void* self, int64_t kind, void* index,
 }
 
 // Mirrors THPVariable_setitem for a bool mask with a scalar (index_put_).
-TORCHLIKE_FRAME int64_t THPVariable_setitem(void* self, void* mask, double value) {
+static TORCHLIKE_FRAME int64_t THPVariable_setitem(void* self, void* mask, double value) {
   HANDLE_TH_ERRORS
   Tensor& t = unpack(self);
   at::_ops::index_put_::call(t, {unpack(mask)}, at::wrapped_scalar({value, at::kDouble}), false);
@@ -105,7 +106,7 @@ TORCHLIKE_FRAME int64_t THPVariable_setitem(void* self, void* mask, double value
 }
 
 #define TORCHLIKE_BINARY_BINDING(op, name)                                                           \
-  TORCHLIKE_FRAME void* THPVariable_##op(void* self, void* other, double value, int64_t dtype) {     \
+  static TORCHLIKE_FRAME void* THPVariable_##op(void* self, void* other, double value, int64_t dtype) {     \
     HANDLE_TH_ERRORS                                                                                 \
     const Tensor& a = unpack(self);                                                                  \
     const Tensor b = scalar_operand(other, value, dtype);                                            \
@@ -119,7 +120,7 @@ TORCHLIKE_BINARY_OPS(TORCHLIKE_BINARY_BINDING)
 #undef TORCHLIKE_BINARY_BINDING
 
 #define TORCHLIKE_UNARY_BINDING(op, name)      \
-  TORCHLIKE_FRAME void* THPVariable_##op(void* self) { \
+  static TORCHLIKE_FRAME void* THPVariable_##op(void* self) { \
     HANDLE_TH_ERRORS                           \
     return wrap(at::_ops::op::call(unpack(self))); \
     END_HANDLE_TH_ERRORS(nullptr)              \
@@ -128,7 +129,7 @@ TORCHLIKE_UNARY_OPS(TORCHLIKE_UNARY_BINDING)
 #undef TORCHLIKE_UNARY_BINDING
 
 // In-place multiply by a scalar (Tensor.mul_): the kernel writes its own input.
-TORCHLIKE_FRAME int64_t THPVariable_mul_(void* self, double value) {
+static TORCHLIKE_FRAME int64_t THPVariable_mul_(void* self, double value) {
   HANDLE_TH_ERRORS
   const Tensor& t = unpack(self);
   at::native::binary_kernel(t, t, at::wrapped_scalar({value, at::kDouble}), at::BinaryOp::Mul);
@@ -136,7 +137,7 @@ TORCHLIKE_FRAME int64_t THPVariable_mul_(void* self, double value) {
   END_HANDLE_TH_ERRORS(-1)
 }
 
-TORCHLIKE_FRAME void* THPVariable_sum(void* self, int64_t has_dim, int64_t dim, int64_t keepdim) {
+static TORCHLIKE_FRAME void* THPVariable_sum(void* self, int64_t has_dim, int64_t dim, int64_t keepdim) {
   HANDLE_TH_ERRORS
   const Tensor& t = unpack(self);
   std::vector<int64_t> dims;
@@ -147,7 +148,7 @@ TORCHLIKE_FRAME void* THPVariable_sum(void* self, int64_t has_dim, int64_t dim, 
   END_HANDLE_TH_ERRORS(nullptr)
 }
 
-TORCHLIKE_FRAME void* THPVariable_reduce(void* self, int64_t op) {
+static TORCHLIKE_FRAME void* THPVariable_reduce(void* self, int64_t op) {
   HANDLE_TH_ERRORS
   const Tensor& t = unpack(self);
   switch (static_cast<at::ReduceOp>(op)) {
@@ -161,20 +162,20 @@ TORCHLIKE_FRAME void* THPVariable_reduce(void* self, int64_t op) {
   END_HANDLE_TH_ERRORS(nullptr)
 }
 
-TORCHLIKE_FRAME void* THPVariable_cumsum(void* self, int64_t dim) {
+static TORCHLIKE_FRAME void* THPVariable_cumsum(void* self, int64_t dim) {
   HANDLE_TH_ERRORS
   return wrap(at::_ops::cumsum::call(unpack(self), dim));
   END_HANDLE_TH_ERRORS(nullptr)
 }
 
-TORCHLIKE_FRAME void* THPVariable_clone(void* self) {
+static TORCHLIKE_FRAME void* THPVariable_clone(void* self) {
   HANDLE_TH_ERRORS
   return wrap(at::_ops::clone::call(unpack(self)));
   END_HANDLE_TH_ERRORS(nullptr)
 }
 
 // Mirrors THPVariable_detach: the same storage, no history.
-TORCHLIKE_FRAME void* THPVariable_detach(void* self) {
+static TORCHLIKE_FRAME void* THPVariable_detach(void* self) {
   HANDLE_TH_ERRORS
   auto impl = std::make_shared<at::TensorImpl>(*unpack(self).impl());
   impl->requires_grad = false;
@@ -184,14 +185,14 @@ TORCHLIKE_FRAME void* THPVariable_detach(void* self) {
   END_HANDLE_TH_ERRORS(nullptr)
 }
 
-TORCHLIKE_FRAME void* THPVariable_view(void* self, const int64_t* sizes, int64_t ndim) {
+static TORCHLIKE_FRAME void* THPVariable_view(void* self, const int64_t* sizes, int64_t ndim) {
   HANDLE_TH_ERRORS
   return wrap(at::_ops::view::call(unpack(self), std::vector<int64_t>(sizes, sizes + ndim)));
   END_HANDLE_TH_ERRORS(nullptr)
 }
 
 // Mirrors THPVariable_record_stream: the caching allocator keeps the block for that stream.
-TORCHLIKE_FRAME int64_t THPVariable_record_stream(void* self, void* stream) {
+static TORCHLIKE_FRAME int64_t THPVariable_record_stream(void* self, void* stream) {
   HANDLE_TH_ERRORS
   c10::cuda::CUDACachingAllocator::recordStream(unpack(self).impl()->storage->data,
                                                 c10::cuda::CUDAStream(static_cast<cudaStream_t>(stream)));
@@ -200,28 +201,30 @@ TORCHLIKE_FRAME int64_t THPVariable_record_stream(void* self, void* stream) {
 }
 
 // The properties (python_variable.cpp getters) and the deallocator.
-void THPVariable_dealloc(void* self) { delete static_cast<Tensor*>(self); }
-int64_t THPVariable_numel(void* self) { return unpack(self).numel(); }
-int64_t THPVariable_dim(void* self) { return unpack(self).dim(); }
-int64_t THPVariable_size(void* self, int64_t d) { return unpack(self).size(d); }
-int64_t THPVariable_dtype(void* self) { return static_cast<int64_t>(unpack(self).scalar_type()); }
-int64_t THPVariable_device(void* self) { return static_cast<int64_t>(unpack(self).device_type()); }
-void* THPVariable_data_ptr(void* self) { return unpack(self).data_ptr(); }
-int64_t THPVariable_element_size(void* self) { return static_cast<int64_t>(unpack(self).element_size()); }
-int64_t THPVariable_is_pinned(void* self) { return unpack(self).is_pinned(); }
-int64_t THPVariable_get_requires_grad(void* self) { return unpack(self).requires_grad(); }
-int64_t THPVariable_set_requires_grad(void* self, int64_t value) {
+static void THPVariable_dealloc(void* self) { delete static_cast<Tensor*>(self); }
+static int64_t THPVariable_numel(void* self) { return unpack(self).numel(); }
+static int64_t THPVariable_dim(void* self) { return unpack(self).dim(); }
+static int64_t THPVariable_size(void* self, int64_t d) { return unpack(self).size(d); }
+static int64_t THPVariable_dtype(void* self) { return static_cast<int64_t>(unpack(self).scalar_type()); }
+static int64_t THPVariable_device(void* self) { return static_cast<int64_t>(unpack(self).device_type()); }
+static void* THPVariable_data_ptr(void* self) { return unpack(self).data_ptr(); }
+static int64_t THPVariable_element_size(void* self) { return static_cast<int64_t>(unpack(self).element_size()); }
+static int64_t THPVariable_is_pinned(void* self) { return unpack(self).is_pinned(); }
+static int64_t THPVariable_get_requires_grad(void* self) { return unpack(self).requires_grad(); }
+static int64_t THPVariable_set_requires_grad(void* self, int64_t value) {
   unpack(self).unsafeGetTensorImpl()->requires_grad = value != 0;
   return 0;
 }
-void* THPVariable_get_grad(void* self) {
+static void* THPVariable_get_grad(void* self) {
   const auto& grad = unpack(self).unsafeGetTensorImpl()->grad;
   return grad ? wrap(Tensor(grad)) : nullptr;
 }
-int64_t THPVariable_has_grad_fn(void* self) { return unpack(self).unsafeGetTensorImpl()->grad_fn != nullptr; }
+static int64_t THPVariable_has_grad_fn(void* self) { return unpack(self).unsafeGetTensorImpl()->grad_fn != nullptr; }
 
-}  // namespace
+}  // namespace autograd
+using namespace autograd;
 
+namespace {
 const MethodDef variable_methods[] = {
     {"item", "d:p", reinterpret_cast<void*>(THPVariable_item)},
     {"float_scalar", "d:p", reinterpret_cast<void*>(THPVariable_float_scalar)},
@@ -264,5 +267,7 @@ const MethodDef variable_methods[] = {
     {"has_grad_fn", "l:p", reinterpret_cast<void*>(THPVariable_has_grad_fn)},
     {nullptr, nullptr, nullptr},
 };
+const RegisterMethods register_variable_methods(variable_methods);
+}  // namespace
 
 }  // namespace torch
