@@ -1,8 +1,8 @@
 // Mirrors torch/csrc/distributed/c10d/init.cpp: the bindings of torch._C._distributed_c10d
-// (Store, PrefixStore, FileStore, ProcessGroupNCCL, Work), which torch/distributed/__init__.py
-// reaches through torch._C._c10d_init(). Here c10d_init is the library's second export: it
-// returns this method table, called through ctypes as the rest of torch._C is (the GIL is
-// released around each call, as py::call_guard<py::gil_scoped_release> does).
+// (Store, PrefixStore, FileStore, ProcessGroupNCCL, Work). Real torch adds them to torch._C when
+// torch/distributed/__init__.py calls torch._C._c10d_init(); here they join torch._C's table when
+// the library loads, named c10d_*, and are called through ctypes as the rest of torch._C is (the
+// GIL is released around each call, as py::call_guard<py::gil_scoped_release> does).
 #include <memory>
 
 #include "python_bindings.h"
@@ -125,7 +125,7 @@ int64_t Work_is_completed(void* self) {
 
 void Work_delete(void* self) { delete static_cast<WorkHandle*>(self); }
 
-#define TORCHLIKE_METHOD(name, signature) {#name, signature, reinterpret_cast<void*>(&name)}
+#define TORCHLIKE_METHOD(name, signature) {"c10d_" #name, signature, reinterpret_cast<void*>(&name)}
 const torch::MethodDef methods[] = {
     TORCHLIKE_METHOD(FileStore_new, "p:sl"),
     TORCHLIKE_METHOD(PrefixStore_new, "p:sp"),
@@ -149,13 +149,7 @@ const torch::MethodDef methods[] = {
     {nullptr, nullptr, nullptr},
 };
 #undef TORCHLIKE_METHOD
+const torch::RegisterMethods register_c10d_methods(methods);
 
 }  // namespace
 }  // namespace torch::distributed::c10d
-
-extern "C" {
-
-// torch/csrc/distributed/c10d/init.cpp c10d_init: the _distributed_c10d module's methods.
-TORCH_PYTHON_API const torch::MethodDef* torchlike_c10d_init() { return torch::distributed::c10d::methods; }
-
-}  // extern "C"
