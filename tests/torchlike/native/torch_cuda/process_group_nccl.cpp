@@ -432,7 +432,8 @@ TORCHLIKE_FRAME std::shared_ptr<ProcessGroupNCCL::WorkNCCL> ProcessGroupNCCL::co
   work->ncclStartEvent_->record(ncclStream);
   ncclComm_t comm = ncclComm->getNcclComm();
   if (asyncOp) c10::cuda::CUDACachingAllocator::recordStream(output.data_ptr(), ncclStream);
-  check(fn(input, output, comm, ncclStream), "collective");
+  // C10D_NCCL_CHECK_TIMEOUT: on a non-blocking communicator the call may answer ncclInProgress.
+  checkTimeout(fn(input, output, comm, ncclStream), comm, "collective", false);
   work->ncclEndEvent_->record(ncclStream);
   work->ncclComm_ = ncclComm;
   work->stashed_ = {input, output};
@@ -480,7 +481,8 @@ TORCHLIKE_FRAME std::shared_ptr<ProcessGroupNCCL::WorkNCCL> ProcessGroupNCCL::po
   }
   c10::cuda::CUDACachingAllocator::recordStream(tensor.data_ptr(), ncclStream);
   ncclComm_t comm = ncclComm->getNcclComm();
-  check(fn(tensor, comm, ncclStream, p2pTargetRank), opType == OpType::SEND ? "ncclSend" : "ncclRecv");
+  checkTimeout(fn(tensor, comm, ncclStream, p2pTargetRank), comm, opType == OpType::SEND ? "ncclSend" : "ncclRecv",
+               false);
   if (!coalescing_state_) {
     work->ncclEndEvent_->record(ncclStream);
     work->ncclComm_ = ncclComm;
