@@ -32,8 +32,7 @@ class Call {
 
   // Stacks are taken before the clock starts: their cost is not counted as time in the call.
   __attribute__((always_inline)) void begin() {
-    if (captures_stacks(kClass) || (kClass == ApiClass::Copy && draft.host_memory == HostMemory::Pageable))
-      stacks_ = capture_stacks(recorder_->header());
+    if (wants_stacks()) stacks_ = capture_stacks(recorder_->header());
     if constexpr (kClass == ApiClass::GroupStart) group_started();
     if constexpr (kClass == ApiClass::Collective)
       timing_ = timing_begin(recorder_->header(), reinterpret_cast<void*>(draft.stream));
@@ -74,6 +73,14 @@ class Call {
   describe::Draft draft;
 
  private:
+  bool wants_stacks() {
+    // cudaFree(nullptr) only creates the context (PyTorch's initializeCudaContext): no wait.
+    if constexpr (kClass == ApiClass::Free) return draft.object != 0;
+    if constexpr (kClass == ApiClass::Poll) return thread_->polls++ % kPollStackEvery == 0;
+    if constexpr (kClass == ApiClass::Copy) return draft.host_memory == HostMemory::Pageable;
+    return captures_stacks(kClass);
+  }
+
   Recorder* recorder_ = nullptr;
   ThreadState* thread_ = nullptr;
   uint64_t begin_ = 0;

@@ -40,11 +40,11 @@ inline Draft copy_linear(void* dst, const void* src, size_t bytes, cudaMemcpyKin
   switch (kind) {
     case cudaMemcpyHostToDevice:
       d.direction = Direction::HostToDevice;
-      d.host_memory = classify_host_memory(src, bytes);
+      d.host_memory = classify_host_memory(src, bytes, stream);
       break;
     case cudaMemcpyDeviceToHost:
       d.direction = Direction::DeviceToHost;
-      d.host_memory = classify_host_memory(dst, bytes);
+      d.host_memory = classify_host_memory(dst, bytes, stream);
       break;
     case cudaMemcpyDeviceToDevice:
       d.direction = Direction::DeviceToDevice;
@@ -52,11 +52,11 @@ inline Draft copy_linear(void* dst, const void* src, size_t bytes, cudaMemcpyKin
       break;
     case cudaMemcpyHostToHost:
       d.direction = Direction::HostToHost;
-      d.host_memory = classify_host_memory(src, bytes);
+      d.host_memory = classify_host_memory(src, bytes, stream);
       break;
     case cudaMemcpyDefault: {
       // Unified addressing: the runtime infers the direction from the pointers, and so do we.
-      const HostMemory from = ask_runtime(src), to = ask_runtime(dst);
+      const auto [from, to] = ask_runtime(src, dst, stream);
       const bool from_device = from == HostMemory::Device, to_device = to == HostMemory::Device;
       if (from == HostMemory::Unknown || to == HostMemory::Unknown) break;
       d.direction = from_device ? (to_device ? Direction::DeviceToDevice : Direction::DeviceToHost)
@@ -65,6 +65,65 @@ inline Draft copy_linear(void* dst, const void* src, size_t bytes, cudaMemcpyKin
       break;
     }
   }
+  return d;
+}
+
+// cudaMemcpyToSymbol / FromSymbol: the symbol is always device memory, only the other side is
+// classified. `to_symbol`: the copy writes the symbol.
+inline Draft copy_symbol(const void* other, bool to_symbol, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
+  Draft d;
+  d.bytes = bytes;
+  d.stream = as_integer(stream);
+  const Direction across = to_symbol ? Direction::HostToDevice : Direction::DeviceToHost;
+  switch (kind) {
+    case cudaMemcpyDeviceToDevice:
+      d.direction = Direction::DeviceToDevice;
+      d.host_memory = HostMemory::Device;
+      break;
+    case cudaMemcpyHostToDevice:
+    case cudaMemcpyDeviceToHost:
+      if ((kind == cudaMemcpyHostToDevice) != to_symbol) break;  // rejected by the runtime
+      d.direction = across;
+      d.host_memory = classify_host_memory(other, bytes, stream);
+      break;
+    case cudaMemcpyDefault: {
+      const HostMemory kind_of_other = ask_runtime(other, nullptr, stream).first;
+      if (kind_of_other == HostMemory::Unknown) break;
+      d.direction = kind_of_other == HostMemory::Device ? Direction::DeviceToDevice : across;
+      d.host_memory = kind_of_other;
+      break;
+    }
+    case cudaMemcpyHostToHost: break;
+  }
+  return d;
+}
+
+// cudaMemcpy3D(Async) between pointers: extent.width is in bytes ("If no CUDA array is
+// participating in the copy then the extents are defined in elements of unsigned char"). With a
+// CUDA array the extent counts the array's elements, whose size only the array knows: the bytes
+// are not recorded, the array side is device memory.
+inline const void* pitched_address(const cudaPitchedPtr& p, const cudaPos& pos) {
+  return static_cast<const char*>(p.ptr) + (pos.z * p.ysize + pos.y) * p.pitch + pos.x;
+}
+
+inline Draft copy_3d(const cudaMemcpy3DParms* p, cudaStream_t stream) {
+  Draft unknown;
+  unknown.stream = as_integer(stream);
+  if (!p) return unknown;
+  const bool arrays = p->srcArray || p->dstArray;
+  if (arrays && p->kind == cudaMemcpyDefault) return unknown;
+  const uint64_t bytes = arrays ? 0 : p->extent.width * p->extent.height * p->extent.depth;
+  return copy_linear(const_cast<void*>(pitched_address(p->dstPtr, p->dstPos)), pitched_address(p->srcPtr, p->srcPos),
+                     bytes, p->kind, stream);
+}
+
+// cudaMemcpyBatchAsync: one record for the batch, its bytes the sum of the sizes. The copies of a
+// batch may go in different directions and the attributes carry only location hints, so the
+// direction is not recorded.
+inline Draft copy_batch(const size_t* sizes, size_t count, cudaStream_t stream) {
+  Draft d;
+  d.stream = as_integer(stream);
+  for (size_t i = 0; sizes && i < count; ++i) d.bytes += sizes[i];
   return d;
 }
 

@@ -14,13 +14,24 @@ cudaError_t cudaMemcpyAsync_ptsz(void*, const void*, size_t, cudaMemcpyKind, cud
 cudaError_t cudaMemcpy2D_ptds(void*, size_t, const void*, size_t, size_t, size_t, cudaMemcpyKind);
 cudaError_t cudaMemcpy2DAsync_ptsz(void*, size_t, const void*, size_t, size_t, size_t, cudaMemcpyKind,
                                    cudaStream_t);
+cudaError_t cudaMemcpyToSymbol_ptds(const void*, const void*, size_t, size_t, cudaMemcpyKind);
+cudaError_t cudaMemcpyToSymbolAsync_ptsz(const void*, const void*, size_t, size_t, cudaMemcpyKind, cudaStream_t);
+cudaError_t cudaMemcpyFromSymbol_ptds(void*, const void*, size_t, size_t, cudaMemcpyKind);
+cudaError_t cudaMemcpyFromSymbolAsync_ptsz(void*, const void*, size_t, size_t, cudaMemcpyKind, cudaStream_t);
+cudaError_t cudaMemcpy3D_ptds(const cudaMemcpy3DParms*);
+cudaError_t cudaMemcpy3DAsync_ptsz(const cudaMemcpy3DParms*, cudaStream_t);
+cudaError_t cudaMemcpyBatchAsync_ptsz(void* const*, const void* const*, const size_t*, size_t, cudaMemcpyAttributes*,
+                                      size_t*, size_t, cudaStream_t);
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t);
 cudaError_t cudaStreamQuery_ptsz(cudaStream_t);
 }
 
 namespace {
 
-// What a hook returns when the real library is not loaded at all.
+// What a hook returns when no loaded object exports the real function. Without the shim the
+// program could not have made this call at all: the dynamic linker would have found no definition
+// (an undefined symbol), or a dlsym feature probe would have answered null. The closest answer is
+// the runtime's own "symbol not found" and NCCL's system error.
 template <class Result>
 Result not_loaded();
 template <>

@@ -1,8 +1,12 @@
 #pragma once
-// What operation a host/GPU synchronisation was, from its native frames and its own shape. The
-// rules are data (classifier.cpp, kRules): one line per operation; the outermost matching frame
-// wins, then the first rule in the table.
+// What operation a host/GPU synchronisation was, from its native and Python frames and its own
+// shape. The rules are data (classifier.cpp, kRules): one line per operation, keyed on whole
+// function names (PyTorch's op-entry frames `at::_ops::<op>::call` first, since libtorch exports
+// them even where the wheel's .symtab is stripped); the outermost matching frame wins.
+#include <cstdint>
+#include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace trainshim::cli {
@@ -24,6 +28,10 @@ struct SyncShape {
   std::string api_class;    // sync | copy | free | poll | collective
   std::string direction;    // for copies
   std::string host_memory;  // for copies
+  // For a wait: the direction of the copy it follows on the same thread and stream (PyTorch's
+  // memcpy_and_sync is cudaMemcpyAsync then cudaStreamSynchronize), empty when it follows none.
+  std::string follows_copy;
+  bool null_object = false;  // cudaFree(nullptr): PyTorch's way of creating the context, no wait
   std::vector<NativeFrameView> native;  // innermost (the caller of the API) first
   std::vector<PythonFrameView> python;  // innermost first
 };
@@ -41,8 +49,30 @@ struct Classification {
 
 Classification classify(const SyncShape& shape);
 
-// Whether the call is a synchronisation at all (a pinned or device copy is not).
+// The one answer to "did the host wait for the GPU here?", used by every part that reports syncs.
+// Polls (cudaStreamQuery) never wait; cudaFree(nullptr) does not; a synchronous cudaMemcpy does in
+// every direction but device to device (CUDA's "API synchronization behavior"); an asynchronous
+// copy only into pageable memory or between host buffers.
 bool is_sync(const SyncShape& shape);
+bool is_poll(const SyncShape& shape);
+
+// The name a poll site is reported under: torch.cuda.Stream.query() or the API itself.
+std::string poll_operation(const SyncShape& shape);
+
+// Pairs each wait with the copy just before it on the same thread and stream. Feed it every copy
+// and wait of a process in time order.
+class CopyPairing {
+ public:
+  // Returns, for a wait, the direction of the copy it follows ("" when none); remembers copies.
+  std::string observe(int64_t tid, int64_t stream, const std::string& api_class, const std::string& direction);
+
+ private:
+  std::map<int64_t, std::tuple<std::string, int64_t, std::string>> last_;  // tid -> class, stream, direction
+};
+
+// The qualified name of a demangled function without its return type, template arguments and
+// parameters: "at::_ops::is_nonzero::call(at::Tensor const&)" -> "at::_ops::is_nonzero::call".
+std::string qualified_name(const std::string& demangled);
 
 // The user's own frame: the innermost Python frame outside the standard library and installed
 // packages; for a program without Python, the innermost native frame of the program itself.

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <optional>
 #include <tuple>
 #include <unordered_map>
@@ -187,14 +188,11 @@ class ProcessExporter {
     return {fmt::format("{}:{} in {}", f.file, f.line, f.function), f.source};
   }
 
-  const SyncInfo& sync_info(int64_t api, int64_t direction, int64_t memory, int64_t native, int64_t python) {
-    auto [it, fresh] = sync_cache_.try_emplace({api, direction, memory, native, python});
+  const SyncInfo& sync_info(const SyncShape& probe, int64_t api, int64_t direction, int64_t memory, int64_t native,
+                            int64_t python) {
+    auto [it, fresh] = sync_cache_.try_emplace({api, direction, memory, native, python, probe.follows_copy});
     if (!fresh) return it->second;
-    SyncShape shape;
-    shape.api = Names::at(names_.api, api);
-    shape.api_class = Names::at(names_.api_class, api);
-    shape.direction = Names::at(names_.direction, direction);
-    shape.host_memory = Names::at(names_.host_memory, memory);
+    SyncShape shape = probe;
     shape.native = native_frames(native);
     shape.python = python_frames(python);
     const Classification c = classify(shape);
@@ -236,10 +234,15 @@ class ProcessExporter {
       std::string name;
       Json args = Json::object();
       args["api"] = api_name;
-      const bool sync = cls == "sync" || cls == "free" || cls == "poll" ||
-                        (cls == "copy" && dir == "d2h" && mem == "pageable");
-      if (sync) {
-        const SyncInfo& info = sync_info(api, direction, memory, q.integer(13), q.integer(14));
+      SyncShape probe;
+      probe.api = api_name;
+      probe.api_class = cls;
+      probe.direction = dir;
+      probe.host_memory = mem;
+      probe.null_object = q.integer(8) == 0;
+      probe.follows_copy = pairing_.observe(tid, q.integer(7), cls, dir);
+      if (is_sync(probe)) {
+        const SyncInfo& info = sync_info(probe, api, direction, memory, q.integer(13), q.integer(14));
         name = info.name;
         if (!info.python_site.empty()) {
           args["python_site"] = info.python_site;
@@ -383,13 +386,6 @@ class ProcessExporter {
     }
   }
 
-  struct SyncKeyHash {
-    std::size_t operator()(const std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>& k) const {
-      const auto& [a, d, m, n, p] = k;
-      return std::hash<uint64_t>()(uint64_t(n) * 0x9E3779B97F4A7C15ULL ^ uint64_t(p) * 0xC2B2AE3D27D4EB4FULL ^
-                                   uint64_t(a) << 16 ^ uint64_t(d) << 8 ^ uint64_t(m));
-    }
-  };
 
   const RunDatabase& db_;
   const Names& names_;
@@ -402,7 +398,8 @@ class ProcessExporter {
   std::unordered_set<int64_t> tids_;
   std::unordered_map<int64_t, std::vector<NativeFrameView>> native_cache_;
   std::unordered_map<int64_t, std::vector<PythonFrameView>> python_cache_;
-  std::unordered_map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>, SyncInfo, SyncKeyHash> sync_cache_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, std::string>, SyncInfo> sync_cache_;
+  CopyPairing pairing_;
 };
 
 }  // namespace

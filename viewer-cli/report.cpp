@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "format.hpp"
+#include "stripped_libraries.hpp"
 
 namespace trainshim::cli {
 
@@ -190,6 +191,16 @@ void add_findings(Report& report) {
       report.findings.push_back(std::move(f));
     }
   }
+  for (const std::string& library : report.stripped_libraries) {
+    Finding f;
+    f.kind = "stripped_library";
+    f.message = fmt::format("{} has no symbol table (.symtab): PyTorch's binding frames have no names there, so "
+                            "operations are named from its exported op-entry frames alone and "
+                            "torch.cuda.Event/Stream.synchronize() can show as unclassified", library);
+    f.advice = "profile with the PyPI wheel of the same version, or a build that strips debug information only "
+               "(strip --strip-debug)";
+    report.findings.push_back(std::move(f));
+  }
   std::stable_sort(report.findings.begin(), report.findings.end(),
                    [](const Finding& a, const Finding& b) { return a.cost_ns > b.cost_ns; });
 }
@@ -263,6 +274,11 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
       report.hangs.push_back({hangs.text(0), hangs.text(2), hangs.text(6), hangs.integer(1), hangs.integer(5),
                               ranks(hangs.text(3)), ranks(hangs.text(4))});
   }
+  for (const RunDatabase* db : databases)
+    for (std::string& library : stripped_torch_libraries(*db))
+      if (std::find(report.stripped_libraries.begin(), report.stripped_libraries.end(), library) ==
+          report.stripped_libraries.end())
+        report.stripped_libraries.push_back(std::move(library));
 
   report.total_copies = merge(report.processes, &ProcessReport::copies,
                               [](const CopyRow& r) { return std::make_pair(r.direction, r.host_memory); });
@@ -319,7 +335,7 @@ void render_sites(std::string& out, const std::vector<SyncSite>& sites, const Ra
 
 void render_sync_sections(std::string& out, const ProcessReport& p) {
   const RankSyncs& rs = p.synchronisations;
-  if (rs.hidden.empty() && rs.explicit_.empty()) return;
+  if (rs.hidden.empty() && rs.explicit_.empty() && rs.polls.empty()) return;
   const std::string steps = rs.steps.count ? fmt::format("{} steps", with_thousands(rs.steps.count)) : "no steps found";
   out += fmt::format("  steps: {} ({})\n", steps, rs.steps.rule);
   const char* rate_header = rs.steps.count ? "per step" : "per sec";
@@ -333,6 +349,16 @@ void render_sync_sections(std::string& out, const ProcessReport& p) {
     out += fmt::format("  {:<34} {:>9} {:>9} {:>10} {:>10}\n", "Explicit synchronisations (asked for)", "calls",
                        rate_header, "blocked", share_header);
     render_sites(out, rs.explicit_, rs);
+  }
+  if (!rs.polls.empty()) {
+    out += fmt::format("  {:<34} {:>9} {:>9} {:>10} {:>10}\n", "Polls (ask, never wait)", "calls", "per sec",
+                       "in calls", share_header);
+    for (const auto& site : rs.polls) {
+      out += fmt::format("  {:<34} {:>9} {:>9.1f} {:>10} {:>8.1f} %\n", site.classification.operation,
+                         with_thousands(site.calls), per_second(site.calls, rs), human_duration(site.blocked_ns),
+                         100 * share_of_step(site.blocked_ns, rs));
+      out += fmt::format("      at {}\n", site_location(site));
+    }
   }
 }
 
@@ -481,7 +507,8 @@ nlohmann::ordered_json render_json(const Report& report) {
                                        {"span_ns", p.synchronisations.span_ns}}},
                             {"hidden_syncs", sites_json(p.synchronisations.hidden, p.synchronisations)},
                             {"explicit_syncs", sites_json(p.synchronisations.explicit_, p.synchronisations)},
-                            {"pageable_sites", sites_json(p.synchronisations.pageable, p.synchronisations)}});
+                            {"pageable_sites", sites_json(p.synchronisations.pageable, p.synchronisations)},
+                            {"polls", sites_json(p.synchronisations.polls, p.synchronisations)}});
   }
   doc["totals"] = {{"copies", copies_json(report.total_copies)},
                    {"syncs", syncs_json(report.total_syncs)},

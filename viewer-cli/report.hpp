@@ -50,7 +50,7 @@ struct ProcessReport {
 };
 
 struct Finding {
-  std::string kind;  // hang | pageable_copy | hidden_sync | straggler | dropped_events
+  std::string kind;  // hang | pageable_copy | hidden_sync | straggler | dropped_events | stripped_library
   int rank = -1;
   int64_t calls = 0, bytes = 0, cost_ns = 0;
   std::string message, advice;
@@ -72,6 +72,7 @@ struct Report {
   WaitReport waits;
   std::vector<HangRow> hangs;  // written by the collector while the job hung
   std::vector<Finding> findings;
+  std::vector<std::string> stripped_libraries;  // PyTorch libraries without .symtab
 };
 
 // step_name: TRAINSHIM_STEP's value ("file:line" or a Python function), empty to detect steps.

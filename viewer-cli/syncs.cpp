@@ -11,8 +11,10 @@ namespace trainshim::cli {
 namespace {
 
 struct Event {
+  int64_t tid, stream;
   std::string api, api_class, direction, host_memory;
   int64_t native_id, python_id, blocked_ns;
+  bool null_object;
 };
 
 // The user's frame of a call: its innermost Python frame outside libraries, else the program's.
@@ -101,38 +103,73 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
     span.bind(1, process_id);
     if (span.step()) out.span_ns = span.integer(0);
   }
+  // Every copy too: a wait is named after the copy it follows (memcpy_and_sync).
   Statement q(db,
-              "SELECT a.name, a.class, d.name, m.name, e.native_stack, e.python_stack, e.end_ns - e.begin_ns "
-              "FROM events e JOIN apis a ON a.id = e.api JOIN directions d ON d.id = e.direction "
-              "JOIN host_memories m ON m.id = e.host_memory WHERE e.process_id = ? AND (a.class IN "
-              "('sync', 'free', 'poll') OR (a.class = 'copy' AND d.name = 'd2h' AND m.name = 'pageable')) "
-              "ORDER BY e.begin_ns");
+              "SELECT e.tid, e.stream, a.name, a.class, d.name, m.name, e.native_stack, e.python_stack, "
+              "e.end_ns - e.begin_ns, e.object = 0 FROM events e JOIN apis a ON a.id = e.api "
+              "JOIN directions d ON d.id = e.direction JOIN host_memories m ON m.id = e.host_memory "
+              "WHERE e.process_id = ? AND a.class IN ('sync', 'free', 'poll', 'copy') ORDER BY e.begin_ns");
   q.bind(1, process_id);
   std::vector<Event> events;
   while (q.step())
-    events.push_back({q.text(0), q.text(1), q.text(2), q.text(3), q.integer(4), q.integer(5), q.integer(6)});
+    events.push_back({q.integer(0), q.integer(1), q.text(2), q.text(3), q.text(4), q.text(5), q.integer(6),
+                      q.integer(7), q.integer(8), q.integer(9) != 0});
 
   // One site per (operation, user frame); a site counts its waits, or its copies if it has no wait.
   struct Accumulated {
     SyncSite site;
     int64_t waits = 0, copies = 0;
   };
-  std::map<std::tuple<std::string, int, std::string, std::string, int>, Accumulated> sites;
+  using SiteKey = std::tuple<std::string, int, std::string, std::string, int>;
+  std::map<SiteKey, Accumulated> sites;
+  std::map<SiteKey, SyncSite> polls;
   std::map<std::pair<int64_t, int64_t>, SyncShape> shapes;  // by (native, python) stack id
+  std::map<int64_t, std::pair<int64_t, int64_t>> last_poll_stacks;  // by thread
+  CopyPairing pairing;
   StepInput steps;
-  for (const Event& e : events) {
+  for (Event e : events) {
+    SyncShape probe;
+    probe.api = e.api;
+    probe.api_class = e.api_class;
+    probe.direction = e.direction;
+    probe.host_memory = e.host_memory;
+    probe.null_object = e.null_object;
+    probe.follows_copy = pairing.observe(e.tid, e.stream, e.api_class, e.direction);
+    const bool poll = is_poll(probe);
+    if (!poll && !is_sync(probe)) continue;
+    if (poll) {
+      // The shim takes the stacks of a thread's polls only now and then: the others were made
+      // from where the last sampled one was.
+      auto& last = last_poll_stacks[e.tid];
+      if (e.native_id == 0 && e.python_id == 0) std::tie(e.native_id, e.python_id) = last;
+      else last = {e.native_id, e.python_id};
+    }
     auto [it, fresh] = shapes.try_emplace({e.native_id, e.python_id});
     SyncShape& shape = it->second;
     if (fresh) {
       if (e.native_id) shape.native = load_native_stack(db, process_id, e.native_id);
       if (e.python_id) shape.python = load_python_stack(db, process_id, e.python_id);
     }
-    shape.api = e.api;
-    shape.api_class = e.api_class;
-    shape.direction = e.direction;
-    shape.host_memory = e.host_memory;
-    const Classification c = classify(shape);
+    shape.api = probe.api;
+    shape.api_class = probe.api_class;
+    shape.direction = probe.direction;
+    shape.host_memory = probe.host_memory;
+    shape.follows_copy = probe.follows_copy;
+    shape.null_object = probe.null_object;
     const SyncSite where = locate(shape);
+    if (poll) {
+      const std::string operation = poll_operation(shape);
+      auto [site, first] = polls.try_emplace({operation, 0, where.file, where.function, where.line}, where);
+      if (first) {
+        site->second.classification = {operation, SyncKind::Explicit, "asks whether the GPU is done without waiting",
+                                       "a tight polling loop burns a host core; sleep between polls or wait on an event",
+                                       "", "poll"};
+      }
+      site->second.calls += 1;
+      site->second.blocked_ns += e.blocked_ns;
+      continue;
+    }
+    const Classification c = classify(shape);
     auto& acc = sites[{c.operation, int(c.kind), where.file, where.function, where.line}];
     if (acc.waits + acc.copies == 0) {
       acc.site = where;
@@ -161,6 +198,9 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
     (acc.site.classification.kind == SyncKind::Hidden ? out.hidden : out.explicit_).push_back(std::move(acc.site));
   }
   out.pageable = pageable_sites(db, process_id);
+  for (auto& [key, site] : polls) out.polls.push_back(std::move(site));
+  std::stable_sort(out.polls.begin(), out.polls.end(),
+                   [](const SyncSite& a, const SyncSite& b) { return a.calls > b.calls; });
   for (auto* list : {&out.hidden, &out.explicit_})
     std::stable_sort(list->begin(), list->end(),
                      [](const SyncSite& a, const SyncSite& b) { return a.blocked_ns > b.blocked_ns; });

@@ -32,6 +32,7 @@ struct RankSyncs {
   std::vector<SyncSite> hidden;     // by blocked time, largest first
   std::vector<SyncSite> explicit_;  // idem
   std::vector<SyncSite> pageable;   // copies from or to pageable memory, by the user's line
+  std::vector<SyncSite> polls;      // cudaStreamQuery loops: not waits, reported with their rate
 };
 
 // A stored stack's frames, innermost first (empty for stack id 0 or an unknown id).

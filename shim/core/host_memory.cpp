@@ -4,6 +4,7 @@
 
 #include <atomic>
 
+#include "own_calls.hpp"
 #include "recorder.hpp"
 #include "resolve.hpp"
 
@@ -31,33 +32,14 @@ Remembered& remembered() {
   return r;
 }
 
-template <class Fn>
-Fn runtime(const char* name) {
-  return reinterpret_cast<Fn>(runtime_function(Library::Cudart, name));
+using Attributes = cudaError_t (*)(cudaPointerAttributes*, const void*);
+
+Attributes pointer_attributes() {
+  static const auto function = reinterpret_cast<Attributes>(runtime_function(Library::Cudart, "cudaPointerGetAttributes"));
+  return function;
 }
 
-}  // namespace
-
-HostMemory ask_runtime(const void* address) {
-  using Attributes = cudaError_t (*)(cudaPointerAttributes*, const void*);
-  using LastError = cudaError_t (*)();
-  static std::atomic<Attributes> attributes{nullptr};
-  static std::atomic<LastError> peek{nullptr}, get_last{nullptr};
-  if (!attributes.load(std::memory_order_acquire)) {
-    peek = runtime<LastError>("cudaPeekAtLastError");
-    get_last = runtime<LastError>("cudaGetLastError");
-    attributes.store(runtime<Attributes>("cudaPointerGetAttributes"), std::memory_order_release);
-  }
-  const Attributes ask = attributes.load(std::memory_order_acquire);
-  if (!ask || !peek.load() || !get_last.load()) return HostMemory::Unknown;
-  // The query must not leave an error behind for the application's next cudaGetLastError.
-  const bool error_pending = peek.load()() != cudaSuccess;
-  cudaPointerAttributes attr{};
-  const cudaError_t rc = ask(&attr, address);
-  if (rc != cudaSuccess) {
-    if (!error_pending) get_last.load()();
-    return HostMemory::Unknown;
-  }
+HostMemory kind_of(const cudaPointerAttributes& attr) {
   switch (attr.type) {
     case cudaMemoryTypeHost: return HostMemory::Pinned;
     case cudaMemoryTypeDevice:
@@ -67,7 +49,22 @@ HostMemory ask_runtime(const void* address) {
   return HostMemory::Unknown;
 }
 
-HostMemory classify_host_memory(const void* address, uint64_t bytes) {
+HostMemory ask(OwnCalls& calls, const void* address) {
+  cudaPointerAttributes attr{};
+  if (calls.check(pointer_attributes()(&attr, address)) != cudaSuccess) return HostMemory::Unknown;
+  return kind_of(attr);
+}
+
+}  // namespace
+
+RuntimeAnswer ask_runtime(const void* first, const void* second, cudaStream_t stream) {
+  if (!pointer_attributes()) return {};
+  OwnCalls calls;
+  if (!calls.allowed() || calls.capturing(stream)) return {};
+  return {ask(calls, first), second ? ask(calls, second) : HostMemory::Unknown};
+}
+
+HostMemory classify_host_memory(const void* address, uint64_t bytes, cudaStream_t stream) {
   const auto begin = reinterpret_cast<uintptr_t>(address);
   PinnedRanges& pinned = pinned_ranges();
   // Read before the table: an answer remembered across a change of the table is then stale.
@@ -82,7 +79,7 @@ HostMemory classify_host_memory(const void* address, uint64_t bytes) {
     }
   RememberedRange fresh{begin, begin + (bytes ? bytes : 1), generation, HostMemory::Unknown};
   if (pinned.find(begin, fresh.begin, fresh.end)) fresh.kind = HostMemory::Pinned;
-  else fresh.kind = ask_runtime(address);
+  else fresh.kind = ask_runtime(address, nullptr, stream).first;
   if (fresh.kind != HostMemory::Unknown) {
     memo.last = memo.next++ % kRemembered;
     memo.ranges[memo.last] = fresh;

@@ -13,6 +13,7 @@ struct ThreadState {
   uint64_t generation;  // the process generation this state was set up in (forks bump it)
   uint32_t tid;
   uint32_t ring;
+  uint32_t polls;       // polls made: their stacks are taken for one in kPollStackEvery
   bool busy;            // inside a hook on this thread: nested hooked calls are not recorded
 };
 

@@ -4,8 +4,8 @@
 #include <link.h>
 
 #include <atomic>
-#include <cstring>
 #include <string>
+#include <vector>
 
 namespace trainshim::shim {
 
@@ -15,37 +15,58 @@ std::atomic<void*> g_real[kApiCount];
 
 namespace {
 
-struct LibraryMatch {
-  const char* prefix;
-  std::string path;
-};
-
-int match_library(dl_phdr_info* info, size_t, void* data) {
-  auto* match = static_cast<LibraryMatch*>(data);
-  const char* path = info->dlpi_name;
-  if (!path || !*path) return 0;
-  const char* base = std::strrchr(path, '/');
-  base = base ? base + 1 : path;
-  if (std::strncmp(base, match->prefix, std::strlen(match->prefix)) != 0) return 0;
-  match->path = path;
-  return 1;
+// Where libtrainshim itself is mapped: a symbol found there is the hook, never the real function.
+const void* own_base() {
+  static const void* base = [] {
+    Dl_info info{};
+    return dladdr(reinterpret_cast<const void*>(&own_base), &info) ? info.dli_fbase : nullptr;
+  }();
+  return base;
 }
 
-// The handle of an already loaded library, without loading anything new.
-void* loaded_library(Library library) {
-  LibraryMatch match{library == Library::Cudart ? "libcudart.so" : "libnccl.so", {}};
-  dl_iterate_phdr(match_library, &match);
-  if (match.path.empty()) return nullptr;
-  return dlopen(match.path.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+void* outside_shim(void* symbol) {
+  Dl_info info{};
+  if (!symbol || !dladdr(symbol, &info) || info.dli_fbase == own_base()) return nullptr;
+  return symbol;
+}
+
+int collect_path(dl_phdr_info* info, size_t, void* data) {
+  // The main program (empty name) is skipped: its definitions come before the shim's in the
+  // global scope, so the program never calls the shim for them.
+  if (info->dlpi_name && *info->dlpi_name)
+    static_cast<std::vector<std::string>*>(data)->emplace_back(info->dlpi_name);
+  return 0;
+}
+
+// Asks every loaded object, whatever its name and scope, for the symbol. Libraries are found by
+// what they export, not by soname: wheels bundle libcudart under a hashed name
+// (libcudart-<sha8>.so.12, PyTorch's build_common.sh), libtorch_cuda links NCCL statically, and a
+// Python extension's libraries live in a local scope that RTLD_NEXT does not search.
+void* exported_by_any_object(const char* name) {
+  std::vector<std::string> paths;
+  dl_iterate_phdr(collect_path, &paths);
+  for (const std::string& path : paths) {
+    void* handle = dlopen(path.c_str(), RTLD_LAZY | RTLD_NOLOAD);  // never loads anything new
+    if (!handle) continue;
+    void* symbol = outside_shim(dlsym(handle, name));
+    dlclose(handle);  // drops only the reference RTLD_NOLOAD took
+    if (symbol) return symbol;
+  }
+  return nullptr;
+}
+
+void* find(const char* name) {
+  if (void* next = outside_shim(dlsym(RTLD_NEXT, name))) return next;
+  return exported_by_any_object(name);
 }
 
 void* find(Library library, const char* name) {
-  if (void* next = dlsym(RTLD_NEXT, name)) return next;
-  void* handle = loaded_library(library);
-  if (!handle) return nullptr;
-  void* symbol = dlsym(handle, name);
-  dlclose(handle);  // drops only the reference RTLD_NOLOAD took
-  return symbol;
+  if (library == Library::Cudart) return find(name);
+  // NCCL exports every ncclX also as pncclX (NCCL_API with PROFAPI, the default), the name a
+  // profiler forwards to. Built without it, only ncclX exists: the definition of another object.
+  const std::string unprefixed = name[0] == 'p' ? name + 1 : name;
+  if (void* profiling = find(("p" + unprefixed).c_str())) return profiling;
+  return find(unprefixed.c_str());
 }
 
 }  // namespace
@@ -53,9 +74,7 @@ void* find(Library library, const char* name) {
 void* detail::resolve(Api api) {
   const auto index = static_cast<std::size_t>(api);
   const ApiInfo& info = kApis[index];
-  // NCCL exports every ncclX also as pncclX, the name a profiler is meant to forward to.
-  std::string name = info.library == Library::Nccl ? "p" : "";
-  name += info.name;
+  const std::string name(info.name);
   void* symbol = find(info.library, name.c_str());
   if (symbol) detail::g_real[index].store(symbol, std::memory_order_release);
   return symbol;

@@ -11,15 +11,17 @@ extern std::atomic<void*> g_real[kApiCount];
 void* resolve(Api api);
 }  // namespace detail
 
-// dlsym(RTLD_NEXT) first; where that finds nothing because the library was loaded into a local
-// scope (RTLD_LOCAL, as Python loads extensions), the loaded library's own handle. nullptr when
-// the library is not loaded. The answer is cached once found.
+// dlsym(RTLD_NEXT) first; where that finds nothing (a library in a local scope, as Python loads
+// extensions, or under another name), whichever loaded object exports it. For NCCL, pncclX first,
+// then ncclX defined by another object than the shim. nullptr when no loaded object exports it.
+// The answer is cached once found.
 inline void* real_function(Api api) {
   if (void* cached = detail::g_real[static_cast<std::size_t>(api)].load(std::memory_order_acquire)) return cached;
   return detail::resolve(api);
 }
 
-// A function of the runtime that trainshim calls but does not interpose, by name.
+// A function of the runtime that trainshim calls but does not interpose, by name (for NCCL, the
+// pncclX name), found as real_function finds them.
 void* runtime_function(Library library, const char* name);
 
 }  // namespace trainshim::shim

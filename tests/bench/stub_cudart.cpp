@@ -12,6 +12,18 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attributes, const vo
 }
 cudaError_t cudaPeekAtLastError() { return cudaSuccess; }
 cudaError_t cudaGetLastError() { return cudaSuccess; }
+// What the shim's own calls need around them: the capture mode it relaxes, the device whose
+// event pool serves a stream.
+cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode*) { return cudaSuccess; }
+cudaError_t cudaGetDevice(int* device) {
+  *device = 0;
+  return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+cudaError_t cudaStreamGetDevice(cudaStream_t, int* device) {
+  *device = 0;
+  return cudaSuccess;
+}
 
 // Timing events for collectives: created, recorded and complete at once.
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) {

@@ -114,6 +114,30 @@ INSTANTIATE_TEST_SUITE_P(Interpreters, PlantedPythonSyncs, ::testing::ValuesIn(s
                            return name;
                          });
 
+// A polling loop is reported as polls with a count, never as syncs; cudaFree(NULL) is nothing.
+TEST(Polls, AreCountedApartFromSyncsWithSampledStacks) {
+  Scratch s;
+  const std::string script = std::string(Paths::source) + "/tests/python/polls.py";
+  const auto result = run(trainshim_cli() + " run --json --out " + s.db() + " -- python3 " + script);
+  ASSERT_EQ(result.exit_code, 0) << result.out;
+  const json rank = json::parse(result.out).at("ranks")[0];
+  ASSERT_EQ(rank.at("polls").size(), 1u) << rank.at("polls").dump(1);
+  const json poll = site_at(rank.at("polls"), "polls.py", marked_line(script, "# PLANT poll"));
+  EXPECT_EQ(poll.at("operation"), "cudaStreamQuery()");
+  EXPECT_EQ(poll.at("calls"), 1000);
+  EXPECT_EQ(poll.at("function"), "wait_for");
+  EXPECT_TRUE(rank.at("hidden_syncs").empty()) << rank.at("hidden_syncs").dump(1);
+  ASSERT_EQ(rank.at("explicit_syncs").size(), 1u) << rank.at("explicit_syncs").dump(1);
+  EXPECT_EQ(rank.at("explicit_syncs")[0].at("line"), marked_line(script, "# PLANT sync"));
+  // One poll in 256 carries its stacks: polls 1, 257, 513 and 769.
+  EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM events e JOIN apis a ON a.id = e.api "
+                              "WHERE a.name = 'cudaStreamQuery' AND e.python_stack != 0"),
+            4);
+  EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM events e JOIN apis a ON a.id = e.api "
+                              "WHERE a.name = 'cudaFree' AND e.python_stack = 0 AND e.object = 0"),
+            1);
+}
+
 TEST(NativeSyncs, FramesComeOutDemangledAtTheirLines) {
   Scratch s;
   const std::string source = std::string(Paths::source) + "/tests/programs/native_syncs.cpp";

@@ -1,4 +1,5 @@
-// Loads local_scope_lib with RTLD_LOCAL (the program itself does not link cudart) and calls it.
+// Loads a library with RTLD_LOCAL (the program itself links no CUDA library) and calls its
+// int FUNCTION(int times), copy_from_local_scope unless named:   local_scope_prog LIBRARY [FUNCTION]
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -10,6 +11,6 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", dlerror());
     return 1;
   }
-  auto copy = reinterpret_cast<int (*)(int)>(dlsym(lib, "copy_from_local_scope"));
-  return copy ? copy(7) : 1;
+  auto function = reinterpret_cast<int (*)(int)>(dlsym(lib, argc > 2 ? argv[2] : "copy_from_local_scope"));
+  return function ? function(7) : 1;
 }

@@ -12,8 +12,14 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
+#include <vector>
 
 namespace simcuda {
+
+// Records a failure as the calling thread's last error (cudaGetLastError), as every runtime call
+// does; cudaErrorNotReady is a status, not an error, and is never recorded.
+cudaError_t recordError(cudaError_t e);
 
 // ---- memory registry (registry.cpp) ----
 enum class MemKind { Device, PinnedAlloc, PinnedRegistered };
@@ -40,6 +46,8 @@ int currentDevice();
 // ---- streams and events (stream.cpp) ----
 using Clock = std::chrono::steady_clock;
 
+struct CaptureSequence;
+
 class Stream : public std::enable_shared_from_this<Stream> {
  public:
   Stream(int device, unsigned flags, int priority, bool legacy)
@@ -61,6 +69,9 @@ class Stream : public std::enable_shared_from_this<Stream> {
   bool legacy() const { return legacy_; }
   bool blocking() const { return !(flags_ & cudaStreamNonBlocking); }
 
+  // The capture sequence this stream is recording into, if any (guarded by capture.cpp's lock).
+  std::shared_ptr<CaptureSequence> capture;
+
  private:
   void run();
   int device_;
@@ -75,13 +86,15 @@ class Stream : public std::enable_shared_from_this<Stream> {
 };
 
 struct Event {
-  explicit Event(unsigned f) : flags(f) {}
+  Event(unsigned f, int d) : flags(f), device(d) {}
   unsigned flags;
+  int device;  // the current device at creation: it can be recorded only on that device's streams
   std::mutex mu;
   std::condition_variable cv;
   std::uint64_t recorded = 0;  // number of cudaEventRecord calls
   std::uint64_t done = 0;      // highest record sequence the stream has reached
   Clock::time_point stamp{};
+  std::uint64_t captured_in = 0;  // id of the capture sequence its last record went into, 0: none
 };
 
 // Resolves a handle; the special handles 0, cudaStreamLegacy and cudaStreamPerThread map to the
@@ -95,8 +108,42 @@ std::uint64_t enqueue(const std::shared_ptr<Stream>& s, std::function<void()> op
 // Waits for all work queued so far on every stream of the device.
 void synchronizeDevice(int device);
 
-cudaEvent_t createEvent(unsigned flags);
+cudaEvent_t createEvent(unsigned flags, int device);
 std::shared_ptr<Event> resolveEvent(cudaEvent_t e);
 bool destroyEvent(cudaEvent_t e);
+
+// ---- stream capture (capture.cpp) ----
+// What a stream runs, made when it is enqueued: a graph makes it again at every launch, so that
+// an event record in a graph takes a new sequence number each time.
+using Work = std::function<std::function<void()>()>;
+
+struct Graph {
+  std::vector<Work> nodes;
+};
+
+struct CaptureSequence {
+  unsigned long long id;
+  cudaStreamCaptureMode mode;
+  std::thread::id thread;  // that began it
+  Stream* origin;
+  int device;
+  bool invalidated = false;
+  Graph* graph;
+};
+
+// Enqueues the work on the stream, or appends it to the graph the stream is capturing (ticket 0).
+// Fails, with the error recorded, where stream capture forbids the use of this stream.
+cudaError_t submitWork(const std::shared_ptr<Stream>& s, Work work, std::uint64_t* ticket);
+// The check a potentially unsafe call makes first (see cudaThreadExchangeStreamCaptureMode): it
+// fails, invalidating the captures that forbid it, when this thread may not make such calls now.
+cudaError_t checkPotentiallyUnsafe();
+// Synchronising or querying a stream (or the legacy stream, or the device) is invalid while it,
+// or anything it encompasses, is being captured: that capture is invalidated.
+cudaError_t checkWaitOn(const std::shared_ptr<Stream>& s);
+cudaError_t checkDeviceWait(int device);
+// The capture sequence with this id, if it is still active.
+std::shared_ptr<CaptureSequence> activeCapture(std::uint64_t id);
+std::shared_ptr<CaptureSequence> captureOf(const Stream& s);
+void invalidate(CaptureSequence& c);
 
 }  // namespace simcuda

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <tuple>
+#include <vector>
 #include <unistd.h>
 
 // Per-thread-default-stream twins; the header declares them only when a program is compiled
@@ -21,6 +23,19 @@ cudaError_t cudaMemcpy2DAsync_ptsz(void* dst, size_t dpitch, const void* src, si
 cudaError_t cudaMemset_ptds(void* devPtr, int value, size_t count);
 cudaError_t cudaMemsetAsync_ptsz(void* devPtr, int value, size_t count, cudaStream_t stream);
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream);
+cudaError_t cudaMemcpyToSymbol_ptds(const void* symbol, const void* src, size_t count, size_t offset,
+                                    enum cudaMemcpyKind kind);
+cudaError_t cudaMemcpyToSymbolAsync_ptsz(const void* symbol, const void* src, size_t count, size_t offset,
+                                         enum cudaMemcpyKind kind, cudaStream_t stream);
+cudaError_t cudaMemcpyFromSymbol_ptds(void* dst, const void* symbol, size_t count, size_t offset,
+                                      enum cudaMemcpyKind kind);
+cudaError_t cudaMemcpyFromSymbolAsync_ptsz(void* dst, const void* symbol, size_t count, size_t offset,
+                                           enum cudaMemcpyKind kind, cudaStream_t stream);
+cudaError_t cudaMemcpy3D_ptds(const struct cudaMemcpy3DParms* p);
+cudaError_t cudaMemcpy3DAsync_ptsz(const struct cudaMemcpy3DParms* p, cudaStream_t stream);
+cudaError_t cudaMemcpyBatchAsync_ptsz(void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,
+                                      struct cudaMemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
+                                      cudaStream_t stream);
 cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream);
 cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags);
 cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus* pCaptureStatus);
@@ -47,17 +62,18 @@ thread_local cudaError_t tls_last_error = cudaSuccess;
 
 int currentDevice() { return tls_device; }
 
+cudaError_t recordError(cudaError_t e) {
+  if (e != cudaSuccess && e != cudaErrorNotReady) tls_last_error = e;
+  return e;
+}
+
 }  // namespace simcuda
 
 using namespace simcuda;
 
 namespace {
 
-// Records a failure as the thread's last error, as the real runtime does.
-cudaError_t ret(cudaError_t e) {
-  if (e != cudaSuccess) tls_last_error = e;
-  return e;
-}
+cudaError_t ret(cudaError_t e) { return recordError(e); }
 
 bool validKind(cudaMemcpyKind k) { return k >= cudaMemcpyHostToHost && k <= cudaMemcpyDefault; }
 
@@ -65,19 +81,29 @@ bool validKind(cudaMemcpyKind k) { return k >= cudaMemcpyHostToHost && k <= cuda
 // taken from the host buffer before the call returns), D2H must land before the call returns.
 bool touchesPageable(const void* a, const void* b) { return isPageable(a) || isPageable(b); }
 
+// A captured operation never runs at the call, so the call never waits for it.
 cudaError_t submit(cudaStream_t stream, std::function<void()> op, bool wait) {
   auto s = resolveStream(stream);
   if (!s) return ret(cudaErrorInvalidResourceHandle);
-  std::uint64_t t = enqueue(s, std::move(op));
-  if (wait) s->waitTicket(t);
+  std::uint64_t ticket = 0;
+  if (const cudaError_t e = submitWork(s, [op = std::move(op)] { return op; }, &ticket); e != cudaSuccess) return e;
+  if (wait && ticket) s->waitTicket(ticket);
   return cudaSuccess;
+}
+
+// Synchronous copies and memsets are potentially unsafe during a capture, like every call that
+// waits for the device.
+cudaError_t submitAndWait(cudaStream_t stream, std::function<void()> op) {
+  if (const cudaError_t e = checkPotentiallyUnsafe(); e != cudaSuccess) return e;
+  return submit(stream, std::move(op), true);
 }
 
 cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t stream, bool sync) {
   if (!validKind(kind)) return ret(cudaErrorInvalidMemcpyDirection);
   if (n == 0) return cudaSuccess;
   if (!dst || !src) return ret(cudaErrorInvalidValue);
-  return submit(stream, [dst, src, n] { std::memmove(dst, src, n); }, sync || touchesPageable(dst, src));
+  auto op = [dst, src, n] { std::memmove(dst, src, n); };
+  return sync ? submitAndWait(stream, op) : submit(stream, op, touchesPageable(dst, src));
 }
 
 cudaError_t copy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
@@ -90,7 +116,69 @@ cudaError_t copy2D(void* dst, size_t dpitch, const void* src, size_t spitch, siz
     for (size_t row = 0; row < height; ++row)
       std::memmove(static_cast<char*>(dst) + row * dpitch, static_cast<const char*>(src) + row * spitch, width);
   };
-  return submit(stream, op, sync || touchesPageable(dst, src));
+  return sync ? submitAndWait(stream, op) : submit(stream, op, touchesPageable(dst, src));
+}
+
+// A __device__ variable's symbol is the address the runtime maps to its device copy; here device
+// memory stands in for it, so a symbol is an address inside a cudaMalloc'ed range.
+cudaError_t copySymbol(void* dst, const void* src, const void* symbol, size_t count, size_t offset,
+                       cudaMemcpyKind kind, bool to_symbol, cudaStream_t stream, bool sync) {
+  auto r = findRange(symbol);
+  if (!r || r->kind != MemKind::Device) return ret(cudaErrorInvalidSymbol);
+  const auto base = reinterpret_cast<std::uintptr_t>(symbol);
+  if (base + offset + count > r->base + r->size) return ret(cudaErrorInvalidValue);
+  // "kind can be either cudaMemcpyHostToDevice, cudaMemcpyDeviceToDevice, or cudaMemcpyDefault" (and
+  // DeviceToHost for FromSymbol).
+  const cudaMemcpyKind across = to_symbol ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+  if (kind != across && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
+    return ret(cudaErrorInvalidMemcpyDirection);
+  void* at = reinterpret_cast<void*>(base + offset);
+  return to_symbol ? copy(at, src, count, kind, stream, sync) : copy(dst, at, count, kind, stream, sync);
+}
+
+// Copies between pointers only: CUDA arrays are not simulated.
+cudaError_t copy3D(const cudaMemcpy3DParms* p, cudaStream_t stream, bool sync) {
+  if (!p || p->srcArray || p->dstArray || !p->srcPtr.ptr || !p->dstPtr.ptr) return ret(cudaErrorInvalidValue);
+  if (!validKind(p->kind)) return ret(cudaErrorInvalidMemcpyDirection);
+  const cudaExtent e = p->extent;
+  if (e.width > p->srcPtr.pitch || e.width > p->dstPtr.pitch) return ret(cudaErrorInvalidPitchValue);
+  if (e.width == 0 || e.height == 0 || e.depth == 0) return cudaSuccess;
+  auto row = [](const cudaPitchedPtr& ptr, const cudaPos& pos, size_t y, size_t z) {
+    return static_cast<char*>(ptr.ptr) + ((pos.z + z) * ptr.ysize + pos.y + y) * ptr.pitch + pos.x;
+  };
+  const cudaMemcpy3DParms q = *p;
+  auto op = [q, row] {
+    for (size_t z = 0; z < q.extent.depth; ++z)
+      for (size_t y = 0; y < q.extent.height; ++y)
+        std::memmove(row(q.dstPtr, q.dstPos, y, z), row(q.srcPtr, q.srcPos, y, z), q.extent.width);
+  };
+  return sync ? submitAndWait(stream, op)
+              : submit(stream, op, touchesPageable(row(q.dstPtr, q.dstPos, 0, 0), row(q.srcPtr, q.srcPos, 0, 0)));
+}
+
+// cudaMemcpyBatchAsync's checks: attrsIdxs starts at 0 and increases, below count; every
+// attribute names a source access order; never the legacy stream.
+cudaError_t copyBatch(void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,
+                      const cudaMemcpyAttributes* attrs, const size_t* attrsIdxs, size_t numAttrs, cudaStream_t stream) {
+  if (!dsts || !srcs || !sizes || count == 0 || !attrs || !attrsIdxs || numAttrs == 0 || numAttrs > count ||
+      attrsIdxs[0] != 0 || stream == nullptr || stream == cudaStreamLegacy)
+    return ret(cudaErrorInvalidValue);
+  bool wait = false;
+  for (size_t k = 0; k < numAttrs; ++k) {
+    if ((k > 0 && attrsIdxs[k] <= attrsIdxs[k - 1]) || attrsIdxs[k] >= count) return ret(cudaErrorInvalidValue);
+    if (attrs[k].srcAccessOrder == cudaMemcpySrcAccessOrderInvalid || attrs[k].srcAccessOrder > cudaMemcpySrcAccessOrderAny)
+      return ret(cudaErrorInvalidValue);
+    wait = wait || attrs[k].srcAccessOrder == cudaMemcpySrcAccessOrderDuringApiCall;
+  }
+  std::vector<std::tuple<void*, const void*, size_t>> copies;
+  for (size_t i = 0; i < count; ++i) {
+    if (!dsts[i] || !srcs[i]) return ret(cudaErrorInvalidValue);
+    copies.emplace_back(dsts[i], srcs[i], sizes[i]);
+    wait = wait || touchesPageable(dsts[i], srcs[i]);
+  }
+  return submit(stream, [copies] {
+    for (const auto& [dst, src, n] : copies) std::memmove(dst, src, n);
+  }, wait);
 }
 
 cudaError_t fill(void* p, int value, size_t n, cudaStream_t stream, bool async) {
@@ -98,14 +186,29 @@ cudaError_t fill(void* p, int value, size_t n, cudaStream_t stream, bool async) 
   auto r = findRange(p);
   if (!r) return ret(cudaErrorInvalidValue);
   // The real cudaMemset is asynchronous unless it writes host memory.
-  bool wait = r->kind != MemKind::Device && !async;
-  return submit(stream, [p, value, n] { std::memset(p, value, n); }, wait);
+  auto op = [p, value, n] { std::memset(p, value, n); };
+  return r->kind != MemKind::Device && !async ? submitAndWait(stream, op) : submit(stream, op, false);
 }
 
 void* alignedAlloc(size_t alignment, size_t size) {
   void* p = nullptr;
   if (posix_memalign(&p, alignment, size ? size : 1) != 0) return nullptr;
   return p;
+}
+
+// Querying or waiting for an event whose last record went into a capture is never permitted; any
+// other event query is a potentially unsafe call.
+cudaError_t checkEventWait(Event& e) {
+  std::uint64_t captured_in;
+  {
+    std::lock_guard lock(e.mu);
+    captured_in = e.captured_in;
+  }
+  if (captured_in) {
+    if (auto capture = activeCapture(captured_in)) invalidate(*capture);
+    return ret(cudaErrorCapturedEvent);
+  }
+  return checkPotentiallyUnsafe();
 }
 
 }  // namespace
@@ -156,6 +259,15 @@ cudaError_t cudaPeekAtLastError(void) { return tls_last_error; }
   X(cudaErrorHostMemoryAlreadyRegistered, "part or all of the requested memory range is already mapped") \
   X(cudaErrorHostMemoryNotRegistered, "pointer does not correspond to a registered memory region") \
   X(cudaErrorNotSupported, "operation not supported")                                           \
+  X(cudaErrorIllegalState, "the operation cannot be performed in the present state")            \
+  X(cudaErrorInvalidSymbol, "invalid device symbol")                                            \
+  X(cudaErrorStreamCaptureUnsupported, "operation not permitted when stream is capturing")     \
+  X(cudaErrorStreamCaptureInvalidated, "operation failed due to a previous error during capture") \
+  X(cudaErrorStreamCaptureUnmatched, "capture was not initiated in this stream")               \
+  X(cudaErrorStreamCaptureIsolation, "dependency created on uncaptured work in another stream") \
+  X(cudaErrorStreamCaptureImplicit, "operation would make the legacy stream depend on a capturing blocking stream") \
+  X(cudaErrorCapturedEvent, "operation not permitted on an event last recorded in a capturing stream") \
+  X(cudaErrorStreamCaptureWrongThread, "attempt to terminate a thread-local capture sequence from another thread") \
   X(cudaErrorUnknown, "unknown error")
 
 const char* cudaGetErrorString(cudaError_t error) {
@@ -195,6 +307,8 @@ cudaError_t cudaDriverGetVersion(int* version) {
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
+  if (const cudaError_t e = checkPotentiallyUnsafe(); e != cudaSuccess) return e;
+  if (const cudaError_t e = checkDeviceWait(tls_device); e != cudaSuccess) return e;
   synchronizeDevice(tls_device);
   return cudaSuccess;
 }
@@ -202,6 +316,7 @@ cudaError_t cudaDeviceSynchronize(void) {
 // ---------------- memory ----------------
 
 cudaError_t cudaMalloc(void** devPtr, size_t size) {
+  if (const cudaError_t e = checkPotentiallyUnsafe(); e != cudaSuccess) return e;
   if (!devPtr) return ret(cudaErrorInvalidValue);
   if (size == 0) {
     *devPtr = nullptr;
@@ -215,10 +330,12 @@ cudaError_t cudaMalloc(void** devPtr, size_t size) {
 }
 
 cudaError_t cudaFree(void* devPtr) {
+  if (const cudaError_t e = checkPotentiallyUnsafe(); e != cudaSuccess) return e;
   if (!devPtr) return cudaSuccess;
   auto r = findRange(devPtr);
   if (!r || r->kind != MemKind::Device || r->base != reinterpret_cast<std::uintptr_t>(devPtr))
     return ret(cudaErrorInvalidValue);
+  if (const cudaError_t e = checkDeviceWait(r->device); e != cudaSuccess) return e;
   // The real cudaFree synchronises the device before releasing memory.
   synchronizeDevice(r->device);
   unregisterRange(r->base);
@@ -228,6 +345,7 @@ cudaError_t cudaFree(void* devPtr) {
 
 cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int flags) {
   (void)flags;
+  if (const cudaError_t e = checkPotentiallyUnsafe(); e != cudaSuccess) return e;
   if (!pHost) return ret(cudaErrorInvalidValue);
   void* p = alignedAlloc(static_cast<size_t>(sysconf(_SC_PAGESIZE)), size);
   if (!p) return ret(cudaErrorMemoryAllocation);
@@ -239,6 +357,7 @@ cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int flags) {
 cudaError_t cudaMallocHost(void** ptr, size_t size) { return cudaHostAlloc(ptr, size, cudaHostAllocDefault); }
 
 cudaError_t cudaFreeHost(void* ptr) {
+  if (const cudaError_t e = checkPotentiallyUnsafe(); e != cudaSuccess) return e;
   if (!ptr) return cudaSuccess;
   auto r = findRange(ptr);
   if (!r || r->kind != MemKind::PinnedAlloc || r->base != reinterpret_cast<std::uintptr_t>(ptr))
@@ -251,6 +370,7 @@ cudaError_t cudaFreeHost(void* ptr) {
 
 cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags) {
   (void)flags;
+  if (const cudaError_t e = checkPotentiallyUnsafe(); e != cudaSuccess) return e;
   if (!ptr || size == 0) return ret(cudaErrorInvalidValue);
   auto base = reinterpret_cast<std::uintptr_t>(ptr);
   if (overlapsAny(base, size)) return ret(cudaErrorHostMemoryAlreadyRegistered);
@@ -259,6 +379,7 @@ cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags) {
 }
 
 cudaError_t cudaHostUnregister(void* ptr) {
+  if (const cudaError_t e = checkPotentiallyUnsafe(); e != cudaSuccess) return e;
   auto r = findRange(ptr);
   if (!r || r->kind != MemKind::PinnedRegistered || r->base != reinterpret_cast<std::uintptr_t>(ptr))
     return ret(cudaErrorHostMemoryNotRegistered);
@@ -276,6 +397,7 @@ cudaError_t cudaHostGetDevicePointer(void** pDevice, void* pHost, unsigned int f
 }
 
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes* attributes, const void* ptr) {
+  if (const cudaError_t e = checkPotentiallyUnsafe(); e != cudaSuccess) return e;
   if (!attributes) return ret(cudaErrorInvalidValue);
   std::memset(attributes, 0, sizeof(*attributes));
   auto r = findRange(ptr);
@@ -337,6 +459,59 @@ cudaError_t cudaMemcpy2DAsync_ptsz(void* dst, size_t dpitch, const void* src, si
   return copy2D(dst, dpitch, src, spitch, width, height, kind, stream ? stream : cudaStreamPerThread, false);
 }
 
+cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, size_t count, size_t offset,
+                               enum cudaMemcpyKind kind) {
+  return copySymbol(nullptr, src, symbol, count, offset, kind, true, cudaStreamLegacy, true);
+}
+cudaError_t cudaMemcpyToSymbol_ptds(const void* symbol, const void* src, size_t count, size_t offset,
+                                    enum cudaMemcpyKind kind) {
+  return copySymbol(nullptr, src, symbol, count, offset, kind, true, cudaStreamPerThread, true);
+}
+cudaError_t cudaMemcpyToSymbolAsync(const void* symbol, const void* src, size_t count, size_t offset,
+                                    enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return copySymbol(nullptr, src, symbol, count, offset, kind, true, stream, false);
+}
+cudaError_t cudaMemcpyToSymbolAsync_ptsz(const void* symbol, const void* src, size_t count, size_t offset,
+                                         enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return copySymbol(nullptr, src, symbol, count, offset, kind, true, stream ? stream : cudaStreamPerThread, false);
+}
+cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count, size_t offset,
+                                 enum cudaMemcpyKind kind) {
+  return copySymbol(dst, nullptr, symbol, count, offset, kind, false, cudaStreamLegacy, true);
+}
+cudaError_t cudaMemcpyFromSymbol_ptds(void* dst, const void* symbol, size_t count, size_t offset,
+                                      enum cudaMemcpyKind kind) {
+  return copySymbol(dst, nullptr, symbol, count, offset, kind, false, cudaStreamPerThread, true);
+}
+cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const void* symbol, size_t count, size_t offset,
+                                      enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return copySymbol(dst, nullptr, symbol, count, offset, kind, false, stream, false);
+}
+cudaError_t cudaMemcpyFromSymbolAsync_ptsz(void* dst, const void* symbol, size_t count, size_t offset,
+                                           enum cudaMemcpyKind kind, cudaStream_t stream) {
+  return copySymbol(dst, nullptr, symbol, count, offset, kind, false, stream ? stream : cudaStreamPerThread, false);
+}
+
+cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms* p) { return copy3D(p, cudaStreamLegacy, true); }
+cudaError_t cudaMemcpy3D_ptds(const struct cudaMemcpy3DParms* p) { return copy3D(p, cudaStreamPerThread, true); }
+cudaError_t cudaMemcpy3DAsync(const struct cudaMemcpy3DParms* p, cudaStream_t stream) {
+  return copy3D(p, stream, false);
+}
+cudaError_t cudaMemcpy3DAsync_ptsz(const struct cudaMemcpy3DParms* p, cudaStream_t stream) {
+  return copy3D(p, stream ? stream : cudaStreamPerThread, false);
+}
+
+cudaError_t cudaMemcpyBatchAsync(void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,
+                                 struct cudaMemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
+                                 cudaStream_t stream) {
+  return copyBatch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream);
+}
+cudaError_t cudaMemcpyBatchAsync_ptsz(void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,
+                                      struct cudaMemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
+                                      cudaStream_t stream) {
+  return copyBatch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream ? stream : cudaStreamPerThread);
+}
+
 cudaError_t cudaMemcpyPeer(void* dst, int dstDevice, const void* src, int srcDevice, size_t count) {
   if (dstDevice < 0 || dstDevice >= deviceCount() || srcDevice < 0 || srcDevice >= deviceCount())
     return ret(cudaErrorInvalidDevice);
@@ -391,6 +566,14 @@ cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int* flags) {
   return cudaSuccess;
 }
 
+cudaError_t cudaStreamGetDevice(cudaStream_t hStream, int* device) {
+  auto s = resolveStream(hStream);
+  if (!s) return ret(cudaErrorInvalidResourceHandle);
+  if (!device) return ret(cudaErrorInvalidValue);
+  *device = s->device();
+  return cudaSuccess;
+}
+
 cudaError_t cudaStreamGetPriority(cudaStream_t hStream, int* priority) {
   auto s = resolveStream(hStream);
   if (!s) return ret(cudaErrorInvalidResourceHandle);
@@ -408,6 +591,8 @@ cudaError_t cudaDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPr
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   auto s = resolveStream(stream);
   if (!s) return ret(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t e = checkPotentiallyUnsafe(); e != cudaSuccess) return e;
+  if (const cudaError_t e = checkWaitOn(s); e != cudaSuccess) return e;
   s->waitTicket(s->lastTicket());
   return cudaSuccess;
 }
@@ -418,6 +603,8 @@ cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream) {
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
   auto s = resolveStream(stream);
   if (!s) return ret(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t e = checkPotentiallyUnsafe(); e != cudaSuccess) return e;
+  if (const cudaError_t e = checkWaitOn(s); e != cudaSuccess) return e;
   return s->idle() ? cudaSuccess : cudaErrorNotReady;  // NotReady is not recorded as an error
 }
 cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream) { return cudaStreamQuery(stream ? stream : cudaStreamPerThread); }
@@ -433,22 +620,27 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
     seq = e->recorded;
   }
   if (seq == 0) return cudaSuccess;  // never recorded: nothing to wait for
-  enqueue(s, [e, seq] {
-    std::unique_lock lock(e->mu);
-    e->cv.wait(lock, [&] { return e->done >= seq; });
-  });
-  return cudaSuccess;
+  auto capture = captureOf(*s);
+  const bool captured_event = e->captured_in != 0;
+  if (capture && captured_event && e->captured_in == capture->id) return cudaSuccess;  // ordered in the graph
+  if (capture || captured_event) {
+    // A capturing stream may not wait on work outside its capture; a stream that waits on a
+    // captured event would join the capture, which is not simulated.
+    if (capture) invalidate(*capture);
+    return ret(cudaErrorStreamCaptureIsolation);
+  }
+  std::uint64_t ticket = 0;
+  return submitWork(s, [e, seq] {
+    return std::function<void()>([e, seq] {
+      std::unique_lock lock(e->mu);
+      e->cv.wait(lock, [&] { return e->done >= seq; });
+    });
+  }, &ticket);
 }
 cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
   return cudaStreamWaitEvent(stream ? stream : cudaStreamPerThread, event, flags);
 }
 
-cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus* pCaptureStatus) {
-  if (!resolveStream(stream)) return ret(cudaErrorInvalidResourceHandle);
-  if (!pCaptureStatus) return ret(cudaErrorInvalidValue);
-  *pCaptureStatus = cudaStreamCaptureStatusNone;
-  return cudaSuccess;
-}
 cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus* pCaptureStatus) {
   return cudaStreamIsCapturing(stream ? stream : cudaStreamPerThread, pCaptureStatus);
 }
@@ -457,7 +649,7 @@ cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptu
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   if (!event) return ret(cudaErrorInvalidValue);
-  *event = createEvent(flags);
+  *event = createEvent(flags, tls_device);
   return cudaSuccess;
 }
 cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
@@ -467,26 +659,39 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
   return cudaSuccess;
 }
 
+// An event belongs to the device that was current when it was created: "event and stream must be
+// on the same CUDA context" (cudaEventRecord).
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   auto e = resolveEvent(event);
   auto s = resolveStream(stream);
-  if (!e || !s) return ret(cudaErrorInvalidResourceHandle);
-  std::uint64_t seq;
-  {
-    std::lock_guard lock(e->mu);
-    seq = ++e->recorded;
-  }
-  // The timestamp is taken when the stream's worker reaches the event, like the GPU does.
-  enqueue(s, [e, seq] {
-    auto now = Clock::now();
-    std::lock_guard lock(e->mu);
-    if (seq > e->done) {
-      e->done = seq;
-      e->stamp = now;
+  if (!e || !s || e->device != s->device()) return ret(cudaErrorInvalidResourceHandle);
+  auto capture = captureOf(*s);
+  // Made at each launch: a record in a graph records the event anew every time it runs.
+  Work record = [e] {
+    std::uint64_t seq;
+    {
+      std::lock_guard lock(e->mu);
+      seq = ++e->recorded;
+      e->captured_in = 0;
     }
-    e->cv.notify_all();
-  });
-  return cudaSuccess;
+    // The timestamp is taken when the stream's worker reaches the event, like the GPU does.
+    return std::function<void()>([e, seq] {
+      auto now = Clock::now();
+      std::lock_guard lock(e->mu);
+      if (seq > e->done) {
+        e->done = seq;
+        e->stamp = now;
+      }
+      e->cv.notify_all();
+    });
+  };
+  std::uint64_t ticket = 0;
+  const cudaError_t status = submitWork(s, std::move(record), &ticket);
+  if (status == cudaSuccess && capture) {
+    std::lock_guard lock(e->mu);
+    e->captured_in = capture->id;
+  }
+  return status;
 }
 cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream) {
   return cudaEventRecord(event, stream ? stream : cudaStreamPerThread);
@@ -495,6 +700,7 @@ cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream) {
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   auto e = resolveEvent(event);
   if (!e) return ret(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t status = checkEventWait(*e); status != cudaSuccess) return status;
   std::lock_guard lock(e->mu);
   return e->done >= e->recorded ? cudaSuccess : cudaErrorNotReady;
 }
@@ -502,6 +708,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   auto e = resolveEvent(event);
   if (!e) return ret(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t status = checkEventWait(*e); status != cudaSuccess) return status;
   std::unique_lock lock(e->mu);
   std::uint64_t target = e->recorded;
   e->cv.wait(lock, [&] { return e->done >= target; });
@@ -512,7 +719,7 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
   if (!ms) return ret(cudaErrorInvalidValue);
   auto a = resolveEvent(start);
   auto b = resolveEvent(end);
-  if (!a || !b) return ret(cudaErrorInvalidResourceHandle);
+  if (!a || !b || a->device != b->device) return ret(cudaErrorInvalidResourceHandle);
   if ((a->flags | b->flags) & cudaEventDisableTiming) return ret(cudaErrorInvalidResourceHandle);
   Clock::time_point ta, tb;
   {

@@ -176,8 +176,8 @@ void synchronizeDevice(int device) {
   for (auto& [s, t] : todo) s->waitTicket(t);
 }
 
-cudaEvent_t createEvent(unsigned flags) {
-  auto e = std::make_shared<Event>(flags);
+cudaEvent_t createEvent(unsigned flags, int device) {
+  auto e = std::make_shared<Event>(flags, device);
   Handles& h = handles();
   std::lock_guard lock(h.mu);
   h.events.emplace(e.get(), e);

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -23,6 +24,9 @@
 extern "C" cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream);
 
 namespace {
+
+// Two simulated devices for the multi-device tests; read by the runtime at its first call.
+const bool kTwoDevices = setenv("SIMCUDA_DEVICES", "2", 0) == 0;
 
 // An operation that keeps its stream busy until open() is called. The flag lives on the heap,
 // shared with the operation, because the operation may still poll it after the Gate is gone.
@@ -423,6 +427,7 @@ TEST(SimCuda, DeviceAndErrorApi) {
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusActive;
   ASSERT_EQ(cudaStreamIsCapturing(nullptr, &st), cudaSuccess);
   EXPECT_EQ(st, cudaStreamCaptureStatusNone);
+  ASSERT_TRUE(kTwoDevices);
   char buf[4];
   EXPECT_EQ(cudaMemcpy(buf, buf, 4, static_cast<cudaMemcpyKind>(17)), cudaErrorInvalidMemcpyDirection);
   cudaGetLastError();
@@ -530,3 +535,348 @@ TEST(SimAbi, ProgramLinkedAgainstRealLibrariesRunsOnTheSimulation) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status << ": " << out;
 }
 #endif
+
+// ---- errors ----
+
+TEST(SimCuda, LastErrorIsPendingUntilReadAndPerThread) {
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(reinterpret_cast<cudaStream_t>(0x10)), cudaErrorInvalidResourceHandle);
+  // Later successful calls leave it pending; a peek does not clear it.
+  int device = -1;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  EXPECT_EQ(cudaPeekAtLastError(), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaPeekAtLastError(), cudaErrorInvalidResourceHandle);
+  // Another thread has its own.
+  cudaError_t other = cudaErrorUnknown;
+  std::thread([&] { other = cudaPeekAtLastError(); }).join();
+  EXPECT_EQ(other, cudaSuccess);
+  // A newer failure replaces it.
+  EXPECT_EQ(cudaSetDevice(99), cudaErrorInvalidDevice);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidDevice);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  // cudaErrorNotReady is a status, never recorded.
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  {
+    Gate gate(s);
+    EXPECT_EQ(cudaStreamQuery(s), cudaErrorNotReady);
+  }
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  cudaStreamDestroy(s);
+}
+
+// ---- several devices ----
+
+TEST(SimCuda, EventRecordedOnAnotherDevicesStreamFails) {
+  int count = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  ASSERT_EQ(count, 2);
+  cudaEvent_t on0, on1;
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&on0), cudaSuccess);
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&on1), cudaSuccess);
+  cudaStream_t s1;
+  ASSERT_EQ(cudaStreamCreate(&s1), cudaSuccess);
+  int device = -1;
+  ASSERT_EQ(cudaStreamGetDevice(s1, &device), cudaSuccess);
+  EXPECT_EQ(device, 1);
+  EXPECT_EQ(cudaEventRecord(on0, s1), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaPeekAtLastError(), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaEventRecord(on1, s1), cudaSuccess);
+  // The legacy stream is the current device's.
+  EXPECT_EQ(cudaEventRecord(on1, nullptr), cudaSuccess);
+  EXPECT_EQ(cudaEventRecord(on0, nullptr), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidResourceHandle);
+  // An event of another device may be waited for and queried from any device.
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  EXPECT_EQ(cudaEventSynchronize(on1), cudaSuccess);
+  EXPECT_EQ(cudaEventQuery(on1), cudaSuccess);
+  float ms = 0;
+  EXPECT_EQ(cudaEventElapsedTime(&ms, on0, on1), cudaErrorInvalidResourceHandle);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidResourceHandle);
+  cudaEventDestroy(on0);
+  cudaEventDestroy(on1);
+  cudaStreamDestroy(s1);
+}
+
+// ---- stream capture ----
+
+namespace {
+
+cudaStreamCaptureStatus captureStatus(cudaStream_t s) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  EXPECT_EQ(cudaStreamIsCapturing(s, &status), cudaSuccess);
+  return status;
+}
+
+// Runs fn on a new thread whose capture mode is `mode`, and returns what it returned.
+cudaError_t onThread(cudaStreamCaptureMode mode, const std::function<cudaError_t()>& fn) {
+  cudaError_t result = cudaErrorUnknown;
+  std::thread([&] {
+    cudaStreamCaptureMode m = mode;
+    EXPECT_EQ(cudaThreadExchangeStreamCaptureMode(&m), cudaSuccess);
+    EXPECT_EQ(m, cudaStreamCaptureModeGlobal) << "every thread starts in global mode";
+    result = fn();
+    cudaGetLastError();
+  }).join();
+  return result;
+}
+
+}  // namespace
+
+TEST(SimCapture, CapturedWorkRunsOnlyWhenTheGraphIsLaunched) {
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  int* counter = nullptr;
+  int* host = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&counter), sizeof(int)), cudaSuccess);
+  ASSERT_EQ(cudaMallocHost(reinterpret_cast<void**>(&host), sizeof(int)), cudaSuccess);
+  *host = 7;
+  ASSERT_EQ(cudaMemset(counter, 0, sizeof(int)), cudaSuccess);
+  cudaEvent_t start, end;
+  ASSERT_EQ(cudaEventCreate(&start), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&end), cudaSuccess);
+
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  EXPECT_EQ(captureStatus(s), cudaStreamCaptureStatusActive);
+  cudaStreamCaptureStatus status;
+  unsigned long long id = 0;
+  cudaGraph_t capturing = nullptr;
+  ASSERT_EQ(cudaStreamGetCaptureInfo(s, &status, &id, &capturing, nullptr, nullptr, nullptr), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive);
+  EXPECT_NE(id, 0u);
+  ASSERT_EQ(cudaEventRecord(start, s), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(counter, host, sizeof(int), cudaMemcpyHostToDevice, s), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(end, s), cudaSuccess);
+  // Events last recorded in a capture may not be queried.
+  EXPECT_EQ(cudaEventQuery(end), cudaErrorCapturedEvent);
+  cudaGetLastError();
+  // The query invalidated the capture.
+  EXPECT_EQ(captureStatus(s), cudaStreamCaptureStatusInvalidated);
+  cudaGraph_t graph = reinterpret_cast<cudaGraph_t>(0x1);
+  EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaErrorStreamCaptureInvalidated);
+  EXPECT_EQ(graph, nullptr);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorStreamCaptureInvalidated);
+  EXPECT_EQ(captureStatus(s), cudaStreamCaptureStatusNone);
+
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(start, s), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(counter, host, sizeof(int), cudaMemcpyHostToDevice, s), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(end, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  ASSERT_NE(graph, nullptr);
+  int seen = -1;
+  ASSERT_EQ(cudaMemcpy(&seen, counter, sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(seen, 0) << "captured work must not run at capture";
+
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (int launch = 1; launch <= 3; ++launch) {
+    *host = 100 + launch;
+    ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(&seen, counter, sizeof(int), cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(seen, 100 + launch);
+    // Launched, the events are ordinary recorded events again.
+    EXPECT_EQ(cudaEventQuery(end), cudaSuccess);
+    float ms = -1;
+    EXPECT_EQ(cudaEventElapsedTime(&ms, start, end), cudaSuccess);
+  }
+  EXPECT_EQ(cudaGraphExecDestroy(exec), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaSuccess);
+  EXPECT_EQ(cudaGraphDestroy(graph), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaStreamBeginCapture(nullptr, cudaStreamCaptureModeGlobal), cudaErrorStreamCaptureUnsupported);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorStreamCaptureUnsupported);
+  cudaEventDestroy(start);
+  cudaEventDestroy(end);
+  cudaFree(counter);
+  cudaFreeHost(host);
+  cudaStreamDestroy(s);
+}
+
+TEST(SimCapture, GlobalCaptureForbidsUnsafeCallsOfThreadsNotRelaxed) {
+  cudaStream_t s, other;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), cudaSuccess);
+  cudaEvent_t before;  // recorded before the capture, as a watchdog's event is
+  ASSERT_EQ(cudaEventCreate(&before), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(before, other), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(other), cudaSuccess);
+  void* device = nullptr;
+  ASSERT_EQ(cudaMalloc(&device, 64), cudaSuccess);
+  const std::vector<std::pair<std::string, std::function<cudaError_t()>>> unsafe = {
+      {"cudaEventQuery", [&] { return cudaEventQuery(before); }},
+      {"cudaEventSynchronize", [&] { return cudaEventSynchronize(before); }},
+      {"cudaStreamSynchronize", [&] { return cudaStreamSynchronize(other); }},
+      {"cudaStreamQuery", [&] { return cudaStreamQuery(other); }},
+      {"cudaMalloc", [&] {
+         void* p = nullptr;
+         return cudaMalloc(&p, 16);
+       }},
+      {"cudaPointerGetAttributes", [&] {
+         cudaPointerAttributes attributes;
+         return cudaPointerGetAttributes(&attributes, device);
+       }},
+  };
+  for (const auto& [name, call] : unsafe) {
+    SCOPED_TRACE(name);
+    cudaGraph_t graph = nullptr;
+    // Global capture, another thread in global mode: the call fails and the capture is lost.
+    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+    EXPECT_EQ(onThread(cudaStreamCaptureModeGlobal, call), cudaErrorStreamCaptureUnsupported);
+    EXPECT_EQ(captureStatus(s), cudaStreamCaptureStatusInvalidated);
+    EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaErrorStreamCaptureInvalidated);
+    cudaGetLastError();
+    // The other thread relaxed, or thread-local: allowed, and the capture survives.
+    for (auto mode : {cudaStreamCaptureModeRelaxed, cudaStreamCaptureModeThreadLocal}) {
+      ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+      EXPECT_EQ(onThread(mode, call), cudaSuccess);
+      ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+      cudaGraphDestroy(graph);
+    }
+    // A thread-local capture ignores the other threads.
+    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    EXPECT_EQ(onThread(cudaStreamCaptureModeGlobal, call), cudaSuccess);
+    ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+    cudaGraphDestroy(graph);
+    // The capturing thread itself may not, unless it relaxes its own mode.
+    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    EXPECT_EQ(call(), cudaErrorStreamCaptureUnsupported);
+    EXPECT_EQ(cudaGetLastError(), cudaErrorStreamCaptureUnsupported);
+    EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaErrorStreamCaptureInvalidated);
+    cudaGetLastError();
+    ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    ASSERT_EQ(cudaThreadExchangeStreamCaptureMode(&mode), cudaSuccess);
+    EXPECT_EQ(call(), cudaSuccess);
+    ASSERT_EQ(cudaThreadExchangeStreamCaptureMode(&mode), cudaSuccess);
+    EXPECT_EQ(mode, cudaStreamCaptureModeRelaxed);
+    ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+    cudaGraphDestroy(graph);
+  }
+  // Safe calls from another thread never disturb a global capture.
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  EXPECT_EQ(onThread(cudaStreamCaptureModeGlobal, [&] {
+              cudaEvent_t e;
+              cudaStreamCaptureStatus status;
+              if (cudaEventCreate(&e) != cudaSuccess || cudaEventRecord(e, other) != cudaSuccess ||
+                  cudaStreamIsCapturing(other, &status) != cudaSuccess)
+                return cudaErrorUnknown;
+              return cudaEventDestroy(e);
+            }),
+            cudaSuccess);
+  EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  cudaGraphDestroy(graph);
+  // A capture not in relaxed mode ends on the thread that began it.
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+  EXPECT_EQ(onThread(cudaStreamCaptureModeRelaxed, [&] {
+              cudaGraph_t g = nullptr;
+              return cudaStreamEndCapture(s, &g);
+            }),
+            cudaErrorStreamCaptureWrongThread);
+  EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  cudaGraphDestroy(graph);
+  cudaEventDestroy(before);
+  cudaFree(device);
+  cudaStreamDestroy(s);
+  cudaStreamDestroy(other);
+}
+
+TEST(SimCapture, LegacyStreamCannotBeUsedWhileABlockingStreamCaptures) {
+  cudaStream_t blocking, nonblocking;
+  ASSERT_EQ(cudaStreamCreate(&blocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&nonblocking, cudaStreamNonBlocking), cudaSuccess);
+  void* device = nullptr;
+  ASSERT_EQ(cudaMalloc(&device, 64), cudaSuccess);
+  char host[64] = {};
+  cudaGraph_t graph = nullptr;
+
+  ASSERT_EQ(cudaStreamBeginCapture(blocking, cudaStreamCaptureModeGlobal), cudaSuccess);
+  // Asking is answered with an error, but does not invalidate.
+  cudaStreamCaptureStatus status;
+  EXPECT_EQ(cudaStreamIsCapturing(nullptr, &status), cudaErrorStreamCaptureImplicit);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorStreamCaptureImplicit);
+  EXPECT_EQ(captureStatus(blocking), cudaStreamCaptureStatusActive);
+  // Using it does, whatever the caller's mode.
+  EXPECT_EQ(onThread(cudaStreamCaptureModeRelaxed,
+                     [&] { return cudaMemcpyAsync(device, host, 64, cudaMemcpyHostToDevice, nullptr); }),
+            cudaErrorStreamCaptureImplicit);
+  EXPECT_EQ(captureStatus(blocking), cudaStreamCaptureStatusInvalidated);
+  EXPECT_EQ(cudaStreamEndCapture(blocking, &graph), cudaErrorStreamCaptureInvalidated);
+  cudaGetLastError();
+
+  // A non-blocking stream's capture leaves the legacy stream usable.
+  ASSERT_EQ(cudaStreamBeginCapture(nonblocking, cudaStreamCaptureModeGlobal), cudaSuccess);
+  EXPECT_EQ(captureStatus(nullptr), cudaStreamCaptureStatusNone);
+  EXPECT_EQ(onThread(cudaStreamCaptureModeRelaxed,
+                     [&] { return cudaMemcpyAsync(device, host, 64, cudaMemcpyHostToDevice, nullptr); }),
+            cudaSuccess);
+  EXPECT_EQ(cudaStreamEndCapture(nonblocking, &graph), cudaSuccess);
+  cudaGraphDestroy(graph);
+  cudaFree(device);
+  cudaStreamDestroy(blocking);
+  cudaStreamDestroy(nonblocking);
+}
+
+// ---- symbol, 3D and batch copies ----
+
+TEST(SimCuda, SymbolThreeDimensionalAndBatchCopies) {
+  // A device allocation stands in for a __device__ variable's symbol.
+  unsigned char* symbol = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&symbol), 256), cudaSuccess);
+  auto src = pattern(256, 4);
+  std::vector<unsigned char> back(256, 0);
+  ASSERT_EQ(cudaMemcpyToSymbol(symbol, src.data(), 100, 16, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyFromSymbol(back.data(), symbol, 100, 16, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(std::vector<unsigned char>(back.begin(), back.begin() + 100), std::vector<unsigned char>(src.begin(), src.begin() + 100));
+  EXPECT_EQ(cudaMemcpyToSymbol(src.data(), src.data(), 1, 0, cudaMemcpyHostToDevice), cudaErrorInvalidSymbol);
+  EXPECT_EQ(cudaMemcpyToSymbol(symbol, src.data(), 200, 100, cudaMemcpyHostToDevice), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemcpyToSymbol(symbol, src.data(), 1, 0, cudaMemcpyDeviceToHost), cudaErrorInvalidMemcpyDirection);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidMemcpyDirection);
+
+  // A 3x2x2 box at (1, 1, 0) of an 8x4-pitched host volume into a device volume at its origin.
+  auto volume = pattern(8 * 4 * 2, 6);
+  std::vector<unsigned char> out(8 * 4 * 2, 0);
+  void* device = nullptr;
+  ASSERT_EQ(cudaMalloc(&device, volume.size()), cudaSuccess);
+  ASSERT_EQ(cudaMemset(device, 0, volume.size()), cudaSuccess);
+  cudaMemcpy3DParms p{};
+  p.srcPtr = {volume.data(), 8, 8, 4};
+  p.srcPos = {1, 1, 0};
+  p.dstPtr = {device, 8, 8, 4};
+  p.extent = {3, 2, 2};
+  p.kind = cudaMemcpyHostToDevice;
+  ASSERT_EQ(cudaMemcpy3D(&p), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(out.data(), device, out.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  for (std::size_t z = 0; z < 2; ++z)
+    for (std::size_t y = 0; y < 4; ++y)
+      for (std::size_t x = 0; x < 8; ++x)
+        ASSERT_EQ(out[(z * 4 + y) * 8 + x], x < 3 && y < 2 ? volume[(z * 4 + y + 1) * 8 + x + 1] : 0) << x << y << z;
+
+  // A batch: two copies with one attribute; never on the legacy stream.
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+  std::vector<unsigned char> a(64, 0), b(64, 0);
+  void* dsts[2] = {a.data(), b.data()};
+  const void* srcs[2] = {symbol + 16, symbol + 32};
+  size_t sizes[2] = {64, 32};
+  cudaMemcpyAttributes attrs[1] = {};
+  attrs[0].srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+  size_t first[1] = {0};
+  ASSERT_EQ(cudaMemcpyBatchAsync(dsts, srcs, sizes, 2, attrs, first, 1, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(std::vector<unsigned char>(a.begin(), a.end()), std::vector<unsigned char>(src.begin(), src.begin() + 64));
+  EXPECT_EQ(b[0], src[16]);
+  EXPECT_EQ(cudaMemcpyBatchAsync(dsts, srcs, sizes, 2, attrs, first, 1, nullptr), cudaErrorInvalidValue);
+  attrs[0].srcAccessOrder = cudaMemcpySrcAccessOrderInvalid;
+  EXPECT_EQ(cudaMemcpyBatchAsync(dsts, srcs, sizes, 2, attrs, first, 1, s), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  cudaStreamDestroy(s);
+  cudaFree(device);
+  cudaFree(symbol);
+}

@@ -111,8 +111,7 @@ TEST(ClassifierRules, Nonzero) {
 
 TEST(ClassifierRules, MaskedSelect) {
   const std::string frame = "at::native::masked_select_cuda(at::Tensor const&, at::Tensor const&)";
-  expect_rule(classify(sync_from(frame)), "masked_select", "masked_select() / boolean-mask indexing",
-              SyncKind::Hidden, frame);
+  expect_rule(classify(sync_from(frame)), "masked_select", "masked_select()", SyncKind::Hidden, frame);
 }
 
 TEST(ClassifierRules, EmptyCache) {
@@ -133,32 +132,47 @@ TEST(ClassifierRules, ToCopyIsCpuForASyncAndADeviceToHostCopy) {
   const std::string frame =
       "at::native::_to_copy(at::Tensor const&, std::optional<c10::ScalarType>, std::optional<c10::Layout>, "
       "std::optional<c10::Device>, std::optional<bool>, bool, std::optional<c10::MemoryFormat>)";
-  expect_rule(classify(sync_from(frame, "/x/libtorch_cpu.so")), "cpu", "Tensor.cpu() / .to('cpu')", SyncKind::Hidden,
-              frame);
+  SyncShape wait = sync_from(frame, "/x/libtorch_cpu.so");
+  wait.follows_copy = "d2h";
+  expect_rule(classify(wait), "cpu", "Tensor.cpu() / .to('cpu')", SyncKind::Hidden, frame);
   expect_rule(classify(copy_from(frame, "d2h", "pageable", "/x/libtorch_cpu.so")), "cpu", "Tensor.cpu() / .to('cpu')",
               SyncKind::Hidden, frame);
 }
 
-TEST(ClassifierRules, ToCopyIsNotCpuForAHostToDeviceCopy) {
+TEST(ClassifierRules, ToCopyIsABlockingUploadForAHostToDeviceCopy) {
   const std::string frame = "at::native::_to_copy(at::Tensor const&)";
   const Classification c = classify(copy_from(frame, "h2d", "pageable", "/x/libtorch_cpu.so"));
-  EXPECT_NE(c.rule, "cpu");
-  EXPECT_NE(c.native_frame, frame);
+  expect_rule(c, "upload", "Tensor.to('cuda') / .cuda() (blocking upload)", SyncKind::Hidden, frame);
 }
 
 TEST(ClassifierRules, CopyIsCpuForASyncAndADeviceToHostCopy) {
   const std::string frame = "at::native::copy_(at::Tensor&, at::Tensor const&, bool)";
-  expect_rule(classify(sync_from(frame, "/x/libtorch_cpu.so")), "cpu", "Tensor.cpu() / .to('cpu') / .copy_()",
-              SyncKind::Hidden, frame);
+  SyncShape wait = sync_from(frame, "/x/libtorch_cpu.so");
+  wait.follows_copy = "d2h";
+  expect_rule(classify(wait), "cpu", "Tensor.copy_() into a host tensor", SyncKind::Hidden, frame);
   expect_rule(classify(copy_from(frame, "d2h", "pageable", "/x/libtorch_cpu.so")), "cpu",
-              "Tensor.cpu() / .to('cpu') / .copy_()", SyncKind::Hidden, frame);
+              "Tensor.copy_() into a host tensor", SyncKind::Hidden, frame);
 }
 
 TEST(ClassifierRules, CopyIsNotCpuForAHostToDeviceCopy) {
   const std::string frame = "at::native::copy_(at::Tensor&, at::Tensor const&, bool)";
   const Classification c = classify(copy_from(frame, "h2d", "pageable", "/x/libtorch_cpu.so"));
-  EXPECT_NE(c.rule, "cpu");
-  EXPECT_NE(c.native_frame, frame);
+  EXPECT_EQ(c.rule, "upload");
+  EXPECT_EQ(c.operation, "Tensor.copy_() from a host tensor (blocking upload)");
+}
+
+// A wait under a copy frame that follows no copy is not the copy's: the caching allocator's flush
+// when an upload runs out of memory (R20) is the allocator's.
+TEST(ClassifierRules, WaitUnderACopyFrameThatFollowsNoCopyIsNotTheCopy) {
+  SyncShape s = sync_from("c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::synchronize_and_free_events()",
+                          "/x/libc10_cuda.so");
+  s.api = "cudaEventSynchronize";
+  s.native.push_back({"/x/libc10_cuda.so", "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(signed char, unsigned long, CUstream_st*)", "", 0});
+  s.native.push_back({"/x/libtorch_cpu.so", "at::native::_to_copy(at::Tensor const&)", "", 0});
+  s.native.push_back({"/x/libtorch_cpu.so", "at::_ops::_to_copy::call(at::Tensor const&)", "", 0});
+  EXPECT_EQ(classify(s).rule, "allocator");
+  s.follows_copy = "d2h";
+  EXPECT_EQ(classify(s).rule, "cpu");
 }
 
 TEST(ClassifierRules, RuleMatchesAnyFrameNotOnlyTheInnermost) {
@@ -192,7 +206,7 @@ TEST(ClassifierRules, TruthTestStackThatGoesThroughItemIsBool) {
   const Classification c = classify(s);
   EXPECT_EQ(c.rule, "bool");
   EXPECT_EQ(c.operation, "bool(tensor) / if tensor:");
-  EXPECT_EQ(c.native_frame, "at::native::is_nonzero(at::Tensor const&)");
+  EXPECT_EQ(c.native_frame, "torch::autograd::THPVariable_bool_scalar(_object*, _object*)");
 }
 
 // On CUDA, masked_select indexes with the mask, which expands it with nonzero(), so a real
@@ -209,8 +223,215 @@ TEST(ClassifierRules, MaskedSelectStackThatGoesThroughNonzeroIsMaskedSelect) {
   s.python = user_python();
   const Classification c = classify(s);
   EXPECT_EQ(c.rule, "masked_select");
-  EXPECT_EQ(c.operation, "masked_select() / boolean-mask indexing");
+  EXPECT_EQ(c.operation, "masked_select()");
   EXPECT_EQ(c.native_frame, "at::native::masked_select_cuda(at::Tensor const&, at::Tensor const&)");
+}
+
+// --- Stacks shaped like a pip wheel's (pytorch-fidelity.md §2), innermost first -----------------
+
+constexpr const char* kTorchCpu = "/venv/lib/python3.12/site-packages/torch/lib/libtorch_cpu.so";
+constexpr const char* kWheelCuda = "/venv/lib/python3.12/site-packages/torch/lib/libtorch_cuda.so";
+constexpr const char* kWheelPython = "/venv/lib/python3.12/site-packages/torch/lib/libtorch_python.so";
+constexpr const char* kC10Cuda = "/venv/lib/python3.12/site-packages/torch/lib/libc10_cuda.so";
+constexpr const char* kLibPython = "/usr/lib/x86_64-linux-gnu/libpython3.12.so.1.0";
+
+// The native frames of one call: names innermost first; `stripped` blanks the names a wheel keeps
+// only in .symtab (bindings, static and anonymous-namespace functions), as a stripped build shows them.
+SyncShape wheel(const std::string& api, const std::vector<std::pair<const char*, const char*>>& frames,
+                bool stripped = false) {
+  SyncShape s;
+  s.api = api;
+  s.api_class = api.starts_with("cudaMemcpy") ? "copy" : "sync";
+  for (const auto& [module, function] : frames) {
+    const std::string name = function;
+    const bool exported = name.starts_with("at::_ops::") || name.starts_with("c10::") || name.starts_with("c10d::") ||
+                          name.starts_with("at::native::");
+    s.native.push_back({module, stripped && !exported ? "" : name, "", 0});
+  }
+  s.native.push_back({kLibPython, "_PyEval_EvalFrameDefault", "", 0});
+  s.python = user_python();
+  return s;
+}
+
+// `if t:`: the binding calls is_nonzero, which calls item(); "nonzero" must not match is_nonzero (R1).
+SyncShape truth_test(bool stripped = false) {
+  SyncShape s = wheel("cudaStreamSynchronize",
+                      {{kWheelCuda, "at::native::_local_scalar_dense_cuda(at::Tensor const&)"},
+                       {kTorchCpu, "at::_ops::_local_scalar_dense::call(at::Tensor const&)"},
+                       {kTorchCpu, "at::native::item(at::Tensor const&)"},
+                       {kTorchCpu, "at::_ops::item::call(at::Tensor const&)"},
+                       {kTorchCpu, "at::native::is_nonzero(at::Tensor const&)"},
+                       {kTorchCpu, "at::_ops::is_nonzero::call(at::Tensor const&)"},
+                       {kWheelPython, "torch::autograd::THPVariable_is_nonzero(_object*, _object*)"},
+                       {kWheelPython, "torch::autograd::THPVariable_bool_scalar(_object*, _object*)"}},
+                      stripped);
+  s.follows_copy = "d2h";
+  return s;
+}
+
+TEST(ClassifierWheelStacks, TruthTestIsBoolNotNonzero) {
+  EXPECT_EQ(classify(truth_test()).rule, "bool");
+  const Classification stripped = classify(truth_test(true));
+  EXPECT_EQ(stripped.rule, "bool");
+  EXPECT_EQ(stripped.native_frame, "at::_ops::is_nonzero::call(at::Tensor const&)");
+}
+
+TEST(ClassifierWheelStacks, CountNonzeroDoesNotMatchTheNonzeroRule) {
+  SyncShape s = wheel("cudaStreamSynchronize", {{kTorchCpu, "at::_ops::count_nonzero::call(at::Tensor const&)"}});
+  EXPECT_NE(classify(s).rule, "nonzero");
+}
+
+// copy_kernel_cuda: cudaMemcpyAsync then cudaStreamSynchronize for a blocking copy in either
+// direction; the sync is the upload's when it follows an H2D copy (R2).
+SyncShape blocking_copy_wait(const char* follows, bool stripped = false) {
+  SyncShape s = wheel("cudaStreamSynchronize",
+                      {{kWheelCuda, "at::native::copy_kernel_cuda(at::TensorIterator&, bool)"},
+                       {kTorchCpu, "at::native::copy_impl(at::Tensor&, at::Tensor const&, bool)"},
+                       {kTorchCpu, "at::native::copy_(at::Tensor&, at::Tensor const&, bool)"},
+                       {kTorchCpu, "at::_ops::copy_::call(at::Tensor&, at::Tensor const&, bool)"},
+                       {kTorchCpu, "at::native::_to_copy(at::Tensor const&, std::optional<c10::ScalarType>, bool)"},
+                       {kTorchCpu, "at::_ops::_to_copy::call(at::Tensor const&, std::optional<c10::ScalarType>, bool)"},
+                       {kTorchCpu, "at::native::to(at::Tensor const&, std::optional<c10::Device>, bool, bool)"},
+                       {kTorchCpu, "at::_ops::to_device::call(at::Tensor const&, c10::Device, bool, bool)"},
+                       {kWheelPython, "torch::autograd::THPVariable_to(_object*, _object*, _object*)"}},
+                      stripped);
+  s.follows_copy = follows;
+  return s;
+}
+
+TEST(ClassifierWheelStacks, BlockingUploadIsNotCpu) {
+  for (bool stripped : {false, true}) {
+    const Classification up = classify(blocking_copy_wait("h2d", stripped));
+    EXPECT_EQ(up.rule, "upload") << stripped;
+    EXPECT_EQ(up.operation, "Tensor.to('cuda') / .cuda() (blocking upload)");
+    const Classification down = classify(blocking_copy_wait("d2h", stripped));
+    EXPECT_EQ(down.rule, "cpu") << stripped;
+    EXPECT_EQ(down.operation, "Tensor.cpu() / .to('cpu')");
+  }
+}
+
+// Ops that read a size or a flag with item() inside are named after the op (R3).
+TEST(ClassifierWheelStacks, OpsThatCallItemInsideAreNamedAfterTheOp) {
+  const std::vector<std::pair<const char*, const char*>> item_inside = {
+      {kWheelCuda, "at::native::_local_scalar_dense_cuda(at::Tensor const&)"},
+      {kTorchCpu, "at::_ops::_local_scalar_dense::call(at::Tensor const&)"},
+      {kTorchCpu, "at::native::item(at::Tensor const&)"},
+      {kTorchCpu, "at::_ops::item::call(at::Tensor const&)"}};
+  struct Case {
+    const char* op_frame;
+    const char* rule;
+    const char* operation;
+  };
+  for (const Case& c : {Case{"at::_ops::_unique2::call(at::Tensor const&, bool, bool, bool)", "unique", "torch.unique()"},
+                        Case{"at::_ops::unique_dim::call(at::Tensor const&, long, bool, bool, bool)", "unique", "torch.unique()"},
+                        Case{"at::_ops::unique_consecutive::call(at::Tensor const&, bool, bool, std::optional<long>)", "unique", "torch.unique()"},
+                        Case{"at::_ops::repeat_interleave_Tensor::call(at::Tensor const&, std::optional<c10::SymInt>)", "repeat_interleave", "torch.repeat_interleave()"},
+                        Case{"at::_ops::equal::call(at::Tensor const&, at::Tensor const&)", "equal", "torch.equal()"},
+                        Case{"at::_ops::bincount::call(at::Tensor const&, std::optional<at::Tensor> const&, long)", "bincount", "torch.bincount()"},
+                        Case{"at::_ops::histc::call(at::Tensor const&, long, c10::Scalar const&, c10::Scalar const&)", "histc", "torch.histc()"}}) {
+    auto frames = item_inside;
+    frames.push_back({kWheelCuda, "at::native::(anonymous namespace)::op_impl<long>(at::Tensor const&)"});
+    frames.push_back({kTorchCpu, c.op_frame});
+    const Classification got = classify(wheel("cudaStreamSynchronize", frames, true));
+    EXPECT_EQ(got.rule, c.rule) << c.op_frame;
+    EXPECT_EQ(got.operation, c.operation) << c.op_frame;
+    EXPECT_EQ(got.kind, SyncKind::Hidden);
+  }
+}
+
+// UniqueCub<bool> reads its count with memcpy_and_sync into a stack variable: a pageable D2H copy
+// and a sync, both torch.unique().
+TEST(ClassifierWheelStacks, UniqueOfABoolTensorCopyAndSyncAreUnique) {
+  const std::vector<std::pair<const char*, const char*>> frames = {
+      {kWheelCuda, "at::native::internal::unique_cuda_template<bool>(at::Tensor const&, bool, bool, bool)"},
+      {kTorchCpu, "at::_ops::_unique2::call(at::Tensor const&, bool, bool, bool)"}};
+  SyncShape copy = wheel("cudaMemcpyAsync", frames);
+  copy.direction = "d2h";
+  copy.host_memory = "pageable";
+  ASSERT_TRUE(is_sync(copy));
+  EXPECT_EQ(classify(copy).rule, "unique");
+  SyncShape wait = wheel("cudaStreamSynchronize", frames);
+  wait.follows_copy = "d2h";
+  EXPECT_EQ(classify(wait).rule, "unique");
+}
+
+// _tensor_str._Formatter: masked_select, then per element a truth test and item(): one site (R4).
+TEST(ClassifierWheelStacks, PrintingACudaTensorIsOneOperation) {
+  SyncShape s = truth_test();
+  s.python.insert(s.python.begin(),
+                  {{"/venv/lib/python3.12/site-packages/torch/_tensor_str.py", "__init__", "", 145},
+                   {"/venv/lib/python3.12/site-packages/torch/_tensor_str.py", "_tensor_str", "", 400},
+                   {"/venv/lib/python3.12/site-packages/torch/_tensor.py", "__repr__", "", 568}});
+  const Classification c = classify(s);
+  EXPECT_EQ(c.rule, "print");
+  EXPECT_EQ(c.operation, "print/repr of a CUDA tensor");
+  EXPECT_EQ(c.kind, SyncKind::Hidden);
+}
+
+// CUDAEvent::synchronize and (up to 2.6) CUDAStream::synchronize are inline: only the binding is
+// left (R5); WorkNCCL::synchronize waits for a barrier (R6). All asked for by the code.
+TEST(ClassifierWheelStacks, EventStreamAndBarrierWaitsAreExplicit) {
+  struct Case {
+    const char* api;
+    std::vector<std::pair<const char*, const char*>> frames;
+    const char* rule;
+    const char* operation;
+  };
+  const std::vector<Case> cases = {
+      {"cudaEventSynchronize", {{kWheelPython, "THCPEvent_synchronize(_object*, _object*)"}}, "event.synchronize",
+       "torch.cuda.Event.synchronize()"},
+      {"cudaStreamSynchronize", {{kWheelPython, "THCPStream_synchronize(_object*, _object*)"}}, "stream.synchronize",
+       "torch.cuda.Stream.synchronize()"},
+      {"cudaStreamSynchronize", {{kC10Cuda, "c10::cuda::CUDAStream::synchronize() const"},
+                                 {kWheelPython, "THCPStream_synchronize(_object*, _object*)"}},
+       "stream.synchronize", "torch.cuda.Stream.synchronize()"},
+      {"cudaStreamSynchronize",
+       {{"/venv/lib/python3.12/site-packages/torch/lib/libtorch_cuda.so",
+         "c10d::ProcessGroupNCCL::WorkNCCL::synchronize()"},
+        {kWheelCuda, "c10d::ProcessGroupNCCL::WorkNCCL::wait(std::chrono::duration<long, std::ratio<1l, 1000l> >)"},
+        {kWheelPython, "pybind11::cpp_function::dispatcher(_object*, _object*, _object*)"}},
+       "barrier", "dist.barrier() / Work.wait()"},
+  };
+  for (const Case& c : cases) {
+    const Classification got = classify(wheel(c.api, c.frames));
+    EXPECT_EQ(got.rule, c.rule) << c.frames.front().second;
+    EXPECT_EQ(got.operation, c.operation);
+    EXPECT_EQ(got.kind, SyncKind::Explicit);
+  }
+}
+
+TEST(ClassifierWheelStacks, StreamQueryIsAPollNamedAfterTheStream) {
+  SyncShape s = wheel("cudaStreamQuery", {{kC10Cuda, "c10::cuda::CUDAStream::query() const"},
+                                          {kWheelPython, "THCPStream_query(_object*, _object*)"}});
+  s.api_class = "poll";
+  EXPECT_TRUE(is_poll(s));
+  EXPECT_FALSE(is_sync(s));
+  EXPECT_EQ(poll_operation(s), "torch.cuda.Stream.query()");
+  s.native = {{kCtypes, "_ctypes_callproc", "", 0}};
+  EXPECT_EQ(poll_operation(s), "cudaStreamQuery()");
+}
+
+TEST(ClassifierQualifiedName, DropsReturnTypeTemplateArgumentsAndParameters) {
+  EXPECT_EQ(qualified_name("at::_ops::is_nonzero::call(at::Tensor const&)"), "at::_ops::is_nonzero::call");
+  EXPECT_EQ(qualified_name("void at::native::(anonymous namespace)::nonzero_cuda_out_impl<float>(at::Tensor const&, "
+                           "at::Tensor&)"),
+            "at::native::{anonymous}::nonzero_cuda_out_impl");
+  EXPECT_EQ(qualified_name("std::vector<int, std::allocator<int> > ns::f<std::pair<int, int> >(int)"), "ns::f");
+  EXPECT_EQ(qualified_name("THCPEvent_synchronize"), "THCPEvent_synchronize");
+  EXPECT_EQ(qualified_name("c10::cuda::CUDAStream::synchronize() const"), "c10::cuda::CUDAStream::synchronize");
+  EXPECT_EQ(qualified_name(""), "");
+}
+
+TEST(ClassifierCopyPairing, AWaitFollowsTheCopyJustBeforeItOnItsThreadAndStream) {
+  CopyPairing pairing;
+  EXPECT_EQ(pairing.observe(1, 7, "copy", "h2d"), "");
+  EXPECT_EQ(pairing.observe(2, 7, "sync", "none"), "") << "another thread";
+  EXPECT_EQ(pairing.observe(1, 7, "sync", "none"), "h2d");
+  EXPECT_EQ(pairing.observe(1, 7, "sync", "none"), "") << "the copy was followed already";
+  EXPECT_EQ(pairing.observe(1, 7, "copy", "d2h"), "");
+  EXPECT_EQ(pairing.observe(1, 8, "sync", "none"), "") << "another stream";
+  EXPECT_EQ(pairing.observe(1, 7, "copy", "d2h"), "");
+  EXPECT_EQ(pairing.observe(1, 7, "free", "none"), "d2h");
 }
 
 // --- Rules on the call's shape alone ---------------------------------------------------------------
@@ -284,22 +505,60 @@ TEST(ClassifierShape, ProgramInADirectoryContainingDotSoIsNotALibrary) {
 
 // --- is_sync -----------------------------------------------------------------------------------------
 
-TEST(ClassifierIsSync, SyncFreeAndPollClassesAreSyncs) {
-  for (const char* cls : {"sync", "free", "poll"}) {
+TEST(ClassifierIsSync, SyncAndFreeClassesAreSyncsPollsAndCollectivesAreNot) {
+  for (const char* cls : {"sync", "free"}) {
     SyncShape s;
     s.api_class = cls;
     EXPECT_TRUE(is_sync(s)) << cls;
   }
-  SyncShape collective;
-  collective.api_class = "collective";
-  EXPECT_FALSE(is_sync(collective));
+  for (const char* cls : {"poll", "collective", "pinned_alloc"}) {
+    SyncShape s;
+    s.api_class = cls;
+    EXPECT_FALSE(is_sync(s)) << cls;
+  }
+  SyncShape poll;
+  poll.api_class = "poll";
+  EXPECT_TRUE(is_poll(poll));
 }
 
-TEST(ClassifierIsSync, OnlyAPageableDeviceToHostCopyIsASync) {
+TEST(ClassifierIsSync, FreeOfNullIsNotASync) {
+  SyncShape s = free_from("at::cuda::detail::initializeCudaContext()");
+  s.null_object = true;
+  EXPECT_FALSE(is_sync(s));
+}
+
+TEST(ClassifierIsSync, AsynchronousCopyWaitsOnlyIntoPageableMemoryOrBetweenHostBuffers) {
   EXPECT_TRUE(is_sync(copy_from("f", "d2h", "pageable")));
+  EXPECT_TRUE(is_sync(copy_from("f", "h2h", "pageable")));
   EXPECT_FALSE(is_sync(copy_from("f", "h2d", "pageable")));
   EXPECT_FALSE(is_sync(copy_from("f", "d2h", "pinned")));
   EXPECT_FALSE(is_sync(copy_from("f", "h2d", "pinned")));
+  EXPECT_FALSE(is_sync(copy_from("f", "d2d", "device")));
+}
+
+// CUDA's "API synchronization behavior": a synchronous cudaMemcpy returns once the copy is done
+// (D2H, pinned H2D), after a stream sync (pageable H2D); device to device it does not wait.
+TEST(ClassifierIsSync, SynchronousCopyWaitsInEveryDirectionButDeviceToDevice) {
+  for (const char* api : {"cudaMemcpy", "cudaMemcpy_ptds", "cudaMemcpy2D", "cudaMemcpy2D_ptds"}) {
+    for (const char* direction : {"h2d", "d2h", "h2h"})
+      for (const char* memory : {"pinned", "pageable"}) {
+        SyncShape s = copy_from("f", direction, memory);
+        s.api = api;
+        EXPECT_TRUE(is_sync(s)) << api << " " << direction << " " << memory;
+      }
+    SyncShape d2d = copy_from("f", "d2d", "device");
+    d2d.api = api;
+    EXPECT_FALSE(is_sync(d2d)) << api;
+    SyncShape unknown = copy_from("f", "none", "unknown");
+    unknown.api = api;
+    EXPECT_FALSE(is_sync(unknown)) << api;
+  }
+}
+
+TEST(ClassifierShape, SynchronousUploadFromALibraryIsABlockingCopy) {
+  SyncShape s = copy_from("foo::upload(void const*)", "h2d", "pinned", "/opt/lib/libfoo.so");
+  s.api = "cudaMemcpy";
+  expect_rule(classify(s), "blocking_copy", "cudaMemcpy() h2d", SyncKind::Hidden, "");
 }
 
 // --- The user's own frame ----------------------------------------------------------------------------

@@ -10,29 +10,46 @@ namespace at {
 
 double apply_binary(BinaryOp op, double a, double b) {
   switch (op) {
-    case BinaryOp::Add: return a + b;
-    case BinaryOp::Sub: return a - b;
-    case BinaryOp::Mul: return a * b;
-    case BinaryOp::Div: return a / b;
-    case BinaryOp::Gt: return a > b;
-    case BinaryOp::Lt: return a < b;
-    case BinaryOp::Ge: return a >= b;
-    case BinaryOp::Le: return a <= b;
-    case BinaryOp::Eq: return a == b;
-    case BinaryOp::Ne: return a != b;
-    case BinaryOp::And: return (a != 0) && (b != 0);
-    case BinaryOp::Or: return (a != 0) || (b != 0);
+    case BinaryOp::Add:
+      return a + b;
+    case BinaryOp::Sub:
+      return a - b;
+    case BinaryOp::Mul:
+      return a * b;
+    case BinaryOp::Div:
+      return a / b;
+    case BinaryOp::Gt:
+      return a > b;
+    case BinaryOp::Lt:
+      return a < b;
+    case BinaryOp::Ge:
+      return a >= b;
+    case BinaryOp::Le:
+      return a <= b;
+    case BinaryOp::Eq:
+      return a == b;
+    case BinaryOp::Ne:
+      return a != b;
+    case BinaryOp::And:
+      return (a != 0) && (b != 0);
+    case BinaryOp::Or:
+      return (a != 0) || (b != 0);
   }
   return 0;
 }
 
 double apply_unary(UnaryOp op, double a) {
   switch (op) {
-    case UnaryOp::Neg: return -a;
-    case UnaryOp::Abs: return std::fabs(a);
-    case UnaryOp::Ceil: return std::ceil(a);
-    case UnaryOp::IsFinite: return std::isfinite(a);
-    case UnaryOp::Not: return a == 0;
+    case UnaryOp::Neg:
+      return -a;
+    case UnaryOp::Abs:
+      return std::fabs(a);
+    case UnaryOp::Ceil:
+      return std::ceil(a);
+    case UnaryOp::IsFinite:
+      return std::isfinite(a);
+    case UnaryOp::Not:
+      return a == 0;
   }
   return 0;
 }
@@ -48,11 +65,16 @@ bool is_wrapped_scalar(const Tensor& t) { return t.dim() == 0 && t.is_cpu(); }
 
 int rank(ScalarType t) {
   switch (t) {
-    case kBool: return 0;
-    case kInt: return 1;
-    case kLong: return 2;
-    case kFloat: return 3;
-    case kDouble: return 4;
+    case kBool:
+      return 0;
+    case kInt:
+      return 1;
+    case kLong:
+      return 2;
+    case kFloat:
+      return 3;
+    case kDouble:
+      return 4;
   }
   return 0;
 }
@@ -92,7 +114,7 @@ Tensor binary(const Tensor& a, const Tensor& b, BinaryOp op) {
 Tensor unary(const Tensor& self, UnaryOp op) {
   const ScalarType dtype = (op == UnaryOp::IsFinite || op == UnaryOp::Not) ? kBool : self.scalar_type();
   Tensor out = at::empty(self.sizes(), dtype, self.device_type());
-  detail::launch_on(self.device_type(), [out, self, op] {
+  detail::launch_on(self.device_type(), [out = at::detail::kernel_arg(out), self = at::detail::kernel_arg(self), op] {
     for (int64_t i = 0, n = out.numel(); i < n; ++i) store(out, i, apply_unary(op, load(self, i)));
   });
   return out;
@@ -106,7 +128,8 @@ namespace native {
 void binary_kernel(const Tensor& out, const Tensor& a, const Tensor& b, BinaryOp op) {
   const bool a_scalar = is_wrapped_scalar(a), b_scalar = is_wrapped_scalar(b);
   const double a_value = a_scalar ? load(a, 0) : 0, b_value = b_scalar ? load(b, 0) : 0;
-  detail::launch_on(out.device_type(), [=] {
+  detail::launch_on(out.device_type(), [out = at::detail::kernel_arg(out), a = at::detail::kernel_arg(a),
+                                        b = at::detail::kernel_arg(b), a_scalar, b_scalar, a_value, b_value, op] {
     const int64_t n = out.numel();
     for (int64_t i = 0; i < n; ++i) {
       const double x = a_scalar ? a_value : load(a, a.numel() == 1 ? 0 : i);

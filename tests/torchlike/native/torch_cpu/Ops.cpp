@@ -22,7 +22,7 @@ TORCH_API TORCHLIKE_FRAME bool cpu_equal(const Tensor& self, const Tensor& other
 namespace _ops {
 
 TORCHLIKE_FRAME std::tuple<Tensor, Tensor, Tensor> _unique2::call(const Tensor& self, bool sorted, bool return_inverse,
-                                                                 bool return_counts) {
+                                                                  bool return_counts) {
   require_cuda(self, "unique");
   return detail::cuda_kernels()._unique2(self, sorted, return_inverse, return_counts);
 }

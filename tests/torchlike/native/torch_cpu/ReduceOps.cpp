@@ -24,32 +24,46 @@ Tensor reduce(const Tensor& self, ReduceOp op, std::vector<int64_t> dims, bool k
     extent = self.size(d);
     for (int64_t i = d + 1; i < self.dim(); ++i) inner *= self.size(i);
     for (int64_t i = 0; i < self.dim(); ++i) {
-      if (i != d) out_sizes.push_back(self.size(i));
-      else if (keepdim) out_sizes.push_back(1);
+      if (i != d)
+        out_sizes.push_back(self.size(i));
+      else if (keepdim)
+        out_sizes.push_back(1);
     }
   }
   TORCH_CHECK(!(op == ReduceOp::Max || op == ReduceOp::Min) || self.numel() > 0,
               "max(): Expected reduction dim to be specified for input.numel() == 0.");
   Tensor out = at::empty(out_sizes, dtype, self.device_type());
-  detail::launch_on(self.device_type(), [=] {
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t in = 0; in < inner; ++in) {
-        double acc = op == ReduceOp::All ? 1 : op == ReduceOp::Max ? -std::numeric_limits<double>::infinity()
-                                          : op == ReduceOp::Min   ? std::numeric_limits<double>::infinity()
-                                                                  : 0;
-        for (int64_t e = 0; e < extent; ++e) {
-          const double v = load(self, (o * extent + e) * inner + in);
-          switch (op) {
-            case ReduceOp::Sum: acc += v; break;
-            case ReduceOp::All: acc = acc != 0 && v != 0; break;
-            case ReduceOp::Any: acc = acc != 0 || v != 0; break;
-            case ReduceOp::Max: acc = std::max(acc, v); break;
-            case ReduceOp::Min: acc = std::min(acc, v); break;
-          }
-        }
-        store(out, o * inner + in, acc);
-      }
-  });
+  detail::launch_on(self.device_type(),
+                    [out = at::detail::kernel_arg(out), self = at::detail::kernel_arg(self), outer, inner, extent, op] {
+                      for (int64_t o = 0; o < outer; ++o)
+                        for (int64_t in = 0; in < inner; ++in) {
+                          double acc = op == ReduceOp::All   ? 1
+                                       : op == ReduceOp::Max ? -std::numeric_limits<double>::infinity()
+                                       : op == ReduceOp::Min ? std::numeric_limits<double>::infinity()
+                                                             : 0;
+                          for (int64_t e = 0; e < extent; ++e) {
+                            const double v = load(self, (o * extent + e) * inner + in);
+                            switch (op) {
+                              case ReduceOp::Sum:
+                                acc += v;
+                                break;
+                              case ReduceOp::All:
+                                acc = acc != 0 && v != 0;
+                                break;
+                              case ReduceOp::Any:
+                                acc = acc != 0 || v != 0;
+                                break;
+                              case ReduceOp::Max:
+                                acc = std::max(acc, v);
+                                break;
+                              case ReduceOp::Min:
+                                acc = std::min(acc, v);
+                                break;
+                            }
+                          }
+                          store(out, o * inner + in, acc);
+                        }
+                    });
   return out;
 }
 
@@ -68,7 +82,7 @@ Tensor min::call(const Tensor& self) { return native::reduce(self, ReduceOp::Min
 Tensor cumsum::call(const Tensor& self, int64_t dim) {
   TORCH_CHECK(self.dim() == 1 && (dim == 0 || dim == -1), "cumsum of 1-d tensors only");
   Tensor out = at::empty(self.sizes(), self.scalar_type() == kBool ? kLong : self.scalar_type(), self.device_type());
-  detail::launch_on(self.device_type(), [out, self] {
+  detail::launch_on(self.device_type(), [out = at::detail::kernel_arg(out), self = at::detail::kernel_arg(self)] {
     double acc = 0;
     for (int64_t i = 0, n = self.numel(); i < n; ++i) store(out, i, acc += load(self, i));
   });

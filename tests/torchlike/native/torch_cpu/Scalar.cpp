@@ -8,8 +8,8 @@ namespace native {
 
 // Mirrors at::native::item.
 TORCH_API TORCHLIKE_FRAME Scalar item(const Tensor& self) {
-  TORCH_CHECK(self.numel() == 1, "a Tensor with " + std::to_string(self.numel()) +
-                                     " elements cannot be converted to Scalar");
+  TORCH_CHECK(self.numel() == 1,
+              "a Tensor with " + std::to_string(self.numel()) + " elements cannot be converted to Scalar");
   return _ops::_local_scalar_dense::call(self);
 }
 

@@ -31,7 +31,8 @@ TORCHLIKE_FRAME Tensor make_info(const Tensor& self, const std::vector<Tensor>& 
 int64_t linear_index(const Tensor& self, const Tensor& positions, int64_t k) {
   const int64_t ndim = positions.dim() == 2 ? positions.size(1) : 1;
   int64_t linear = 0;
-  for (int64_t d = 0; d < ndim; ++d) linear = linear * self.size(d) + static_cast<int64_t>(load(positions, k * ndim + d));
+  for (int64_t d = 0; d < ndim; ++d)
+    linear = linear * self.size(d) + static_cast<int64_t>(load(positions, k * ndim + d));
   return linear;
 }
 
@@ -78,20 +79,27 @@ TORCH_API TORCHLIKE_FRAME Tensor nonzero_cpu(const Tensor& self) {
 
 // The gather of index_kernel: out[k] = self[positions[k]].
 TORCH_API void index_gather_kernel(const Tensor& out, const Tensor& self, const Tensor& positions) {
-  detail::launch_on(self.device_type(), [out, self, positions] {
+  detail::launch_on(self.device_type(), [out = at::detail::kernel_arg(out), self = at::detail::kernel_arg(self),
+                                         positions = at::detail::kernel_arg(positions)] {
     for (int64_t k = 0, n = out.numel(); k < n; ++k) store(out, k, load(self, linear_index(self, positions, k)));
   });
 }
 
-TORCH_API Tensor index_put_with_positions(Tensor& self, const Tensor& positions, const Tensor& values, bool accumulate) {
+TORCH_API Tensor index_put_with_positions(Tensor& self, const Tensor& positions, const Tensor& values,
+                                          bool accumulate) {
+  // A CPU scalar value is a kernel argument, read now (as TensorIterator passes it).
+  const bool scalar = values.is_cpu() && !self.is_cpu();
+  const double scalar_value = scalar ? load(values, 0) : 0;
   Tensor target = self;
-  detail::launch_on(self.device_type(), [target, positions, values, accumulate] {
-    for (int64_t k = 0, n = positions.size(0); k < n; ++k) {
-      const int64_t i = linear_index(target, positions, k);
-      const double v = load(values, values.numel() == 1 ? 0 : k);
-      store(target, i, accumulate ? load(target, i) + v : v);
-    }
-  });
+  detail::launch_on(self.device_type(),
+                    [target = at::detail::kernel_arg(target), positions = at::detail::kernel_arg(positions),
+                     values = at::detail::kernel_arg(values), accumulate, scalar, scalar_value] {
+                      for (int64_t k = 0, n = positions.size(0); k < n; ++k) {
+                        const int64_t i = linear_index(target, positions, k);
+                        const double v = scalar ? scalar_value : load(values, values.numel() == 1 ? 0 : k);
+                        store(target, i, accumulate ? load(target, i) + v : v);
+                      }
+                    });
   return self;
 }
 
@@ -105,7 +113,7 @@ TORCH_API TORCHLIKE_FRAME Tensor index_out(const Tensor& self, const std::vector
 
 // Mirrors at::native::index_put_.
 TORCH_API TORCHLIKE_FRAME Tensor& index_put_(Tensor& self, const std::vector<Tensor>& indices, const Tensor& values,
-                                            bool accumulate) {
+                                             bool accumulate) {
   return _index_put_impl_(self, indices, values, accumulate);
 }
 

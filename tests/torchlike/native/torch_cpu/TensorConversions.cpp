@@ -66,8 +66,8 @@ TORCH_API TORCHLIKE_FRAME Tensor pin_memory(const Tensor& self) {
 // Mirrors at::native::_pin_memory: storage from the pinned allocator, then a CPU copy.
 TORCH_API TORCHLIKE_FRAME Tensor _pin_memory(const Tensor& self) {
   TORCH_CHECK(detail::cuda_kernels().allocate_pinned, "Need to provide pin_memory allocator to use pin memory.");
-  Tensor tensor = detail::make_tensor(detail::cuda_kernels().allocate_pinned(self.nbytes()), self.sizes(),
-                                      self.scalar_type());
+  Tensor tensor =
+      detail::make_tensor(detail::cuda_kernels().allocate_pinned(self.nbytes()), self.sizes(), self.scalar_type());
   tensor.copy_(self);
   return tensor;
 }

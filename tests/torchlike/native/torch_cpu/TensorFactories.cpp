@@ -60,9 +60,7 @@ Tensor wrapped_scalar(const Scalar& value) {
 
 namespace native {
 
-Tensor empty_like(const Tensor& self, ScalarType dtype) {
-  return at::empty(self.sizes(), dtype, self.device_type());
-}
+Tensor empty_like(const Tensor& self, ScalarType dtype) { return at::empty(self.sizes(), dtype, self.device_type()); }
 
 }  // namespace native
 
@@ -76,7 +74,8 @@ std::mt19937_64& generator() {
 
 namespace _ops {
 
-Tensor empty_memory_format::call(const std::vector<int64_t>& size, ScalarType dtype, DeviceType device, bool pin_memory) {
+Tensor empty_memory_format::call(const std::vector<int64_t>& size, ScalarType dtype, DeviceType device,
+                                 bool pin_memory) {
   if (device == kCUDA) {
     TORCH_CHECK(detail::cuda_kernels().empty, "Torch not compiled with CUDA enabled");
     return detail::cuda_kernels().empty(size, dtype);
@@ -87,7 +86,7 @@ Tensor empty_memory_format::call(const std::vector<int64_t>& size, ScalarType dt
 Tensor& fill__Scalar::call(Tensor& self, const Scalar& value) {
   Tensor out = self;
   const double v = value.value;
-  detail::launch_on(self.device_type(), [out, v] {
+  detail::launch_on(self.device_type(), [out = at::detail::kernel_arg(out), v] {
     for (int64_t i = 0, n = out.numel(); i < n; ++i) store(out, i, v);
   });
   return self;
@@ -96,7 +95,7 @@ Tensor& fill__Scalar::call(Tensor& self, const Scalar& value) {
 Tensor randn::call(const std::vector<int64_t>& size, ScalarType dtype, DeviceType device) {
   Tensor out = at::empty(size, dtype, device);
   const uint64_t seed = generator()();
-  detail::launch_on(device, [out, seed] {
+  detail::launch_on(device, [out = at::detail::kernel_arg(out), seed] {
     std::mt19937_64 gen(seed);
     std::normal_distribution<double> normal;
     for (int64_t i = 0, n = out.numel(); i < n; ++i) store(out, i, normal(gen));
@@ -107,7 +106,7 @@ Tensor randn::call(const std::vector<int64_t>& size, ScalarType dtype, DeviceTyp
 Tensor randint_low::call(int64_t low, int64_t high, const std::vector<int64_t>& size, DeviceType device) {
   Tensor out = at::empty(size, kLong, device);
   const uint64_t seed = generator()();
-  detail::launch_on(device, [out, seed, low, high] {
+  detail::launch_on(device, [out = at::detail::kernel_arg(out), seed, low, high] {
     std::mt19937_64 gen(seed);
     std::uniform_int_distribution<int64_t> uniform(low, high - 1);
     for (int64_t i = 0, n = out.numel(); i < n; ++i) store(out, i, static_cast<double>(uniform(gen)));
@@ -120,7 +119,7 @@ Tensor arange_start_step::call(const Scalar& start, const Scalar& end, const Sca
   const auto n = static_cast<int64_t>(std::ceil((end.value - start.value) / step.value));
   Tensor out = at::empty({n < 0 ? 0 : n}, dtype, device);
   const double first = start.value, delta = step.value;
-  detail::launch_on(device, [out, first, delta] {
+  detail::launch_on(device, [out = at::detail::kernel_arg(out), first, delta] {
     for (int64_t i = 0, count = out.numel(); i < count; ++i) store(out, i, first + delta * static_cast<double>(i));
   });
   return out;

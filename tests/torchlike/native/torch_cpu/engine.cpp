@@ -50,7 +50,7 @@ struct SumBackward0 : Node {
   std::vector<Tensor> apply(std::vector<Tensor>&& grads) override {
     Tensor g = grads[0];
     Tensor out = at::empty(self_sizes, g.scalar_type(), g.device_type());
-    at::detail::launch_on(g.device_type(), [out, g] {
+    at::detail::launch_on(g.device_type(), [out = at::detail::kernel_arg(out), g = at::detail::kernel_arg(g)] {
       const double v = at::load(g, 0);
       for (int64_t i = 0, n = out.numel(); i < n; ++i) at::store(out, i, v);
     });

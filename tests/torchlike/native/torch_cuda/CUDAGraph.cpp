@@ -11,9 +11,10 @@ CUDAGraph::~CUDAGraph() {
 
 TORCHLIKE_FRAME void CUDAGraph::capture_begin(cudaStreamCaptureMode capture_mode) {
   capture_stream_ = getCurrentCUDAStream().stream();
-  TORCH_CHECK(capture_stream_ != nullptr,
-              "CUDA graphs must be captured on a non-default stream. (However, after capture, it's ok to replay them on "
-              "the default stream.)");
+  TORCH_CHECK(
+      capture_stream_ != nullptr,
+      "CUDA graphs must be captured on a non-default stream. (However, after capture, it's ok to replay them on "
+      "the default stream.)");
   C10_CUDA_CHECK(cudaStreamBeginCapture(capture_stream_, capture_mode));
 }
 
@@ -21,7 +22,7 @@ TORCHLIKE_FRAME void CUDAGraph::capture_end() {
   TORCH_CHECK(getCurrentCUDAStream().stream() == capture_stream_, "Capture must end on the same stream it began on.");
   C10_CUDA_CHECK(cudaStreamEndCapture(capture_stream_, &graph_));
   TORCH_CHECK(graph_ != nullptr, "Invalid capture.");
-  C10_CUDA_CHECK(cudaGraphInstantiateWithFlags(&graph_exec_, graph_, 0));
+  C10_CUDA_CHECK(cudaGraphInstantiateWithFlags(&graph_exec_, graph_, cudaGraphInstantiateFlagAutoFreeOnLaunch));
 }
 
 TORCHLIKE_FRAME void CUDAGraph::replay() {

@@ -20,8 +20,8 @@ TORCHLIKE_FRAME Scalar _local_scalar_dense_cuda(const Tensor& self) {
   const cudaStream_t stream = cuda::getCurrentCUDAStream().stream();
   if (scalar_into_pageable()) {
     alignas(8) unsigned char value[8];
-    at::cuda::memcpy_and_sync(value, self.data_ptr(), static_cast<int64_t>(self.element_size()),
-                              cudaMemcpyDeviceToHost, stream);
+    at::cuda::memcpy_and_sync(value, self.data_ptr(), static_cast<int64_t>(self.element_size()), cudaMemcpyDeviceToHost,
+                              stream);
     Tensor view = detail::make_tensor(std::make_shared<StorageImpl>(), {}, self.scalar_type());
     view.impl()->storage->data = value;
     return Scalar{load(view, 0), self.scalar_type()};

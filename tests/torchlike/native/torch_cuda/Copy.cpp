@@ -16,7 +16,7 @@ TORCHLIKE_FRAME void copy_device_to_device(Tensor& dst, const Tensor& src) {
     return;
   }
   Tensor out = dst;
-  cuda::launch_kernel([out, src] {
+  cuda::launch_kernel([out = at::detail::kernel_arg(out), src = at::detail::kernel_arg(src)] {
     for (int64_t i = 0, n = src.numel(); i < n; ++i) store(out, i, load(src, i));
   });
 }

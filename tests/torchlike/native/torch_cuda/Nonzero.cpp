@@ -16,11 +16,12 @@ TORCHLIKE_FRAME void nonzero_cuda_out_impl(const Tensor& self, Tensor& out) {
   const cudaStream_t stream = cuda::getCurrentCUDAStream().stream();
   auto* num_nonzeros = static_cast<int*>(c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(sizeof(int), stream));
   Tensor input = self;
-  cuda::launch_kernel([input, num_nonzeros, N] {  // cub::DeviceReduce::Sum over NonZeroOp
-    int count = 0;
-    for (int64_t i = 0; i < N; ++i) count += load(input, i) != 0;
-    *num_nonzeros = count;
-  });
+  cuda::launch_kernel(
+      [input = at::detail::kernel_arg(input), num_nonzeros, N] {  // cub::DeviceReduce::Sum over NonZeroOp
+        int count = 0;
+        for (int64_t i = 0; i < N; ++i) count += load(input, i) != 0;
+        *num_nonzeros = count;
+      });
   int num_nonzeros_h = 0;
   if (scalar_into_pageable()) {
     at::cuda::memcpy_and_sync(&num_nonzeros_h, num_nonzeros, sizeof(int), cudaMemcpyDeviceToHost, stream);
@@ -33,7 +34,8 @@ TORCHLIKE_FRAME void nonzero_cuda_out_impl(const Tensor& self, Tensor& out) {
   c10::cuda::CUDACachingAllocator::raw_delete(num_nonzeros);
   out = at::empty({num_nonzeros_h, self.dim()}, kLong, kCUDA);
   Tensor result = out;
-  cuda::launch_kernel([input, result] {  // cub::DeviceSelect::Flagged, then the coordinates
+  cuda::launch_kernel([input = at::detail::kernel_arg(input),
+                       result = at::detail::kernel_arg(result)] {  // cub::DeviceSelect::Flagged, then the coordinates
     const int64_t ndim = input.dim();
     int64_t k = 0;
     for (int64_t i = 0, n = input.numel(); i < n; ++i) {
@@ -53,9 +55,15 @@ TORCHLIKE_FRAME void nonzero_cuda_out_impl(const Tensor& self, Tensor& out) {
 // Mirrors nonzero_out_cuda: AT_DISPATCH over the input's dtype.
 TORCHLIKE_FRAME Tensor& nonzero_out_cuda(const Tensor& self, Tensor& out) {
   switch (self.scalar_type()) {
-    case kBool: nonzero_cuda_out_impl<bool>(self, out); break;
-    case kLong: nonzero_cuda_out_impl<int64_t>(self, out); break;
-    default: nonzero_cuda_out_impl<float>(self, out); break;
+    case kBool:
+      nonzero_cuda_out_impl<bool>(self, out);
+      break;
+    case kLong:
+      nonzero_cuda_out_impl<int64_t>(self, out);
+      break;
+    default:
+      nonzero_cuda_out_impl<float>(self, out);
+      break;
   }
   return out;
 }

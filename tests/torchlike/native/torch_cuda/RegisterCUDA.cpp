@@ -21,13 +21,15 @@ TORCHLIKE_FRAME Tensor wrapper_CUDA__masked_select(const Tensor& self, const Ten
   return native::masked_select_cuda(self, mask);
 }
 TORCHLIKE_FRAME std::tuple<Tensor, Tensor, Tensor> wrapper_CUDA___unique2(const Tensor& self, bool sorted,
-                                                                         bool return_inverse, bool return_counts) {
+                                                                          bool return_inverse, bool return_counts) {
   return native::_unique2_cuda(self, sorted, return_inverse, return_counts);
 }
 TORCHLIKE_FRAME Tensor wrapper_CUDA_Tensor_repeat_interleave(const Tensor& repeats) {
   return native::repeat_interleave_cuda(repeats);
 }
-TORCHLIKE_FRAME bool wrapper_CUDA__equal(const Tensor& self, const Tensor& other) { return native::cuda_equal(self, other); }
+TORCHLIKE_FRAME bool wrapper_CUDA__equal(const Tensor& self, const Tensor& other) {
+  return native::cuda_equal(self, other);
+}
 TORCHLIKE_FRAME Tensor wrapper_CUDA__bincount(const Tensor& self, int64_t minlength) {
   return native::_bincount_cuda(self, minlength);
 }

@@ -8,10 +8,12 @@ namespace {
 
 // Mirrors compute_cuda: out[j] = i for each of the repeats[i] slots of i.
 void compute_cuda(const Tensor& repeats, const Tensor& cumsum, const Tensor& result) {
-  cuda::launch_kernel([repeats, cumsum, result] {
+  cuda::launch_kernel([repeats = at::detail::kernel_arg(repeats), cumsum = at::detail::kernel_arg(cumsum),
+                       result = at::detail::kernel_arg(result)] {
     for (int64_t i = 0, n = repeats.numel(); i < n; ++i) {
       const auto end = static_cast<int64_t>(load(cumsum, i));
-      for (int64_t j = end - static_cast<int64_t>(load(repeats, i)); j < end; ++j) store(result, j, static_cast<double>(i));
+      for (int64_t j = end - static_cast<int64_t>(load(repeats, i)); j < end; ++j)
+        store(result, j, static_cast<double>(i));
     }
   });
 }

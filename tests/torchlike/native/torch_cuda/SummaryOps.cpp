@@ -15,13 +15,14 @@ TORCHLIKE_FRAME Tensor _bincount_cuda_template(const Tensor& self, int64_t minle
               "bincount only supports 1-d non-negative integral inputs.");
   const int64_t nbins = std::max(self.max().item().to<int64_t>() + 1, minlength);
   Tensor output = at::empty({nbins}, kLong, kCUDA);
-  cuda::launch_kernel([self, output] {  // CUDA_tensor_histogram
-    for (int64_t b = 0, n = output.numel(); b < n; ++b) store(output, b, 0);
-    for (int64_t i = 0, n = self.numel(); i < n; ++i) {
-      const auto b = static_cast<int64_t>(load(self, i));
-      store(output, b, load(output, b) + 1);
-    }
-  });
+  cuda::launch_kernel(
+      [self = at::detail::kernel_arg(self), output = at::detail::kernel_arg(output)] {  // CUDA_tensor_histogram
+        for (int64_t b = 0, n = output.numel(); b < n; ++b) store(output, b, 0);
+        for (int64_t i = 0, n = self.numel(); i < n; ++i) {
+          const auto b = static_cast<int64_t>(load(self, i));
+          store(output, b, load(output, b) + 1);
+        }
+      });
   return output;
 }
 
@@ -38,7 +39,8 @@ TORCHLIKE_FRAME Tensor _histc_cuda_template(const Tensor& self, int64_t nbins, d
     maxvalue += 1;
   }
   Tensor output = at::empty({nbins}, self.scalar_type(), kCUDA);
-  cuda::launch_kernel([self, output, nbins, minvalue, maxvalue] {  // CUDA_tensor_histogram
+  cuda::launch_kernel([self = at::detail::kernel_arg(self), output = at::detail::kernel_arg(output), nbins, minvalue,
+                       maxvalue] {  // CUDA_tensor_histogram
     for (int64_t b = 0; b < nbins; ++b) store(output, b, 0);
     for (int64_t i = 0, n = self.numel(); i < n; ++i) {
       const double v = load(self, i);

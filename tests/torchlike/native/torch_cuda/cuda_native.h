@@ -27,7 +27,7 @@ TORCH_API Scalar _local_scalar_dense_cuda(const Tensor& self);
 TORCH_API Tensor nonzero_cuda(const Tensor& self);
 TORCH_API Tensor masked_select_cuda(const Tensor& self, const Tensor& mask);
 TORCH_API std::tuple<Tensor, Tensor, Tensor> _unique2_cuda(const Tensor& self, bool sorted, bool return_inverse,
-                                                          bool return_counts);
+                                                           bool return_counts);
 TORCH_API Tensor repeat_interleave_cuda(const Tensor& repeats);
 TORCH_API bool cuda_equal(const Tensor& self, const Tensor& other);
 TORCH_API Tensor _bincount_cuda(const Tensor& self, int64_t minlength);

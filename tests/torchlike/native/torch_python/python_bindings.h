@@ -36,9 +36,9 @@ struct RegisterMethods {
 }  // namespace torch
 
 #define HANDLE_TH_ERRORS try {
-#define END_HANDLE_TH_ERRORS(failed)   \
-  }                                    \
-  catch (const std::exception& e) {    \
-    ::torch::set_error(e.what());      \
-    return failed;                     \
+#define END_HANDLE_TH_ERRORS(failed) \
+  }                                  \
+  catch (const std::exception& e) {  \
+    ::torch::set_error(e.what());    \
+    return failed;                   \
   }

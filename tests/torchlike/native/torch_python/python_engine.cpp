@@ -46,8 +46,8 @@ const RegisterPythonEngine register_python_engine;
 // Mirrors THPEngine_run_backward: the root's gradient defaults to ones (Python builds it).
 TORCHLIKE_FRAME int64_t THPEngine_run_backward(void* root, void* grad) {
   HANDLE_TH_ERRORS
-  auto& engine = static_cast<torch::autograd::python::PythonEngine&>(
-      torch::autograd::python::PythonEngine::get_python_engine());
+  auto& engine =
+      static_cast<torch::autograd::python::PythonEngine&>(torch::autograd::python::PythonEngine::get_python_engine());
   engine.execute(torch::unpack(root), torch::unpack(grad));
   return 0;
   END_HANDLE_TH_ERRORS(-1)

@@ -25,7 +25,7 @@ using at::Tensor;
 std::vector<int64_t> shape(const int64_t* sizes, int64_t ndim) { return {sizes, sizes + ndim}; }
 
 static TORCHLIKE_FRAME void* THPVariable_empty(const int64_t* sizes, int64_t ndim, int64_t dtype, int64_t device,
-                                        int64_t pin_memory) {
+                                               int64_t pin_memory) {
   HANDLE_TH_ERRORS
   return wrap(at::empty(shape(sizes, ndim), static_cast<at::ScalarType>(dtype), static_cast<at::DeviceType>(device),
                         pin_memory != 0));
@@ -33,7 +33,8 @@ static TORCHLIKE_FRAME void* THPVariable_empty(const int64_t* sizes, int64_t ndi
 }
 
 // torch.full / zeros / ones: empty + fill_.
-static TORCHLIKE_FRAME void* THPVariable_full(const int64_t* sizes, int64_t ndim, double value, int64_t dtype, int64_t device) {
+static TORCHLIKE_FRAME void* THPVariable_full(const int64_t* sizes, int64_t ndim, double value, int64_t dtype,
+                                              int64_t device) {
   HANDLE_TH_ERRORS
   Tensor t = at::empty(shape(sizes, ndim), static_cast<at::ScalarType>(dtype), static_cast<at::DeviceType>(device));
   at::_ops::fill__Scalar::call(t, {value, at::kDouble});
@@ -48,7 +49,8 @@ static TORCHLIKE_FRAME void* THPVariable_randn(const int64_t* sizes, int64_t ndi
   END_HANDLE_TH_ERRORS(nullptr)
 }
 
-static TORCHLIKE_FRAME void* THPVariable_randint(int64_t low, int64_t high, const int64_t* sizes, int64_t ndim, int64_t device) {
+static TORCHLIKE_FRAME void* THPVariable_randint(int64_t low, int64_t high, const int64_t* sizes, int64_t ndim,
+                                                 int64_t device) {
   HANDLE_TH_ERRORS
   return wrap(at::_ops::randint_low::call(low, high, shape(sizes, ndim), static_cast<at::DeviceType>(device)));
   END_HANDLE_TH_ERRORS(nullptr)
@@ -57,13 +59,14 @@ static TORCHLIKE_FRAME void* THPVariable_randint(int64_t low, int64_t high, cons
 static TORCHLIKE_FRAME void* THPVariable_arange(double start, double end, double step, int64_t dtype, int64_t device) {
   HANDLE_TH_ERRORS
   return wrap(at::_ops::arange_start_step::call({start, at::kDouble}, {end, at::kDouble}, {step, at::kDouble},
-                                                static_cast<at::ScalarType>(dtype), static_cast<at::DeviceType>(device)));
+                                                static_cast<at::ScalarType>(dtype),
+                                                static_cast<at::DeviceType>(device)));
   END_HANDLE_TH_ERRORS(nullptr)
 }
 
 // Mirrors torch::utils::tensor_ctor: the data is built on the CPU, then moved (a blocking copy).
 static TORCHLIKE_FRAME void* THPVariable_tensor(const double* values, const int64_t* sizes, int64_t ndim, int64_t dtype,
-                                         int64_t device) {
+                                                int64_t device) {
   HANDLE_TH_ERRORS
   Tensor cpu = at::empty(shape(sizes, ndim), static_cast<at::ScalarType>(dtype), at::kCPU);
   for (int64_t i = 0, n = cpu.numel(); i < n; ++i) at::store(cpu, i, values[i]);
@@ -135,7 +138,10 @@ const MethodDef torch_functions[] = {
     {"randn", "p:plll", reinterpret_cast<void*>(THPVariable_randn)},
     {"randint", "p:llpll", reinterpret_cast<void*>(THPVariable_randint)},
     {"arange", "p:dddll", reinterpret_cast<void*>(THPVariable_arange)},
-    {"tensor", "p:ppll" "l", reinterpret_cast<void*>(THPVariable_tensor)},
+    {"tensor",
+     "p:ppll"
+     "l",
+     reinterpret_cast<void*>(THPVariable_tensor)},
     {"nonzero", "p:p", reinterpret_cast<void*>(THPVariable_nonzero)},
     {"masked_select", "p:pp", reinterpret_cast<void*>(THPVariable_masked_select)},
     {"_unique2", "p:plp", reinterpret_cast<void*>(THPVariable__unique2)},

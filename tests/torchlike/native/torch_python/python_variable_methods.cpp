@@ -53,7 +53,8 @@ static TORCHLIKE_FRAME void* THPVariable_cpu(void* self) {
 }
 
 // Mirrors THPVariable_to (and THPVariable_cuda, which calls the same dispatch_to): to.device.
-static TORCHLIKE_FRAME void* THPVariable_to(void* self, int64_t device, int64_t dtype, int64_t non_blocking, int64_t copy) {
+static TORCHLIKE_FRAME void* THPVariable_to(void* self, int64_t device, int64_t dtype, int64_t non_blocking,
+                                            int64_t copy) {
   HANDLE_TH_ERRORS
   const Tensor& t = unpack(self);
   const auto target_device = device < 0 ? t.device_type() : static_cast<at::DeviceType>(device);
@@ -105,25 +106,25 @@ static TORCHLIKE_FRAME int64_t THPVariable_setitem(void* self, void* mask, doubl
   END_HANDLE_TH_ERRORS(-1)
 }
 
-#define TORCHLIKE_BINARY_BINDING(op, name)                                                           \
-  static TORCHLIKE_FRAME void* THPVariable_##op(void* self, void* other, double value, int64_t dtype) {     \
-    HANDLE_TH_ERRORS                                                                                 \
-    const Tensor& a = unpack(self);                                                                  \
-    const Tensor b = scalar_operand(other, value, dtype);                                            \
-    Tensor out = at::_ops::op::call(a, b);                                                           \
-    if (at::BinaryOp::name == at::BinaryOp::Mul && !other) autograd::record_mul_scalar(out, a, value); \
-    if (at::BinaryOp::name == at::BinaryOp::Add && other) autograd::record_add(out, a, b);          \
-    return wrap(out);                                                                                \
-    END_HANDLE_TH_ERRORS(nullptr)                                                                    \
+#define TORCHLIKE_BINARY_BINDING(op, name)                                                              \
+  static TORCHLIKE_FRAME void* THPVariable_##op(void* self, void* other, double value, int64_t dtype) { \
+    HANDLE_TH_ERRORS                                                                                    \
+    const Tensor& a = unpack(self);                                                                     \
+    const Tensor b = scalar_operand(other, value, dtype);                                               \
+    Tensor out = at::_ops::op::call(a, b);                                                              \
+    if (at::BinaryOp::name == at::BinaryOp::Mul && !other) autograd::record_mul_scalar(out, a, value);  \
+    if (at::BinaryOp::name == at::BinaryOp::Add && other) autograd::record_add(out, a, b);              \
+    return wrap(out);                                                                                   \
+    END_HANDLE_TH_ERRORS(nullptr)                                                                       \
   }
 TORCHLIKE_BINARY_OPS(TORCHLIKE_BINARY_BINDING)
 #undef TORCHLIKE_BINARY_BINDING
 
-#define TORCHLIKE_UNARY_BINDING(op, name)      \
+#define TORCHLIKE_UNARY_BINDING(op, name)                     \
   static TORCHLIKE_FRAME void* THPVariable_##op(void* self) { \
-    HANDLE_TH_ERRORS                           \
-    return wrap(at::_ops::op::call(unpack(self))); \
-    END_HANDLE_TH_ERRORS(nullptr)              \
+    HANDLE_TH_ERRORS                                          \
+    return wrap(at::_ops::op::call(unpack(self)));            \
+    END_HANDLE_TH_ERRORS(nullptr)                             \
   }
 TORCHLIKE_UNARY_OPS(TORCHLIKE_UNARY_BINDING)
 #undef TORCHLIKE_UNARY_BINDING
@@ -152,11 +153,16 @@ static TORCHLIKE_FRAME void* THPVariable_reduce(void* self, int64_t op) {
   HANDLE_TH_ERRORS
   const Tensor& t = unpack(self);
   switch (static_cast<at::ReduceOp>(op)) {
-    case at::ReduceOp::All: return wrap(at::_ops::all::call(t));
-    case at::ReduceOp::Any: return wrap(at::_ops::any::call(t));
-    case at::ReduceOp::Max: return wrap(at::_ops::max::call(t));
-    case at::ReduceOp::Min: return wrap(at::_ops::min::call(t));
-    case at::ReduceOp::Sum: return wrap(at::_ops::sum_dim_IntList::call(t, {}, false));
+    case at::ReduceOp::All:
+      return wrap(at::_ops::all::call(t));
+    case at::ReduceOp::Any:
+      return wrap(at::_ops::any::call(t));
+    case at::ReduceOp::Max:
+      return wrap(at::_ops::max::call(t));
+    case at::ReduceOp::Min:
+      return wrap(at::_ops::min::call(t));
+    case at::ReduceOp::Sum:
+      return wrap(at::_ops::sum_dim_IntList::call(t, {}, false));
   }
   return nullptr;
   END_HANDLE_TH_ERRORS(nullptr)
@@ -242,9 +248,9 @@ const MethodDef variable_methods[] = {
     TORCHLIKE_BINARY_OPS(TORCHLIKE_BINARY_ENTRY)
 #undef TORCHLIKE_BINARY_ENTRY
 #define TORCHLIKE_UNARY_ENTRY(op, name) {#op, "p:p", reinterpret_cast<void*>(THPVariable_##op)},
-    TORCHLIKE_UNARY_OPS(TORCHLIKE_UNARY_ENTRY)
+        TORCHLIKE_UNARY_OPS(TORCHLIKE_UNARY_ENTRY)
 #undef TORCHLIKE_UNARY_ENTRY
-    {"mul_", "l:pd", reinterpret_cast<void*>(THPVariable_mul_)},
+            {"mul_", "l:pd", reinterpret_cast<void*>(THPVariable_mul_)},
     {"sum", "p:plll", reinterpret_cast<void*>(THPVariable_sum)},
     {"reduce", "p:pl", reinterpret_cast<void*>(THPVariable_reduce)},
     {"cumsum", "p:pl", reinterpret_cast<void*>(THPVariable_cumsum)},

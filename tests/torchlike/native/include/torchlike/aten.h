@@ -88,22 +88,37 @@ class Tensor {
 inline double load(const Tensor& t, int64_t i) {
   const void* p = t.data_ptr();
   switch (t.scalar_type()) {
-    case kFloat: return static_cast<const float*>(p)[i];
-    case kDouble: return static_cast<const double*>(p)[i];
-    case kLong: return static_cast<double>(static_cast<const int64_t*>(p)[i]);
-    case kInt: return static_cast<const int32_t*>(p)[i];
-    case kBool: return static_cast<const bool*>(p)[i] ? 1.0 : 0.0;
+    case kFloat:
+      return static_cast<const float*>(p)[i];
+    case kDouble:
+      return static_cast<const double*>(p)[i];
+    case kLong:
+      return static_cast<double>(static_cast<const int64_t*>(p)[i]);
+    case kInt:
+      return static_cast<const int32_t*>(p)[i];
+    case kBool:
+      return static_cast<const bool*>(p)[i] ? 1.0 : 0.0;
   }
   return 0;
 }
 inline void store(const Tensor& t, int64_t i, double v) {
   void* p = t.data_ptr();
   switch (t.scalar_type()) {
-    case kFloat: static_cast<float*>(p)[i] = static_cast<float>(v); break;
-    case kDouble: static_cast<double*>(p)[i] = v; break;
-    case kLong: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); break;
-    case kInt: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); break;
-    case kBool: static_cast<bool*>(p)[i] = v != 0; break;
+    case kFloat:
+      static_cast<float*>(p)[i] = static_cast<float>(v);
+      break;
+    case kDouble:
+      static_cast<double*>(p)[i] = v;
+      break;
+    case kLong:
+      static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v);
+      break;
+    case kInt:
+      static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v);
+      break;
+    case kBool:
+      static_cast<bool*>(p)[i] = v != 0;
+      break;
   }
 }
 
@@ -141,14 +156,14 @@ TORCH_API double apply_unary(UnaryOp op, double a);
 
 // ATen/Operators.h: one struct per op, its call() the entry every caller goes through.
 namespace _ops {
-#define TORCHLIKE_DECLARE_BINARY(op, name) \
-  struct TORCH_API op {                    \
+#define TORCHLIKE_DECLARE_BINARY(op, name)                       \
+  struct TORCH_API op {                                          \
     static Tensor call(const Tensor& self, const Tensor& other); \
   };
 TORCHLIKE_BINARY_OPS(TORCHLIKE_DECLARE_BINARY)
 #undef TORCHLIKE_DECLARE_BINARY
-#define TORCHLIKE_DECLARE_UNARY(op, name) \
-  struct TORCH_API op {                   \
+#define TORCHLIKE_DECLARE_UNARY(op, name)   \
+  struct TORCH_API op {                     \
     static Tensor call(const Tensor& self); \
   };
 TORCHLIKE_UNARY_OPS(TORCHLIKE_DECLARE_UNARY)
@@ -178,7 +193,8 @@ struct TORCH_API is_nonzero {
   static bool call(const Tensor& self);
 };
 struct TORCH_API to_dtype_layout {
-  static Tensor call(const Tensor& self, ScalarType dtype, DeviceType device, bool pin_memory, bool non_blocking, bool copy);
+  static Tensor call(const Tensor& self, ScalarType dtype, DeviceType device, bool pin_memory, bool non_blocking,
+                     bool copy);
 };
 struct TORCH_API to_device {
   static Tensor call(const Tensor& self, DeviceType device, ScalarType dtype, bool non_blocking, bool copy);
@@ -211,7 +227,8 @@ struct TORCH_API masked_select {
   static Tensor call(const Tensor& self, const Tensor& mask);
 };
 struct TORCH_API _unique2 {
-  static std::tuple<Tensor, Tensor, Tensor> call(const Tensor& self, bool sorted, bool return_inverse, bool return_counts);
+  static std::tuple<Tensor, Tensor, Tensor> call(const Tensor& self, bool sorted, bool return_inverse,
+                                                 bool return_counts);
 };
 struct TORCH_API repeat_interleave_Tensor {
   static Tensor call(const Tensor& repeats);
@@ -270,10 +287,14 @@ inline Tensor Tensor::all() const { return _ops::all::call(*this); }
 inline Tensor Tensor::min() const { return _ops::min::call(*this); }
 inline Tensor Tensor::max() const { return _ops::max::call(*this); }
 inline Tensor Tensor::cumsum(int64_t dim) const { return _ops::cumsum::call(*this, dim); }
-inline Tensor Tensor::cpu() const { return _ops::to_dtype_layout::call(*this, scalar_type(), kCPU, false, false, false); }
+inline Tensor Tensor::cpu() const {
+  return _ops::to_dtype_layout::call(*this, scalar_type(), kCPU, false, false, false);
+}
 inline Tensor Tensor::select(int64_t dim, int64_t index) const { return _ops::select_int::call(*this, dim, index); }
 inline Tensor Tensor::clone() const { return _ops::clone::call(*this); }
-inline Tensor& Tensor::copy_(const Tensor& src, bool non_blocking) { return _ops::copy_::call(*this, src, non_blocking); }
+inline Tensor& Tensor::copy_(const Tensor& src, bool non_blocking) {
+  return _ops::copy_::call(*this, src, non_blocking);
+}
 
 namespace detail {
 
@@ -291,7 +312,8 @@ struct CUDAKernels {
   Tensor (*nonzero)(const Tensor& self) = nullptr;
   Tensor (*index_Tensor)(const Tensor& self, const std::vector<Tensor>& indices) = nullptr;
   Tensor (*masked_select)(const Tensor& self, const Tensor& mask) = nullptr;
-  std::tuple<Tensor, Tensor, Tensor> (*_unique2)(const Tensor& self, bool sorted, bool return_inverse, bool return_counts) = nullptr;
+  std::tuple<Tensor, Tensor, Tensor> (*_unique2)(const Tensor& self, bool sorted, bool return_inverse,
+                                                 bool return_counts) = nullptr;
   Tensor (*repeat_interleave_Tensor)(const Tensor& repeats) = nullptr;
   bool (*equal)(const Tensor& self, const Tensor& other) = nullptr;
   Tensor (*bincount)(const Tensor& self, int64_t minlength) = nullptr;
@@ -301,6 +323,22 @@ TORCH_API CUDAKernels& cuda_kernels();
 // Runs `kernel` where the tensor lives: on the current stream for CUDA, at once for CPU.
 TORCH_API void launch_on(DeviceType device, std::function<void()> kernel);
 TORCH_API Tensor make_tensor(std::shared_ptr<StorageImpl> storage, std::vector<int64_t> sizes, ScalarType dtype);
+// What a kernel receives: the tensor's memory, not its ownership. As with a real kernel's
+// arguments, the memory goes back to the allocator when the host drops the tensor (reuse is
+// ordered by the stream), never on the stream's thread.
+inline Tensor kernel_arg(const Tensor& t) {
+  auto storage = std::make_shared<StorageImpl>();
+  storage->data = t.impl()->storage->data;
+  storage->nbytes = t.impl()->storage->nbytes;
+  storage->device = t.impl()->storage->device;
+  storage->pinned = t.impl()->storage->pinned;
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::move(storage);
+  impl->offset_bytes = t.impl()->offset_bytes;
+  impl->sizes = t.impl()->sizes;
+  impl->dtype = t.impl()->dtype;
+  return Tensor(std::move(impl));
+}
 
 }  // namespace detail
 

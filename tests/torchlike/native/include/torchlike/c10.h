@@ -25,11 +25,16 @@ enum class ScalarType : int8_t { Int = 3, Long = 4, Float = 6, Double = 7, Bool 
 
 inline std::size_t elementSize(ScalarType t) {
   switch (t) {
-    case ScalarType::Int: return 4;
-    case ScalarType::Long: return 8;
-    case ScalarType::Float: return 4;
-    case ScalarType::Double: return 8;
-    case ScalarType::Bool: return 1;
+    case ScalarType::Int:
+      return 4;
+    case ScalarType::Long:
+      return 8;
+    case ScalarType::Float:
+      return 4;
+    case ScalarType::Double:
+      return 8;
+    case ScalarType::Bool:
+      return 1;
   }
   return 0;
 }
@@ -43,7 +48,9 @@ struct Scalar {
   double value = 0;
   ScalarType type = ScalarType::Double;
   template <typename T>
-  T to() const { return static_cast<T>(value); }
+  T to() const {
+    return static_cast<T>(value);
+  }
 };
 
 // c10/util/Exception.h: TORCH_CHECK raises c10::Error; the bindings turn it into a Python error.
@@ -53,9 +60,9 @@ struct Error : std::runtime_error {
 
 }  // namespace c10
 
-#define TORCH_CHECK(cond, msg)                    \
-  do {                                            \
-    if (!(cond)) throw ::c10::Error(msg);          \
+#define TORCH_CHECK(cond, msg)            \
+  do {                                    \
+    if (!(cond)) throw ::c10::Error(msg); \
   } while (0)
 
 namespace at {

@@ -9,11 +9,11 @@
 
 #include "torchlike/c10.h"
 
-#define C10_CUDA_CHECK(expr)                                                                   \
-  do {                                                                                         \
-    const cudaError_t torchlike_err = (expr);                                                  \
-    if (torchlike_err != cudaSuccess)                                                          \
-      throw ::c10::Error(std::string("CUDA error: ") + cudaGetErrorString(torchlike_err));     \
+#define C10_CUDA_CHECK(expr)                                                               \
+  do {                                                                                     \
+    const cudaError_t torchlike_err = (expr);                                              \
+    if (torchlike_err != cudaSuccess)                                                      \
+      throw ::c10::Error(std::string("CUDA error: ") + cudaGetErrorString(torchlike_err)); \
   } while (0)
 
 namespace c10::cuda {
