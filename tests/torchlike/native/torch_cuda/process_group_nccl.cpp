@@ -9,9 +9,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
-#include <limits>
-#include <numeric>
 #include <thread>
 
 #include "torchlike/c10_cuda.h"
@@ -141,7 +138,7 @@ NCCLComm::~NCCLComm() {
   if (ncclComm_ && !aborted_) (void)ncclCommDestroy(ncclComm_);
 }
 
-// NCCLComm::create: ncclCommInitRankConfig; a non-blocking one is ready later (waitReady).
+// NCCLComm::create: ncclCommInitRankConfig; a non-blocking one is ready once ncclCommGetAsyncError says so (getNcclComm).
 TORCHLIKE_FRAME std::shared_ptr<NCCLComm> NCCLComm::create(int numRanks, int rank, ncclUniqueId commId,
                                                            int deviceIndex, ncclConfig_t& config) {
   DeviceGuard guard(deviceIndex);
@@ -195,7 +192,8 @@ TORCHLIKE_FRAME std::shared_ptr<NCCLComm> NCCLComm::split(NCCLComm* source, int 
   return comm;
 }
 
-// NCCLComm::getNcclComm: in non-blocking mode, waits until the communicator is initialized.
+// NCCLComm::getNcclComm -> waitUntilInitialized: in non-blocking mode, polls
+// ncclCommGetAsyncError until the communicator leaves ncclInProgress.
 TORCHLIKE_FRAME ncclComm_t NCCLComm::getNcclComm() {
   std::lock_guard<std::mutex> lock(mutex_);
   TORCH_CHECK(!aborted_, "NCCL communicator was aborted on rank " + std::to_string(rank_) + ".");
@@ -212,13 +210,6 @@ TORCHLIKE_FRAME ncclComm_t NCCLComm::getNcclComm() {
     std::this_thread::sleep_for(std::chrono::milliseconds(kCommInitBusyWaitMillis));
   }
   return ncclComm_;
-}
-
-// NCCLComm::waitReady: C10D_NCCL_CHECK_TIMEOUT(_SLEEP)(ncclInProgress, comm).
-TORCHLIKE_FRAME void NCCLComm::waitReady(bool longInterval) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (aborted_) return;
-  checkTimeout(ncclInProgress, ncclComm_, "NCCLComm::waitReady", longInterval);
 }
 
 void NCCLComm::abort() {

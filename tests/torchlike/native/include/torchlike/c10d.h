@@ -75,7 +75,6 @@ class TORCH_CUDA_CPP_API NCCLComm {
                                                    int deviceIndex, ncclConfig_t& config);
   static std::shared_ptr<NCCLComm> split(NCCLComm* source, int color_id, int rank, ncclConfig_t& config);
   ncclComm_t getNcclComm();
-  void waitReady(bool longInterval);
   void abort();
   bool isAborted() const { return aborted_; }
   int deviceIndex() const { return deviceIndex_; }
