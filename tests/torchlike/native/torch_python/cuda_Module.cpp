@@ -25,6 +25,19 @@ TORCHLIKE_FRAME int64_t THCPModule_emptyCache() {
   END_HANDLE_TH_ERRORS(-1)
 }
 
+// Mirrors THCPModule_setDevice_wrap / THCPModule_getDevice_wrap.
+int64_t THCPModule_setDevice_wrap(int64_t device) {
+  HANDLE_TH_ERRORS
+  c10::cuda::set_device(static_cast<int>(device));
+  return 0;
+  END_HANDLE_TH_ERRORS(-1)
+}
+int64_t THCPModule_getDevice_wrap() {
+  HANDLE_TH_ERRORS
+  return c10::cuda::current_device();
+  END_HANDLE_TH_ERRORS(-1)
+}
+
 int64_t THCPModule_getDeviceCount_wrap() {
   int count = 0;
   return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
@@ -125,6 +138,8 @@ const MethodDef cuda_methods[] = {
     {"_cuda_synchronize", "l:", reinterpret_cast<void*>(THCPModule_cudaSynchronize)},
     {"_cuda_emptyCache", "l:", reinterpret_cast<void*>(THCPModule_emptyCache)},
     {"_cuda_getDeviceCount", "l:", reinterpret_cast<void*>(THCPModule_getDeviceCount_wrap)},
+    {"_cuda_setDevice", "l:l", reinterpret_cast<void*>(THCPModule_setDevice_wrap)},
+    {"_cuda_getDevice", "l:", reinterpret_cast<void*>(THCPModule_getDevice_wrap)},
     {"_cuda_getCurrentStream", "p:", reinterpret_cast<void*>(THCPModule_getCurrentStream_wrap)},
     {"_cuda_setStream", "l:p", reinterpret_cast<void*>(THCPModule_setStream_wrap)},
     {"stream_new", "p:l", reinterpret_cast<void*>(THCPStream_pynew)},

@@ -28,11 +28,14 @@ def _lazy_init():
 
 
 def current_device():
-    return 0
+    return _call("_cuda_getDevice")
 
 
 def set_device(device):
-    pass
+    """Mirrors torch.cuda.set_device: cudaSetDevice for the calling thread."""
+    index = device if isinstance(device, int) else torch.device(device).index
+    if index is not None and index >= 0:
+        _call("_cuda_setDevice", index)
 
 
 class device:

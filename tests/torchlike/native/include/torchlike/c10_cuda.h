@@ -39,6 +39,8 @@ C10_CUDA_API CUDAStream getStreamFromPool(bool high_priority = false, int device
 
 // c10/cuda/CUDAFunctions.cpp (out of line, exported).
 C10_CUDA_API void device_synchronize();
+C10_CUDA_API void set_device(int device);
+C10_CUDA_API int current_device();
 
 // c10/cuda/CUDAFunctions.h: `C10_CUDA_API void __inline__`, so these are folded into their
 // callers in a real build and are never frames of their own.

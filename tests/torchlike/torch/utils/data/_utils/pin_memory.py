@@ -6,6 +6,9 @@ import torch
 
 
 def _pin_memory_loop(in_queue, out_queue, device_id, done_event, device):
+    if device == "cuda":
+        torch.cuda.set_device(device_id)
+
     def do_one_step():
         try:
             r = in_queue.get(timeout=0.1)
