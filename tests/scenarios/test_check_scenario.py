@@ -1,0 +1,117 @@
+"""scripts/check-scenario on hand-made reports: a report with the expected verdicts passes, and
+each false or missing finding the scenarios plant against fails with its line named."""
+import copy
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CHECK = os.path.join(ROOT, "scripts", "check-scenario")
+S2 = "/job/tests/scenarios/s02_upload.py"  # lines 8, 9, 10: upload_blocking, upload_async, download
+S10 = "/job/tests/scenarios/s10_p2p_grouped.py"
+
+
+def plant(script, name):
+    with open(os.path.join(ROOT, "tests", "scenarios", script), encoding="utf-8") as source:
+        return next(n for n, text in enumerate(source, start=1) if text.rstrip().endswith(f"# PLANT {name}"))
+
+
+def site(operation, path, line, calls, **extra):
+    return dict({"operation": operation, "file": path, "line": line, "calls": calls}, **extra)
+
+
+def rank(number, hidden=(), explicit=(), pageable=(), copies=()):
+    return {"rank": number, "copies": list(copies), "hidden_syncs": list(hidden), "explicit_syncs": list(explicit),
+            "pageable_sites": list(pageable)}
+
+
+GOOD_S2 = {
+    "format": "trainshim-report/1",
+    "ranks": [rank(None,
+                   hidden=[site("Tensor.to('cuda') / .cuda() (blocking upload)", S2, 8, 20),
+                           site("Tensor.cpu() / .to('cpu')", S2, 10, 20)],
+                   pageable=[site("pageable H2D copy", S2, 8, 20), site("pageable D2H copy", S2, 10, 20)],
+                   copies=[{"direction": "h2d", "host_memory": "pageable", "calls": 20},
+                           {"direction": "h2d", "host_memory": "pinned", "calls": 20},
+                           {"direction": "d2h", "host_memory": "pageable", "calls": 20}])],
+    "collective_waits": {"matched": 0, "incomplete": 0, "communicators": 0, "straggler": None},
+    "hangs": [],
+}
+
+GOOD_S10 = {
+    "format": "trainshim-report/1",
+    "ranks": [rank(r, explicit=[site("torch.cuda.synchronize()", S10, plant("s10_p2p_grouped.py", "final_sync"), 1)]) for r in (0, 1)],
+    "collective_waits": {"matched": 70, "incomplete": 0, "inconsistent": 0, "communicators": 1,
+                         "straggler": {"rank": 1, "imposed_ns": 1500000000}},
+    "hangs": [],
+}
+
+
+class CheckScenario(unittest.TestCase):
+    def check(self, scenario, report, *extra):
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(report, f)
+        try:
+            result = subprocess.run([sys.executable, CHECK, scenario, f.name, *extra], capture_output=True,
+                                    text=True, check=False)
+        finally:
+            os.unlink(f.name)
+        return result.returncode, result.stdout.strip()
+
+    def test_expected_verdicts_pass(self):
+        self.assertEqual(self.check("S2", GOOD_S2), (0, "S2 PASS (11 checks)"))
+        self.assertEqual(self.check("S10", GOOD_S10, "--variant", "plain"), (0, "S10[plain] PASS (8 checks)"))
+
+    def test_upload_named_cpu_fails(self):
+        report = copy.deepcopy(GOOD_S2)
+        report["ranks"][0]["hidden_syncs"][0]["operation"] = "Tensor.cpu() / .to('cpu')"
+        code, line = self.check("S2", report)
+        self.assertEqual(code, 1)
+        self.assertIn("no hidden_syncs site \"Tensor.to('cuda') / .cuda() (blocking upload)\" at PLANT "
+                      "upload_blocking", line)
+        self.assertIn("unexpected hidden_syncs \"Tensor.cpu() / .to('cpu')\" x20 at s02_upload.py:8 "
+                      "(PLANT upload_blocking)", line)
+
+    def test_sync_at_pinned_upload_fails(self):
+        report = copy.deepcopy(GOOD_S2)
+        report["ranks"][0]["hidden_syncs"].append(site("cudaStreamSynchronize()", S2, 9, 20))
+        code, line = self.check("S2", report)
+        self.assertEqual(code, 1)
+        self.assertIn("unexpected hidden_syncs 'cudaStreamSynchronize()' x20 at s02_upload.py:9 (PLANT upload_async)",
+                      line)
+
+    def test_wrong_count_fails(self):
+        report = copy.deepcopy(GOOD_S2)
+        report["ranks"][0]["copies"][1]["calls"] = 19
+        self.assertEqual(self.check("S2", report),
+                         (1, "S2 FAIL: rank 0: copies direction=h2d host_memory=pinned: 19 calls, expected 20"))
+
+    def test_run_that_failed_fails(self):
+        code, line = self.check("S2", GOOD_S2, "--exit-status", "134")
+        self.assertEqual((code, line), (1, "S2 FAIL: the run exited with status 134"))
+
+    def test_waits_straggler_and_hangs(self):
+        report = copy.deepcopy(GOOD_S10)
+        report["collective_waits"]["straggler"] = None
+        report["collective_waits"]["inconsistent"] = 30
+        report["hangs"] = [{"message": "ncclAllReduce #4: rank 1 never entered it"}]
+        code, line = self.check("S10", report)
+        self.assertEqual(code, 1)
+        self.assertEqual(line, "S10 FAIL: straggler rank None, expected 1 | collective_waits.inconsistent = 30, "
+                               "expected 0 | unexpected hang: ncclAllReduce #4: rank 1 never entered it")
+
+    def test_inconsistent_is_checked_only_where_reported(self):
+        report = copy.deepcopy(GOOD_S10)
+        del report["collective_waits"]["inconsistent"]
+        self.assertEqual(self.check("S10", report)[0], 0)
+
+    def test_input_errors(self):
+        self.assertEqual(self.check("S11", GOOD_S2)[0], 2)
+        self.assertEqual(self.check("S2", {"format": "something-else"})[0], 2)
+
+
+if __name__ == "__main__":
+    unittest.main()
