@@ -48,8 +48,9 @@ constexpr Rule kRules[] = {
     {"event.synchronize", {"THCPEvent_synchronize", "at::cuda::CUDAEvent::synchronize"}, Needs::Any,
      "torch.cuda.Event.synchronize()", SyncKind::Explicit, "asked for by the code: waits for one event",
      kExplicitAdvice},
-    // WorkNCCL::synchronize (barrier: currentStream.synchronize()) and wait() with blocking wait.
-    {"barrier", {"c10d::ProcessGroupNCCL::WorkNCCL::"}, Needs::Any, "dist.barrier() / Work.wait()",
+    // WorkNCCL::synchronize / wait (a barrier's currentStream.synchronize(), blocking wait), and
+    // ProcessGroupNCCL::barrier where a release waits in it directly.
+    {"barrier", {"c10d::ProcessGroupNCCL::WorkNCCL::", "c10d::ProcessGroupNCCL::barrier"}, Needs::Any, "dist.barrier() / Work.wait()",
      SyncKind::Explicit, "asked for by the code: waits until the collective's work is done on the GPU",
      "a barrier each step serialises every rank; keep it only where ranks must meet (checkpoints, evaluation)"},
     {"unique", {"at::_ops::_unique2::call", "at::_ops::_unique::call", "at::_ops::unique_dim::call",

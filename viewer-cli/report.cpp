@@ -410,9 +410,10 @@ void render_waits(std::string& out, const Report& report) {
                        "measured\n", c.communicator, with_thousands(c.collectives));
   if (w.p2p.sends + w.p2p.recvs)
     out += fmt::format("  point-to-point: {} sends, {} receives, {} pairs matched, {} calls unmatched, {} timed on "
-                       "the GPU ({}); not part of the collective matching\n",
+                       "the GPU ({}); only the {} exchanges with every rank (all_to_all) are matched as collectives\n",
                        with_thousands(w.p2p.sends), with_thousands(w.p2p.recvs), with_thousands(w.p2p.matched),
-                       with_thousands(w.p2p.unmatched), with_thousands(w.p2p.timed), human_duration(w.p2p.gpu_ns));
+                       with_thousands(w.p2p.unmatched), with_thousands(w.p2p.timed), human_duration(w.p2p.gpu_ns),
+                       with_thousands(w.p2p.exchanges));
 }
 
 }  // namespace
@@ -588,7 +589,8 @@ nlohmann::ordered_json render_json(const Report& report) {
                                         {"matched", w.p2p.matched},
                                         {"unmatched", w.p2p.unmatched},
                                         {"timed", w.p2p.timed},
-                                        {"gpu_ns", w.p2p.gpu_ns}}},
+                                        {"gpu_ns", w.p2p.gpu_ns},
+                                        {"exchanges", w.p2p.exchanges}}},
                                {"ranks", ranks},
                                {"straggler", straggler}};
   }

@@ -17,6 +17,9 @@ namespace {
 constexpr double kWindowMargin = 1.1;
 constexpr std::size_t kMaxWindows = 2000;
 
+// The key of a communicator's exchanges in the analysis: apart from its collectives' numbers.
+uint64_t exchange_series(uint64_t comm) { return (comm ^ 0x65786368616e6765ULL) * 0x9e3779b97f4a7c15ULL; }
+
 std::vector<HostActivity> host_activity(const ProcessRef& p, const std::vector<LateCollective>& late) {
   std::map<std::tuple<std::string, int, std::string>, int64_t> counts;
   std::map<int64_t, std::tuple<std::string, int, std::string>> top_frame;  // by python stack id
@@ -58,17 +61,22 @@ WaitReport load_waits(const std::vector<ProcessRef>& processes) {
   // Point-to-point calls by (communicator, sender, receiver, n): 1 = send seen, 2 = receive seen.
   std::map<std::tuple<uint64_t, uint32_t, uint32_t, uint32_t>, int> pairs;
   for (const ProcessRef& p : processes) {
-    // Point-to-point timings cover a group's point-to-point work, not one collective.
+    // Point-to-point timings cover a group's point-to-point work, not one collective; an exchange
+    // with every rank of the communicator (all_to_all) is matched as a collective of its own series.
     Statement q(*p.db, "SELECT e.rank_in_comm, e.object, e.comm_size, e.sequence, e.detail, e.begin_ns, e.flags "
                        "FROM events e JOIN apis a ON a.id = e.api WHERE e.process_id = ? AND a.class = 'collective_timing'");
     q.bind(1, p.process_id);
     while (q.step()) {
-      if (q.integer(6) & kPointToPoint) {
+      const int64_t flags = q.integer(6);
+      uint64_t comm = uint64_t(q.integer(1));
+      if (flags & kPointToPoint) {
         ++out.p2p.timed;
         out.p2p.gpu_ns += q.integer(4);
-        continue;
+        if (!(flags & kExchange)) continue;
+        ++out.p2p.exchanges;
+        comm = exchange_series(comm);
       }
-      timings.push_back({p.rank >= 0 ? p.rank : int32_t(q.integer(0)), uint64_t(q.integer(1)), uint32_t(q.integer(2)),
+      timings.push_back({p.rank >= 0 ? p.rank : int32_t(q.integer(0)), comm, uint32_t(q.integer(2)),
                          uint32_t(q.integer(3)), q.integer(4), q.integer(5)});
     }
     Statement untimed(*p.db, "SELECT untimed_capturing, untimed_no_event FROM processes WHERE id = ?");

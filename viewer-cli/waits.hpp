@@ -40,6 +40,9 @@ struct PointToPoint {
   int64_t unmatched = 0;  // calls whose other side was not seen
   int64_t timed = 0;      // GPU timings of point-to-point work (one per communicator, stream and group)
   int64_t gpu_ns = 0;     // their sum
+  // Timings of groups that exchanged with every rank of their communicator (all_to_all): matched
+  // across ranks as collectives, so they count in the waits and the straggler.
+  int64_t exchanges = 0;
 };
 
 struct WaitReport {

@@ -17,7 +17,7 @@
 namespace trainshim {
 
 inline constexpr uint64_t kSegmentMagic = 0x314753485352'5254ULL;  // "TRSHSG1" little-endian
-inline constexpr uint32_t kFormatVersion = 3;
+inline constexpr uint32_t kFormatVersion = 4;
 
 enum class Direction : uint8_t { None, HostToDevice, DeviceToHost, DeviceToDevice, HostToHost, Peer };
 enum class HostMemory : uint8_t { Unknown, Pinned, Pageable, Device };
@@ -89,8 +89,12 @@ enum CollectiveFlag : uint32_t {
                                 //   on a non-blocking communicator outside a group): timed only when the
                                 //   program then waited for it with ncclCommGetAsyncError, as PyTorch does
   kGroupSimulated = 1u << 6,    // group end: ncclGroupSimulateEnd, nothing launched
+  kExchange = 1u << 7,          // with PointToPoint, on a timing record: the group's point-to-point calls
+                                //   exchanged with every rank of the communicator (all_to_all, a 2-rank
+                                //   batch_isend_irecv); sequence = the exchange's number on the
+                                //   communicator, matched across ranks as a collective's
 };
-inline constexpr uint32_t kKnownCollectiveFlags = (1u << 7) - 1;
+inline constexpr uint32_t kKnownCollectiveFlags = (1u << 8) - 1;
 inline constexpr uint32_t kUntimedFlags = kUntimedCapturing | kUntimedNoEvent | kGroupInProgress;
 
 // A ring slot. `state` encodes lap and fullness so that zero-filled memory is an empty ring:

@@ -20,6 +20,7 @@ struct Entry {
   std::atomic<uint32_t> sequence;
   std::atomic<uint32_t> splits;
   std::atomic<uint32_t> shrinks;
+  std::atomic<uint32_t> exchanges;
   std::atomic<uint64_t> group;  // the group the last sequence number was taken in, 0: none
 };
 
@@ -147,6 +148,7 @@ void comm_created(uint64_t handle, const CommState& state) {
   e->size.store(state.size, std::memory_order_relaxed);
   e->rank.store(state.rank, std::memory_order_relaxed);
   e->sequence.store(0, std::memory_order_relaxed);
+  e->exchanges.store(0, std::memory_order_relaxed);
   e->splits.store(0, std::memory_order_relaxed);
   e->shrinks.store(0, std::memory_order_relaxed);
   e->group.store(0, std::memory_order_release);
@@ -201,6 +203,11 @@ uint32_t next_sequence(uint64_t handle) {
     take(handle, 0);
   }
   return e->sequence.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
+uint32_t next_exchange(uint64_t handle) {
+  Entry* e = find(handle);
+  return e ? e->exchanges.fetch_add(1, std::memory_order_relaxed) + 1 : 0;
 }
 
 uint32_t next_p2p_sequence(uint64_t handle, uint32_t peer, bool send) {

@@ -35,6 +35,9 @@ uint32_t next_sequence(uint64_t handle);
 // Point-to-point calls are numbered apart from the collectives: the n-th send to `peer` (or
 // receive from it) on the communicator, so that send n of rank a to b meets receive n of b from a.
 uint32_t next_p2p_sequence(uint64_t handle, uint32_t peer, bool send);
+// A group's point-to-point calls that exchanged with every rank of the communicator are numbered
+// as one exchange; every rank of the communicator counts the same exchanges.
+uint32_t next_exchange(uint64_t handle);
 
 // NCCL groups of the calling thread. group_ended returns true when the outermost group ended.
 void group_started();

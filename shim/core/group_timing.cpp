@@ -1,5 +1,8 @@
 #include "group_timing.hpp"
 
+#include <bit>
+
+#include "communicators.hpp"
 #include "gpu_timing.hpp"
 
 namespace trainshim::shim {
@@ -8,13 +11,37 @@ namespace {
 
 constexpr int kNcclInProgress = 7;  // ncclInProgress: a non-blocking group launches on NCCL's thread
 constexpr uint32_t kMaxOperations = 64;
+// Exchanges are recognised in communicators of up to this many ranks (one bit per rank).
+constexpr uint32_t kMaxExchangeRanks = 64;
 
 struct Operation {
   void* stream;
   uint64_t comm;  // ncclComm_t
   TimingToken token;
   EventRecord record;  // its first call's record: what the timing record repeats
+  uint64_t participants;  // point-to-point: this rank and every peer of the operation's calls, as bits
 };
+
+void add_participants(Operation& o, const EventRecord& call) {
+  if (!(call.flags & kPointToPoint) || call.comm_size > kMaxExchangeRanks || call.rank_in_comm >= kMaxExchangeRanks ||
+      call.peer >= kMaxExchangeRanks)
+    return;
+  o.participants |= uint64_t{1} << call.rank_in_comm | uint64_t{1} << call.peer;
+}
+
+// torch's all_to_all (all2all_single_equal_split) and a batch_isend_irecv between the two ranks of
+// a communicator send to and receive from every rank: every rank waits for the last one to join,
+// as in a collective, so the exchange is numbered and matched as one.
+void number_exchange(Operation& o) {
+  const uint32_t size = o.record.comm_size;
+  if (!(o.record.flags & kPointToPoint) || size < 2 || size > kMaxExchangeRanks ||
+      std::popcount(o.participants) != int(size))
+    return;
+  if (const uint32_t number = next_exchange(o.comm)) {
+    o.record.flags |= kExchange;
+    o.record.sequence = number;
+  }
+}
 
 struct Group {
   uint32_t count;
@@ -82,6 +109,7 @@ void group_call(SegmentHeader* header, void* stream, uint64_t comm, EventRecord&
   for (uint32_t i = 0; i < g.count; ++i)
     if (same_operation(g.operations[i], stream, call)) {
       call.flags |= g.operations[i].token.untimed;
+      add_participants(g.operations[i], call);
       return;
     }
   if (g.count == kMaxOperations) {
@@ -96,6 +124,8 @@ void group_call(SegmentHeader* header, void* stream, uint64_t comm, EventRecord&
   o.token = timing_begin(header, stream);
   call.flags |= o.token.untimed;
   o.record = call;
+  o.participants = 0;
+  add_participants(o, call);
 }
 
 uint32_t group_finished(Recorder& recorder, int result, bool simulated, uint64_t& operations) {
@@ -106,6 +136,7 @@ uint32_t group_finished(Recorder& recorder, int result, bool simulated, uint64_t
   else if (result == kNcclInProgress) flags = kGroupInProgress;
   for (uint32_t i = 0; i < g.count; ++i) {
     Operation& o = g.operations[i];
+    if ((result == 0 || result == kNcclInProgress) && !simulated) number_exchange(o);
     if (result == 0 && !simulated) timing_end(recorder, o.token, o.stream, o.record);
     else if (result == kNcclInProgress && !simulated) add_launch(recorder, o);
     else timing_cancel(o.token);
@@ -115,7 +146,7 @@ uint32_t group_finished(Recorder& recorder, int result, bool simulated, uint64_t
 }
 
 void launch_pending(Recorder& recorder, uint64_t comm, void* stream, TimingToken token, const EventRecord& call) {
-  add_launch(recorder, Operation{stream, comm, token, call});
+  add_launch(recorder, Operation{stream, comm, token, call, 0});
 }
 
 void launch_checked(uint64_t comm, int state) {

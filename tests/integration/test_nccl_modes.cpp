@@ -90,16 +90,19 @@ TEST(NcclModes, ShrunkCommunicatorIsMatched) {
 }
 
 // Grouped calls launch at the outermost ncclGroupEnd: each group is timed as one operation, so
-// the ranks that wait for the late rank 3 measure its 300 ms, not ~0 per call.
+// the ranks that wait for the late rank 3 measure its 300 ms, not ~0 per call. The all-to-all
+// exchanges with every rank and is matched as a collective; the ring is not (each rank meets only
+// its neighbours), so rank 3's lateness reaches the all-to-all through rank 0, which then arrives
+// last there: two ranks make the others wait and neither dominates, so no straggler is named.
 TEST(NcclModes, GroupsAreTimedAsOneOperation) {
   Scratch s;
   const json waits = run_mode(s, "groups").at("collective_waits");
-  EXPECT_EQ(waits.at("matched"), 6) << "per step: one all-reduce and one group of two all-reduces";
+  EXPECT_EQ(waits.at("matched"), 9) << "per step: one all-reduce, one group of two all-reduces, one all-to-all";
   EXPECT_EQ(waits.at("incomplete"), 0);
   EXPECT_EQ(waits.at("duplicates"), 0);
-  ASSERT_FALSE(waits.at("straggler").is_null()) << waits.dump(1);
-  EXPECT_EQ(waits.at("straggler").at("rank"), 3);
+  EXPECT_TRUE(waits.at("straggler").is_null()) << waits.dump(1);
   const json& p2p = waits.at("p2p");
+  EXPECT_EQ(p2p.at("exchanges"), 4 * 3) << "one all-to-all per rank and step";
   EXPECT_EQ(p2p.at("sends"), 4 * 3 * 5) << "per rank and step: one ring send, four all-to-all sends";
   EXPECT_EQ(p2p.at("recvs"), 4 * 3 * 5);
   EXPECT_EQ(p2p.at("matched"), 4 * 3 * 5);

@@ -256,7 +256,7 @@ TEST(ValidateRecord, CollectiveFlagsAndPeer) {
   EXPECT_FALSE(validate_record(r)) << "a peer without the point-to-point flag";
   r.peer = 0;
   EXPECT_TRUE(validate_record(r));
-  r.flags = 1u << 7;  // unknown bit
+  r.flags = 1u << 8;  // unknown bit
   EXPECT_FALSE(validate_record(r));
   r = good_copy();
   r.flags = kInGroup;  // a copy carries no flags
