@@ -328,7 +328,7 @@ void render_sites(std::string& out, const std::vector<SyncSite>& sites, const Ra
   for (const auto& site : sites) {
     const std::string rate = rs.steps.count ? fmt::format("{:.1f}", per_step(site.calls, rs))
                                             : fmt::format("{:.1f}/s", per_second(site.calls, rs));
-    out += fmt::format("  {:<34} {:>9} {:>9} {:>10} {:>8.1f} %\n", site.classification.operation,
+    out += fmt::format("  {:<46} {:>9} {:>9} {:>10} {:>8.1f} %\n", site.classification.operation,
                        with_thousands(site.calls), rate, human_duration(site.blocked_ns),
                        100 * share_of_step(site.blocked_ns, rs));
     out += fmt::format("      at {}{}\n", site_location(site), site.in_backward ? " (in backward, autograd thread)" : "");
@@ -344,20 +344,20 @@ void render_sync_sections(std::string& out, const ProcessReport& p) {
   const char* rate_header = rs.steps.count ? "per step" : "per sec";
   const char* share_header = rs.steps.count ? "of step" : "of run";
   if (!rs.hidden.empty()) {
-    out += fmt::format("  {:<34} {:>9} {:>9} {:>10} {:>10}\n", "Hidden synchronisations", "calls", rate_header,
+    out += fmt::format("  {:<46} {:>9} {:>9} {:>10} {:>10}\n", "Hidden synchronisations", "calls", rate_header,
                        "blocked", share_header);
     render_sites(out, rs.hidden, rs);
   }
   if (!rs.explicit_.empty()) {
-    out += fmt::format("  {:<34} {:>9} {:>9} {:>10} {:>10}\n", "Explicit synchronisations (asked for)", "calls",
+    out += fmt::format("  {:<46} {:>9} {:>9} {:>10} {:>10}\n", "Explicit synchronisations (asked for)", "calls",
                        rate_header, "blocked", share_header);
     render_sites(out, rs.explicit_, rs);
   }
   if (!rs.polls.empty()) {
-    out += fmt::format("  {:<34} {:>9} {:>9} {:>10} {:>10}\n", "Polls (ask, never wait)", "calls", "per sec",
+    out += fmt::format("  {:<46} {:>9} {:>9} {:>10} {:>10}\n", "Polls (ask, never wait)", "calls", "per sec",
                        "in calls", share_header);
     for (const auto& site : rs.polls) {
-      out += fmt::format("  {:<34} {:>9} {:>9.1f} {:>10} {:>8.1f} %\n", site.classification.operation,
+      out += fmt::format("  {:<46} {:>9} {:>9.1f} {:>10} {:>8.1f} %\n", site.classification.operation,
                          with_thousands(site.calls), per_second(site.calls, rs), human_duration(site.blocked_ns),
                          100 * share_of_step(site.blocked_ns, rs));
       out += fmt::format("      at {}\n", site_location(site));
