@@ -117,11 +117,6 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
               "JOIN directions d ON d.id = e.direction JOIN host_memories m ON m.id = e.host_memory "
               "WHERE e.process_id = ? AND a.class IN ('sync', 'free', 'poll', 'copy') ORDER BY e.begin_ns");
   q.bind(1, process_id);
-  std::vector<Event> events;
-  while (q.step())
-    events.push_back({q.integer(0), q.integer(1), q.text(2), q.text(3), q.text(4), q.text(5), q.integer(6),
-                      q.integer(7), q.integer(8), q.integer(9) != 0});
-
   // One site per (operation, user frame); a site counts its waits, or its copies if it has no wait.
   struct Accumulated {
     SyncSite site;
@@ -135,7 +130,10 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
   CopyPairing pairing;
   std::map<int64_t, bool> borrowed;  // by python stack id
   StepInput steps;
-  for (Event e : events) {
+  // Streamed: a long run's copies are far too many to hold.
+  while (q.step()) {
+    Event e{q.integer(0), q.integer(1), q.text(2), q.text(3), q.text(4), q.text(5), q.integer(6),
+            q.integer(7), q.integer(8), q.integer(9) != 0};
     SyncShape probe;
     probe.api = e.api;
     probe.api_class = e.api_class;
