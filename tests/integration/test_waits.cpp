@@ -1,12 +1,13 @@
 // Collective waits end to end: four ranks on simcuda, real rendezvous, GPU-side timing.
 #include <gtest/gtest.h>
-
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <thread>
 
 #include "harness.hpp"
@@ -38,16 +39,21 @@ TEST(CollectiveWaits, TheSlowRankIsNamedWithWhatItsHostWasDoing) {
   ASSERT_FALSE(waits.at("straggler").is_null()) << waits.dump(1);
   EXPECT_EQ(waits.at("straggler").at("rank"), 2);
   ASSERT_EQ(waits.at("ranks").size(), 4u);
+  // No bound on how long anything took (a loaded machine stretches every wait): the others wait
+  // for the straggler's 30 ms of host work, at least most of it, and the straggler far less.
+  int64_t straggler_ns = 0, least_other_ns = std::numeric_limits<int64_t>::max();
   for (const auto& r : waits.at("ranks")) {
     SCOPED_TRACE("rank " + r.at("rank").dump());
     EXPECT_EQ(r.at("collectives"), 30);
-    const double per_step_ms = r.at("per_step_ns").get<double>() / 1e6;
+    const int64_t per_step_ns = r.at("per_step_ns").get<int64_t>();
     if (r.at("rank") == 2) {
-      EXPECT_LT(per_step_ms, 3.0) << "the straggler itself barely waits";
+      straggler_ns = per_step_ns;
     } else {
-      EXPECT_NEAR(per_step_ms, 30.0, 6.0) << "every other rank waits for the 30 ms of host work";
+      least_other_ns = std::min(least_other_ns, per_step_ns);
+      EXPECT_GE(per_step_ns, 24'000'000) << "every other rank waits for the 30 ms of host work";
     }
   }
+  EXPECT_LT(straggler_ns * 4, least_other_ns) << "the straggler itself barely waits";
   const std::string script = std::string(Paths::source) + "/tests/python/straggler.py";
   const json& host = waits.at("straggler").at("host_activity");
   ASSERT_FALSE(host.empty());
