@@ -7,14 +7,7 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(call)                                                              \
-  do {                                                                           \
-    const int rc_ = int(call);                                                   \
-    if (rc_ != 0) {                                                              \
-      std::fprintf(stderr, "%s:%d: %s failed: %d\n", __FILE__, __LINE__, #call, rc_); \
-      std::exit(1);                                                              \
-    }                                                                            \
-  } while (0)
+#include "check.hpp"
 
 int main() {
   const char* world_env = std::getenv("WORLD_SIZE");

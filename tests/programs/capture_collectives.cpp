@@ -12,16 +12,8 @@
 #include <cstring>
 #include <thread>
 
+#include "check.hpp"
 #include "simcuda.h"
-
-#define CHECK(call)                                                                           \
-  do {                                                                                        \
-    const int rc_ = int(call);                                                                \
-    if (rc_ != 0) {                                                                           \
-      std::fprintf(stderr, "%s:%d: %s failed: %d\n", __FILE__, __LINE__, #call, rc_);         \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
 
 int main(int argc, char** argv) {
   const int iterations = argc > 1 ? std::atoi(argv[1]) : 50;

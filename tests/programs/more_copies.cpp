@@ -9,6 +9,8 @@
 #include <cstring>
 #include <vector>
 
+#include "check.hpp"
+
 extern "C" {
 cudaError_t cudaMemcpyToSymbol_ptds(const void*, const void*, size_t, size_t, cudaMemcpyKind);
 cudaError_t cudaMemcpyToSymbolAsync_ptsz(const void*, const void*, size_t, size_t, cudaMemcpyKind, cudaStream_t);
@@ -19,15 +21,6 @@ cudaError_t cudaMemcpy3DAsync_ptsz(const cudaMemcpy3DParms*, cudaStream_t);
 cudaError_t cudaMemcpyBatchAsync_ptsz(void* const*, const void* const*, const size_t*, size_t, cudaMemcpyAttributes*,
                                       size_t*, size_t, cudaStream_t);
 }
-
-#define CHECK(call)                                                                           \
-  do {                                                                                        \
-    const int rc_ = int(call);                                                                \
-    if (rc_ != 0) {                                                                           \
-      std::fprintf(stderr, "%s:%d: %s failed: %d\n", __FILE__, __LINE__, #call, rc_);         \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
 
 namespace {
 
