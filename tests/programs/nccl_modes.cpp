@@ -25,28 +25,14 @@
 #include <thread>
 #include <vector>
 
+#include "rank_check.h"
 #include "simcuda.h"
 
 namespace {
 
-int g_rank = 0;
+using simcuda_rank::env_int;
+using simcuda_rank::g_rank;
 int g_world = 1;
-
-#define CHECK(cond)                                                                             \
-  do {                                                                                          \
-    if (!(cond)) {                                                                              \
-      std::fprintf(stderr, "rank %d: check failed at line %d: %s\n", g_rank, __LINE__, #cond); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
-#define CUDA(call) CHECK((call) == cudaSuccess)
-#define NCCL(call) CHECK((call) == ncclSuccess)
-
-int env_int(const char* name) {
-  const char* v = std::getenv(name);
-  CHECK(v != nullptr);
-  return std::atoi(v);
-}
 
 // PyTorch's NCCLComm::waitReady / C10D_NCCL_CHECK_TIMEOUT: poll until the operation finished.
 void wait_ready(ncclComm_t comm) {

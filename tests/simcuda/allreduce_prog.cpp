@@ -3,6 +3,7 @@
 // that a process exits promptly while its streams still have work queued.
 #include <nccl.h>
 
+#include "rank_check.h"
 #include "simcuda.h"
 
 #include <cstdint>
@@ -13,23 +14,8 @@
 
 namespace {
 
-int g_rank = 0;
-
-#define CHECK(cond)                                                                        \
-  do {                                                                                     \
-    if (!(cond)) {                                                                         \
-      std::fprintf(stderr, "rank %d: check failed at line %d: %s\n", g_rank, __LINE__, #cond); \
-      std::exit(1);                                                                        \
-    }                                                                                      \
-  } while (0)
-#define CUDA(call) CHECK((call) == cudaSuccess)
-#define NCCL(call) CHECK((call) == ncclSuccess)
-
-int envInt(const char* name) {
-  const char* v = std::getenv(name);
-  CHECK(v != nullptr);
-  return std::atoi(v);
-}
+using simcuda_rank::env_int;
+using simcuda_rank::g_rank;
 
 // Every rank contributes rank + 1 + (i % 7); the sum is world*(world+1)/2 + world*(i % 7).
 template <class T>
@@ -68,11 +54,11 @@ int main(int argc, char** argv) {
     std::printf("exiting\n");
     return 0;
   }
-  g_rank = envInt("RANK");
-  const int world = envInt("WORLD_SIZE");
+  g_rank = env_int("RANK");
+  const int world = env_int("WORLD_SIZE");
   int ndev = 0;
   CUDA(cudaGetDeviceCount(&ndev));
-  CUDA(cudaSetDevice(envInt("LOCAL_RANK") % ndev));
+  CUDA(cudaSetDevice(env_int("LOCAL_RANK") % ndev));
 
   ncclUniqueId id;
   NCCL(ncclGetUniqueId(&id));  // the same id in every rank of this launch
