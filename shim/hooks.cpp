@@ -6,25 +6,7 @@
 
 #include "call.hpp"
 #include "core/resolve.hpp"
-
-// cudart declares the per-thread-default-stream twins only when compiled for that mode.
-extern "C" {
-cudaError_t cudaMemcpy_ptds(void*, const void*, size_t, cudaMemcpyKind);
-cudaError_t cudaMemcpyAsync_ptsz(void*, const void*, size_t, cudaMemcpyKind, cudaStream_t);
-cudaError_t cudaMemcpy2D_ptds(void*, size_t, const void*, size_t, size_t, size_t, cudaMemcpyKind);
-cudaError_t cudaMemcpy2DAsync_ptsz(void*, size_t, const void*, size_t, size_t, size_t, cudaMemcpyKind,
-                                   cudaStream_t);
-cudaError_t cudaMemcpyToSymbol_ptds(const void*, const void*, size_t, size_t, cudaMemcpyKind);
-cudaError_t cudaMemcpyToSymbolAsync_ptsz(const void*, const void*, size_t, size_t, cudaMemcpyKind, cudaStream_t);
-cudaError_t cudaMemcpyFromSymbol_ptds(void*, const void*, size_t, size_t, cudaMemcpyKind);
-cudaError_t cudaMemcpyFromSymbolAsync_ptsz(void*, const void*, size_t, size_t, cudaMemcpyKind, cudaStream_t);
-cudaError_t cudaMemcpy3D_ptds(const cudaMemcpy3DParms*);
-cudaError_t cudaMemcpy3DAsync_ptsz(const cudaMemcpy3DParms*, cudaStream_t);
-cudaError_t cudaMemcpyBatchAsync_ptsz(void* const*, const void* const*, const size_t*, size_t, cudaMemcpyAttributes*,
-                                      size_t*, size_t, cudaStream_t);
-cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t);
-cudaError_t cudaStreamQuery_ptsz(cudaStream_t);
-}
+#include "cudart_per_thread.h"
 
 namespace {
 

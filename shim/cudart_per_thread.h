@@ -1,0 +1,23 @@
+#pragma once
+// The per-thread-default-stream twins of the interposed runtime functions, as libcudart.so.13
+// exports them. cuda_runtime_api.h declares them only when compiled for that mode
+// (CUDA_API_PER_THREAD_DEFAULT_STREAM), under the plain names.
+#include <cuda_runtime_api.h>
+
+extern "C" {
+cudaError_t cudaMemcpy_ptds(void*, const void*, size_t, cudaMemcpyKind);
+cudaError_t cudaMemcpyAsync_ptsz(void*, const void*, size_t, cudaMemcpyKind, cudaStream_t);
+cudaError_t cudaMemcpy2D_ptds(void*, size_t, const void*, size_t, size_t, size_t, cudaMemcpyKind);
+cudaError_t cudaMemcpy2DAsync_ptsz(void*, size_t, const void*, size_t, size_t, size_t, cudaMemcpyKind,
+                                   cudaStream_t);
+cudaError_t cudaMemcpyToSymbol_ptds(const void*, const void*, size_t, size_t, cudaMemcpyKind);
+cudaError_t cudaMemcpyToSymbolAsync_ptsz(const void*, const void*, size_t, size_t, cudaMemcpyKind, cudaStream_t);
+cudaError_t cudaMemcpyFromSymbol_ptds(void*, const void*, size_t, size_t, cudaMemcpyKind);
+cudaError_t cudaMemcpyFromSymbolAsync_ptsz(void*, const void*, size_t, size_t, cudaMemcpyKind, cudaStream_t);
+cudaError_t cudaMemcpy3D_ptds(const cudaMemcpy3DParms*);
+cudaError_t cudaMemcpy3DAsync_ptsz(const cudaMemcpy3DParms*, cudaStream_t);
+cudaError_t cudaMemcpyBatchAsync_ptsz(void* const*, const void* const*, const size_t*, size_t, cudaMemcpyAttributes*,
+                                      size_t*, size_t, cudaStream_t);
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t);
+cudaError_t cudaStreamQuery_ptsz(cudaStream_t);
+}
