@@ -1,12 +1,12 @@
 #include "communicators.hpp"
 
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 
 #include "resolve.hpp"
+#include "soft_read.hpp"
 
 namespace trainshim::shim {
 
@@ -80,9 +80,7 @@ CommState local_state(uint64_t handle) { return {mix(handle, 0x6c6f63616cULL), 0
 // Reads the handle NCCL wrote into a slot of the program's, failing softly if the slot is gone.
 uint64_t read_slot(void* const* slot) {
   void* value = nullptr;
-  iovec local{&value, sizeof value}, remote{const_cast<void**>(slot), sizeof value};
-  if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != ssize_t(sizeof value)) return 0;
-  return reinterpret_cast<uintptr_t>(value);
+  return soft_read(getpid(), &value, slot, sizeof value) ? reinterpret_cast<uintptr_t>(value) : 0;
 }
 
 // ncclCommCount and ncclCommUserRank fail (ncclInvalidArgument) until the communicator is ready.

@@ -1,13 +1,14 @@
 #include "python_stack.hpp"
 
 #include <dlfcn.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <iterator>
+
+#include "soft_read.hpp"
 
 namespace trainshim::shim::python {
 
@@ -157,9 +158,7 @@ class SoftReader {
     return true;
   }
   bool copy(void* to, const char* from, std::size_t bytes) {
-    iovec local{to, bytes};
-    iovec remote{const_cast<char*>(from), bytes};
-    return process_vm_readv(pid_, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(bytes);
+    return soft_read(pid_, to, from, bytes);
   }
 
  private:
