@@ -410,7 +410,7 @@ void render_waits(std::string& out, const Report& report) {
                        "measured\n", c.communicator, with_thousands(c.collectives));
   if (w.p2p.sends + w.p2p.recvs)
     out += fmt::format("  point-to-point: {} sends, {} receives, {} pairs matched, {} calls unmatched, {} timed on "
-                       "the GPU ({}); only the {} exchanges with every rank (all_to_all) are matched as collectives\n",
+                       "the GPU ({}), of which {} exchanges with every rank (all_to_all), matched as collectives\n",
                        with_thousands(w.p2p.sends), with_thousands(w.p2p.recvs), with_thousands(w.p2p.matched),
                        with_thousands(w.p2p.unmatched), with_thousands(w.p2p.timed), human_duration(w.p2p.gpu_ns),
                        with_thousands(w.p2p.exchanges));
