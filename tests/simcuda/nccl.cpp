@@ -834,7 +834,7 @@ ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId 
   return initComm(comm, nranks, commId, rank, configBlocking(config, true));
 }
 
-// NCCL >= 2.23: nId roots share the bootstrap of a large job; every rank is given all of their
+// init.cc ncclCommInitRankScalable (NCCL >= 2.23): nId roots share the bootstrap of a large job; every rank is given all of their
 // ids. The rendezvous here needs only one of them: the first.
 ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
                                        ncclConfig_t* config) {
@@ -852,7 +852,7 @@ ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* new
   });
 }
 
-// NCCL >= 2.27: the parent without the excluded ranks (which must not call it), in parent-rank
+// init.cc ncclCommShrink (NCCL >= 2.27): the parent without the excluded ranks (which must not call it), in parent-rank
 // order. Like NCCL, the list is sorted in place.
 ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
                              ncclConfig_t* config, int shrinkFlags) {
@@ -1036,6 +1036,9 @@ ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
   return ncclSuccess;
 }
 
+// collectives.cc ncclAlltoAll, ncclGather, ncclScatter (NCCL >= 2.28): each rank's buffer in
+// `count`-element blocks, one per peer (all to all), from every rank to the root (gather), from
+// the root to every rank (scatter).
 ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                            ncclComm_t comm, cudaStream_t stream) {
   return exchange(comm, stream, sendbuff, recvbuff, count, datatype, 0, true, true);
