@@ -44,6 +44,15 @@ Scratch::~Scratch() {
 
 std::string trainshim_cli() { return std::string(Paths::bin) + "/trainshim"; }
 
+std::string as_other_user(const std::string& command) {
+  return "setpriv --reuid=" + std::to_string(kOtherUid) + " --regid=" + std::to_string(kOtherUid) +
+         " --clear-groups " + command;
+}
+
+void share_with_other_users(const Scratch& scratch) {
+  std::filesystem::permissions(scratch.dir, std::filesystem::perms(0755));
+}
+
 std::string preload_env(const std::string& job) {
   return "TRAINSHIM_JOB=" + job + " LD_PRELOAD=" + std::string(Paths::bin) + "/libtrainshim.so";
 }

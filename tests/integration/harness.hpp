@@ -35,6 +35,13 @@ struct Scratch {
 };
 
 std::string trainshim_cli();
+
+// `command` run as another local user (nobody, 65534) with no groups, as an attacker on a shared
+// machine would be; the tests themselves run as root. Files the attacker must reach need modes
+// that let it (Scratch directories are made 0755 by `share_with_other_users`).
+std::string as_other_user(const std::string& command);
+inline constexpr unsigned kOtherUid = 65534;
+void share_with_other_users(const Scratch& scratch);
 std::string preload_env(const std::string& job);
 
 // The number of the first line of `source` that contains `marker` (tests mark planted lines).
