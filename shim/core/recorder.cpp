@@ -6,13 +6,16 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <stdexcept>
 #include <string_view>
 
 #include "identity.hpp"
@@ -53,12 +56,22 @@ void say(std::string_view message) {
   [[maybe_unused]] auto ignored = write(STDERR_FILENO, line.data(), line.size());
 }
 
+// The variable's value when the whole string is a decimal number from 1 to `limit`. Anything else
+// ("-1", "1e3", "abc", "0", too large) gets the default and a warning naming what was refused:
+// strtoul would wrap "-1" to the maximum, a 2.9 GB segment per process.
 uint32_t environment_count(const char* name, uint32_t fallback, uint32_t limit) {
   const char* value = std::getenv(name);
   if (!value || !*value) return fallback;
-  const unsigned long parsed = std::strtoul(value, nullptr, 10);
-  if (parsed == 0) return fallback;
-  return parsed > limit ? limit : uint32_t(parsed);
+  uint64_t parsed = 0;
+  const char* c = value;
+  for (; *c >= '0' && *c <= '9' && parsed <= limit; ++c) parsed = parsed * 10 + uint64_t(*c - '0');
+  if (*c == '\0' && parsed >= 1 && parsed <= limit) return uint32_t(parsed);
+  std::string shown(value, std::min<std::size_t>(std::strlen(value), 64));
+  for (char& ch : shown)
+    if ((unsigned char)ch < 0x20 || ch == 0x7f) ch = '?';  // nothing that moves the terminal's cursor
+  say(std::string(name) + "=\"" + shown + "\" is not a whole number from 1 to " + std::to_string(limit) +
+      ": using the default " + std::to_string(fallback));
+  return fallback;
 }
 
 bool environment_flag_off(const char* name) {
@@ -132,6 +145,30 @@ void reset_in_child() {
   thread_state().busy = false;
 }
 
+// Refuses recording for this process; what() is the whole message for the user.
+struct Refused : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Gives the segment its pages now. A sparse segment (ftruncate alone) takes a tmpfs page at the
+// first write to it, and when /dev/shm is full that write kills the job with SIGBUS.
+void reserve(bip::shared_memory_object& shm, const std::string& name, uint64_t bytes) {
+  int error;
+  // tmpfs gives up a large reservation when a signal arrives (EINTR): a signal is no reason to stop.
+  do error = posix_fallocate(shm.get_mapping_handle().handle, 0, off_t(bytes));
+  while (error == EINTR);
+  if (error == 0) return;
+  bip::shared_memory_object::remove(name.c_str());
+  const std::string dir(kShmDir);
+  char size[32];
+  std::snprintf(size, sizeof size, "%.1f MiB", double(bytes) / double(1 << 20));
+  if (error == ENOSPC)
+    throw Refused(dir + " has no room for " + size + ": recording is off, the job runs unchanged; enlarge " + dir +
+                  " (docker --shm-size) or lower TRAINSHIM_RING_EVENTS/TRAINSHIM_RINGS");
+  throw Refused("cannot reserve " + std::string(size) + " in " + dir + ": " + std::strerror(error) +
+                "; recording is off, the job runs unchanged");
+}
+
 SegmentHeader* create_segment(const Identity& id) {
   const uint32_t rings = environment_count("TRAINSHIM_RINGS", kDefaultRings, kMaxRings);
   const uint32_t capacity =
@@ -155,7 +192,7 @@ SegmentHeader* create_segment(const Identity& id) {
       name = base + "." + std::to_string(attempt);
     }
   }
-  shm.truncate(bip::offset_t(bytes));
+  reserve(shm, name, bytes);
   auto* region = new bip::mapped_region(shm, bip::read_write, 0, bytes);
 
   auto* header = static_cast<SegmentHeader*>(region->get_address());
@@ -203,6 +240,9 @@ void start() {
     start_collector(id.job);
     g_state.store(Ready, std::memory_order_release);
     header->dropped_not_ready.fetch_add(g_lost_while_starting.exchange(0), std::memory_order_relaxed);
+  } catch (const Refused& e) {
+    say(e.what());
+    g_state.store(Disabled, std::memory_order_release);
   } catch (const std::exception& e) {
     say(std::string("cannot create the shared-memory segment: ") + e.what() + "; recording is off, the job runs unchanged");
     g_state.store(Disabled, std::memory_order_release);

@@ -1,0 +1,113 @@
+// The shim inside the job's own process: whatever /dev/shm, the environment or the program's own
+// loading does, the job runs as it would without trainshim.
+#include <fcntl.h>
+#include <glob.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "harness.hpp"
+#include "trainshim/protocol.hpp"
+
+namespace trainshim::test {
+namespace {
+
+std::string program(const std::string& name) { return std::string(Paths::programs) + "/" + name; }
+
+// Standard error too: the shim's messages go there. `command` is one simple command.
+Outcome run_with_messages(const std::string& command) { return run("2>&1 " + command); }
+
+int occurrences(const std::string& text, const std::string& part) {
+  int n = 0;
+  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+// The paths of the job's segments left in /dev/shm.
+std::vector<std::string> segments_of(const std::string& job) {
+  glob_t found{};
+  std::vector<std::string> paths;
+  if (glob(("/dev/shm/trainshim-" + std::to_string(getuid()) + "-" + job + "-*").c_str(), 0, nullptr, &found) == 0)
+    paths.assign(found.gl_pathv, found.gl_pathv + found.gl_pathc);
+  globfree(&found);
+  return paths;
+}
+
+// Reads the header of the job's one segment left in /dev/shm (nothing drained it), and removes it.
+bool take_only_segment(const std::string& job, SegmentHeader& header) {
+  const auto segments = segments_of(job);
+  if (segments.size() != 1) return false;
+  const int fd = open(segments[0].c_str(), O_RDONLY);
+  const bool read_whole = fd >= 0 && read(fd, &header, sizeof header) == ssize_t(sizeof header);
+  if (fd >= 0) close(fd);
+  unlink(segments[0].c_str());
+  return read_whole;
+}
+
+// A private mount namespace with a 1 MiB tmpfs on /dev/shm: a full /dev/shm, for real.
+std::string with_tiny_dev_shm(const std::string& command) {
+  return "unshare -m sh -c 'mount -t tmpfs -o size=1m tmpfs /dev/shm && " + command + "'";
+}
+
+TEST(HostProcess, FullDevShmTurnsRecordingOffAndTheJobRunsUnchanged) {
+  // The namespace itself works here (tests run as root): otherwise this test proves nothing.
+  const auto probe = run(with_tiny_dev_shm("df -k --output=size /dev/shm | tail -1 | tr -d \" \""));
+  ASSERT_EQ(probe.exit_code, 0) << probe.out;
+  ASSERT_EQ(probe.out, "1024\n");
+
+  // 20,000 copies and syncs fill a ring: more pages than 1 MiB holds, each taken at its first write.
+  Scratch s;
+  const auto result = run_with_messages(with_tiny_dev_shm(
+      "TRAINSHIM_SPAWN_COLLECTOR=0 " + preload_env(s.job) + " " + program("host_copies_prog") +
+      " 20000 1; echo rc=$?; ls -A /dev/shm | wc -l"));
+  ASSERT_EQ(result.exit_code, 0) << result.out;
+  EXPECT_EQ(occurrences(result.out, "trainshim: /dev/shm has no room for 14.0 MiB: recording is off, the job runs "
+                                    "unchanged; enlarge /dev/shm (docker --shm-size) or lower "
+                                    "TRAINSHIM_RING_EVENTS/TRAINSHIM_RINGS\n"),
+            1)
+      << result.out;
+  EXPECT_EQ(occurrences(result.out, "trainshim:"), 1) << result.out;
+  // Every call made, the job's exit status its own, and no segment left behind.
+  EXPECT_NE(result.out.find("done 1 x 20000\nrc=0\n0\n"), std::string::npos) << result.out;
+}
+
+TEST(HostProcess, NumbersOutOfRangeInTheEnvironmentGetTheDefaultAndAWarning) {
+  Scratch s;
+  const auto result = run_with_messages("TRAINSHIM_SPAWN_COLLECTOR=0 TRAINSHIM_RING_EVENTS=-1 TRAINSHIM_RINGS=1e3 "
+                                        "TRAINSHIM_SIDE_RECORDS=99999999999999999999 " + preload_env(s.job) + " " +
+                                        program("host_copies_prog") + " 10 1");
+  ASSERT_EQ(result.exit_code, 0) << result.out;
+  EXPECT_EQ(occurrences(result.out, "trainshim: TRAINSHIM_RINGS=\"1e3\" is not a whole number from 1 to 256: using "
+                                    "the default 8\n"), 1) << result.out;
+  EXPECT_EQ(occurrences(result.out, "trainshim: TRAINSHIM_RING_EVENTS=\"-1\" is not a whole number from 1 to "
+                                    "4194304: using the default 16384\n"), 1) << result.out;
+  EXPECT_EQ(occurrences(result.out, "trainshim: TRAINSHIM_SIDE_RECORDS=\"99999999999999999999\" is not a whole "
+                                    "number from 1 to 65536: using the default 2048\n"), 1) << result.out;
+  EXPECT_EQ(occurrences(result.out, "trainshim:"), 3) << result.out;
+
+  // The geometry the process used.
+  SegmentHeader header{};
+  ASSERT_TRUE(take_only_segment(s.job, header));
+  EXPECT_EQ(header.ring_count, 8u);
+  EXPECT_EQ(header.ring_capacity, 16384u);
+  EXPECT_EQ(header.side_capacity, 2048u);
+  EXPECT_EQ(header.segment_bytes, segment_bytes(8, 16384, 2048));
+}
+
+TEST(HostProcess, ValidNumbersInTheEnvironmentAreUsedSilently) {
+  Scratch s;
+  const auto result = run_with_messages("TRAINSHIM_SPAWN_COLLECTOR=0 TRAINSHIM_RING_EVENTS=1000 TRAINSHIM_RINGS=3 "
+                                        "TRAINSHIM_SIDE_RECORDS=64 " + preload_env(s.job) + " " +
+                                        program("host_copies_prog") + " 10 1");
+  ASSERT_EQ(result.exit_code, 0) << result.out;
+  EXPECT_EQ(result.out, "done 1 x 10\n");
+  SegmentHeader header{};
+  ASSERT_TRUE(take_only_segment(s.job, header));
+  EXPECT_EQ(header.ring_count, 3u);
+  EXPECT_EQ(header.ring_capacity, 1024u);  // rounded up to a power of two
+  EXPECT_EQ(header.side_capacity, 64u);
+}
+
+}  // namespace
+}  // namespace trainshim::test
