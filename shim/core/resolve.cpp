@@ -55,9 +55,21 @@ void* exported_by_any_object(const char* name) {
   return nullptr;
 }
 
+// Keeps the object that defines `symbol` mapped for the rest of the process. Its address is
+// cached, and a program that dlcloses the runtime and loads another would otherwise make the next
+// hooked call jump into unmapped memory. Calls then keep going to the first runtime; checking on
+// each call that it is still loaded would take the loader's lock in the hook's fast path.
+void* pinned(void* symbol) {
+  Dl_info info{};
+  if (!symbol || !dladdr(symbol, &info) || !info.dli_fname || !*info.dli_fname) return symbol;
+  // RTLD_NOLOAD never loads anything; RTLD_NODELETE outlives the reference, which is dropped.
+  if (void* handle = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE)) dlclose(handle);
+  return symbol;
+}
+
 void* find(const char* name) {
-  if (void* next = outside_shim(dlsym(RTLD_NEXT, name))) return next;
-  return exported_by_any_object(name);
+  if (void* next = outside_shim(dlsym(RTLD_NEXT, name))) return pinned(next);
+  return pinned(exported_by_any_object(name));
 }
 
 void* find(Library library, const char* name) {

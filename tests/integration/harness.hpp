@@ -11,6 +11,8 @@ struct Paths {
   static constexpr const char* bin = TRAINSHIM_TEST_BIN_DIR;
   static constexpr const char* programs = TRAINSHIM_TEST_PROGRAMS_DIR;
   static constexpr const char* simcuda = TRAINSHIM_TEST_SIMCUDA_DIR;
+  // A second libcudart.so.13 that does nothing (tests/bench/stub_cudart.cpp).
+  static constexpr const char* stub_cudart = TRAINSHIM_TEST_STUB_CUDART_DIR;
   static constexpr const char* source = TRAINSHIM_TEST_SOURCE_DIR;
   // The PyTorch stand-in (tests/torchlike): PYTHONPATH for `import torch`, with and without .symtab.
   static constexpr const char* torchlike_site = TRAINSHIM_TEST_TORCHLIKE_SITE;

@@ -15,6 +15,11 @@ namespace {
 
 std::string program(const std::string& name) { return std::string(Paths::programs) + "/" + name; }
 
+int64_t count_api(const std::string& db, const std::string& api, const std::string& where = "1") {
+  return query_int(db, "SELECT count(*) FROM events e JOIN apis a ON a.id = e.api WHERE a.name = '" + api +
+                           "' AND " + where);
+}
+
 // Standard error too: the shim's messages go there. `command` is one simple command.
 Outcome run_with_messages(const std::string& command) { return run("2>&1 " + command); }
 
@@ -107,6 +112,19 @@ TEST(HostProcess, ValidNumbersInTheEnvironmentAreUsedSilently) {
   EXPECT_EQ(header.ring_count, 3u);
   EXPECT_EQ(header.ring_capacity, 1024u);  // rounded up to a power of two
   EXPECT_EQ(header.side_capacity, 64u);
+}
+
+// The program unloads the runtime the shim forwarded to and loads another file of the same soname.
+TEST(HostProcess, RuntimeUnloadedAndAnotherLoadedKeepsTheJobRunning) {
+  const std::string command = program("reload_runtime_prog") + " " + std::string(Paths::stub_cudart) +
+                              "/libcudart.so.13 " + std::string(Paths::simcuda) + "/libcudart.so.13";
+  ASSERT_EQ(run(command).out, "first copy 0\nsecond copy 0\n");
+  Scratch s;
+  const auto result = run(trainshim_cli() + " run --no-report --out " + s.db() + " -- " + command);
+  ASSERT_EQ(result.exit_code, 0) << result.out;
+  EXPECT_EQ(result.out, "first copy 0\nsecond copy 0\n");
+  // Both went to the first runtime, which stays mapped once the shim forwarded to it.
+  EXPECT_EQ(count_api(s.db(), "cudaMemcpyAsync", "result = 0 AND bytes = 64"), 2);
 }
 
 }  // namespace
