@@ -10,16 +10,28 @@
 
 namespace {
 
-// What a hook returns when no loaded object exports the real function. Without the shim the
-// program could not have made this call at all: the dynamic linker would have found no definition
-// (an undefined symbol), or a dlsym feature probe would have answered null. The closest answer is
-// the runtime's own "symbol not found" and NCCL's system error.
+// What a hook returns when no loaded object exports the real function. The hook's symbol is seen
+// by every lookup in the process, so a program that calls CUDA only when a runtime is linked (a weak
+// reference, or a dlsym probe) takes its CUDA path and ends here. With no runtime loaded the hook
+// answers as a runtime does on a machine without a driver, the answer CPU-only code expects
+// (PyTorch's device_count_impl counts no device on cudaErrorInsufficientDriver); a runtime that
+// lacks this one function answers with its own "symbol not found". NCCL likewise: no usable CUDA
+// when no NCCL is loaded, a system error when the loaded one lacks the function. Hiding the hooks
+// until a runtime is loaded (an IFUNC resolving to null) is not safe: glibc runs the resolver of
+// the preloaded library before relocating it whenever an object relocated earlier binds a hook
+// at once (BIND_NOW, a function pointer), and prints "Relink ..." for each such reference.
 template <class Result>
 Result not_loaded();
 template <>
-cudaError_t not_loaded<cudaError_t>() { return cudaErrorSharedObjectSymbolNotFound; }
+cudaError_t not_loaded<cudaError_t>() {
+  const bool runtime_loaded = trainshim::shim::runtime_function(trainshim::Library::Cudart, "cudaRuntimeGetVersion");
+  return runtime_loaded ? cudaErrorSharedObjectSymbolNotFound : cudaErrorInsufficientDriver;
+}
 template <>
-ncclResult_t not_loaded<ncclResult_t>() { return ncclSystemError; }
+ncclResult_t not_loaded<ncclResult_t>() {
+  const bool nccl_loaded = trainshim::shim::runtime_function(trainshim::Library::Nccl, "pncclGetVersion");
+  return nccl_loaded ? ncclSystemError : ncclUnhandledCudaError;
+}
 
 }  // namespace
 

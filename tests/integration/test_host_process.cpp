@@ -127,5 +127,28 @@ TEST(HostProcess, RuntimeUnloadedAndAnotherLoadedKeepsTheJobRunning) {
   EXPECT_EQ(count_api(s.db(), "cudaMemcpyAsync", "result = 0 AND bytes = 64"), 2);
 }
 
+TEST(HostProcess, ProgramWithOptionalCudaAndNoRuntimeTakesItsCpuPath) {
+  const std::string command = program("optional_cuda_prog");
+  ASSERT_EQ(run(command).out, "no CUDA runtime linked: running on CPU\n");
+  Scratch s;
+  const auto result = run_with_messages(preload_env(s.job) + " " + command);
+  ASSERT_EQ(result.exit_code, 0) << result.out;
+  // The hooks answer its weak references (an exported symbol cannot be withdrawn), then answer as
+  // a runtime without a driver: the program runs on the CPU, and trainshim stays inert.
+  EXPECT_EQ(result.out, "no usable CUDA device: running on CPU\n");
+  EXPECT_TRUE(segments_of(s.job).empty());
+}
+
+TEST(HostProcess, ProgramWithOptionalCudaLinkedWithTheRuntimeIsRecorded) {
+  Scratch s;
+  const auto result = run(trainshim_cli() + " run --no-report --out " + s.db() + " -- " +
+                          program("optional_cuda_linked_prog"));
+  ASSERT_EQ(result.exit_code, 0) << result.out;
+  EXPECT_EQ(result.out, "ran on the GPU\n");
+  EXPECT_EQ(count_api(s.db(), "cudaMemcpy", "result = 0 AND direction = 1 AND host_memory = 2 AND bytes = 256"), 3);
+  EXPECT_EQ(count_api(s.db(), "cudaDeviceSynchronize", "result = 0"), 1);
+  EXPECT_EQ(count_api(s.db(), "cudaFree", "result = 0"), 2);
+}
+
 }  // namespace
 }  // namespace trainshim::test
