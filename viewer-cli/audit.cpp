@@ -183,7 +183,8 @@ AuditResult audit(const Report& report, const Policy& policy, const nlohmann::js
                                               100 * waited / double(rs.span_ns), 100 * policy.wait_share)});
     if (p.lost.total() > policy.dropped_events)
       dropped.violations.push_back({dropped.rule, p.rank, "",
-                                    fmt::format("{}: {} records lost, limit {}: raise TRAINSHIM_RING_EVENTS", who(p), p.lost.total(), policy.dropped_events)});
+                                    fmt::format("{}: {} records lost, limit {} ({})", who(p), p.lost.total(),
+                                                policy.dropped_events, loss_advice(p.lost))});
   }
   // Against a baseline, only what is new or worse fails (and lost records, which make every
   // figure a lower bound); the limits judge a run on its own.

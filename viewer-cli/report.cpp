@@ -1,6 +1,7 @@
 #include "report.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cctype>
@@ -187,7 +188,7 @@ void add_findings(Report& report) {
                               rank_words(p), with_thousands(p.lost.total()), with_thousands(p.lost.ring_full),
                               with_thousands(p.lost.not_ready), with_thousands(p.lost.unpublished),
                               with_thousands(p.lost.malformed), with_thousands(p.lost.side_ring_full));
-      f.advice = "raise TRAINSHIM_RING_EVENTS (events per ring), TRAINSHIM_RINGS or TRAINSHIM_SIDE_RECORDS";
+      f.advice = loss_advice(p.lost);
       report.findings.push_back(std::move(f));
     }
   }
@@ -206,6 +207,21 @@ void add_findings(Report& report) {
 }
 
 }  // namespace
+
+std::string loss_advice(const LostEvents& lost) {
+  std::vector<std::string> causes;
+  if (lost.ring_full > 0) causes.push_back("ring full: raise TRAINSHIM_RING_EVENTS (events per ring) or TRAINSHIM_RINGS");
+  if (lost.side_ring_full > 0) causes.push_back("side ring full: raise TRAINSHIM_SIDE_RECORDS");
+  if (lost.not_ready > 0)
+    causes.push_back("before recording started: other threads called CUDA while the first call set recording up, "
+                     "which larger rings do not change; make one CUDA call before starting threads to record them");
+  if (lost.unpublished > 0)
+    causes.push_back("unfinished at exit: a thread was inside a CUDA call when its process ended or was killed");
+  if (lost.malformed > 0)
+    causes.push_back("malformed: records that failed validation were skipped; check that nothing else writes into "
+                     "/dev/shm/trainshim-*");
+  return fmt::format("{}", fmt::join(causes, "; "));
+}
 
 std::string collective_op_name(const std::string& api) {
   std::string name = api.starts_with("nccl") ? api.substr(4) : api;

@@ -84,6 +84,10 @@ Report load_report(const RunDatabase& db, const std::string& step_name = "");
 std::string render_text(const Report& report);
 nlohmann::ordered_json render_json(const Report& report);
 
+// What to do about lost records, for each cause that lost some: only a full ring is helped by a
+// larger one.
+std::string loss_advice(const LostEvents& lost);
+
 // "all_reduce" for ncclAllReduce.
 std::string collective_op_name(const std::string& api);
 

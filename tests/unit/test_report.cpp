@@ -202,10 +202,35 @@ TEST_F(ReportTest, PerRankFiguresTotalsAndFindings) {
   EXPECT_EQ(findings[2]["message"],
             "rank 0 lost 8 records (5 ring full, 1 before recording started, 0 unfinished at exit, 2 malformed, "
             "0 stacks or modules on a full side ring): its figures are lower bounds");
+  EXPECT_EQ(findings[2]["advice"], loss_advice({.ring_full = 5, .not_ready = 1, .malformed = 2}));
   EXPECT_EQ(findings[3]["kind"], "dropped_events");
   EXPECT_EQ(findings[3]["rank"], 1);
   EXPECT_EQ(findings[3]["calls"], 6200);
   EXPECT_TRUE(findings[3]["message"].get<std::string>().starts_with("rank 1 lost 6,200 records ("));
+  EXPECT_EQ(findings[3]["advice"], "ring full: raise TRAINSHIM_RING_EVENTS (events per ring) or TRAINSHIM_RINGS");
+}
+
+// Larger rings help only records lost to a full ring; each cause gets its own advice, and a cause
+// that lost nothing gets none.
+TEST(LossAdvice, EachCauseGetsItsOwnAdvice) {
+  const std::string ring = "ring full: raise TRAINSHIM_RING_EVENTS (events per ring) or TRAINSHIM_RINGS";
+  const std::string side = "side ring full: raise TRAINSHIM_SIDE_RECORDS";
+  const std::string starting =
+      "before recording started: other threads called CUDA while the first call set recording up, which larger "
+      "rings do not change; make one CUDA call before starting threads to record them";
+  const std::string unfinished =
+      "unfinished at exit: a thread was inside a CUDA call when its process ended or was killed";
+  const std::string malformed =
+      "malformed: records that failed validation were skipped; check that nothing else writes into "
+      "/dev/shm/trainshim-*";
+  EXPECT_EQ(loss_advice({.ring_full = 3}), ring);
+  EXPECT_EQ(loss_advice({.side_ring_full = 1}), side);
+  EXPECT_EQ(loss_advice({.not_ready = 169}), starting);
+  EXPECT_EQ(loss_advice({.unpublished = 2}), unfinished);
+  EXPECT_EQ(loss_advice({.malformed = 4}), malformed);
+  EXPECT_EQ(loss_advice({.ring_full = 1, .not_ready = 1, .unpublished = 1, .malformed = 1, .side_ring_full = 1}),
+            ring + "; " + side + "; " + starting + "; " + unfinished + "; " + malformed);
+  EXPECT_EQ(loss_advice({}), "");
 }
 
 TEST_F(ReportTest, TextRendering) {
