@@ -10,7 +10,7 @@ namespace trainshim::collector {
 
 Collector::Collector(CollectorOptions options)
     : options_(std::move(options)),
-      database_(options_.database_path, options_.job),
+      database_(options_.database_path, options_.job, options_.launch),
       hangs_(std::chrono::duration_cast<std::chrono::nanoseconds>(options_.hang).count()) {
   database_.log("info", fmt::format("collector {} started for job {}", getpid(), options_.job));
   database_.commit();

@@ -19,6 +19,7 @@ namespace trainshim::collector {
 struct CollectorOptions {
   std::string job;
   std::string database_path;
+  std::string launch;  // empty: unknown (see launch_from_environment)
   uid_t uid = 0;
   std::chrono::milliseconds poll{50};
   // Exit once every producer seen is gone and drained and no new one appeared for this long

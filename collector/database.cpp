@@ -2,9 +2,15 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <ctime>
-#include <utility>
 #include <stdexcept>
+#include <utility>
 
 namespace trainshim::collector {
 
@@ -106,8 +112,100 @@ CREATE TABLE IF NOT EXISTS collector_log(time_ns INTEGER NOT NULL, level TEXT NO
 
 }  // namespace
 
-Database::Database(const std::string& path, const std::string& job) {
-  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK) {
+namespace {
+
+std::string numbered_path(const std::string& path, int n) {
+  if (n == 1) return path;
+  if (path.ends_with(".db")) return fmt::format("{}.{}.db", path.substr(0, path.size() - 3), n);
+  return fmt::format("{}.{}", path, n);
+}
+
+// The launch an existing database of this user holds, empty if unknown or not such a database.
+std::string launch_held_by(const std::string& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) return {};
+  sqlite3* db = nullptr;
+  std::string launch;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW, nullptr) == SQLITE_OK) {
+    sqlite3_busy_timeout(db, 2000);
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key='launch'", -1, &s, nullptr) == SQLITE_OK &&
+        sqlite3_step(s) == SQLITE_ROW)
+      launch = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+    sqlite3_finalize(s);
+  }
+  sqlite3_close(db);
+  return launch;
+}
+
+// Opens `path` as the collector's own database file: created 0600 where there is none; never
+// through a symbolic link, never a file of another user or one that is not a regular file (in a
+// shared directory another user can plant either, to read the run or to have it written where
+// they chose). SQLite's -wal, -shm and -journal beside it take the database's mode and owner, so
+// a planted one is refused too. Returns the descriptor, open until SQLite has the file.
+int open_own_database_file(const std::string& path) {
+  const auto refuse = [&](const std::string& file, const std::string& why) {
+    throw std::runtime_error(fmt::format("refusing the database {}: {} {}; remove it, or set TRAINSHIM_OUT to a file "
+                                         "in a directory only you can write", path, file, why));
+  };
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) {
+    const std::string companion = path + suffix;
+    struct stat st {};
+    if (lstat(companion.c_str(), &st) != 0) continue;
+    if (!S_ISREG(st.st_mode)) refuse(companion, "is not a regular file");
+    if (st.st_uid != geteuid()) refuse(companion, fmt::format("belongs to uid {}, not to you", st.st_uid));
+  }
+  // Looked at first: in a sticky directory the kernel may answer a planted link with EACCES.
+  if (struct stat st {}; lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) refuse(path, "is a symbolic link");
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0600);
+  if (fd < 0 && errno == ELOOP) refuse(path, "is a symbolic link");
+  if (fd < 0)
+    throw std::runtime_error(fmt::format("cannot open the database {}: {} (set TRAINSHIM_OUT to a writable path)", path,
+                                         std::strerror(errno)));
+  struct stat st {};
+  std::string problem;
+  if (fstat(fd, &st) != 0) problem = std::strerror(errno);
+  else if (!S_ISREG(st.st_mode)) problem = "is not a regular file";
+  else if (st.st_uid != geteuid()) problem = fmt::format("belongs to uid {}, not to you", st.st_uid);
+  if (!problem.empty()) {
+    close(fd);
+    refuse(path, problem);
+  }
+  return fd;
+}
+
+}  // namespace
+
+std::string database_path_for_launch(const std::string& path, const std::string& launch) {
+  if (launch.empty()) return path;
+  for (int n = 1; n < 1000; ++n) {
+    const std::string candidate = numbered_path(path, n);
+    struct stat st {};
+    if (lstat(candidate.c_str(), &st) != 0) return candidate;
+    const std::string held = launch_held_by(candidate);
+    // Another user's file, a link, a damaged file: the Database refuses it, with a message.
+    if (held.empty() || held == launch) return candidate;
+  }
+  return path;
+}
+
+Database::Database(const std::string& path, const std::string& job, const std::string& launch) {
+  const int fd = open_own_database_file(path);
+  struct stat held {};
+  fstat(fd, &held);
+  const int rc = sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, nullptr);
+  // SQLite has not locked the file yet: closing this descriptor releases no lock of SQLite's.
+  close(fd);
+  struct stat opened {};
+  const bool replaced =
+      lstat(path.c_str(), &opened) != 0 || opened.st_ino != held.st_ino || opened.st_dev != held.st_dev;
+  if (rc == SQLITE_OK && replaced) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw std::runtime_error(fmt::format("the database {} was replaced while it was opened: set TRAINSHIM_OUT to a "
+                                         "file in a directory only you can write", path));
+  }
+  if (rc != SQLITE_OK) {
     const std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close(db_);
     db_ = nullptr;
@@ -125,10 +223,26 @@ Database::Database(const std::string& path, const std::string& job) {
       if (found != std::to_string(kSchemaVersion))
         throw std::runtime_error(fmt::format("{} holds schema version {}, this collector writes version {}: "
                                              "set TRAINSHIM_OUT to a new file", path, found, kSchemaVersion));
+      sqlite3_stmt* held = prepare("SELECT value FROM meta WHERE key='launch'");
+      const std::string held_launch =
+          sqlite3_step(held) == SQLITE_ROW ? reinterpret_cast<const char*>(sqlite3_column_text(held, 0)) : "";
+      sqlite3_finalize(held);
+      if (!launch.empty() && !held_launch.empty() && held_launch != launch)
+        throw std::runtime_error(fmt::format("{} holds another launch ({}), not this one ({}): set TRAINSHIM_OUT to a "
+                                             "new file", path, held_launch, launch));
     } else {
       sqlite3_finalize(version);
       exec(fmt::format("INSERT INTO meta VALUES('schema_version','{}'),('job','{}'),('created_unix','{}')",
                        kSchemaVersion, job, std::time(nullptr)).c_str());
+    }
+    // A database written before launches were recorded, or by a collector that knew none, takes
+    // the first launch that comes.
+    if (!launch.empty()) {
+      sqlite3_stmt* insert = prepare("INSERT OR IGNORE INTO meta VALUES('launch', ?)");
+      sqlite3_bind_text(insert, 1, launch.c_str(), int(launch.size()), SQLITE_TRANSIENT);
+      const int step = sqlite3_step(insert);
+      sqlite3_finalize(insert);
+      if (step != SQLITE_DONE) throw std::runtime_error(std::string("database error: ") + sqlite3_errmsg(db_));
     }
     exec("BEGIN");
     for (std::size_t i = 0; i < kApiCount; ++i)
@@ -168,6 +282,10 @@ Database::Database(const std::string& path, const std::string& job) {
 Database::~Database() {
   if (in_transaction_) sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
   finalize_all();
+  // A finished database is one file: WAL only speeds up the drain. Left in WAL mode, every
+  // read-only connection of the CLI would create a -wal and a -shm it cannot remove. Fails
+  // harmlessly (stays WAL) while a reader has it open.
+  sqlite3_exec(db_, "PRAGMA journal_mode=DELETE", nullptr, nullptr, nullptr);
   sqlite3_close(db_);
 }
 

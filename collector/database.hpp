@@ -11,11 +11,18 @@ namespace trainshim::collector {
 
 inline constexpr int kSchemaVersion = 4;
 
+// Where `launch` writes when told `path`: `path` itself unless it holds another launch, else the
+// first of <stem>.2.db, <stem>.3.db, ... that is free or holds this launch (a collector that
+// exited idle and is started again for the same launch adds to what it wrote).
+std::string database_path_for_launch(const std::string& path, const std::string& launch);
+
 class Database {
  public:
-  // Creates the file and schema, or opens an existing database of this job to add to it.
-  // Throws std::runtime_error with a message that says what to do.
-  explicit Database(const std::string& path, const std::string& job);
+  // Creates the file (mode 0600) and schema, or opens an existing database of this job and
+  // launch to add to it. Refuses a symbolic link, a file of another user or not a regular file,
+  // and a database of another launch (`launch` empty: any). Throws std::runtime_error with a
+  // message that says what to do.
+  explicit Database(const std::string& path, const std::string& job, const std::string& launch = {});
   ~Database();
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;

@@ -96,7 +96,12 @@ int main(int argc, char** argv) {
   try {
     trainshim::collector::CollectorOptions options;
     options.job = job;
-    options.database_path = out;
+    // Whoever passes --out (trainshim run, trainshim collect) reads that very file back.
+    if (!app.count("--out")) options.launch = trainshim::launch_from_environment();
+    options.database_path = trainshim::collector::database_path_for_launch(out, options.launch);
+    if (options.database_path != out)
+      fmt::print(stderr, "trainshim-collector: {} holds another launch of job {}: this launch is written to {}\n", out,
+                 job, options.database_path);
     options.uid = getuid();
     options.poll = std::chrono::milliseconds(poll_ms);
     options.idle_exit = std::chrono::milliseconds(int64_t(idle_exit_seconds * 1000));

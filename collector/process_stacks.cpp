@@ -2,11 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <mutex>
 #include <vector>
 
+#include "named_file.hpp"
 #include "trainshim/python_files.hpp"
 
 namespace trainshim::collector {
@@ -17,10 +18,13 @@ std::string source_line(const std::string& path, int line) {
   std::lock_guard guard(lock);
   auto [it, fresh] = files.try_emplace(path);
   if (fresh) {
-    std::ifstream in(path);
-    std::string text;
-    // A generated or huge file is not worth keeping: its lines are simply not shown.
-    while (in && it->second.size() < 200'000 && std::getline(in, text)) it->second.push_back(text);
+    // A file too large, or not a regular file, is not worth keeping: its lines are simply not shown.
+    const auto text = read_regular_file(path, kMaxSourceFileBytes);
+    for (std::size_t begin = 0; text && begin < text->size();) {
+      const std::size_t end = std::min(text->find('\n', begin), text->size());
+      it->second.push_back(text->substr(begin, std::min(end - begin, kMaxSourceLineBytes)));
+      begin = end + 1;
+    }
   }
   if (line < 1 || std::size_t(line) > it->second.size()) return {};
   const std::string& raw = it->second[std::size_t(line) - 1];

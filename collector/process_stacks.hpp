@@ -28,8 +28,8 @@ class ProcessStacks {
   std::unordered_map<uint32_t, std::string> user_frames_;
 };
 
-// Line `line` (from 1) of `path` without its end of line, empty when unreadable. Files are read
-// once and kept.
+// Line `line` (from 1) of `path` without its end of line, empty when unreadable, not a regular
+// file or over kMaxSourceFileBytes; cut at kMaxSourceLineBytes. Files are read once and kept.
 std::string source_line(const std::string& path, int line);
 
 }  // namespace trainshim::collector

@@ -15,6 +15,8 @@
 #include <optional>
 #include <stdexcept>
 
+#include "named_file.hpp"
+
 namespace trainshim::collector {
 namespace {
 
@@ -33,7 +35,7 @@ struct FdCloser {
 };
 
 std::optional<ElfFacts> read_elf_facts(const std::string& path) {
-  FdCloser file{open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  FdCloser file{open_regular_file(path)};
   if (file.fd < 0 || elf_version(EV_CURRENT) == EV_NONE) return std::nullopt;
   std::unique_ptr<Elf, decltype(&elf_end)> elf(elf_begin(file.fd, ELF_C_READ_MMAP, nullptr), &elf_end);
   if (!elf || elf_kind(elf.get()) != ELF_K_ELF) return std::nullopt;
@@ -111,10 +113,14 @@ void Symbolizer::add_module(const ModuleInfo& module) {
     stale_.push_back({module.path, module.base, module.base + facts->first_vaddr, module.base + facts->end_vaddr});
     return;
   }
+  // Given a descriptor, libdwfl does not open the path again (it might be something else by now).
+  const int fd = open_regular_file(module.path);
+  if (fd < 0) return;
   // Added to what is there: dwfl_report_begin would drop every module not reported again.
   dwfl_report_begin_add(dwfl_);
   // add_p_vaddr: `base` is the load bias, not the address of the first segment.
-  Dwfl_Module* reported = dwfl_report_elf(dwfl_, module.path.c_str(), module.path.c_str(), -1, module.base, true);
+  Dwfl_Module* reported = dwfl_report_elf(dwfl_, module.path.c_str(), module.path.c_str(), fd, module.base, true);
+  if (reported == nullptr) close(fd);
   dwfl_report_end(dwfl_, nullptr, nullptr);
   if (reported != nullptr) loaded_.emplace(reported, Loaded{module.path, module.base, false, {}});
 }

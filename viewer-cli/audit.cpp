@@ -8,6 +8,7 @@
 #include <toml++/toml.h>
 
 #include "format.hpp"
+#include "output_text.hpp"
 
 namespace trainshim::cli {
 
@@ -210,7 +211,8 @@ AuditResult audit(const Report& report, const Policy& policy, const nlohmann::js
     auto check = [&](const std::vector<SyncSite>& list, const char* kind, RuleResult& appeared) {
       for (const SyncSite& s : list) {
         if (!counts_as(kind, s) || (std::string(kind) == "hidden" && allowed(s, policy))) continue;
-        const std::string key = std::string(kind) + "|" + site_identity(s);
+        // The baseline file holds the identity as JSON wrote it.
+        const std::string key = std::string(kind) + "|" + valid_utf8(site_identity(s));
         const auto it = known.find(key);
         const double rate = per_step(double(s.calls), rs);
         if (it == known.end()) {
@@ -248,21 +250,6 @@ AuditResult audit(const Report& report, const Policy& policy, const nlohmann::js
 
 namespace {
 
-std::string xml_escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out.push_back(c);
-    }
-  }
-  return out;
-}
-
 std::size_t violation_count(const AuditResult& r) {
   std::size_t n = 0;
   for (const auto& rule : r.rules) n += rule.violations.size();
@@ -287,16 +274,16 @@ std::string render_audit_junit(const AuditResult& result) {
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   out += fmt::format("<testsuites name=\"trainshim audit\" tests=\"{}\" failures=\"{}\">\n", result.rules.size(), failures);
   out += fmt::format("  <testsuite name=\"trainshim audit {}\" tests=\"{}\" failures=\"{}\">\n",
-                     xml_escape(result.database), result.rules.size(), failures);
+                     xml_text(result.database), result.rules.size(), failures);
   for (const auto& rule : result.rules) {
-    out += fmt::format("    <testcase classname=\"trainshim.audit\" name=\"{}\">\n", xml_escape(rule.rule));
+    out += fmt::format("    <testcase classname=\"trainshim.audit\" name=\"{}\">\n", xml_text(rule.rule));
     if (!rule.violations.empty()) {
       std::string body;
       for (const auto& v : rule.violations) body += v.message + "\n";
       out += fmt::format("      <failure message=\"{}\">{}</failure>\n",
-                         xml_escape(fmt::format("{}: {} violation{}", rule.description, rule.violations.size(),
+                         xml_text(fmt::format("{}: {} violation{}", rule.description, rule.violations.size(),
                                                 rule.violations.size() == 1 ? "" : "s")),
-                         xml_escape(body));
+                         xml_text(body));
     }
     out += "    </testcase>\n";
   }

@@ -1,6 +1,8 @@
 #include "export.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -10,11 +12,12 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <limits>
 #include <map>
 #include <optional>
+#include <random>
+#include <streambuf>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
@@ -464,6 +467,70 @@ void export_chrome_trace(const RunDatabase& db, std::ostream& out) {
   writer.close();
 }
 
+namespace {
+
+// The trace is written beside `output` under a name of its own, then renamed over it: a reader
+// never sees half a trace. The name is new (O_EXCL) and never a link another user planted in a
+// shared directory (O_NOFOLLOW): a <output>.partial.<random> created here, by this process.
+class PartialFile : public std::streambuf {
+ public:
+  explicit PartialFile(const std::string& output) {
+    std::random_device random;
+    for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
+      path_ = fmt::format("{}.partial.{:08x}", output, random());
+      fd_ = open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+      if (fd_ < 0 && errno != EEXIST) break;
+    }
+    if (fd_ < 0)
+      throw UsageError(fmt::format("{}: cannot create the trace ({}): pass a writable path with -o", path_,
+                                   std::strerror(errno)));
+    setp(buffer_, buffer_ + sizeof buffer_);
+  }
+  ~PartialFile() override { close(); }
+  const std::string& path() const { return path_; }
+  // False if anything could not be written.
+  bool close() {
+    if (fd_ < 0) return ok_;
+    ok_ = flush() && ok_;
+    ok_ = ::close(fd_) == 0 && ok_;
+    fd_ = -1;
+    return ok_;
+  }
+
+ protected:
+  int overflow(int c) override {
+    if (!flush()) return traits_type::eof();
+    if (c != traits_type::eof()) {
+      *pptr() = char(c);
+      pbump(1);
+    }
+    return traits_type::not_eof(c);
+  }
+  int sync() override { return flush() ? 0 : -1; }
+
+ private:
+  bool flush() {
+    for (const char* p = pbase(); p < pptr();) {
+      const ssize_t n = write(fd_, p, std::size_t(pptr() - p));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        ok_ = false;
+        return false;
+      }
+      p += n;
+    }
+    setp(buffer_, buffer_ + sizeof buffer_);
+    return true;
+  }
+
+  std::string path_;
+  int fd_ = -1;
+  bool ok_ = true;
+  char buffer_[1 << 16];
+};
+
+}  // namespace
+
 int export_command(const std::string& database, const std::string& format, const std::string& output) {
   if (format != "chrome")
     throw UsageError(fmt::format("unknown export format '{}': the format trainshim writes is chrome "
@@ -474,23 +541,21 @@ int export_command(const std::string& database, const std::string& format, const
     export_chrome_trace(db, std::cout);
     return 0;
   }
-  const std::string partial = output + ".partial";
-  std::ofstream file(partial, std::ios::binary | std::ios::trunc);
-  if (!file)
-    throw UsageError(fmt::format("{}: cannot create the trace ({}): pass a writable path with -o", partial,
-                                 std::strerror(errno)));
+  PartialFile partial(output);
+  std::ostream file(&partial);
   try {
     export_chrome_trace(db, file);
-    file.close();
-    if (!file) throw UsageError(fmt::format("{}: cannot write the trace: pass a path with free space with -o", partial));
+    file.flush();
+    if (!file || !partial.close())
+      throw UsageError(fmt::format("{}: cannot write the trace: pass a path with free space with -o", partial.path()));
     std::error_code ec;
-    std::filesystem::rename(partial, output, ec);
+    std::filesystem::rename(partial.path(), output, ec);
     if (ec)
-      throw UsageError(fmt::format("cannot rename {} to {} ({}): pass a writable path with -o", partial, output,
+      throw UsageError(fmt::format("cannot rename {} to {} ({}): pass a writable path with -o", partial.path(), output,
                                    ec.message()));
   } catch (...) {
-    file.close();
-    std::remove(partial.c_str());
+    partial.close();
+    std::remove(partial.path().c_str());
     throw;
   }
   return 0;

@@ -11,6 +11,7 @@
 #include "audit.hpp"
 #include "diff.hpp"
 #include "export.hpp"
+#include "output_text.hpp"
 #include "report.hpp"
 #include "run_command.hpp"
 #include "run_database.hpp"
@@ -40,7 +41,7 @@ int audit_command(const std::string& database, const std::string& policy_file, c
   const Report report = load_report(db, step_name(""));
   if (!write_baseline.empty()) {
     std::ofstream out(write_baseline);
-    out << baseline_of(report).dump(2) << "\n";
+    out << json_text(baseline_of(report)) << "\n";
     if (!out) throw UsageError(fmt::format("{}: cannot write the baseline", write_baseline));
     fmt::print("trainshim: baseline of {} written to {}\n", database, write_baseline);
     return 0;
@@ -58,9 +59,9 @@ int audit_command(const std::string& database, const std::string& policy_file, c
   }
   const AuditResult result = audit(report, policy, baseline_file.empty() ? nullptr : &baseline);
   if (format == "junit") std::cout << render_audit_junit(result);
-  else if (format == "markdown") std::cout << render_audit_markdown(result);
-  else if (format == "json") std::cout << render_audit_json(result).dump(2) << "\n";
-  else std::cout << render_audit_text(result);
+  else if (format == "markdown") std::cout << terminal_text(render_audit_markdown(result));
+  else if (format == "json") std::cout << json_text(render_audit_json(result)) << "\n";
+  else std::cout << terminal_text(render_audit_text(result));
   return result.passed() ? 0 : 1;
 }
 
@@ -143,14 +144,14 @@ int main(int argc, char** argv) {
       std::vector<const RunDatabase*> views;
       for (const auto& path : report_dbs) views.push_back(dbs.emplace_back(std::make_unique<RunDatabase>(path)).get());
       const Report report = load_report(views, step_name(report_step));
-      std::cout << (report_json ? render_json(report).dump(2) + "\n" : render_text(report));
+      std::cout << (report_json ? json_text(render_json(report)) + "\n" : terminal_text(render_text(report)));
       return 0;
     }
     if (*export_cmd) return export_command(database_argument(export_db), export_format, export_out);
     if (*diff_cmd) {
       const RunDatabase before(diff_a), after(diff_b);
       const RunDiff d = diff_reports(load_report(before, step_name(diff_step)), load_report(after, step_name(diff_step)));
-      std::cout << (diff_json ? render_diff_json(d).dump(2) + "\n" : render_diff_text(d));
+      std::cout << (diff_json ? json_text(render_diff_json(d)) + "\n" : terminal_text(render_diff_text(d)));
       return 0;
     }
     if (*audit_cmd) return audit_command(audit_db, audit_policy, audit_baseline, audit_write_baseline, audit_format);

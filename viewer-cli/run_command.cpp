@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "output_text.hpp"
 #include "report.hpp"
 #include "run_database.hpp"
 #include "trainshim/collector_launch.hpp"
@@ -108,7 +109,7 @@ int run_command(const RunOptions& options) {
   if (options.report && access(out.c_str(), R_OK) == 0) {
     RunDatabase db(out);
     const Report report = load_report(db, options.step);
-    std::cout << (options.json ? render_json(report).dump(2) + "\n" : render_text(report));
+    std::cout << (options.json ? json_text(render_json(report)) + "\n" : terminal_text(render_text(report)));
   } else if (options.report) {
     fmt::print(stderr, "trainshim: no database was written ({}): nothing was recorded\n", out);
   }

@@ -16,6 +16,9 @@ RunDatabase::RunDatabase(const std::string& path) : path_(path) {
   if (stat(path.c_str(), &st) != 0)
     throw UsageError(fmt::format("{}: no such database; pass the .db file a run wrote "
                                  "(trainshim run writes ./trainshim-<job>.db, or $TRAINSHIM_OUT)", path));
+  // A FIFO would block the open for ever, a directory fails deep inside SQLite.
+  if (!S_ISREG(st.st_mode))
+    throw UsageError(fmt::format("{}: not a regular file; pass the .db file a run wrote", path));
   if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
     const std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close(db_);
@@ -86,7 +89,7 @@ std::string newest_database(const std::string& directory) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(directory, ec)) {
     const std::string name = entry.path().filename().string();
-    if (!name.starts_with("trainshim-") || !name.ends_with(".db")) continue;
+    if (!name.starts_with("trainshim-") || !name.ends_with(".db") || !entry.is_regular_file(ec)) continue;
     const auto t = entry.last_write_time(ec);
     if (best.empty() || t > best_time) {
       best = entry.path().string();

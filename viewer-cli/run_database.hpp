@@ -18,7 +18,7 @@ class Statement;
 
 class RunDatabase {
  public:
-  // Throws UsageError when the file is missing, is not a trainshim database, or has a schema
+  // Throws UsageError when the file is missing, is not a regular file, is not a trainshim database, or has a schema
   // version this build does not read.
   explicit RunDatabase(const std::string& path);
   ~RunDatabase();
@@ -52,7 +52,7 @@ class Statement {
   sqlite3_stmt* stmt_ = nullptr;
 };
 
-// The newest trainshim-*.db in `directory`, empty if none.
+// The newest regular file trainshim-*.db in `directory`, empty if none.
 std::string newest_database(const std::string& directory);
 
 }  // namespace trainshim::cli

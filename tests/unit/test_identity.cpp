@@ -19,7 +19,8 @@ class IdentityTest : public ::testing::Test {
   static constexpr const char* kVariables[] = {
       "RANK", "LOCAL_RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS",
       "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK",
-      "MPI_LOCALRANKID", "PMI_SIZE", "TRAINSHIM_JOB", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID"};
+      "MPI_LOCALRANKID", "PMI_SIZE", "TRAINSHIM_JOB", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID",
+      "TORCHELASTIC_ERROR_FILE", "TRAINSHIM_LAUNCH"};
 
   void SetUp() override {
     for (const char* name : kVariables) {
@@ -122,6 +123,42 @@ TEST_F(IdentityTest, JobPrecedence) {
   EXPECT_EQ(identity_from_environment().job, "mine");
   set("TRAINSHIM_JOB", "");  // empty: ignored
   EXPECT_EQ(identity_from_environment().job, "elastic_run");
+}
+
+// torchrun without --rdzv-id names every launch "none": the job is named after the launch's log
+// directory instead, so two launches never share a database or a collector.
+TEST_F(IdentityTest, TorchrunPlaceholderRunIdIsReplacedByTheLaunchDirectory) {
+  set("SLURM_JOB_ID", "4242");
+  set("TORCHELASTIC_RUN_ID", "none");
+  set("TORCHELASTIC_ERROR_FILE", "/tmp/torchelastic_ab12cd/none_x7y8z9/attempt_0/3/error.json");
+  EXPECT_EQ(identity_from_environment().job, "none_x7y8z9");
+  EXPECT_EQ(launch_from_environment(), "torchrun:/tmp/torchelastic_ab12cd/none_x7y8z9");
+  // A restart is the same launch.
+  set("TORCHELASTIC_ERROR_FILE", "/tmp/torchelastic_ab12cd/none_x7y8z9/attempt_12/0/error.json");
+  EXPECT_EQ(identity_from_environment().job, "none_x7y8z9");
+  EXPECT_EQ(launch_from_environment(), "torchrun:/tmp/torchelastic_ab12cd/none_x7y8z9");
+  // A real run id stays the job; the launch still tells two launches of it apart.
+  set("TORCHELASTIC_RUN_ID", "exp7");
+  EXPECT_EQ(identity_from_environment().job, "exp7");
+  EXPECT_EQ(launch_from_environment(), "torchrun:/tmp/torchelastic_ab12cd/none_x7y8z9");
+  set("TRAINSHIM_LAUNCH", "mine");
+  EXPECT_EQ(launch_from_environment(), "mine");
+}
+
+TEST_F(IdentityTest, TorchrunPlaceholderWithoutALaunchDirectoryStaysThePlaceholder) {
+  set("TORCHELASTIC_RUN_ID", "none");
+  set("TORCHELASTIC_ERROR_FILE", "");  // --log-dir /dev/null
+  EXPECT_EQ(identity_from_environment().job, "none");
+  EXPECT_EQ(launch_from_environment(), "");
+  set("SLURM_JOB_ID", "4242");
+  EXPECT_EQ(identity_from_environment().job, "4242");
+  EXPECT_EQ(launch_from_environment(), "slurm:4242");
+  unsetenv("SLURM_JOB_ID");
+  for (const char* not_torchrun : {"/tmp/error.json", "/x/attempt_0/error.json", "/x/y/attempt_/0/error.json",
+                                   "/attempt_0/0/error.json", "/a/attempt_0/0/other.json"}) {
+    set("TORCHELASTIC_ERROR_FILE", not_torchrun);
+    EXPECT_EQ(launch_from_environment(), "") << not_torchrun;
+  }
 }
 
 TEST(Names, SanitizeJob) {
