@@ -59,28 +59,28 @@ std::vector<Hang> HangWatch::check(int64_t now_ns) {
     h.sequence = c.newest;
     h.op = c.newest_op;
     h.waited_ns = now_ns - c.newest_since_ns;
-    std::vector<uint32_t> unseen;
-    for (uint32_t member = 0; member < c.size; ++member) {
-      const auto it = c.members.find(member);
-      if (it == c.members.end()) {
-        unseen.push_back(member);
-      } else if (it->second.entered < c.newest) {
-        h.missing.push_back(it->second.rank);
-      } else if (it->second.entered_timed && it->second.finished < c.newest && it->second.finished > 0) {
+    // The members seen, in rank order; the others of the communicator are only counted (its size
+    // comes from a record: never one entry per rank).
+    uint64_t unseen = c.size;
+    for (const auto& [member, m] : c.members) {
+      if (member >= c.size) continue;
+      --unseen;
+      if (m.entered < c.newest) {
+        h.missing.push_back(m.rank);
+      } else if (m.entered_timed && m.finished < c.newest && m.finished > 0) {
         // Only a member whose collectives are timed tells waiting apart from not yet timed, and
         // only for a collective that will be timed.
-        h.waiting.push_back(it->second.rank);
+        h.waiting.push_back(m.rank);
       }
     }
     // Finished on every rank that entered it, or nobody is missing here: not a hang this node sees.
-    if (h.waiting.empty() || (h.missing.empty() && unseen.empty())) continue;
+    if (h.waiting.empty() || (h.missing.empty() && unseen == 0)) continue;
     h.message = fmt::format("{} #{} on communicator {:016x}: rank{} {} waiting for {:.0f} s", h.op, h.sequence, id,
                             h.waiting.size() == 1 ? "" : "s", rank_list(h.waiting), double(h.waited_ns) / 1e9);
     if (!h.missing.empty())
       h.message += fmt::format("; rank{} {} never entered it", h.missing.size() == 1 ? "" : "s", rank_list(h.missing));
-    if (!unseen.empty())
-      h.message += fmt::format("; {} rank{} of the communicator not seen on this node", unseen.size(),
-                               unseen.size() == 1 ? "" : "s");
+    if (unseen != 0)
+      h.message += fmt::format("; {} rank{} of the communicator not seen on this node", unseen, unseen == 1 ? "" : "s");
     for (int rank : h.missing) {
       const auto last = last_.find(rank);
       if (last == last_.end()) continue;

@@ -215,6 +215,9 @@ inline constexpr uint64_t segment_bytes(uint32_t ring_count, uint32_t capacity, 
 static_assert(sizeof(SegmentHeader) % 64 == 0, "rings must start cache-line aligned");
 
 inline constexpr uint32_t kMaxRings = 256;
+// Ranks in one NCCL communicator: far above the largest jobs run (about 100k GPUs), low enough
+// that nothing sized by it can exhaust memory.
+inline constexpr uint32_t kMaxCommSize = 1u << 20;
 inline constexpr uint32_t kMaxRingCapacity = 1u << 22;
 inline constexpr uint32_t kMaxSideCapacity = 1u << 16;
 
@@ -281,7 +284,13 @@ inline bool validate_record(const EventRecord& r) {
   }
   // A split can leave this rank in no child (object 0, size 0); a communicator has a rank in it,
   // also one handed out by a non-blocking init (ncclInProgress, 7).
-  if (cls == ApiClass::CommInit && (r.result == 0 || r.result == 7) && r.object != 0 && (r.comm_size == 0 || r.rank_in_comm >= r.comm_size))
+  if (cls == ApiClass::CommInit && (r.result == 0 || r.result == 7) && r.object != 0 &&
+      (r.comm_size == 0 || r.comm_size > kMaxCommSize || r.rank_in_comm >= r.comm_size))
+    return false;
+  // A collective names its communicator's size and this rank in it; size 0 (a communicator the
+  // shim could not ask) comes with rank 0.
+  if ((cls == ApiClass::Collective || cls == ApiClass::CollectiveTiming) &&
+      (r.comm_size > kMaxCommSize || (r.comm_size == 0 ? r.rank_in_comm != 0 : r.rank_in_comm >= r.comm_size)))
     return false;
   return true;
 }

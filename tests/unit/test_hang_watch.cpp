@@ -103,5 +103,27 @@ TEST(HangWatch, PointToPointNumbersAreNotCollectiveNumbers) {
   EXPECT_TRUE(w.check(30 * kS).empty());
 }
 
+// Review §9: a communicator's size comes from a record. Its unseen ranks are counted, never listed
+// one by one, so the largest size a record may carry costs nothing.
+TEST(HangWatch, UnseenRanksOfTheLargestCommunicatorAreCountedNotListed) {
+  HangWatch w(10 * kS);
+  for (uint32_t rank : {0u, 1u}) {
+    for (uint32_t seq = 1; seq <= 2; ++seq) {
+      EventRecord entered = call(Api::ncclAllReduce, rank, seq);
+      entered.comm_size = kMaxCommSize;
+      w.observe(int(rank), entered, int64_t(seq) * kS, "");
+    }
+    EventRecord first_done = call(Api::ncclGpuTiming, rank, 1);
+    first_done.comm_size = kMaxCommSize;
+    w.observe(int(rank), first_done, 2 * kS, "");
+  }
+  const auto hung = w.check(30 * kS);
+  ASSERT_EQ(hung.size(), 1u);
+  EXPECT_EQ(hung[0].waiting, (std::vector<int>{0, 1}));
+  EXPECT_TRUE(hung[0].missing.empty());
+  EXPECT_EQ(hung[0].message, "ncclAllReduce #2 on communicator 0000000000c0ffee: ranks 0,1 waiting for 28 s; "
+                             "1048574 ranks of the communicator not seen on this node");
+}
+
 }  // namespace
 }  // namespace trainshim::collector

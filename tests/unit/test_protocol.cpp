@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <memory>
+#include <string>
 
 #include "trainshim/protocol.hpp"
 
@@ -233,6 +234,44 @@ TEST(ValidateRecord, NonBlockingCommInitGeometry) {
   EXPECT_TRUE(validate_record(r));
   r.rank_in_comm = r.comm_size;
   EXPECT_FALSE(validate_record(r));
+}
+
+EventRecord good_all_reduce(Api api = Api::ncclAllReduce) {
+  EventRecord r{};
+  r.api = static_cast<uint16_t>(api);
+  r.object = 0xC0FFEE;
+  r.comm_size = 4;
+  r.rank_in_comm = 3;
+  r.sequence = 1;
+  return r;
+}
+
+// Review §9: one record's communicator size sizes what the collector keeps of the communicator.
+TEST(ValidateRecord, CollectivesNameARankOfABoundedCommunicator) {
+  for (Api api : {Api::ncclAllReduce, Api::ncclGpuTiming}) {
+    SCOPED_TRACE(std::string(api_info(api).name));
+    EXPECT_TRUE(validate_record(good_all_reduce(api)));
+    EventRecord r = good_all_reduce(api);
+    r.comm_size = 0xFFFFFFFF;
+    EXPECT_FALSE(validate_record(r));
+    r.comm_size = kMaxCommSize + 1;
+    EXPECT_FALSE(validate_record(r));
+    r.comm_size = kMaxCommSize;
+    r.rank_in_comm = kMaxCommSize - 1;
+    EXPECT_TRUE(validate_record(r));
+    r = good_all_reduce(api);
+    r.rank_in_comm = r.comm_size;
+    EXPECT_FALSE(validate_record(r));
+    // A communicator the shim could not ask about: size 0, rank 0.
+    r.comm_size = 0;
+    r.rank_in_comm = 0;
+    EXPECT_TRUE(validate_record(r));
+    r.rank_in_comm = 1;
+    EXPECT_FALSE(validate_record(r));
+  }
+  EventRecord init = good_comm_init();
+  init.comm_size = kMaxCommSize + 1;
+  EXPECT_FALSE(validate_record(init));
 }
 
 EventRecord good_send() {
