@@ -59,19 +59,34 @@ uint64_t Collector::pass() {
     stored += counts.records;
     counts.unpublished += side.unpublished;
     counts.malformed += side.malformed;
-    const SegmentHeader& h = reader.header();
     Database::ProcessCounters delta{.events = counts.records,
                                     .dropped_ring_full = reader.dropped_ring_full(),
                                     .dropped_not_ready = reader.dropped_not_ready(),
                                     .lost_unpublished = counts.unpublished,
                                     .malformed = counts.malformed,
                                     .dropped_side_full = reader.dropped_side_full(),
-                                    .untimed_capturing = h.untimed_capturing.load(std::memory_order_relaxed),
-                                    .untimed_no_event = h.untimed_no_event.load(std::memory_order_relaxed),
-                                    .python_stacks = h.python_stacks.load(std::memory_order_relaxed),
+                                    .untimed_capturing = reader.untimed_capturing(),
+                                    .untimed_no_event = reader.untimed_no_event(),
+                                    .python_stacks = reader.python_stacks(),
                                     .ended = gone};
     if (counts.malformed)
       report("warning", fmt::format("{} malformed records skipped in /dev/shm/{}", counts.malformed, it->first));
+    if (reader.truncated()) {
+      // Its producer's counters can no longer be read: keep the last ones, add what was drained.
+      Database::ProcessCounters kept = t.totals;
+      kept.events = counts.records;
+      kept.lost_unpublished = counts.unpublished;
+      kept.malformed = counts.malformed;
+      database_.update_process(t.process_id, kept);
+      ++segments_dropped_;
+      report("warning", fmt::format("dropped segment /dev/shm/{}: it shrank while being read (something running as "
+                                    "this user truncated it), {} records stored from it this pass; the rest of that "
+                                    "process's records are lost; remove the file once inspected",
+                                    it->first, counts.records));
+      rejected_.insert(it->first);
+      it = segments_.erase(it);
+      continue;
+    }
     if (counts.records || counts.malformed || counts.unpublished || gone ||
         delta.dropped_ring_full != t.totals.dropped_ring_full || delta.dropped_not_ready != t.totals.dropped_not_ready ||
         delta.dropped_side_full != t.totals.dropped_side_full ||

@@ -37,6 +37,8 @@ class Collector {
   // One discover + drain pass; returns the number of records stored.
   uint64_t pass();
   std::size_t live_segments() const { return segments_.size(); }
+  // Segments given up because they shrank while being read.
+  uint64_t segments_dropped() const { return segments_dropped_; }
 
  private:
   struct Tracked {
@@ -55,6 +57,7 @@ class Collector {
   std::map<std::string, Tracked> segments_;
   std::set<std::string> rejected_;  // reported once, then left alone
   HangWatch hangs_;
+  uint64_t segments_dropped_ = 0;
 };
 
 }  // namespace trainshim::collector

@@ -1,51 +1,152 @@
 #include "segment_reader.hpp"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <setjmp.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-#include <boost/interprocess/shared_memory_object.hpp>
+#include <atomic>
 #include <cerrno>
-#include <fstream>
-#include <sstream>
+#include <cstddef>
+#include <cstring>
+#include <mutex>
 #include <stdexcept>
 
 #include "trainshim/names.hpp"
-#include "trainshim/ring.hpp"
 
 namespace trainshim::collector {
 
-namespace bip = boost::interprocess;
+namespace {
+
+// The mapping a thread is reading under guarded_call, and where to return to if it faults.
+struct Guard {
+  const char* begin;
+  const char* end;
+  sigjmp_buf resume;
+};
+thread_local Guard* t_guard = nullptr;
+struct sigaction g_previous_sigbus;
+
+// A segment shrunk under a mapping faults with SIGBUS on the pages past its new end.
+void on_sigbus(int, siginfo_t* info, void*) {
+  Guard* const guard = t_guard;
+  const auto* at = static_cast<const char*>(info->si_addr);
+  if (guard && info->si_code > 0 && at >= guard->begin && at < guard->end) siglongjmp(guard->resume, 1);
+  // Not ours: let it do what it did before the collector was here. A fault repeats on return; a
+  // signal that was sent is sent again.
+  sigaction(SIGBUS, &g_previous_sigbus, nullptr);
+  if (info->si_code <= 0) raise(SIGBUS);
+}
+
+void install_sigbus_handler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction action {};
+    action.sa_sigaction = on_sigbus;
+    action.sa_flags = SA_SIGINFO;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGBUS, &action, &g_previous_sigbus);
+  });
+}
+
+std::string mode_text(mode_t mode) { return fmt::format("{:04o}", mode & 07777); }
+
+// Copies the header out of shared memory, the producer's published state first (the fields it
+// guards were written before it), so that validation and every later use see the same values.
+void copy_header(const SegmentHeader& from, SegmentHeader& to) {
+  const uint32_t state = from.producer_state.load(std::memory_order_acquire);
+  std::memcpy(static_cast<void*>(&to), &from, offsetof(SegmentHeader, dropped_not_ready));
+  to.dropped_not_ready.store(from.dropped_not_ready.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  to.untimed_capturing.store(from.untimed_capturing.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  to.untimed_no_event.store(from.untimed_no_event.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  to.python_stacks.store(from.python_stacks.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  to.producer_state.store(state, std::memory_order_relaxed);
+}
+static_assert(offsetof(SegmentHeader, dropped_not_ready) < offsetof(SegmentHeader, untimed_capturing) &&
+                  offsetof(SegmentHeader, untimed_no_event) < offsetof(SegmentHeader, producer_state) &&
+                  offsetof(SegmentHeader, python_stacks) + sizeof(uint32_t) <= sizeof(SegmentHeader),
+              "copy_header copies every field before dropped_not_ready as plain bytes, the atomics one by one");
+
+}  // namespace
 
 SegmentReader::SegmentReader(const std::string& name) : name_(name) {
-  try {
-    bip::shared_memory_object shm(bip::open_only, name.c_str(), bip::read_write);
-    bip::offset_t size = 0;
-    if (!shm.get_size(size) || size < bip::offset_t(sizeof(SegmentHeader)))
-      throw std::runtime_error(std::string(header_problem_text(HeaderProblem::TooSmall)));
-    region_ = bip::mapped_region(shm, bip::read_write);
-  } catch (const bip::interprocess_exception& e) {
-    throw std::runtime_error(std::string("cannot map: ") + e.what());
+  install_sigbus_handler();
+  const std::string path = std::string(kShmDir) + "/" + name;
+  // O_NOFOLLOW: a link planted under a segment's name is not followed (glibc adds it too, other C
+  // libraries need not). O_NONBLOCK: a FIFO planted there does not block the collector.
+  fd_ = shm_open(name.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0);
+  if (fd_ < 0) {
+    if (errno == ELOOP)
+      throw std::runtime_error("not trusted: a symbolic link (not followed); another local user may be injecting "
+                               "records into this job: check who created " + path + ", then remove it");
+    throw std::runtime_error(std::string("cannot open: ") + std::strerror(errno));
   }
-  header_ = static_cast<SegmentHeader*>(region_.get_address());
-  const HeaderProblem problem = validate_header(*header_, region_.get_size());
-  if (problem != HeaderProblem::Ok) throw std::runtime_error(std::string(header_problem_text(problem)));
+  try {
+    struct stat st {};
+    if (fstat(fd_, &st) != 0) throw std::runtime_error(std::string("cannot stat: ") + std::strerror(errno));
+    if (!S_ISREG(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077) != 0)
+      throw std::runtime_error(fmt::format(
+          "not trusted: {}owned by uid {}, mode {} (only a regular file of this user, uid {}, that no one else may "
+          "read or write is read); another local user may be injecting records into this job: check who created "
+          "{}, then remove it",
+          S_ISREG(st.st_mode) ? "" : "not a regular file, ", st.st_uid, mode_text(st.st_mode), getuid(), path));
+    if (uint64_t(st.st_size) < sizeof(SegmentHeader))
+      throw std::runtime_error(std::string(header_problem_text(HeaderProblem::TooSmall)));
+    mapped_bytes_ = uint64_t(st.st_size);
+    mapping_ = mmap(nullptr, mapped_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    if (mapping_ == MAP_FAILED) {
+      mapping_ = nullptr;
+      throw std::runtime_error(std::string("cannot map: ") + std::strerror(errno));
+    }
+    if (!guarded([this] { copy_header(*static_cast<const SegmentHeader*>(mapping_), header_); }))
+      throw std::runtime_error("segment shrank while being opened");
+    const HeaderProblem problem = validate_header(header_, mapped_bytes_);
+    if (problem != HeaderProblem::Ok) throw std::runtime_error(std::string(header_problem_text(problem)));
+    geometry_ = geometry_of(header_);
+  } catch (...) {
+    if (mapping_) munmap(mapping_, mapped_bytes_);
+    close(fd_);
+    throw;
+  }
+}
+
+SegmentReader::~SegmentReader() {
+  munmap(mapping_, mapped_bytes_);
+  close(fd_);
+}
+
+bool SegmentReader::guarded_call(void (*access)(void*), void* context) const {
+  if (truncated_) return false;
+  Guard guard{static_cast<const char*>(mapping_), static_cast<const char*>(mapping_) + mapped_bytes_, {}};
+  struct Restore {
+    Guard* outer;
+    ~Restore() { t_guard = outer; }
+  } restore{t_guard};
+  if (sigsetjmp(guard.resume, 1) != 0) {
+    truncated_ = true;
+    return false;
+  }
+  t_guard = &guard;
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  access(context);
+  return true;
 }
 
 bool SegmentReader::producer_alive() const {
-  if (kill(header_->pid, 0) != 0 && errno == ESRCH) return false;
-  std::ifstream stat("/proc/" + std::to_string(header_->pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  const auto close_paren = text.rfind(')');
-  if (close_paren == std::string::npos) return true;  // no /proc to ask: trust kill()
-  std::istringstream fields(text.substr(close_paren + 2));
-  std::string state;
-  fields >> state;
-  if (state == "Z" || state == "X") return false;
-  std::string field;
-  for (int i = 4; i < 22; ++i) fields >> field;  // fields 4..21
-  uint64_t start_time = 0;
-  fields >> start_time;
-  return header_->pid_start_time == 0 || start_time == header_->pid_start_time;
+  // An open-file-description query sees the producer's lock even from within its own process (a
+  // plain F_GETLK would not), and takes nothing itself.
+  struct flock query {};
+  query.l_type = F_WRLCK;
+  query.l_whence = SEEK_SET;
+  query.l_start = 0;
+  query.l_len = 1;
+  // Unable to ask (kernels before 3.15): keep reading rather than retire a live segment.
+  if (fcntl(fd_, F_OFD_GETLK, &query) != 0) return true;
+  return query.l_type != F_UNLCK;
 }
 
 namespace {
@@ -77,26 +178,58 @@ void drain_ring(Ring ring, uint64_t capacity, const Sink& sink, const Valid& val
 
 DrainCounts SegmentReader::drain(const std::function<void(const EventRecord&)>& sink, bool producer_gone) {
   DrainCounts counts;
-  for (uint32_t i = 0; i < header_->ring_count; ++i)
-    drain_ring(ring_of(header_, i), header_->ring_capacity, sink, validate_record, producer_gone, counts);
+  guarded([&] {
+    for (uint32_t i = 0; i < geometry_.ring_count; ++i)
+      drain_ring(ring_of(mapping_, geometry_, i), geometry_.ring_capacity, sink, validate_record, producer_gone, counts);
+  });
   return counts;
 }
 
 DrainCounts SegmentReader::drain_side(const std::function<void(const SideRecord&)>& sink, bool producer_gone) {
   DrainCounts counts;
-  drain_ring(side_ring_of(header_), header_->side_capacity, sink, validate_side_record, producer_gone, counts);
+  guarded([&] {
+    drain_ring(side_ring_of(mapping_, geometry_), geometry_.side_capacity, sink, validate_side_record, producer_gone,
+               counts);
+  });
   return counts;
 }
 
-uint64_t SegmentReader::dropped_side_full() const { return side_ring_of(header_).dropped(); }
+uint64_t SegmentReader::dropped_side_full() const {
+  uint64_t dropped = 0;
+  guarded([&] { dropped = side_ring_of(mapping_, geometry_).dropped(); });
+  return dropped;
+}
 
 uint64_t SegmentReader::dropped_ring_full() const {
   uint64_t total = 0;
-  for (uint32_t i = 0; i < header_->ring_count; ++i) total += ring_of(header_, i).dropped();
+  if (!guarded([&] {
+        for (uint32_t i = 0; i < geometry_.ring_count; ++i) total += ring_of(mapping_, geometry_, i).dropped();
+      }))
+    return 0;
   return total;
 }
 
-void SegmentReader::unlink() { bip::shared_memory_object::remove(name_.c_str()); }
+template <class Value>
+Value SegmentReader::read_live(Value (*read)(const SegmentHeader&)) const {
+  Value value{};
+  guarded([&] { value = read(*static_cast<const SegmentHeader*>(mapping_)); });
+  return value;
+}
+
+uint64_t SegmentReader::dropped_not_ready() const {
+  return read_live<uint64_t>([](const SegmentHeader& h) { return h.dropped_not_ready.load(std::memory_order_relaxed); });
+}
+uint64_t SegmentReader::untimed_capturing() const {
+  return read_live<uint64_t>([](const SegmentHeader& h) { return h.untimed_capturing.load(std::memory_order_relaxed); });
+}
+uint64_t SegmentReader::untimed_no_event() const {
+  return read_live<uint64_t>([](const SegmentHeader& h) { return h.untimed_no_event.load(std::memory_order_relaxed); });
+}
+uint32_t SegmentReader::python_stacks() const {
+  return read_live<uint32_t>([](const SegmentHeader& h) { return h.python_stacks.load(std::memory_order_relaxed); });
+}
+
+void SegmentReader::unlink() { shm_unlink(name_.c_str()); }
 
 std::vector<std::string> list_segments(uid_t uid, const std::string& job) {
   std::vector<std::string> names;

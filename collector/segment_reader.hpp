@@ -1,12 +1,21 @@
 #pragma once
-// One producer's segment as the collector sees it: mapped, validated, drained.
-#include <boost/interprocess/mapped_region.hpp>
+// One producer's segment as the collector sees it: checked, mapped, validated, drained.
+//
+// What the reader trusts: a segment is opened only if it is a regular file (not followed through a
+// symbolic link) that this user owns and nobody else may read or write; its header is copied once
+// and validated, and the rings are located from that copy only. Whoever can still write the segment
+// (the producer, or anything running as this user) can at worst garble its own records (validated
+// one by one) or shrink the file: an access that then faults is turned into truncated().
+#include <sys/types.h>
+
 #include <cstdint>
 #include <functional>
-#include <memory>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "trainshim/protocol.hpp"
+#include "trainshim/ring.hpp"
 
 namespace trainshim::collector {
 
@@ -18,33 +27,65 @@ struct DrainCounts {
 
 class SegmentReader {
  public:
-  // Throws std::runtime_error with the reason when the segment cannot be read.
+  // Throws std::runtime_error with the reason when the segment cannot be read or is not trusted.
   explicit SegmentReader(const std::string& name);
+  ~SegmentReader();
+  SegmentReader(const SegmentReader&) = delete;
+  SegmentReader& operator=(const SegmentReader&) = delete;
 
   const std::string& name() const { return name_; }
-  const SegmentHeader& header() const { return *header_; }
+  // The header as validated when the segment was opened (a copy: later writes to the segment do not
+  // change it). Its counters are those of that moment; the live ones have accessors below.
+  const SegmentHeader& header() const { return header_; }
+  const SegmentGeometry& geometry() const { return geometry_; }
 
-  // Whether the producing process still exists (a zombie does not count).
+  // Whether the producing process image still runs: it holds the segment's liveness lock
+  // (protocol.hpp). Pids are not consulted: they mean nothing across pid namespaces.
   bool producer_alive() const;
 
-  // Hands every complete record to `sink`. With `producer_gone`, a slot its producer claimed but
-  // never finished is given up (counted) instead of waited for.
+  // Hands every complete record to `sink` (a copy: the sink never touches the segment). With
+  // `producer_gone`, a slot its producer claimed but never finished is given up (counted) instead of
+  // waited for.
   DrainCounts drain(const std::function<void(const EventRecord&)>& sink, bool producer_gone);
 
   // Side records (stacks, modules, strings), in the order the producer published them.
   DrainCounts drain_side(const std::function<void(const SideRecord&)>& sink, bool producer_gone);
 
+  // Live counters of the producer (0 once truncated()).
   uint64_t dropped_ring_full() const;
   uint64_t dropped_side_full() const;
-  uint64_t dropped_not_ready() const { return header_->dropped_not_ready.load(std::memory_order_relaxed); }
+  uint64_t dropped_not_ready() const;
+  uint64_t untimed_capturing() const;
+  uint64_t untimed_no_event() const;
+  uint32_t python_stacks() const;
+
+  // The segment shrank under the reader (an access faulted with SIGBUS): nothing more is read from
+  // it; what was drained before stays valid.
+  bool truncated() const { return truncated_; }
 
   // Removes the segment's name; the mapping stays valid until this reader is destroyed.
   void unlink();
 
  private:
+  // Runs `access` with a SIGBUS inside this mapping turned into `false` (and truncated()). Between
+  // its accesses to the mapping `access` must hold nothing with a destructor: the fault returns
+  // here with siglongjmp.
+  template <class Access>
+  bool guarded(Access&& access) const {
+    return guarded_call([](void* context) { (*static_cast<std::remove_reference_t<Access>*>(context))(); }, &access);
+  }
+  // Never inlined: the variables `access` writes must not live in the frame that calls sigsetjmp.
+  [[gnu::noinline]] bool guarded_call(void (*access)(void*), void* context) const;
+  template <class Value>
+  Value read_live(Value (*read)(const SegmentHeader&)) const;
+
   std::string name_;
-  boost::interprocess::mapped_region region_;
-  SegmentHeader* header_ = nullptr;
+  int fd_ = -1;  // kept for asking about the liveness lock
+  void* mapping_ = nullptr;
+  uint64_t mapped_bytes_ = 0;
+  SegmentHeader header_;
+  SegmentGeometry geometry_{};
+  mutable bool truncated_ = false;
 };
 
 // The names of this user's segments of `job` under /dev/shm.

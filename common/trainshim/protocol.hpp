@@ -7,6 +7,12 @@
 //                  [RingControl, SideSlot x side_capacity]
 // Event records are fixed-size and frequent; side records (stacks, modules, strings) are large,
 // written once per distinct value and referred to by id from the events.
+//
+// Liveness: the producer holds a POSIX read lock (fcntl F_SETLK, F_RDLCK) on byte 0 of its
+// segment from before it publishes the header until its image ends: the kernel drops the lock at
+// exit (also a kill) and at exec (the descriptor is close-on-exec), and a forked child does not
+// inherit it. The collector only asks (F_OFD_GETLK) and never takes a lock, so the answer holds
+// across pid namespaces (containers sharing /dev/shm), where pids say nothing.
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -17,7 +23,7 @@
 namespace trainshim {
 
 inline constexpr uint64_t kSegmentMagic = 0x314753485352'5254ULL;  // "TRSHSG1" little-endian
-inline constexpr uint32_t kFormatVersion = 4;
+inline constexpr uint32_t kFormatVersion = 5;  // 5: the producer holds the liveness lock
 
 enum class Direction : uint8_t { None, HostToDevice, DeviceToHost, DeviceToDevice, HostToHost, Peer };
 enum class HostMemory : uint8_t { Unknown, Pinned, Pageable, Device };

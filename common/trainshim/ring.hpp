@@ -90,18 +90,34 @@ class BasicRing {
 using RingView = BasicRing<Slot>;
 using SideRingView = BasicRing<SideSlot>;
 
-// The rings of a mapped segment whose header was validated (or that this process created).
-inline RingView ring_of(SegmentHeader* header, uint32_t index) {
-  auto* base = reinterpret_cast<char*>(header) + sizeof(SegmentHeader) + index * ring_bytes(header->ring_capacity);
-  return RingView(reinterpret_cast<RingControl*>(base),
-                  reinterpret_cast<Slot*>(base + sizeof(RingControl)), header->ring_capacity);
+// Where a segment's rings lie. The collector takes it once from a header it validated and uses
+// only this copy: whoever can write the segment can change the header's fields afterwards.
+struct SegmentGeometry {
+  uint32_t ring_count;
+  uint32_t ring_capacity;
+  uint32_t side_capacity;
+  uint64_t segment_bytes;
+};
+
+inline SegmentGeometry geometry_of(const SegmentHeader& header) {
+  return {header.ring_count, header.ring_capacity, header.side_capacity, header.segment_bytes};
 }
 
-inline SideRingView side_ring_of(SegmentHeader* header) {
-  auto* base = reinterpret_cast<char*>(header) + sizeof(SegmentHeader) +
-               uint64_t{header->ring_count} * ring_bytes(header->ring_capacity);
-  return SideRingView(reinterpret_cast<RingControl*>(base),
-                      reinterpret_cast<SideSlot*>(base + sizeof(RingControl)), header->side_capacity);
+// `segment`: the start of the mapping.
+inline RingView ring_of(void* segment, const SegmentGeometry& g, uint32_t index) {
+  auto* base = static_cast<char*>(segment) + sizeof(SegmentHeader) + index * ring_bytes(g.ring_capacity);
+  return RingView(reinterpret_cast<RingControl*>(base), reinterpret_cast<Slot*>(base + sizeof(RingControl)),
+                  g.ring_capacity);
 }
+
+inline SideRingView side_ring_of(void* segment, const SegmentGeometry& g) {
+  auto* base = static_cast<char*>(segment) + sizeof(SegmentHeader) + uint64_t{g.ring_count} * ring_bytes(g.ring_capacity);
+  return SideRingView(reinterpret_cast<RingControl*>(base), reinterpret_cast<SideSlot*>(base + sizeof(RingControl)),
+                      g.side_capacity);
+}
+
+// The producer's own segment: it wrote the header, and it alone trusts it.
+inline RingView ring_of(SegmentHeader* header, uint32_t index) { return ring_of(header, geometry_of(*header), index); }
+inline SideRingView side_ring_of(SegmentHeader* header) { return side_ring_of(header, geometry_of(*header)); }
 
 }  // namespace trainshim

@@ -46,6 +46,9 @@ constexpr uint32_t kDefaultRingEvents = 16384;
 constexpr uint32_t kDefaultSideRecords = 2048;
 
 std::atomic<uint32_t> g_next_ring{0};
+// The descriptor that holds this image's segment's liveness lock (protocol.hpp), open for the
+// image's life: closing any descriptor of the file would drop the lock.
+int g_liveness_fd = -1;
 std::atomic<uint64_t> g_lost_while_starting{0};
 PinnedRanges g_pinned;
 
@@ -133,6 +136,9 @@ void start_collector(const std::string& job) {
 }
 
 void reset_in_child() {
+  // The parent's segment stays the parent's: the child holds no lock on it and keeps no handle.
+  if (g_liveness_fd >= 0) close(g_liveness_fd);
+  g_liveness_fd = -1;
   g_state.store(Uninitialized, std::memory_order_relaxed);
   g_recorder = nullptr;
   g_generation.fetch_add(1, std::memory_order_relaxed);
@@ -169,6 +175,25 @@ void reserve(bip::shared_memory_object& shm, const std::string& name, uint64_t b
                 "; recording is off, the job runs unchanged");
 }
 
+// Takes the liveness lock before the header is published, so that no collector ever sees a live
+// segment unlocked. On a descriptor of its own, `shm`'s closed first: its closing would drop it.
+void hold_liveness_lock(bip::shared_memory_object& shm, const std::string& name) {
+  const int fd = fcntl(shm.get_mapping_handle().handle, F_DUPFD_CLOEXEC, 0);
+  shm = bip::shared_memory_object();
+  struct flock lock {};
+  lock.l_type = F_RDLCK;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = 0;
+  lock.l_len = 1;
+  if (fd < 0 || fcntl(fd, F_SETLK, &lock) != 0) {
+    const int error = errno;
+    if (fd >= 0) close(fd);
+    bip::shared_memory_object::remove(name.c_str());
+    throw std::runtime_error(std::string("cannot lock it to show it is in use: ") + std::strerror(error));
+  }
+  g_liveness_fd = fd;
+}
+
 SegmentHeader* create_segment(const Identity& id) {
   const uint32_t rings = environment_count("TRAINSHIM_RINGS", kDefaultRings, kMaxRings);
   const uint32_t capacity =
@@ -194,6 +219,7 @@ SegmentHeader* create_segment(const Identity& id) {
   }
   reserve(shm, name, bytes);
   auto* region = new bip::mapped_region(shm, bip::read_write, 0, bytes);
+  hold_liveness_lock(shm, name);
 
   auto* header = static_cast<SegmentHeader*>(region->get_address());
   header->magic = kSegmentMagic;

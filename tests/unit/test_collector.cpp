@@ -1,7 +1,9 @@
 // The collector against real /dev/shm segments built here as the shim builds them.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,6 +34,13 @@ std::string unique_job() {
 
 bool shm_exists(const std::string& name) { return fs::exists(fs::path(kShmDir) / name); }
 
+// As the shim creates its segments: anything else is not read (review §6).
+bip::permissions owner_only() {
+  bip::permissions p;
+  p.set_permissions(0600);
+  return p;
+}
+
 // A producer's segment, created in /dev/shm and removed again when the test ends.
 class TestSegment {
  public:
@@ -41,26 +50,40 @@ class TestSegment {
     uint32_t capacity = 16;
     bool publish = true;
     bool fill_header = true;
+    bool producer_running = true;  // the liveness lock is held
     std::string suffix;  // the shim appends ".N" when an old segment holds its name
 
     Options& with_pid(pid_t p) { pid = p; return *this; }
     Options& with_suffix(std::string s) { suffix = std::move(s); return *this; }
     Options& unpublished() { publish = false; return *this; }
     Options& header_unwritten() { fill_header = false; return *this; }
+    Options& producer_gone() { producer_running = false; return *this; }
   };
 
   TestSegment(const std::string& job, Options o) : options_(o), job_(job) {
     name_ = segment_name(getuid(), job, o.pid) + o.suffix;
     bip::shared_memory_object::remove(name_.c_str());
-    bip::permissions owner_only;
-    owner_only.set_permissions(0600);
-    bip::shared_memory_object shm(bip::create_only, name_.c_str(), bip::read_write, owner_only);
+    bip::shared_memory_object shm(bip::create_only, name_.c_str(), bip::read_write, owner_only());
     shm.truncate(bip::offset_t(segment_bytes(o.rings, o.capacity, 4)));
     region_ = bip::mapped_region(shm, bip::read_write);
+    geometry_ = {o.rings, o.capacity, 4, segment_bytes(o.rings, o.capacity, 4)};
+    // The producer's lock is a process's own POSIX lock, which this process could not hold for
+    // itself next to the collector under test (closing any descriptor of the file would drop it):
+    // an open-file-description lock stands for it, and the collector's query sees either.
+    if (o.producer_running) {
+      liveness_fd_ = open(path().c_str(), O_RDWR | O_CLOEXEC);
+      struct flock lock {};
+      lock.l_type = F_RDLCK;
+      lock.l_len = 1;
+      EXPECT_EQ(fcntl(liveness_fd_, F_OFD_SETLK, &lock), 0);
+    }
     if (o.fill_header) fill_header();
     if (o.publish) publish();
   }
-  ~TestSegment() { bip::shared_memory_object::remove(name_.c_str()); }
+  ~TestSegment() {
+    producer_exits();
+    bip::shared_memory_object::remove(name_.c_str());
+  }
   TestSegment(const TestSegment&) = delete;
   TestSegment& operator=(const TestSegment&) = delete;
 
@@ -92,19 +115,29 @@ class TestSegment {
     header()->producer_state.store(static_cast<uint32_t>(ProducerState::Live), std::memory_order_release);
   }
 
+  // As the kernel does when the producer exits: its lock goes.
+  void producer_exits() {
+    if (liveness_fd_ >= 0) close(liveness_fd_);
+    liveness_fd_ = -1;
+  }
+
   SegmentHeader* header() { return static_cast<SegmentHeader*>(region_.get_address()); }
-  RingView ring(uint32_t i) { return ring_of(header(), i); }
+  // Where the rings are, whatever the header says now.
+  RingView ring(uint32_t i) { return ring_of(header(), geometry_, i); }
   RingControl* control(uint32_t i) {
     return reinterpret_cast<RingControl*>(reinterpret_cast<char*>(header()) + sizeof(SegmentHeader) +
                                           i * ring_bytes(options_.capacity));
   }
   const std::string& name() const { return name_; }
+  std::string path() const { return std::string(kShmDir) + "/" + name_; }
 
  private:
   Options options_;
   std::string job_;
   std::string name_;
   bip::mapped_region region_;
+  SegmentGeometry geometry_{};
+  int liveness_fd_ = -1;
 };
 
 using Opts = TestSegment::Options;
@@ -303,7 +336,7 @@ TEST_F(CollectorTest, RingDropsAreReported) {
 TEST_F(CollectorTest, GarbageSegmentIsSkippedOnceAndLeftAlone) {
   const std::string garbage_name = segment_prefix(getuid(), job_) + "garbage";
   {
-    bip::shared_memory_object shm(bip::create_only, garbage_name.c_str(), bip::read_write);
+    bip::shared_memory_object shm(bip::create_only, garbage_name.c_str(), bip::read_write, owner_only());
     shm.truncate(8192);
     bip::mapped_region region(shm, bip::read_write);
     std::memset(region.get_address(), 0xA5, region.get_size());
@@ -327,7 +360,7 @@ TEST_F(CollectorTest, GarbageSegmentIsSkippedOnceAndLeftAlone) {
 TEST_F(CollectorTest, SegmentSmallerThanAHeaderIsLeftForALaterPass) {
   const std::string tiny_name = segment_prefix(getuid(), job_) + "tiny";
   {
-    bip::shared_memory_object shm(bip::create_only, tiny_name.c_str(), bip::read_write);
+    bip::shared_memory_object shm(bip::create_only, tiny_name.c_str(), bip::read_write, owner_only());
     shm.truncate(16);
   }
   Collector collector(options());
@@ -347,7 +380,7 @@ pid_t dead_pid() {
 }
 
 TEST_F(CollectorTest, DeadProducerIsDrainedEndedAndUnlinked) {
-  TestSegment seg(job_, Opts().with_pid(dead_pid()));
+  TestSegment seg(job_, Opts().producer_gone());
   for (uint64_t i = 0; i < 16; ++i)
     ASSERT_TRUE(seg.ring(0).push(copy_record(i, i + 1, i, Direction::HostToDevice, HostMemory::Pinned)));
   ASSERT_TRUE(seg.ring(1).push(copy_record(100, 101, 7, Direction::DeviceToHost, HostMemory::Pinned)));
@@ -428,6 +461,167 @@ TEST_F(CollectorTest, ReopeningTheDatabaseAddsToIt) {
   }
   EXPECT_EQ(value("SELECT count(*) FROM events"), 2);
   EXPECT_EQ(value("SELECT count(*) FROM meta WHERE key = 'schema_version'"), 1);
+}
+
+// Review §18: whether a producer runs is its liveness lock; its pid says nothing (another pid
+// namespace, a reused pid).
+TEST_F(CollectorTest, ProducerLivenessIsItsLockNotItsPid) {
+  TestSegment locked(job_, Opts().with_pid(dead_pid()));
+  TestSegment unlocked(job_, Opts().with_suffix(".1").producer_gone());
+  SegmentReader locked_reader(locked.name());
+  SegmentReader unlocked_reader(unlocked.name());
+  EXPECT_TRUE(locked_reader.producer_alive());
+  EXPECT_FALSE(unlocked_reader.producer_alive());
+  locked.producer_exits();
+  EXPECT_FALSE(locked_reader.producer_alive());
+}
+
+std::string refusal(const std::string& name, const std::string& what) {
+  const std::string path = std::string(kShmDir) + "/" + name;
+  return "skipped segment " + path + ": not trusted: " + what +
+         "; another local user may be injecting records into this job: check who created " + path + ", then remove it";
+}
+
+std::string not_owner_only(unsigned uid, const std::string& mode) {
+  return "owned by uid " + std::to_string(uid) + ", mode " + mode + " (only a regular file of this user, uid " +
+         std::to_string(getuid()) + ", that no one else may read or write is read)";
+}
+
+// Review §6: /dev/shm is writable by every user; a segment under this job's name that someone
+// else owns or may write is not read, and the refusal names it once.
+TEST_F(CollectorTest, SegmentOthersMayWriteIsRefusedWithItsOwnerAndMode) {
+  TestSegment seg(job_, Opts());
+  ASSERT_TRUE(seg.ring(0).push(copy_record(1, 2, 1337, Direction::HostToDevice, HostMemory::Pageable)));
+  ASSERT_EQ(chmod(seg.path().c_str(), 0666), 0);
+
+  Collector collector(options());
+  EXPECT_EQ(collector.pass(), 0u);
+  EXPECT_EQ(collector.pass(), 0u);
+  EXPECT_EQ(collector.live_segments(), 0u);
+  EXPECT_EQ(value("SELECT count(*) FROM processes"), 0);
+  EXPECT_EQ(seg.ring(0).pending(), 1u) << "nothing was read from it";
+  EXPECT_EQ(rows("SELECT message FROM collector_log WHERE level = 'warning'"),
+            (std::vector<std::vector<std::string>>{{refusal(seg.name(), not_owner_only(getuid(), "0666"))}}));
+  EXPECT_TRUE(shm_exists(seg.name()));
+}
+
+TEST_F(CollectorTest, SegmentOfAnotherUserIsRefusedWithItsOwnerAndMode) {
+  TestSegment seg(job_, Opts());
+  ASSERT_TRUE(seg.ring(0).push(copy_record(1, 2, 1337, Direction::HostToDevice, HostMemory::Pageable)));
+  ASSERT_EQ(chown(seg.path().c_str(), 65534, 65534), 0) << "the unit tests run as root";
+
+  Collector collector(options());
+  EXPECT_EQ(collector.pass(), 0u);
+  EXPECT_EQ(value("SELECT count(*) FROM processes"), 0);
+  EXPECT_EQ(rows("SELECT message FROM collector_log WHERE level = 'warning'"),
+            (std::vector<std::vector<std::string>>{{refusal(seg.name(), not_owner_only(65534, "0600"))}}));
+}
+
+TEST_F(CollectorTest, LinkUnderASegmentNameIsNotFollowed) {
+  TestSegment target(job_ + "x", Opts());
+  ASSERT_TRUE(target.ring(0).push(copy_record(1, 2, 1337, Direction::HostToDevice, HostMemory::Pageable)));
+  const std::string link = segment_prefix(getuid(), job_) + "link";
+  ASSERT_EQ(symlink(target.path().c_str(), (std::string(kShmDir) + "/" + link).c_str()), 0);
+
+  Collector collector(options());
+  EXPECT_EQ(collector.pass(), 0u);
+  EXPECT_EQ(value("SELECT count(*) FROM processes"), 0);
+  EXPECT_EQ(target.ring(0).pending(), 1u);
+  EXPECT_EQ(rows("SELECT message FROM collector_log WHERE level = 'warning'"),
+            (std::vector<std::vector<std::string>>{{refusal(link, "a symbolic link (not followed)")}}));
+  fs::remove(std::string(kShmDir) + "/" + link);
+}
+
+// Review §8: the geometry is read once, validated, and only that copy is used. A writer of the
+// segment that rewrites it afterwards would otherwise send the collector outside the mapping.
+TEST_F(CollectorTest, GeometryRewrittenAfterOpeningIsNeverUsed) {
+  TestSegment seg(job_, Opts());
+  ASSERT_TRUE(seg.ring(0).push(copy_record(1, 2, 10, Direction::HostToDevice, HostMemory::Pinned)));
+  Collector collector(options());
+  EXPECT_EQ(collector.pass(), 1u);
+
+  SegmentHeader* h = seg.header();
+  h->ring_count = kMaxRings;
+  h->ring_capacity = kMaxRingCapacity;
+  h->side_capacity = kMaxSideCapacity;
+  h->segment_bytes = segment_bytes(kMaxRings, kMaxRingCapacity, kMaxSideCapacity);
+  ASSERT_TRUE(seg.ring(1).push(copy_record(3, 4, 20, Direction::HostToDevice, HostMemory::Pinned)));
+  EXPECT_EQ(collector.pass(), 1u);
+  EXPECT_EQ(rows("SELECT events, dropped_ring_full, dropped_side_full, malformed FROM processes")[0],
+            (std::vector<std::string>{"2", "0", "0", "0"}));
+  EXPECT_EQ(value("SELECT sum(bytes) FROM events"), 30);
+  EXPECT_EQ(value("SELECT count(*) FROM collector_log WHERE level = 'warning'"), 0);
+}
+
+// Review §8: a segment shrunk under the mapping faults (SIGBUS) on its next access. The collector
+// drops that segment, says so once, and goes on with the job's others.
+TEST_F(CollectorTest, SegmentShrunkWhileReadIsDroppedAndTheOthersStillCollected) {
+  TestSegment shrunk(job_, Opts());
+  TestSegment other(job_, Opts().with_suffix(".1"));
+  ASSERT_TRUE(shrunk.ring(0).push(copy_record(1, 2, 10, Direction::HostToDevice, HostMemory::Pinned)));
+  ASSERT_TRUE(shrunk.ring(1).push(copy_record(1, 2, 10, Direction::HostToDevice, HostMemory::Pinned)));
+  ASSERT_TRUE(other.ring(0).push(copy_record(1, 2, 100, Direction::HostToDevice, HostMemory::Pinned)));
+  Collector collector(options());
+  EXPECT_EQ(collector.pass(), 3u);
+
+  ASSERT_TRUE(shrunk.ring(0).push(copy_record(3, 4, 10, Direction::HostToDevice, HostMemory::Pinned)));
+  ASSERT_TRUE(other.ring(0).push(copy_record(3, 4, 100, Direction::HostToDevice, HostMemory::Pinned)));
+  ASSERT_EQ(truncate(shrunk.path().c_str(), 0), 0);
+  EXPECT_EQ(collector.pass(), 1u);
+  EXPECT_EQ(collector.live_segments(), 1u);
+  const std::string dropped = "dropped segment /dev/shm/" + shrunk.name() +
+                              ": it shrank while being read (something running as this user truncated it), 0 records "
+                              "stored from it this pass; the rest of that process's records are lost; remove the file "
+                              "once inspected";
+  EXPECT_EQ(rows("SELECT message FROM collector_log WHERE level = 'warning'"),
+            (std::vector<std::vector<std::string>>{{dropped}}));
+  EXPECT_EQ(rows("SELECT segment, events, ended FROM processes ORDER BY segment"),
+            (std::vector<std::vector<std::string>>{{shrunk.name(), "2", "0"}, {other.name(), "2", "0"}}));
+
+  // Never opened again; the other segment is still read.
+  ASSERT_TRUE(other.ring(1).push(copy_record(5, 6, 100, Direction::HostToDevice, HostMemory::Pinned)));
+  EXPECT_EQ(collector.pass(), 1u);
+  EXPECT_EQ(value("SELECT count(*) FROM collector_log WHERE level = 'warning'"), 1);
+  EXPECT_EQ(value("SELECT sum(bytes) FROM events"), 10 + 10 + 300);
+  EXPECT_TRUE(shm_exists(shrunk.name())) << "left for inspection";
+}
+
+TEST_F(CollectorTest, ReaderOfAShrunkSegmentReadsNothingMoreAndKeepsItsHeader) {
+  TestSegment seg(job_, Opts());
+  for (uint64_t i = 0; i < 20; ++i) seg.ring(0).push(copy_record(i, i, 1, Direction::HostToDevice, HostMemory::Pinned));
+  SegmentReader reader(seg.name());
+  EXPECT_EQ(reader.dropped_ring_full(), 4u);
+  ASSERT_EQ(truncate(seg.path().c_str(), 0), 0);
+  uint64_t seen = 0;
+  const DrainCounts counts = reader.drain([&](const EventRecord&) { ++seen; }, false);
+  EXPECT_TRUE(reader.truncated());
+  EXPECT_EQ(counts.records, 0u);
+  EXPECT_EQ(seen, 0u);
+  EXPECT_EQ(reader.dropped_ring_full(), 0u);
+  EXPECT_EQ(reader.header().rank, 3);
+  EXPECT_EQ(reader.geometry().ring_capacity, 16u);
+  EXPECT_TRUE(reader.producer_alive()) << "shrinking it does not end its producer";
+}
+
+// Review §9: a collective's communicator size is bounded; one forged size of 2^32 - 1 would have
+// the hang watch hold an entry per rank.
+TEST_F(CollectorTest, CollectiveOfAnImpossibleCommunicatorIsMalformed) {
+  TestSegment seg(job_, Opts());
+  EventRecord forged{};
+  forged.api = static_cast<uint16_t>(Api::ncclAllReduce);
+  forged.object = 7;
+  forged.sequence = 1;
+  forged.comm_size = 0xFFFFFFFF;
+  EventRecord fine = forged;
+  fine.comm_size = 4;
+  fine.rank_in_comm = 2;
+  ASSERT_TRUE(seg.ring(0).push(forged));
+  ASSERT_TRUE(seg.ring(0).push(fine));
+
+  Collector collector(options());
+  EXPECT_EQ(collector.pass(), 1u);
+  EXPECT_EQ(rows("SELECT events, malformed FROM processes")[0], (std::vector<std::string>{"1", "1"}));
+  EXPECT_EQ(rows("SELECT comm_size, rank_in_comm FROM events")[0], (std::vector<std::string>{"4", "2"}));
 }
 
 }  // namespace
