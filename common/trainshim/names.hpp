@@ -86,9 +86,12 @@ inline std::string segment_name(uid_t uid, std::string_view job, pid_t pid) {
   return segment_prefix(uid, job) + std::to_string(pid);
 }
 
-// Held (flock) by the job's collector for as long as it runs.
-inline std::string collector_lock_path(uid_t uid, std::string_view job) {
-  return std::string(kShmDir) + "/trainshim-" + std::to_string(uid) + "-" + std::string(job) + ".lock";
+// Held (flock) by the job's collector for as long as it runs. Another user may own a name in
+// the shared directory first: the next candidates ("<name>.1" ... ) are tried in order.
+inline constexpr int kLockCandidates = 16;
+inline std::string collector_lock_path(uid_t uid, std::string_view job, int candidate = 0) {
+  std::string path = std::string(kShmDir) + "/trainshim-" + std::to_string(uid) + "-" + std::string(job) + ".lock";
+  return candidate == 0 ? path : path + "." + std::to_string(candidate);
 }
 
 }  // namespace trainshim
