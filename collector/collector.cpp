@@ -22,7 +22,9 @@ void Collector::report(const std::string& level, const std::string& message) {
 }
 
 void Collector::discover() {
-  for (const std::string& name : list_segments(options_.uid, options_.job)) {
+  const std::vector<std::string> names = list_segments(options_.uid, options_.job);
+  listed_ = {names.begin(), names.end()};
+  for (const std::string& name : names) {
     if (segments_.count(name) || rejected_.count(name)) continue;
     try {
       auto reader = std::make_unique<SegmentReader>(name);
@@ -38,6 +40,12 @@ void Collector::discover() {
       report("warning", fmt::format("skipped segment /dev/shm/{}: {}", name, e.what()));
     }
   }
+}
+
+bool Collector::unseen_segments() const {
+  for (const std::string& name : list_segments(options_.uid, options_.job))
+    if (!listed_.count(name)) return true;
+  return false;
 }
 
 uint64_t Collector::pass() {

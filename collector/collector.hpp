@@ -39,6 +39,10 @@ class Collector {
   std::size_t live_segments() const { return segments_.size(); }
   // Segments given up because they shrank while being read.
   uint64_t segments_dropped() const { return segments_dropped_; }
+  // Whether the job has a segment in shared memory that the last pass did not list.
+  bool unseen_segments() const;
+  // To standard error and to the database's log.
+  void report(const std::string& level, const std::string& message);
 
  private:
   struct Tracked {
@@ -49,13 +53,13 @@ class Collector {
   };
   void discover();
   void watch_hangs();
-  void report(const std::string& level, const std::string& message);
 
   CollectorOptions options_;
   Database database_;
   ClockCalibration clock_;
   std::map<std::string, Tracked> segments_;
   std::set<std::string> rejected_;  // reported once, then left alone
+  std::set<std::string> listed_;    // by the last pass
   HangWatch hangs_;
   uint64_t segments_dropped_ = 0;
 };

@@ -1,5 +1,7 @@
 // trainshim-collector: drains one job's shared-memory segments on this node into its database.
 // Normally started for you (by the shim on the job's first CUDA call, or by `trainshim run`).
+#include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -7,11 +9,14 @@
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <fmt/format.h>
+#include <vector>
 
 #include "collector.hpp"
 #include "trainshim/collector_launch.hpp"
+#include "trainshim/collector_lock.hpp"
 #include "trainshim/names.hpp"
 
 namespace {
@@ -19,6 +24,47 @@ namespace {
 std::atomic<bool> g_stop{false};
 
 void request_stop(int) { g_stop.store(true); }
+
+void redirect_to_null(int fd) {
+  const int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null < 0) return;
+  if (null != fd) {
+    dup2(null, fd);
+    close(null);
+  }
+}
+
+// The starter's descriptors (its pipes, its lock files, its sockets) must not stay open for as
+// long as the collector lives: whoever reads the pipe, or waits for the lock, would wait for us.
+void close_inherited_descriptors(int keep) {
+  redirect_to_null(STDIN_FILENO);
+  redirect_to_null(STDOUT_FILENO);
+  const unsigned first = 3;
+  bool closed = keep < int(first) ? close_range(first, ~0U, 0) == 0
+                                  : (keep == int(first) || close_range(first, unsigned(keep) - 1, 0) == 0) &&
+                                        close_range(unsigned(keep) + 1, ~0U, 0) == 0;
+  if (closed) return;
+  // Kernels before 5.9 have no close_range.
+  std::vector<int> open_fds;
+  if (DIR* dir = opendir("/proc/self/fd")) {
+    while (dirent* entry = readdir(dir)) {
+      const int fd = std::atoi(entry->d_name);
+      if (entry->d_name[0] != '.' && fd >= int(first) && fd != keep && fd != dirfd(dir)) open_fds.push_back(fd);
+    }
+    closedir(dir);
+  }
+  for (int fd : open_fds) close(fd);
+}
+
+// Removes the lock file while still holding it, then lets go: whoever waits on the old file
+// sees it was removed (collector_lock.hpp) and takes a new one. Only once: after the release
+// the name may be another collector's.
+void release_lock(int& lock_fd, const std::string& lock_path) {
+  if (lock_fd < 0) return;
+  unlink(lock_path.c_str());
+  close(lock_fd);
+  lock_fd = -1;
+}
 
 }  // namespace
 
@@ -32,17 +78,37 @@ int main(int argc, char** argv) {
   app.add_option("--job", job, "job id (default: as the shim derives it from the environment)");
   app.add_option("--out", out, "database path (default: $TRAINSHIM_OUT, else ./trainshim-<job>.db)");
   app.add_option("--lock-fd", lock_fd, "descriptor of the job's lock, already held (set by whoever starts the collector)");
+  bool daemonize = false;
   app.add_option("--exit-when-idle", idle_exit_seconds,
                  "exit once every producer is gone and none appeared for this many seconds")
       ->expected(0, 1)
       ->default_str("10");
   app.add_option("--poll-ms", poll_ms, "pause between passes when there is nothing to read")->check(CLI::Range(1, 10000));
+  app.add_flag("--daemonize", daemonize,
+               "fork at once and exit, the collector carrying on in its own session (so that it is never a child "
+               "of the process that started it)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  if (!std::isfinite(idle_exit_seconds) || idle_exit_seconds < 0) {
+    fmt::print(stderr, "trainshim-collector: --exit-when-idle {} is not a number of seconds of 0 or more\n",
+               idle_exit_seconds);
+    return 2;
+  }
   if (app.count("--exit-when-idle") && idle_exit_seconds == 0) idle_exit_seconds = 10;
+
+  close_inherited_descriptors(lock_fd);
+  if (daemonize) {
+    const pid_t child = fork();
+    if (child < 0) {
+      fmt::print(stderr, "trainshim-collector: cannot fork: {}\n", std::strerror(errno));
+      return 1;
+    }
+    if (child > 0) _exit(0);
+    setsid();
+  }
 
   if (job.empty()) job = trainshim::job_from_environment();
   job = trainshim::sanitize_job(job);
@@ -60,20 +126,32 @@ int main(int argc, char** argv) {
     }
     hang = std::chrono::milliseconds(int64_t(seconds * 1000));
   }
-  const std::string lock_path = trainshim::collector_lock_path(getuid(), job);
+  std::string lock_path;
+  std::vector<trainshim::RefusedLockFile> refused;
   if (lock_fd < 0) {
-    lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (lock_fd < 0 || flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
-      fmt::print(stderr, "trainshim-collector: a collector for job {} already runs on this node (lock {})\n", job, lock_path);
+    trainshim::CollectorLock lock = trainshim::acquire_collector_lock(getuid(), job);
+    using Outcome = trainshim::CollectorLock::Outcome;
+    if (lock.outcome == Outcome::Held) {
+      fmt::print(stderr, "trainshim-collector: a collector for job {} already runs on this node\n", job);
       return 1;
     }
-  }
-  // The lock file is removed when a collector exits; a lock taken on a file that was removed
-  // meanwhile guards nothing, and another collector may hold the new one.
-  struct stat held {}, current {};
-  if (fstat(lock_fd, &held) != 0 || stat(lock_path.c_str(), &current) != 0 || held.st_ino != current.st_ino) {
-    fmt::print(stderr, "trainshim-collector: the lock {} was replaced: another collector runs for job {}\n", lock_path, job);
-    return 1;
+    if (lock.outcome != Outcome::Acquired) {
+      const std::string why = lock.outcome == Outcome::NoUsableFile ? trainshim::no_usable_lock_message(job) : lock.error;
+      fmt::print(stderr, "trainshim-collector: {}\n", why);
+      return 1;
+    }
+    lock_fd = lock.fd;
+    lock_path = lock.path;
+    refused = lock.refused;
+  } else {
+    // The lock file is removed when a collector exits; a lock taken on a file that was removed
+    // meanwhile guards nothing, and another collector may hold the new one.
+    lock_path = trainshim::held_lock_path(lock_fd, getuid(), job);
+    if (lock_path.empty()) {
+      fmt::print(stderr, "trainshim-collector: the lock of job {} was replaced: another collector runs for it\n", job);
+      return 1;
+    }
+    refused = trainshim::lock_files_passed_over(getuid(), job, lock_path);
   }
 
   // Symbols come from the files on this node; a debuginfod lookup over the network could stall
@@ -107,12 +185,27 @@ int main(int argc, char** argv) {
     options.idle_exit = std::chrono::milliseconds(int64_t(idle_exit_seconds * 1000));
     options.hang = hang;
     trainshim::collector::Collector collector(options);
-    collector.run(g_stop);
+    if (!refused.empty()) collector.report("warning", trainshim::describe_refused(refused));
+    // Started by a job, standard error is the job's, maybe a pipe its caller reads to the end:
+    // it served for start-up failures; from here on the database's log has every message.
+    if (daemonize && !isatty(STDERR_FILENO)) redirect_to_null(STDERR_FILENO);
+    for (;;) {
+      collector.run(g_stop);
+      // The last pass found a producer that started as this collector was going: it stays.
+      if (!g_stop.load() && collector.live_segments() > 0) continue;
+      release_lock(lock_fd, lock_path);
+      if (g_stop.load() || !collector.unseen_segments()) break;
+      // A producer that started before the lock was released saw it held and started no
+      // collector: this one carries on, unless another has taken the lock since (it drains all).
+      trainshim::CollectorLock again = trainshim::acquire_collector_lock(getuid(), job);
+      if (again.outcome != trainshim::CollectorLock::Outcome::Acquired) break;
+      lock_fd = again.fd;
+      lock_path = again.path;
+    }
   } catch (const std::exception& e) {
-    unlink(lock_path.c_str());
+    release_lock(lock_fd, lock_path);
     fmt::print(stderr, "trainshim-collector: {}\n", e.what());
     return 1;
   }
-  unlink(lock_path.c_str());
   return 0;
 }

@@ -100,6 +100,7 @@ class Call {
     } else {
       recorder_->record(*thread_, fill);
     }
+    check_collector_at(end_ticks);
   }
 
   describe::Draft draft;

@@ -6,10 +6,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <thread>
 
 #include "output_text.hpp"
 #include "report.hpp"
@@ -34,6 +37,14 @@ int wait_status(pid_t pid) {
 std::string collector_executable() {
   if (const char* path = std::getenv("TRAINSHIM_COLLECTOR"); path && *path) return path;
   return own_directory() + "/trainshim-collector";
+}
+
+bool job_has_segment(uid_t uid, const std::string& job) {
+  const std::string prefix = segment_prefix(uid, job);
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(kShmDir), ec))
+    if (entry.path().filename().string().starts_with(prefix)) return true;
+  return false;
 }
 
 std::string absolute(const std::string& path) { return std::filesystem::absolute(path).lexically_normal().string(); }
@@ -63,14 +74,18 @@ int run_command(const RunOptions& options) {
   setenv("TRAINSHIM_JOB", job.c_str(), 1);
   setenv("TRAINSHIM_OUT", out.c_str(), 1);
 
-  pid_t collector = -1;
-  const auto launched = launch_collector(collector_executable(), collector_lock_path(getuid(), job),
-                                         {"--job", job, "--out", out},
-                                         false, &collector);
-  if (launched == LaunchResult::Failed)
-    fmt::print(stderr, "trainshim: could not start {}: the job runs, its events wait in shared memory "
-                       "(`trainshim collect --job {}` drains them)\n", collector_executable(), job);
-  if (launched == LaunchResult::AlreadyRunning)
+  // The terminal's Ctrl-C reaches the job itself, as without trainshim; trainshim stays to collect
+  // and report once the job has exited. The collector runs in a session of its own: it is
+  // stopped by trainshim alone, after the job, so that everything the job recorded is drained.
+  signal(SIGINT, SIG_IGN);
+  signal(SIGQUIT, SIG_IGN);
+  const Launch launched =
+      launch_collector(collector_executable(), getuid(), job, {"--job", job, "--out", out}, CollectorParent::Starter);
+  if (!launched.refused.empty()) fmt::print(stderr, "trainshim: {}\n", describe_refused(launched.refused));
+  if (launched.result == LaunchResult::Failed || launched.result == LaunchResult::NoLockFile)
+    fmt::print(stderr, "trainshim: could not start the collector ({}): the job runs, its events wait in shared memory "
+                       "(`trainshim collect --job {}` drains them)\n", launched.problem, job);
+  if (launched.result == LaunchResult::AlreadyRunning)
     fmt::print(stderr, "trainshim: a collector for job {} already runs; it writes its own database\n", job);
 
   const char* preload = std::getenv("LD_PRELOAD");
@@ -80,9 +95,6 @@ int run_command(const RunOptions& options) {
   std::vector<char*> argv;
   for (const auto& a : options.command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  // The terminal's Ctrl-C reaches the job itself; trainshim stays to collect and report.
-  signal(SIGINT, SIG_IGN);
-  signal(SIGQUIT, SIG_IGN);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   sigset_t defaults;
@@ -101,9 +113,9 @@ int run_command(const RunOptions& options) {
   } else {
     status = wait_status(child);
   }
-  if (launched == LaunchResult::Started) {
-    kill(collector, SIGTERM);
-    const int collector_status = wait_status(collector);
+  if (launched.result == LaunchResult::Started) {
+    kill(launched.pid, SIGTERM);
+    const int collector_status = wait_status(launched.pid);
     if (collector_status != 0) fmt::print(stderr, "trainshim: the collector exited with status {}\n", collector_status);
   }
   if (options.report && access(out.c_str(), R_OK) == 0) {
@@ -117,6 +129,21 @@ int run_command(const RunOptions& options) {
 }
 
 int collect_command(const std::string& job, const std::string& out, double idle_exit_seconds) {
+  if (!std::isfinite(idle_exit_seconds) || idle_exit_seconds <= 0)
+    throw UsageError(fmt::format("--idle-exit {}: give a number of seconds above 0", idle_exit_seconds));
+  // Waits as the collector would for a first segment, but writes no empty database for a job id
+  // that matches nothing (a mistyped id, another user's job).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(idle_exit_seconds);
+  while (!job_has_segment(getuid(), job)) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      fmt::print(stderr, "trainshim: no segment of job {} was found in {} (waited {} s): nothing to collect, no "
+                         "database written. Segments are named {}<pid>; check the job id (--job, else "
+                         "TRAINSHIM_JOB, torchrun's run id, Slurm's job id, else the process group)\n",
+                 job, kShmDir, idle_exit_seconds, segment_prefix(getuid(), job));
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   std::vector<std::string> args{"--job", job, "--exit-when-idle", fmt::format("{}", idle_exit_seconds)};
   if (!out.empty()) args.insert(args.end(), {"--out", absolute(out)});
   std::vector<char*> argv{const_cast<char*>("trainshim-collector")};

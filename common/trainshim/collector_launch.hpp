@@ -1,17 +1,21 @@
 #pragma once
 // How a job's collector is started, by the shim on demand or by `trainshim run`. The starter
-// takes the job's lock file with a non-blocking flock and hands the locked descriptor to the
-// collector as fd 3, so exactly one collector runs per job per node and a dead collector
-// releases the lock with its last descriptor.
+// takes the job's lock (collector_lock.hpp) and hands the locked descriptor to the collector as
+// fd 3, so exactly one collector runs per job per node and a dead collector releases the lock
+// with its last descriptor. The collector closes every other descriptor it inherits.
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "trainshim/collector_lock.hpp"
 
 extern char** environ;
 
@@ -19,7 +23,20 @@ namespace trainshim {
 
 inline constexpr int kCollectorLockFd = 3;
 
-enum class LaunchResult { Started, AlreadyRunning, Failed };
+enum class LaunchResult { Started, AlreadyRunning, NoLockFile, Failed };
+
+struct Launch {
+  LaunchResult result = LaunchResult::Failed;
+  pid_t pid = -1;                        // the collector, when the starter is its parent
+  std::vector<RefusedLockFile> refused;  // other users' lock files passed over
+  std::string problem;                   // what went wrong, when NoLockFile or Failed
+};
+
+// Who the collector's parent is. Detached: none that the job knows of. The collector's first
+// process forks and exits at once (the starter reaps it), so the collector itself is adopted by
+// init: a job that reaps its children until none is left never waits for the collector.
+// Starter: the caller, which waits for it (trainshim run).
+enum class CollectorParent { Detached, Starter };
 
 // Without the preload entries that name trainshim: the collector must not watch itself.
 inline std::vector<std::string> environment_without_preload() {
@@ -46,19 +63,36 @@ inline std::vector<std::string> environment_without_preload() {
   return env;
 }
 
-// `args` are the collector's own options; the lock's descriptor is added here.
-// detach: start it in its own session, so the job's signals and exit do not reach it.
-inline LaunchResult launch_collector(const std::string& collector_path, const std::string& lock_path,
-                                     const std::vector<std::string>& args, bool detach, pid_t* pid_out) {
-  const int lock_fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (lock_fd < 0) return LaunchResult::Failed;
-  if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
-    close(lock_fd);
-    return LaunchResult::AlreadyRunning;
+// `args` are the collector's own options; the lock's descriptor (and --daemonize) are added here.
+// Either way the collector runs in a session of its own: a terminal's Ctrl-C does not reach it.
+inline Launch launch_collector(const std::string& collector_path, uid_t uid, std::string_view job,
+                               const std::vector<std::string>& args, CollectorParent parent) {
+  Launch launch;
+  CollectorLock lock = acquire_collector_lock(uid, job);
+  launch.refused = lock.refused;
+  switch (lock.outcome) {
+    case CollectorLock::Outcome::Acquired: break;
+    case CollectorLock::Outcome::Held: launch.result = LaunchResult::AlreadyRunning; return launch;
+    case CollectorLock::Outcome::NoUsableFile:
+      launch.result = LaunchResult::NoLockFile;
+      launch.problem = no_usable_lock_message(job);
+      return launch;
+    case CollectorLock::Outcome::Failed: launch.problem = lock.error; return launch;
+  }
+  // A dup2 onto itself keeps close-on-exec on older C libraries: the collector would lose it.
+  if (lock.fd == kCollectorLockFd) {
+    const int moved = fcntl(lock.fd, F_DUPFD_CLOEXEC, kCollectorLockFd + 1);
+    close(lock.fd);
+    lock.fd = moved;
+    if (moved < 0) {
+      launch.problem = std::string("cannot move the lock descriptor: ") + std::strerror(errno);
+      return launch;
+    }
   }
   std::vector<std::string> argv_store{collector_path};
   argv_store.insert(argv_store.end(), args.begin(), args.end());
   argv_store.insert(argv_store.end(), {"--lock-fd", std::to_string(kCollectorLockFd)});
+  if (parent == CollectorParent::Detached) argv_store.emplace_back("--daemonize");
   std::vector<char*> argv;
   for (auto& a : argv_store) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -69,7 +103,7 @@ inline LaunchResult launch_collector(const std::string& collector_path, const st
 
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, lock_fd, kCollectorLockFd);
+  posix_spawn_file_actions_adddup2(&actions, lock.fd, kCollectorLockFd);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   // Termination stays blocked until the collector has installed its handlers (it unblocks them),
@@ -80,16 +114,35 @@ inline LaunchResult launch_collector(const std::string& collector_path, const st
   sigaddset(&blocked, SIGINT);
   posix_spawnattr_setsigmask(&attr, &blocked);
   short flags = POSIX_SPAWN_SETSIGMASK;
-  if (detach) flags |= POSIX_SPAWN_SETSID;
+  if (parent == CollectorParent::Starter) flags |= POSIX_SPAWN_SETSID;
   posix_spawnattr_setflags(&attr, flags);
   pid_t pid = -1;
   const int rc = posix_spawn(&pid, collector_path.c_str(), &actions, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
-  close(lock_fd);
-  if (rc != 0) return LaunchResult::Failed;
-  if (pid_out) *pid_out = pid;
-  return LaunchResult::Started;
+  close(lock.fd);
+  if (rc != 0) {
+    launch.problem = "cannot run " + collector_path + ": " + std::strerror(rc);
+    return launch;
+  }
+  if (parent == CollectorParent::Detached) {
+    // The first process only forks: it is gone within the collector's start-up. The job may
+    // reap it first (a wait() loop, SIGCHLD ignored): that is ECHILD here, and fine.
+    int status = 0;
+    pid_t reaped;
+    while ((reaped = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+    }
+    if (reaped == pid && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+      launch.problem = collector_path + " failed as it started (" +
+                       (WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status))
+                                          : "signal " + std::to_string(WTERMSIG(status))) + ")";
+      return launch;
+    }
+  } else {
+    launch.pid = pid;
+  }
+  launch.result = LaunchResult::Started;
+  return launch;
 }
 
 }  // namespace trainshim

@@ -33,6 +33,8 @@ namespace detail {
 std::atomic<int> g_state{Uninitialized};
 Recorder* g_recorder = nullptr;
 std::atomic<uint64_t> g_generation{1};
+// Read by every hooked call, written every few seconds: a cache line of its own.
+alignas(64) std::atomic<uint64_t> g_next_collector_check{UINT64_MAX};
 }  // namespace detail
 
 namespace {
@@ -117,22 +119,134 @@ void copy_text(char* dst, std::size_t capacity, std::string_view text) {
   dst[n] = '\0';
 }
 
-std::string collector_path() {
-  if (const char* path = std::getenv("TRAINSHIM_COLLECTOR"); path && *path) return path;
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&detail::start_recording), &info) == 0 || !info.dli_fname) return {};
-  std::string self = info.dli_fname;
-  const auto slash = self.rfind('/');
-  return (slash == std::string::npos ? std::string(".") : self.substr(0, slash)) + "/trainshim-collector";
+// The file that maps `address`, as the kernel names it: an absolute path, whatever the process's
+// working directory is now. (A relative LD_PRELOAD was resolved against the directory the
+// process started in, and dladdr still reports it relative.)
+std::string mapped_file(uintptr_t address) {
+  const int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  std::string found, line;
+  char buffer[4096];
+  ssize_t n;
+  while (found.empty() && (n = read(fd, buffer, sizeof buffer)) > 0) {
+    for (ssize_t i = 0; i < n && found.empty(); ++i) {
+      if (buffer[i] != '\n') {
+        line.push_back(buffer[i]);
+        continue;
+      }
+      // "start-end perms offset dev inode   path"
+      char* rest = nullptr;
+      const uintptr_t begin = std::strtoull(line.c_str(), &rest, 16);
+      const uintptr_t end = *rest == '-' ? std::strtoull(rest + 1, nullptr, 16) : 0;
+      const auto slash = line.find('/');
+      if (address >= begin && address < end && slash != std::string::npos) found = line.substr(slash);
+      line.clear();
+    }
+  }
+  close(fd);
+  // A library rebuilt while the job runs: the directory still holds its collector.
+  constexpr std::string_view kDeleted = " (deleted)";
+  if (found.ends_with(kDeleted)) found.resize(found.size() - kDeleted.size());
+  return found;
+}
+
+// The collector beside this library; empty, with `why` set, when it cannot be named safely: a
+// relative path would be looked up wherever the process has changed directory to.
+std::string collector_path(std::string& why) {
+  if (const char* path = std::getenv("TRAINSHIM_COLLECTOR"); path && *path) {
+    if (path[0] == '/') return path;
+    why = std::string("TRAINSHIM_COLLECTOR=") + path +
+          " is a relative path, it would be looked up in whatever directory the process is in; give an absolute one";
+    return {};
+  }
+  std::string self = mapped_file(reinterpret_cast<uintptr_t>(&detail::start_recording));
+  if (self.empty()) {
+    Dl_info info{};
+    if (dladdr(reinterpret_cast<void*>(&detail::start_recording), &info) != 0 && info.dli_fname) self = info.dli_fname;
+  }
+  if (self.empty() || self[0] != '/') {
+    why = "the shim's own path (" + self + ") is not absolute, the collector beside it would be looked up in "
+          "whatever directory the process is in; preload the shim by an absolute path";
+    return {};
+  }
+  return self.substr(0, self.rfind('/')) + "/trainshim-collector";
+}
+
+// What every check needs, set once the process records. Only the thread that took the due
+// check (g_next_collector_check set to all ones) touches it until it sets the next one.
+struct CollectorWatch {
+  std::string job;
+  std::string path;
+  uint64_t due_ns = 0;  // CLOCK_MONOTONIC
+  int started = 0;
+  bool told_refused = false;
+  bool told_no_lock = false;
+};
+CollectorWatch g_watch;
+constexpr uint64_t kCollectorCheckNs = 2'000'000'000;
+// A collector that cannot start (its database cannot be written, say) exits at once, each time
+// with a message: a process starts this many, then leaves the job to `trainshim collect`.
+constexpr int kMaxCollectorStarts = 3;
+
+// Sets the tick at which the due check comes. Before the counter's rate is known, a tick counts
+// as a nanosecond: time-stamp counters run at 1 GHz or more, so the check comes early, then
+// sets itself again with the rate measured since the segment's anchor.
+void arm_collector_check(uint64_t now_ticks, uint64_t now_ns) {
+  const SegmentHeader* header = g_recorder->header();
+  double ticks_per_ns = 1.0;
+  if (kClockKind == ClockKind::Tsc && now_ns > header->anchor_monotonic_ns + 50'000'000 &&
+      now_ticks > header->anchor_ticks)
+    ticks_per_ns = double(now_ticks - header->anchor_ticks) / double(now_ns - header->anchor_monotonic_ns);
+  const uint64_t wait_ns = g_watch.due_ns > now_ns ? g_watch.due_ns - now_ns : 0;
+  g_next_collector_check.store(now_ticks + uint64_t(double(wait_ns) * ticks_per_ns), std::memory_order_release);
+}
+
+// One attempt to have a collector hold the job's lock. False when no later attempt can do better
+// (the collector cannot be run): the checks stop.
+bool ensure_collector() {
+  if (g_watch.started == kMaxCollectorStarts) {
+    if (collector_running(getuid(), g_watch.job)) return true;
+    say("the job's collector stopped " + std::to_string(kMaxCollectorStarts) +
+        " times (its messages are above, or in its database's log); this process starts no more: `trainshim collect "
+        "--job " + g_watch.job + "` drains what it records");
+    return false;
+  }
+  const Launch launch = launch_collector(g_watch.path, getuid(), g_watch.job, {"--job", g_watch.job, "--exit-when-idle"},
+                                         CollectorParent::Detached);
+  if (!launch.refused.empty() && !g_watch.told_refused) {
+    say(describe_refused(launch.refused));
+    g_watch.told_refused = true;
+  }
+  switch (launch.result) {
+    case LaunchResult::Started:
+      ++g_watch.started;
+      return true;
+    case LaunchResult::AlreadyRunning:
+      return true;
+    case LaunchResult::NoLockFile:
+      if (!g_watch.told_no_lock) say(launch.problem);
+      g_watch.told_no_lock = true;
+      return true;
+    case LaunchResult::Failed:
+      break;
+  }
+  say("could not start the collector: " + launch.problem +
+      " (events wait in shared memory for `trainshim collect`)");
+  return false;
 }
 
 void start_collector(const std::string& job) {
   if (environment_flag_off("TRAINSHIM_SPAWN_COLLECTOR")) return;
-  const std::string path = collector_path();
-  const auto result = launch_collector(path, collector_lock_path(getuid(), job),
-                                       {"--job", job, "--exit-when-idle"}, true, nullptr);
-  if (result == LaunchResult::Failed)
-    say("could not start the collector " + path + " (events wait in shared memory for `trainshim collect`)");
+  std::string why;
+  g_watch = CollectorWatch{.job = job, .path = collector_path(why)};
+  if (g_watch.path.empty()) {
+    say("no collector is started: " + why + " (events wait in shared memory for `trainshim collect`)");
+    return;
+  }
+  if (!ensure_collector()) return;
+  const uint64_t now_ns = clock_ns(CLOCK_MONOTONIC);
+  g_watch.due_ns = now_ns + kCollectorCheckNs;
+  arm_collector_check(ticks(), now_ns);
 }
 
 void reset_in_child() {
@@ -140,6 +254,7 @@ void reset_in_child() {
   if (g_liveness_fd >= 0) close(g_liveness_fd);
   g_liveness_fd = -1;
   g_state.store(Uninitialized, std::memory_order_relaxed);
+  g_next_collector_check.store(UINT64_MAX, std::memory_order_relaxed);
   g_recorder = nullptr;
   g_generation.fetch_add(1, std::memory_order_relaxed);
   g_lost_while_starting.store(0, std::memory_order_relaxed);
@@ -287,6 +402,19 @@ void Recorder::bind(ThreadState& thread) {
 }
 
 namespace detail {
+
+void check_collector(uint64_t now_ticks) {
+  uint64_t due = g_next_collector_check.load(std::memory_order_relaxed);
+  if (now_ticks < due ||
+      !g_next_collector_check.compare_exchange_strong(due, UINT64_MAX, std::memory_order_acquire))
+    return;
+  const uint64_t now_ns = clock_ns(CLOCK_MONOTONIC);
+  if (now_ns >= g_watch.due_ns) {
+    if (!ensure_collector()) return;
+    g_watch.due_ns = now_ns + kCollectorCheckNs;
+  }
+  arm_collector_check(now_ticks, now_ns);
+}
 
 Recorder* start_recording() {
   int state = g_state.load(std::memory_order_acquire);

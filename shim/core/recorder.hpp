@@ -30,7 +30,17 @@ extern std::atomic<int> g_state;
 extern Recorder* g_recorder;
 extern std::atomic<uint64_t> g_generation;  // bumped in a forked child
 Recorder* start_recording();
+// When (in ticks) a hooked call next makes sure a collector runs; all ones while none is due.
+extern std::atomic<uint64_t> g_next_collector_check;
+void check_collector(uint64_t now_ticks);
 }  // namespace detail
+
+// A collector that was exiting as this process started, or that died, is replaced: a hooked
+// call makes sure one holds the job's lock every few seconds. `now` is the call's own clock read.
+inline void check_collector_at(uint64_t now) {
+  if (now >= detail::g_next_collector_check.load(std::memory_order_relaxed)) [[unlikely]]
+    detail::check_collector(now);
+}
 
 class Recorder {
  public:

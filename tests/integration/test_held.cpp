@@ -219,10 +219,12 @@ TEST(HeldUp, CollectorStartsWithoutAShellWithoutTheShimAndWithoutDebuginfod) {
   ASSERT_EQ(result.exit_code, 0);
   ASSERT_EQ(read_file(s.dir + "/job.out"), "done 1 x 10\n");
 
+  // The collector's first process forks the collector and is gone: the one that runs is wanted.
   auto collector_pid = [&]() -> pid_t {
-    for (const auto& e : fs::directory_iterator(s.dir + "/probe"))
-      if (read_file(e.path()).find("exe=" + collector() + "\n") != std::string::npos)
-        return pid_t(std::stol(e.path().filename().string()));
+    for (const auto& e : fs::directory_iterator(s.dir + "/probe")) {
+      const pid_t pid = pid_t(std::stol(e.path().filename().string()));
+      if (read_file(e.path()).find("exe=" + collector() + "\n") != std::string::npos && kill(pid, 0) == 0) return pid;
+    }
     return 0;
   };
   ASSERT_TRUE(eventually([&] { return collector_pid() != 0; })) << "the collector never started";

@@ -1,8 +1,10 @@
 // Keeps the review's row "Collector launch: posix_spawn, no shell; LD_PRELOAD entries naming
 // trainshim removed; DEBUGINFOD_URLS unset". Preloaded next to the shim: every process that loads
-// it writes, into $HELD_PROBE_DIR/<pid>, its executable and LD_PRELOAD when it starts, and whether
-// DEBUGINFOD_URLS is still set when it exits (the collector unsets it in main).
+// it writes, into $HELD_PROBE_DIR/<pid>, its executable and LD_PRELOAD when it starts (and when
+// it is a fork: the collector's first process forks the collector), and whether DEBUGINFOD_URLS
+// is still set when it exits (the collector unsets it in main).
 #include <fcntl.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <climits>
@@ -22,11 +24,16 @@ void append(const std::string& line) {
   close(fd);
 }
 
-__attribute__((constructor)) void on_start() {
+void record_start() {
   char exe[PATH_MAX] = {};
   [[maybe_unused]] const auto n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   const char* preload = std::getenv("LD_PRELOAD");
   append(std::string("exe=") + exe + "\npreload=" + (preload ? preload : "") + "\n");
+}
+
+__attribute__((constructor)) void on_start() {
+  record_start();
+  pthread_atfork(nullptr, nullptr, record_start);
 }
 
 __attribute__((destructor)) void at_process_exit() {
