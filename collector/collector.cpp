@@ -42,12 +42,6 @@ void Collector::discover() {
   }
 }
 
-bool Collector::unseen_segments() const {
-  for (const std::string& name : list_segments(options_.uid, options_.job))
-    if (!listed_.count(name)) return true;
-  return false;
-}
-
 uint64_t Collector::pass() {
   discover();
   clock_.refine();

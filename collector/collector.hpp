@@ -39,8 +39,8 @@ class Collector {
   std::size_t live_segments() const { return segments_.size(); }
   // Segments given up because they shrank while being read.
   uint64_t segments_dropped() const { return segments_dropped_; }
-  // Whether the job has a segment in shared memory that the last pass did not list.
-  bool unseen_segments() const;
+  // The job's segments in shared memory as the last pass listed them.
+  const std::set<std::string>& listed() const { return listed_; }
   // To standard error and to the database's log.
   void report(const std::string& level, const std::string& message);
 

@@ -12,6 +12,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <fmt/format.h>
+#include <optional>
+#include <set>
 #include <vector>
 
 #include "collector.hpp"
@@ -64,6 +66,12 @@ void release_lock(int& lock_fd, const std::string& lock_path) {
   unlink(lock_path.c_str());
   close(lock_fd);
   lock_fd = -1;
+}
+
+bool unseen_segment(const std::string& job, const std::set<std::string>& listed) {
+  for (const std::string& name : trainshim::collector::list_segments(getuid(), job))
+    if (!listed.count(name)) return true;
+  return false;
 }
 
 }  // namespace
@@ -184,23 +192,27 @@ int main(int argc, char** argv) {
     options.poll = std::chrono::milliseconds(poll_ms);
     options.idle_exit = std::chrono::milliseconds(int64_t(idle_exit_seconds * 1000));
     options.hang = hang;
-    trainshim::collector::Collector collector(options);
-    if (!refused.empty()) collector.report("warning", trainshim::describe_refused(refused));
+    std::optional<trainshim::collector::Collector> collector(std::in_place, options);
+    if (!refused.empty()) collector->report("warning", trainshim::describe_refused(refused));
     // Started by a job, standard error is the job's, maybe a pipe its caller reads to the end:
     // it served for start-up failures; from here on the database's log has every message.
     if (daemonize && !isatty(STDERR_FILENO)) redirect_to_null(STDERR_FILENO);
     for (;;) {
-      collector.run(g_stop);
+      collector->run(g_stop);
       // The last pass found a producer that started as this collector was going: it stays.
-      if (!g_stop.load() && collector.live_segments() > 0) continue;
+      if (!g_stop.load() && collector->live_segments() > 0) continue;
+      const std::set<std::string> listed = collector->listed();
+      // The database is closed before the lock goes: whoever waits for that finds it complete.
+      collector.reset();
       release_lock(lock_fd, lock_path);
-      if (g_stop.load() || !collector.unseen_segments()) break;
+      if (g_stop.load() || !unseen_segment(job, listed)) break;
       // A producer that started before the lock was released saw it held and started no
       // collector: this one carries on, unless another has taken the lock since (it drains all).
       trainshim::CollectorLock again = trainshim::acquire_collector_lock(getuid(), job);
       if (again.outcome != trainshim::CollectorLock::Outcome::Acquired) break;
       lock_fd = again.fd;
       lock_path = again.path;
+      collector.emplace(options);
     }
   } catch (const std::exception& e) {
     release_lock(lock_fd, lock_path);
