@@ -128,8 +128,12 @@ int main(int argc, char** argv) {
   if (const char* value = std::getenv("TRAINSHIM_HANG_S"); value && *value) {
     char* end = nullptr;
     const double seconds = std::strtod(value, &end);
-    if (*end != '\0' || seconds <= 0) {
-      fmt::print(stderr, "trainshim-collector: TRAINSHIM_HANG_S={} is not a number of seconds above 0\n", value);
+    // NaN and infinity pass a plain comparison and would turn into a threshold of 0 (every late
+    // rank a hang): only finite values up to a week are taken.
+    constexpr double kLongestHangSeconds = 7 * 24 * 3600;
+    if (*end != '\0' || !(seconds > 0 && seconds <= kLongestHangSeconds)) {
+      fmt::print(stderr, "trainshim-collector: TRAINSHIM_HANG_S={} is not a number of seconds above 0 and at most {}\n",
+                 value, kLongestHangSeconds);
       return 2;
     }
     hang = std::chrono::milliseconds(int64_t(seconds * 1000));
