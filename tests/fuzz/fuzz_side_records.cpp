@@ -5,7 +5,8 @@
 // Hermetic: a side record names files the collector opens (a module's path for its symbols, a
 // Python frame's file for its source line). A fuzzer must not open whatever a mutated path names
 // (a device, a FIFO, a huge file), so before ProcessStacks sees a name it is made one of the
-// fixtures below or a name inside an empty directory of the harness's own.
+// fixtures below or a name inside an empty directory of the harness's own. Separate debug info is
+// still looked up by build id under /usr/lib/debug, as the collector does, never over the network.
 #include <unistd.h>
 
 #include <algorithm>
@@ -67,6 +68,8 @@ std::unique_ptr<Database> g_database;
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  // As the collector does (collector/main.cpp): libdw must not fetch debug info over the network.
+  unsetenv("DEBUGINFOD_URLS");
   std::string pattern = (std::filesystem::temp_directory_path() / "trainshim-fuzz-XXXXXX").string();
   if (!mkdtemp(pattern.data())) abort();
   g_empty_directory = pattern;
