@@ -382,7 +382,7 @@ std::string render_diff_text(const RunDiff& diff) {
                          notes.empty() ? "" : "   <- " + notes);
     }
   }
-  out += "\n" + summary_line(diff.summary) + "\n";
+  out += fmt::format("\n{}\n", summary_line(diff.summary));
   return out;
 }
 

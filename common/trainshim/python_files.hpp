@@ -20,7 +20,8 @@ inline bool is_inductor_output_module(std::string_view file) {
   if (name.size() != kHash + 3 || !name.ends_with(".py") || name[0] != 'c') return false;
   for (const char c : name.substr(1, kHash - 1))
     if (!((c >= 'a' && c <= 'z') || (c >= '2' && c <= '7'))) return false;
-  return file.substr(slash - 3, 4) == "/" + std::string(name.substr(1, 2)) + "/";
+  const std::string_view parent = file.substr(slash - 3, 4);  // "/<h[1:3]>/"
+  return parent.front() == '/' && parent.back() == '/' && parent.substr(1, 2) == name.substr(1, 2);
 }
 
 // $TORCHINDUCTOR_CACHE_DIR of this process (the job's, when the collector and CLI run under

@@ -14,9 +14,9 @@ extern "C" {
 // Py_Version (3.11+) and the head of _PyRuntime, _Py_DebugOffsets (3.13+): the cookie, the
 // version, free_threaded (Include/internal/pycore_debug_offsets.h).
 __attribute__((visibility("default"))) unsigned long Py_Version = 0;
-__attribute__((visibility("default"))) alignas(8) unsigned char _PyRuntime[64] = {};
-__attribute__((visibility("default"))) alignas(8) unsigned char PyCode_Type[512] = {};
-__attribute__((visibility("default"))) alignas(8) unsigned char PyUnicode_Type[512] = {};
+alignas(8) __attribute__((visibility("default"))) unsigned char _PyRuntime[64] = {};
+alignas(8) __attribute__((visibility("default"))) unsigned char PyCode_Type[512] = {};
+alignas(8) __attribute__((visibility("default"))) unsigned char PyUnicode_Type[512] = {};
 __attribute__((visibility("default"))) const void* PyGILState_GetThisThreadState() { return &PyCode_Type; }
 }
 

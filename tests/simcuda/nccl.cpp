@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -228,6 +229,31 @@ std::uint16_t floatToBf16(float f) {
   return static_cast<std::uint16_t>(bits >> 16);
 }
 
+// IEEE binary16, converted by hand as __half2float and __float2half_rn do (round to nearest
+// even): Clang 14 has no _Float16 on x86.
+float halfToFloat(std::uint16_t h) {
+  const std::uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
+  float magnitude;
+  if (exponent == 0) magnitude = std::ldexp(float(mantissa), -24);  // zero or subnormal
+  else if (exponent == 0x1f) magnitude = mantissa ? NAN : INFINITY;
+  else magnitude = std::ldexp(float(mantissa | 0x400u), int(exponent) - 25);
+  return (h & 0x8000u) ? -magnitude : magnitude;
+}
+std::uint16_t floatToHalf(float f) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  const auto sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
+  const std::uint32_t magnitude = bits & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) return sign | 0x7e00u;    // NaN
+  if (magnitude >= 0x477ff000u) return sign | 0x7c00u;   // 65520 and above round to infinity
+  if (magnitude < 0x38800000u)                            // below 2^-14: a subnormal half, in units of 2^-24
+    return static_cast<std::uint16_t>(sign | static_cast<std::uint16_t>(std::nearbyint(std::fabs(f) * 0x1p24f)));
+  std::uint32_t half = (magnitude >> 13) - ((127u - 15u) << 10);  // rebias the exponent, keep 10 mantissa bits
+  const std::uint32_t rest = magnitude & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half;  // a carry moves into the exponent
+  return static_cast<std::uint16_t>(sign | half);
+}
+
 template <class T>
 T combine(T a, T b, ncclRedOp_t op) {
   switch (op) {
@@ -273,7 +299,11 @@ void reduce(void* dst, const std::vector<const void*>& srcs, std::size_t count, 
     case ncclUint64: return reducePlain<std::uint64_t>(dst, srcs, count, op);
     case ncclFloat32: return reducePlain<float>(dst, srcs, count, op);
     case ncclFloat64: return reducePlain<double>(dst, srcs, count, op);
-    case ncclFloat16: return reducePlain<_Float16>(dst, srcs, count, op);
+    case ncclFloat16:
+      return reduceWith<float>(
+          dst, srcs, count, op,
+          [](const void* p, std::size_t i) { return halfToFloat(static_cast<const std::uint16_t*>(p)[i]); },
+          [](void* p, std::size_t i, float v) { static_cast<std::uint16_t*>(p)[i] = floatToHalf(v); });
     case ncclBfloat16:
       return reduceWith<float>(
           dst, srcs, count, op,
@@ -866,7 +896,8 @@ ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int exclude
   std::string excluded = std::to_string(comm->shrinks.fetch_add(1));
   int below = 0;
   for (int i = 0; i < excludeRanksCount; ++i) {
-    excluded += "," + std::to_string(excludeRanksList[i]);
+    excluded += ',';
+    excluded += std::to_string(excludeRanksList[i]);
     if (excludeRanksList[i] < comm->rank) ++below;
   }
   const int size = comm->nranks - excludeRanksCount, rank = comm->rank - below;
