@@ -12,7 +12,7 @@ rank = int(os.environ["RANK"]); torch.cuda.set_device(rank)
 dist.init_process_group("nccl", device_id=torch.device(f"cuda:{rank}"))
 t = torch.ones(1 << 22, device="cuda"); buf = torch.empty_like(t)
 for step in range(30):
-    if rank == 1: time.sleep(0.05)                                   # PLANT straggler
+    if rank == 1: time.sleep(0.1)                                    # PLANT straggler
     if step % 3 == 0:
         peer = 1 - rank
         ops = [dist.P2POp(dist.isend, t, peer), dist.P2POp(dist.irecv, buf, peer)]
