@@ -191,7 +191,6 @@ struct alignas(64) SegmentHeader {
   uint32_t side_capacity;          // slots of the side ring, a power of two
   uint32_t side_slot_bytes;        // sizeof(SideSlot)
   int32_t pid;
-  uint64_t pid_start_time;         // field 22 of /proc/<pid>/stat: tells a reused pid apart
   int32_t rank;                    // -1: not launched by a known launcher
   int32_t local_rank;
   int32_t world_size;
@@ -219,6 +218,20 @@ inline constexpr uint64_t segment_bytes(uint32_t ring_count, uint32_t capacity, 
   return sizeof(SegmentHeader) + uint64_t{ring_count} * ring_bytes(capacity) + side_ring_bytes(side_capacity);
 }
 static_assert(sizeof(SegmentHeader) % 64 == 0, "rings must start cache-line aligned");
+
+// What a segment is and how it is laid out, as a producer writes it into a new header; the rest
+// (who produced it, its clock anchors, its state) is the producer's own.
+inline void write_layout(SegmentHeader& header, uint32_t ring_count, uint32_t ring_capacity, uint32_t side_capacity) {
+  header.magic = kSegmentMagic;
+  header.format_version = kFormatVersion;
+  header.header_bytes = sizeof(SegmentHeader);
+  header.segment_bytes = segment_bytes(ring_count, ring_capacity, side_capacity);
+  header.ring_count = ring_count;
+  header.ring_capacity = ring_capacity;
+  header.slot_bytes = sizeof(Slot);
+  header.side_capacity = side_capacity;
+  header.side_slot_bytes = sizeof(SideSlot);
+}
 
 inline constexpr uint32_t kMaxRings = 256;
 // Ranks in one NCCL communicator: far above the largest jobs run (about 100k GPUs), low enough

@@ -103,16 +103,6 @@ std::string read_small_file(const char* path) {
   return out;
 }
 
-uint64_t process_start_time() {
-  const std::string stat = read_small_file("/proc/self/stat");
-  const auto close_paren = stat.rfind(')');
-  if (close_paren == std::string::npos) return 0;
-  // Field 22 is the 20th after the command name's closing parenthesis.
-  std::size_t pos = close_paren + 2;
-  for (int field = 3; field < 22 && pos < stat.size(); ++field) pos = stat.find(' ', pos) + 1;
-  return std::strtoull(stat.c_str() + pos, nullptr, 10);
-}
-
 void copy_text(char* dst, std::size_t capacity, std::string_view text) {
   const std::size_t n = std::min(capacity - 1, text.size());
   std::memcpy(dst, text.data(), n);
@@ -337,17 +327,8 @@ SegmentHeader* create_segment(const Identity& id) {
   hold_liveness_lock(shm, name);
 
   auto* header = static_cast<SegmentHeader*>(region->get_address());
-  header->magic = kSegmentMagic;
-  header->format_version = kFormatVersion;
-  header->header_bytes = sizeof(SegmentHeader);
-  header->segment_bytes = bytes;
-  header->ring_count = rings;
-  header->ring_capacity = capacity;
-  header->slot_bytes = sizeof(Slot);
-  header->side_capacity = side_capacity;
-  header->side_slot_bytes = sizeof(SideSlot);
+  write_layout(*header, rings, capacity, side_capacity);
   header->pid = getpid();
-  header->pid_start_time = process_start_time();
   header->rank = id.rank;
   header->local_rank = id.local_rank;
   header->world_size = id.world_size;

@@ -48,15 +48,7 @@ int main(int argc, char** argv) {
     std::perror("mmap");
     return 1;
   }
-  h->magic = kSegmentMagic;
-  h->format_version = kFormatVersion;
-  h->header_bytes = sizeof(SegmentHeader);
-  h->segment_bytes = bytes;
-  h->ring_count = rings;
-  h->ring_capacity = capacity;
-  h->slot_bytes = sizeof(Slot);
-  h->side_capacity = side;
-  h->side_slot_bytes = sizeof(SideSlot);
+  write_layout(*h, rings, capacity, side);
   h->pid = getpid();
   h->rank = 0;
   h->world_size = 1;

@@ -89,17 +89,8 @@ class TestSegment {
 
   void fill_header() {
     SegmentHeader* h = header();
-    h->magic = kSegmentMagic;
-    h->format_version = kFormatVersion;
-    h->header_bytes = sizeof(SegmentHeader);
-    h->segment_bytes = segment_bytes(options_.rings, options_.capacity, 4);
-    h->ring_count = options_.rings;
-    h->ring_capacity = options_.capacity;
-    h->slot_bytes = sizeof(Slot);
-    h->side_capacity = 4;
-    h->side_slot_bytes = sizeof(SideSlot);
+    write_layout(*h, options_.rings, options_.capacity, 4);
     h->pid = options_.pid;
-    h->pid_start_time = 0;  // do not compare start times
     h->rank = 3;
     h->local_rank = 1;
     h->world_size = 8;

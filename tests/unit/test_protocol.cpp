@@ -14,20 +14,11 @@ constexpr uint32_t kRings = 2;
 constexpr uint32_t kCapacity = 16;
 constexpr uint32_t kSide = 4;
 
-// Filled field by field as shim/core/recorder.cpp create_segment fills a new segment's header.
+// Filled as shim/core/recorder.cpp create_segment fills a new segment's header.
 std::unique_ptr<SegmentHeader> good_header() {
   auto h = std::make_unique<SegmentHeader>();
-  h->magic = kSegmentMagic;
-  h->format_version = kFormatVersion;
-  h->header_bytes = sizeof(SegmentHeader);
-  h->segment_bytes = segment_bytes(kRings, kCapacity, kSide);
-  h->ring_count = kRings;
-  h->ring_capacity = kCapacity;
-  h->slot_bytes = sizeof(Slot);
-  h->side_capacity = kSide;
-  h->side_slot_bytes = sizeof(SideSlot);
+  write_layout(*h, kRings, kCapacity, kSide);
   h->pid = 1234;
-  h->pid_start_time = 99;
   h->rank = 0;
   h->local_rank = 0;
   h->world_size = 1;
