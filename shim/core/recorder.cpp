@@ -408,7 +408,14 @@ Recorder* start_recording() {
     state = expected;
   }
   if (state == Ready) return g_recorder;
-  if (state == Starting) g_lost_while_starting.fetch_add(1, std::memory_order_relaxed);
+  if (state == Starting) {
+    g_lost_while_starting.fetch_add(1);
+    // The starter moves the count into the segment just after it is ready: a loss counted after
+    // that move is moved here (each count is moved once, by whoever takes it).
+    if (g_state.load() == Ready)
+      if (const uint64_t late = g_lost_while_starting.exchange(0))
+        g_recorder->header()->dropped_not_ready.fetch_add(late, std::memory_order_relaxed);
+  }
   return nullptr;
 }
 
