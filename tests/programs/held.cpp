@@ -63,7 +63,9 @@ int hammer(int n, int threads) {
 // Entries of /dev/shm whose name ends in "-<pid>" or "-<pid>.<n>": this process's segments.
 std::vector<std::string> own_segments() {
   std::vector<std::string> names;
-  const std::string pid = "-" + std::to_string(getpid());
+  // Appended, not `"-" + std::string`: GCC 12 warns falsely (-Wrestrict) on that in Release.
+  std::string pid = "-";
+  pid += std::to_string(getpid());
   DIR* dir = opendir("/dev/shm");
   while (dirent* e = readdir(dir)) {
     const std::string name = e->d_name;
