@@ -44,6 +44,13 @@ Scratch::~Scratch() {
 
 std::string trainshim_cli() { return std::string(Paths::bin) + "/trainshim"; }
 
+std::string program(const std::string& name) { return std::string(Paths::programs) + "/" + name; }
+
+int64_t count_api(const std::string& db, const std::string& api, const std::string& where) {
+  return query_int(db, "SELECT count(*) FROM events e JOIN apis a ON a.id = e.api WHERE a.name = '" + api +
+                           "' AND " + where);
+}
+
 std::string as_other_user(const std::string& command) {
   return "setpriv --reuid=" + std::to_string(kOtherUid) + " --regid=" + std::to_string(kOtherUid) +
          " --clear-groups " + command;

@@ -38,6 +38,12 @@ struct Scratch {
 
 std::string trainshim_cli();
 
+// A test program built in tests/programs.
+std::string program(const std::string& name);
+
+// Recorded calls of `api` that satisfy the SQL condition `where` (on events e).
+int64_t count_api(const std::string& db, const std::string& api, const std::string& where = "1");
+
 // `command` run as another local user (nobody, 65534) with no groups, as an attacker on a shared
 // machine would be; the tests themselves run as root. Files the attacker must reach need modes
 // that let it (Scratch directories are made 0755 by `share_with_other_users`).

@@ -15,7 +15,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string program(const std::string& name) { return std::string(Paths::programs) + "/" + name; }
 std::string simrun() { return std::string(Paths::source) + "/scripts/simrun"; }
 
 bool segment_exists(const std::string& job) {

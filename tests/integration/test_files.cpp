@@ -20,7 +20,6 @@ namespace {
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
-std::string program(const std::string& name) { return std::string(Paths::programs) + "/" + name; }
 std::string simrun() { return std::string(Paths::source) + "/scripts/simrun"; }
 std::string shim() { return std::string(Paths::bin) + "/libtrainshim.so"; }
 std::string python_script(const std::string& name) { return std::string(Paths::source) + "/tests/python/" + name; }
@@ -66,10 +65,6 @@ std::string query_text(const std::string& db, const std::string& sql) {
   sqlite3_finalize(stmt);
   sqlite3_close(handle);
   return value;
-}
-
-int64_t count_api(const std::string& db, const std::string& api) {
-  return query_int(db, "SELECT count(*) FROM events e JOIN apis a ON a.id = e.api WHERE a.name = '" + api + "'");
 }
 
 struct stat status_of(const std::string& path) {

@@ -22,7 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string program(const std::string& name) { return std::string(Paths::programs) + "/" + name; }
 std::string held() { return program("held_prog"); }
 std::string shim() { return std::string(Paths::bin) + "/libtrainshim.so"; }
 std::string collector() { return std::string(Paths::bin) + "/trainshim-collector"; }
@@ -98,11 +97,6 @@ bool eventually(Done done, int tenths_of_a_second = 150) {
 
 int64_t lost(const std::string& db) {
   return query_int(db, "SELECT sum(dropped_ring_full + dropped_not_ready + lost_unpublished + malformed) FROM processes");
-}
-
-int64_t api_count(const std::string& db, const std::string& api, const std::string& where = "1") {
-  return query_int(db, "SELECT count(*) FROM events e JOIN apis a ON a.id = e.api WHERE a.name = '" + api + "' AND " +
-                           where);
 }
 
 // Row "Segment creation: ... 16 names pre-created by nobody": after 16 collisions, recording is off
@@ -247,7 +241,7 @@ TEST(HeldUp, CollectorStartsWithoutAShellWithoutTheShimAndWithoutDebuginfod) {
       EXPECT_NE(fs::path(exe).filename(), shell) << "the collector was started through " << exe;
   EXPECT_FALSE(fs::exists(s.dir + "/pwned"));
   EXPECT_FALSE(fs::exists(s.dir + "/pwned2"));
-  EXPECT_EQ(api_count(s.db(), "cudaMemcpyAsync"), 10);
+  EXPECT_EQ(count_api(s.db(), "cudaMemcpyAsync"), 10);
 }
 
 // Row "Job id with /, .., 300-char paths": sanitized to [A-Za-z0-9_.], at most 100 characters, in
@@ -400,8 +394,8 @@ TEST(HeldUp, CudaCallsFromSignalHandlersNeitherDeadlockNorGetLost) {
                           s.db() + " -- " + held() + " signal 10000");
   ASSERT_EQ(result.exit_code, 0) << result.out;
   EXPECT_EQ(result.out, "handled=10000\n");
-  EXPECT_EQ(api_count(s.db(), "cudaMemcpyAsync"), 1);
-  EXPECT_EQ(api_count(s.db(), "cudaStreamSynchronize") + lost(s.db()), 1 + 10000);
+  EXPECT_EQ(count_api(s.db(), "cudaMemcpyAsync"), 1);
+  EXPECT_EQ(count_api(s.db(), "cudaStreamSynchronize") + lost(s.db()), 1 + 10000);
 }
 
 // Row "CUDA calls from a library constructor, atexit, pthread TLS destructors, after
@@ -412,8 +406,8 @@ TEST(HeldUp, CallsFromConstructorsAtexitTlsDestructorsAndAfterMainExitedAreRecor
                           " -- " + program("held_lifecycle_prog") + " 2>&1");
   ASSERT_EQ(result.exit_code, 0) << result.out;
   EXPECT_EQ(result.out, "constructor rc=0\ntls destructor rc=0\nmain done\ntls destructor rc=0\natexit rc=0\n");
-  EXPECT_EQ(api_count(s.db(), "cudaMemcpyAsync", "result = 0"), 6);
-  EXPECT_EQ(api_count(s.db(), "cudaStreamSynchronize", "result = 0"), 4);
+  EXPECT_EQ(count_api(s.db(), "cudaMemcpyAsync", "result = 0"), 6);
+  EXPECT_EQ(count_api(s.db(), "cudaStreamSynchronize", "result = 0"), 4);
   EXPECT_EQ(lost(s.db()), 0);
 }
 
@@ -424,7 +418,7 @@ TEST(HeldUp, UnwindingThroughCodeWithoutUnwindInfoDoesNotCrash) {
                           " -- " + held() + " jit");
   ASSERT_EQ(result.exit_code, 0) << result.out;
   EXPECT_EQ(result.out, "rc=0\n");
-  EXPECT_EQ(api_count(s.db(), "cudaStreamSynchronize", "result = 0"), 1);
+  EXPECT_EQ(count_api(s.db(), "cudaStreamSynchronize", "result = 0"), 1);
 }
 
 // Row "dlopen of libcudart after the shim initialised (RTLD_GLOBAL, RTLD_LOCAL)": a call made
@@ -438,8 +432,8 @@ TEST(HeldUp, RuntimeLoadedLaterIsReachedAndRecorded) {
     ASSERT_EQ(result.exit_code, 0) << result.out;
     // With no runtime loaded yet a hook answers as a runtime without a driver would.
     EXPECT_EQ(result.out, "before=35 copy=0 sync=0\n") << "35: cudaErrorInsufficientDriver";
-    EXPECT_EQ(api_count(s.db(), "cudaMemcpyAsync", "result = 0"), 1);
-    EXPECT_EQ(api_count(s.db(), "cudaStreamSynchronize", "result = 0"), 1);
+    EXPECT_EQ(count_api(s.db(), "cudaMemcpyAsync", "result = 0"), 1);
+    EXPECT_EQ(count_api(s.db(), "cudaStreamSynchronize", "result = 0"), 1);
   }
 }
 

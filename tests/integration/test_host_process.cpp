@@ -13,13 +13,6 @@
 namespace trainshim::test {
 namespace {
 
-std::string program(const std::string& name) { return std::string(Paths::programs) + "/" + name; }
-
-int64_t count_api(const std::string& db, const std::string& api, const std::string& where = "1") {
-  return query_int(db, "SELECT count(*) FROM events e JOIN apis a ON a.id = e.api WHERE a.name = '" + api +
-                           "' AND " + where);
-}
-
 // Standard error too: the shim's messages go there. `command` is one simple command.
 Outcome run_with_messages(const std::string& command) { return run("2>&1 " + command); }
 

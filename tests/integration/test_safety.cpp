@@ -7,13 +7,6 @@
 namespace trainshim::test {
 namespace {
 
-std::string program(const std::string& name) { return std::string(Paths::programs) + "/" + name; }
-
-int64_t count_api(const std::string& db, const std::string& api, const std::string& where = "1") {
-  return query_int(db, "SELECT count(*) FROM events e JOIN apis a ON a.id = e.api WHERE a.name = '" + api +
-                           "' AND " + where);
-}
-
 // Only the poller's event queries run during the captures here.
 TEST(Safety, PollerNeverInvalidatesAGlobalCaptureOfTheProgram) {
   const std::string command = program("capture_collectives_prog") + " 50 pinned-only";

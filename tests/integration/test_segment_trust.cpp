@@ -17,8 +17,6 @@
 namespace trainshim::test {
 namespace {
 
-std::string program(const std::string& name) { return std::string(Paths::programs) + "/" + name; }
-
 bool segment_exists(const std::string& name) { return std::filesystem::exists(std::string(kShmDir) + "/" + name); }
 
 int segments_of(const std::string& job) {
