@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -359,9 +360,11 @@ void start() {
     g_recorder = new Recorder(header);
     static std::atomic<bool> fork_handler_installed{false};
     if (!fork_handler_installed.exchange(true)) pthread_atfork(nullptr, nullptr, reset_in_child);
-    start_collector(id.job);
+    // Ready before the collector is started: the threads waiting for the segment record from
+    // now on, and the collector finds a live segment.
     g_state.store(Ready, std::memory_order_release);
     header->dropped_not_ready.fetch_add(g_lost_while_starting.exchange(0), std::memory_order_relaxed);
+    start_collector(id.job);
   } catch (const Refused& e) {
     say(e.what());
     g_state.store(Disabled, std::memory_order_release);
@@ -427,6 +430,25 @@ void Recorder::bind(ThreadState& thread) {
   }
 }
 
+namespace {
+
+// A thread whose first calls come while another one creates the segment waits for it, holding
+// nothing of the shim's, at most kStartWaitNs: creating a segment takes a few milliseconds, and a
+// starter held up longer (by a lock this caller holds, say) must not hold the job up with it.
+constexpr uint64_t kStartWaitNs = 100'000'000;
+
+int wait_for_start() {
+  const uint64_t deadline = clock_ns(CLOCK_MONOTONIC) + kStartWaitNs;
+  int state = g_state.load(std::memory_order_acquire);
+  for (unsigned spins = 0; state == Starting; state = g_state.load(std::memory_order_acquire)) {
+    if (++spins % 64 == 0 && clock_ns(CLOCK_MONOTONIC) >= deadline) break;
+    sched_yield();
+  }
+  return state;
+}
+
+}  // namespace
+
 namespace detail {
 
 void check_collector(uint64_t now_ticks) {
@@ -452,6 +474,7 @@ Recorder* start_recording() {
     }
     state = expected;
   }
+  if (state == Starting) state = wait_for_start();
   if (state == Ready) return g_recorder;
   if (state == Starting) {
     g_lost_while_starting.fetch_add(1);

@@ -77,7 +77,8 @@ class Recorder {
 };
 
 // The recorder when this process records, else nullptr: before the first hooked call has set it
-// up, while another thread sets it up (the event is counted as lost), or when disabled.
+// up, while another thread sets it up for longer than a thread waits for it (the event is counted
+// as lost), or when disabled.
 inline Recorder* active_recorder() {
   if (detail::g_state.load(std::memory_order_acquire) == detail::Ready) return detail::g_recorder;
   return detail::start_recording();
