@@ -161,6 +161,39 @@ TEST(Ring, UnpublishedSlotIsReportedAndCanBeSkipped) {
   EXPECT_EQ(ring.dropped(), 0u);
 }
 
+// The owner's writer: plain stores, the consumer's tail read only when the ring looks full.
+TEST(Ring, OwnedWriterDropsWhenFullAndResumesOnceTheConsumerReleases) {
+  HeapRing heap(8);
+  RingView ring = heap.view();
+  OwnedRingWriter writer(ring);
+  auto write = [&](uint64_t v) {
+    Slot* slot = writer.claim();
+    if (!slot) return false;
+    slot->record = record_with(v);
+    writer.publish(slot);
+    return true;
+  };
+  for (uint64_t v = 0; v < 8; ++v) ASSERT_TRUE(write(v));
+  EXPECT_FALSE(write(100));
+  EXPECT_EQ(ring.dropped(), 1u);
+  EventRecord out{};
+  ASSERT_EQ(ring.read(0, out), RingView::PopStatus::Record);
+  EXPECT_FALSE(write(101)) << "read but not released: still the producer's loss";
+  ring.release(2);
+  EXPECT_TRUE(write(8));
+  EXPECT_TRUE(write(9));
+  EXPECT_FALSE(write(102));
+  EXPECT_EQ(ring.dropped(), 3u);
+  EXPECT_EQ(heap.control()->head.load(), 10u);
+  for (uint64_t v = 2; v < 10; ++v) {
+    ASSERT_EQ(ring.pop(out), RingView::PopStatus::Record);
+    EXPECT_EQ(out.detail, v);
+  }
+  EXPECT_EQ(ring.pop(out), RingView::PopStatus::Empty);
+  // A second lap's slot states say which lap they hold: the first lap's stale ones are not read.
+  EXPECT_FALSE(ring.complete(10));
+}
+
 TEST(Ring, ManyProducersOneConsumer) {
   constexpr int kProducers = 4;
   constexpr uint64_t kPerProducer = 10000;
