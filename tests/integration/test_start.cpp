@@ -9,8 +9,10 @@
 namespace trainshim::test {
 namespace {
 
-// The stored records of `api`: where the database keeps them is decided here only.
+// Where the database keeps the records is decided here only: the calls of `api` stored, and the
+// threads that made the records kept one by one.
 int64_t stored_calls(const std::string& db, const std::string& api) { return count_api(db, api); }
+int64_t stored_threads(const std::string& db) { return query_int(db, "SELECT count(DISTINCT tid) FROM events"); }
 
 TEST(Start, ThreadsWhoseFirstCallsComeTogetherLoseNone) {
   constexpr int kThreads = 8;
@@ -23,7 +25,7 @@ TEST(Start, ThreadsWhoseFirstCallsComeTogetherLoseNone) {
                             std::to_string(kCopies));
     ASSERT_EQ(result.exit_code, 0) << result.out;
     EXPECT_EQ(stored_calls(s.db(), "cudaMemcpyAsync"), kThreads * kCopies);
-    EXPECT_EQ(query_int(s.db(), "SELECT count(DISTINCT tid) FROM events"), kThreads);
+    EXPECT_EQ(stored_threads(s.db()), kThreads);
     EXPECT_EQ(query_int(s.db(), "SELECT dropped_not_ready FROM processes"), 0);
     EXPECT_EQ(query_int(s.db(), "SELECT dropped_ring_full + lost_unpublished + malformed FROM processes"), 0);
     EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM processes"), 1);
