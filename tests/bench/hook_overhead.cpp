@@ -108,6 +108,8 @@ class Setup {
   ~Setup() {
     stop_ = true;
     if (reader_.joinable()) reader_.join();
+    // A collector unlinks the segment once this process is gone; without one, nobody would.
+    if (segment_ && !collector_) segment_->unlink();
   }
   uint64_t dropped() const { return segment_ ? segment_->dropped_ring_full() : 0; }
   bool collector_live() const { return collector_ != 0; }
