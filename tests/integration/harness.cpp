@@ -11,6 +11,8 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "trainshim/names.hpp"
+
 namespace trainshim::test {
 
 Outcome run(const std::string& command) {
@@ -40,6 +42,15 @@ Scratch::Scratch() {
 Scratch::~Scratch() {
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
+  // Segments and lock files of this test's job, whoever made them: a test whose collector was
+  // refused leaves its segments for `trainshim collect`, as a real job would, and nothing else
+  // removes them (they are sized for real jobs: megabytes each).
+  for (const auto& entry : std::filesystem::directory_iterator(kShmDir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with("trainshim-") &&
+        (name.find("-" + job + "-") != std::string::npos || name.find("-" + job + ".lock") != std::string::npos))
+      std::filesystem::remove(entry.path(), ec);
+  }
 }
 
 std::string trainshim_cli() { return std::string(Paths::bin) + "/trainshim"; }
