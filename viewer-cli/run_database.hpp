@@ -61,8 +61,6 @@ class Statement {
   bool step();
   int64_t integer(int column) const;
   std::string text(int column) const;
-  // Rewinds the statement to run it again with new bindings (prepared once, stepped many times).
-  Statement& reset();
 
  private:
   const RunDatabase& db_;

@@ -179,12 +179,13 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
   // The waits one by one, in time order, for the steps: a repeating sync site marks a step.
   StepInput steps;
   {
-    Statement w(db, "SELECT native_stack, python_stack FROM events WHERE process_id = ? AND "
-                    "(api IN (SELECT id FROM apis WHERE class = 'sync') OR "
-                    "(api IN (SELECT id FROM apis WHERE class = 'free') AND object <> 0)) ORDER BY begin_ns");
+    // cudaFree(nullptr) waits for nothing.
+    Statement w(db, "SELECT native_stack, python_stack, api, object FROM events WHERE process_id = ? AND "
+                    "api IN (SELECT id FROM apis WHERE class IN ('sync', 'free')) ORDER BY begin_ns");
     w.bind(1, process_id);
     std::map<std::pair<int64_t, int64_t>, StepInput::Sync> interned;  // by (native, python) stack id
     while (w.step()) {
+      if (w.integer(3) == 0 && Vocabulary::name(names.api_class, w.integer(2)) == "free") continue;
       const std::pair<int64_t, int64_t> stacks{w.integer(0), w.integer(1)};
       auto [it, fresh] = interned.try_emplace(stacks);
       if (fresh) {

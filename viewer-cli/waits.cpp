@@ -65,51 +65,86 @@ std::vector<HostActivity> host_activity(const ProcessRef& p, const std::vector<L
 
 }  // namespace
 
-CollectiveCalls load_collective_calls(const RunDatabase& db, int64_t process_id) {
-  CollectiveCalls out;
-  Statement q(db, "SELECT api, bytes, flags, object, rank_in_comm, peer, sequence FROM events WHERE process_id = ? "
-                  "AND api IN (SELECT id FROM apis WHERE class = 'collective') ORDER BY begin_ns");
-  q.bind(1, process_id);
+std::map<int64_t, CollectiveCalls> load_collective_calls(const RunDatabase& db, const std::map<int64_t, int>& ranks) {
+  const Vocabulary& names = db.vocabulary();
+  std::vector<char> is_timing(names.api_class.size());
+  for (std::size_t api = 0; api < names.api_class.size(); ++api) is_timing[api] = names.api_class[api] == "collective_timing";
+  std::map<int64_t, CollectiveCalls> out;
+  std::map<int64_t, std::vector<std::pair<int64_t, CollectiveCall>>> calls;  // by process: begin_ns, call
+  for (const auto& [process_id, rank] : ranks) {
+    out[process_id];
+    calls[process_id];
+  }
+  // One pass over the table in its own order for every process of the database, unsorted: a
+  // large job's ranks each have tens of thousands of these rows, which the index would make one
+  // lookup each, and a sort here is faster than SQLite's sorter.
+  Statement q(db, "SELECT process_id, api, begin_ns, bytes, flags, object, rank_in_comm, comm_size, peer, sequence, "
+                  "detail FROM events NOT INDEXED WHERE "
+                  "api IN (SELECT id FROM apis WHERE class IN ('collective', 'collective_timing'))");
+  CollectiveCalls* process = nullptr;
+  std::vector<std::pair<int64_t, CollectiveCall>>* process_calls = nullptr;
+  int64_t current = -1;
+  int rank = -1;
   while (q.step()) {
-    const int64_t flags = q.integer(2);
-    const auto communicator = uint64_t(q.integer(3));
-    out.sequence.push_back({q.integer(0), q.integer(1)});
-    if ((flags & (kGroupInProgress | kInGroup)) == kGroupInProgress) ++out.launched_in_progress;
-    if (flags & kUntimedCapturing) ++out.captured[communicator];
-    if ((flags & kPointToPoint) && q.integer(6) > 0)
-      out.p2p.push_back({communicator, uint32_t(q.integer(4)), uint32_t(q.integer(5)), uint32_t(q.integer(6)),
-                         (flags & kSend) != 0});
+    if (const int64_t id = q.integer(0); id != current || !process) {
+      const auto found = ranks.find(id);
+      if (found == ranks.end()) continue;
+      current = id;
+      rank = found->second;
+      process = &out[id];
+      process_calls = &calls[id];
+    }
+    CollectiveCalls& c = *process;
+    const int64_t api = q.integer(1), begin = q.integer(2), flags = q.integer(4);
+    uint64_t communicator = uint64_t(q.integer(5));
+    const auto rank_in_comm = uint32_t(q.integer(6)), sequence = uint32_t(q.integer(9));
+    if (api >= 0 && std::size_t(api) < is_timing.size() && is_timing[std::size_t(api)]) {
+      if (flags & kGroupInProgress) ++c.timed_in_progress;
+      // Point-to-point timings cover a group's point-to-point work, not one collective; an
+      // exchange with every rank of the communicator (all_to_all) is matched as a collective of
+      // its own series.
+      if (flags & kPointToPoint) {
+        ++c.p2p_timed;
+        c.p2p_gpu_ns += q.integer(10);
+        if (!(flags & kExchange)) continue;
+        ++c.exchanges;
+        communicator = exchange_series(communicator);
+      }
+      c.timings.push_back({rank >= 0 ? rank : int32_t(rank_in_comm), communicator, uint32_t(q.integer(7)), sequence,
+                           q.integer(10), begin});
+      continue;
+    }
+    process_calls->emplace_back(begin, CollectiveCall{api, q.integer(3)});
+    if ((flags & (kGroupInProgress | kInGroup)) == kGroupInProgress) ++c.launched_in_progress;
+    if (flags & kUntimedCapturing) ++c.captured[communicator];
+    if ((flags & kPointToPoint) && sequence > 0)
+      c.p2p.push_back({communicator, rank_in_comm, uint32_t(q.integer(8)), sequence, (flags & kSend) != 0});
+  }
+  for (auto& [process_id, list] : calls) {
+    // Equal begins keep the order of the calls' APIs, as the index would give them.
+    std::stable_sort(list.begin(), list.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.first, a.second.api) < std::tie(b.first, b.second.api);
+    });
+    std::vector<CollectiveCall>& sequence = out[process_id].sequence;
+    sequence.reserve(list.size());
+    for (const auto& [begin, call] : list) sequence.push_back(call);
   }
   return out;
 }
 
-WaitReport load_waits(const std::vector<ProcessRef>& processes) {
+WaitReport load_waits(std::vector<ProcessRef>& processes) {
   WaitReport out;
   std::vector<CollectiveTiming> timings;
   std::map<uint64_t, CapturedCollectives> captured;
   // Point-to-point calls by (communicator, sender, receiver, n): 1 = send seen, 2 = receive seen.
   std::map<std::tuple<uint64_t, uint32_t, uint32_t, uint32_t>, int> pairs;
-  for (const ProcessRef& p : processes) {
-    // Point-to-point timings cover a group's point-to-point work, not one collective; an exchange
-    // with every rank of the communicator (all_to_all) is matched as a collective of its own series.
-    Statement q(*p.db, "SELECT rank_in_comm, object, comm_size, sequence, detail, begin_ns, flags FROM events "
-                       "WHERE process_id = ? AND api IN (SELECT id FROM apis WHERE class = 'collective_timing')");
-    q.bind(1, p.process_id);
-    int64_t timed_in_progress = 0;
-    while (q.step()) {
-      const int64_t flags = q.integer(6);
-      if (flags & kGroupInProgress) ++timed_in_progress;
-      uint64_t comm = uint64_t(q.integer(1));
-      if (flags & kPointToPoint) {
-        ++out.p2p.timed;
-        out.p2p.gpu_ns += q.integer(4);
-        if (!(flags & kExchange)) continue;
-        ++out.p2p.exchanges;
-        comm = exchange_series(comm);
-      }
-      timings.push_back({p.rank >= 0 ? p.rank : int32_t(q.integer(0)), comm, uint32_t(q.integer(2)),
-                         uint32_t(q.integer(3)), q.integer(4), q.integer(5)});
-    }
+  for (ProcessRef& p : processes) {
+    CollectiveCalls& c = p.collectives;
+    timings.insert(timings.end(), c.timings.begin(), c.timings.end());
+    std::vector<CollectiveTiming>().swap(c.timings);
+    out.p2p.timed += c.p2p_timed;
+    out.p2p.gpu_ns += c.p2p_gpu_ns;
+    out.p2p.exchanges += c.exchanges;
     Statement untimed(*p.db, "SELECT untimed_capturing, untimed_no_event FROM processes WHERE id = ?");
     untimed.bind(1, p.process_id);
     if (untimed.step()) {
@@ -122,14 +157,14 @@ WaitReport load_waits(const std::vector<ProcessRef>& processes) {
                             "api IN (SELECT id FROM apis WHERE class = 'group_end') AND (flags & ?) <> 0");
     groups.bind(1, p.process_id).bind(2, kGroupInProgress);
     if (groups.step()) out.untimed_in_group_in_progress += groups.integer(0);
-    out.untimed_in_group_in_progress += p.collectives.launched_in_progress - timed_in_progress;
-    for (const auto& [communicator, n] : p.collectives.captured) {
-      CapturedCollectives& c = captured[communicator];
-      c.communicator = communicator;
-      c.collectives = std::max(c.collectives, n);
-      ++c.ranks;
+    out.untimed_in_group_in_progress += c.launched_in_progress - c.timed_in_progress;
+    for (const auto& [communicator, n] : c.captured) {
+      CapturedCollectives& cc = captured[communicator];
+      cc.communicator = communicator;
+      cc.collectives = std::max(cc.collectives, n);
+      ++cc.ranks;
     }
-    for (const auto& call : p.collectives.p2p) {
+    for (const auto& call : c.p2p) {
       ++(call.send ? out.p2p.sends : out.p2p.recvs);
       pairs[{call.communicator, call.send ? call.rank_in_comm : call.peer, call.send ? call.peer : call.rank_in_comm,
              call.n}] |= call.send ? 1 : 2;
