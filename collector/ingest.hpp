@@ -68,8 +68,10 @@ class CallTable {
   void grow();
 
   std::vector<Slot> slots_;
+  static constexpr uint64_t kNoSlot = ~uint64_t{0};
   std::vector<uint32_t> used_;  // indices of used slots, in insertion order
   uint64_t mask_;
+  uint64_t last_ = kNoSlot;  // the slot found last
 };
 
 // The most recent `capacity` copies and polls, oldest overwritten first; the memory is taken once.
