@@ -127,6 +127,8 @@ uint64_t Collector::pass() {
   }
   watch_hangs();
   database_.commit();
+  // Only what is committed leaves the rings.
+  for (auto& [name, t] : segments_) t.reader->release();
   return stored;
 }
 
