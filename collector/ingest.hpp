@@ -91,6 +91,11 @@ class RecentWindow {
     const uint64_t n = size();
     for (uint64_t i = next_ - n; i < next_; ++i) visit(events_[i % capacity_]);
   }
+  // What a collector that died had written: the window goes on from there, as written.
+  void restore(const std::vector<StoredEvent>& events) {
+    for (const StoredEvent& e : events) push(e);
+    written_ = next_;
+  }
   // Whether anything came since the last `mark_written`.
   bool changed() const { return next_ != written_; }
   void mark_written() { written_ = next_; }
