@@ -11,6 +11,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 
 #include "database.hpp"
 #include "format.hpp"
@@ -253,6 +254,65 @@ TEST_F(ReportTest, TextRendering) {
             std::string::npos)
       << text;
   EXPECT_LT(text.find("rank 1 copied 400 B D2H"), text.find("rank 0 copied 5.9 KiB H2D")) << text;
+}
+
+// One database per node, as a multi-node job writes them: `trainshim report A B` reads both (side
+// by side) into one report, ranks in order, collective waits matched across the databases.
+TEST_F(ReportTest, DatabasesOfTwoNodesMergeIntoOneReport) {
+  const std::string node_a = dir_ + "/trainshim-unitjob-a.db", node_b = dir_ + "/trainshim-unitjob-b.db";
+  constexpr uint64_t kComm = 0xA11;
+  // Rank 0's all-reduces take 5 ms on its GPU, rank 1's 1 ms: rank 0 waited 4 ms at each of 3.
+  for (const auto& [path, rank, gpu_ns] : {std::tuple{node_b, 1, 1'000'000}, std::tuple{node_a, 0, 5'000'000}}) {
+    Database db(path, "unitjob");
+    const int64_t p = db.add_process("seg", *header_for(rank, 100 + rank, rank ? "nodeB" : "nodeA"));
+    test::Records records(db);
+    event(records, p, Api::cudaMemcpyAsync, 1000 * (rank + 1), 10, Direction::HostToDevice, HostMemory::Pageable);
+    for (uint32_t sequence = 1; sequence <= 3; ++sequence) {
+      EventRecord r{};
+      r.api = static_cast<uint16_t>(Api::ncclAllReduce);
+      r.object = kComm;
+      r.sequence = sequence;
+      r.rank_in_comm = uint32_t(rank);
+      r.comm_size = 2;
+      r.bytes = 4096;
+      records.add(p, r, sequence * 1'000'000, sequence * 1'000'000 + 100);
+      r.api = static_cast<uint16_t>(Api::ncclGpuTiming);
+      r.detail = uint64_t(gpu_ns);
+      records.add(p, r, sequence * 1'000'000, sequence * 1'000'000 + 100);
+    }
+    db.update_process(p, {.events = 7, .ended = true});
+    records.store();
+    db.commit();
+  }
+  const RunDatabase b(node_b), a(node_a);
+  const Report report = load_report({&b, &a});
+  EXPECT_EQ(report.job, "unitjob");
+  EXPECT_EQ(report.database, node_b + ", " + node_a);
+  ASSERT_EQ(report.processes.size(), 2u);
+  EXPECT_EQ(report.processes[0].rank, 0);
+  EXPECT_EQ(report.processes[0].host, "nodeA");
+  EXPECT_EQ(report.processes[1].rank, 1);
+  ASSERT_EQ(report.processes[0].copies.size(), 1u);
+  EXPECT_EQ(report.processes[0].copies[0].bytes, 1000);
+  EXPECT_EQ(report.processes[1].copies[0].bytes, 2000);
+  ASSERT_EQ(report.total_copies.size(), 1u);
+  EXPECT_EQ(report.total_copies[0].calls, 2);
+  EXPECT_EQ(report.total_copies[0].bytes, 3000);
+  ASSERT_EQ(report.total_collectives.size(), 1u);
+  EXPECT_EQ(report.total_collectives[0].calls, 6);
+  EXPECT_EQ(report.total_collectives[0].bytes, 6 * 4096);
+  const CollectiveAnalysis& waits = report.waits.analysis;
+  EXPECT_EQ(waits.matched, 3);
+  EXPECT_EQ(waits.incomplete, 0);
+  ASSERT_EQ(waits.ranks.size(), 2u);
+  EXPECT_EQ(waits.ranks[0].rank, 0);
+  EXPECT_EQ(waits.ranks[0].waited_ns, 12'000'000);
+  EXPECT_EQ(waits.ranks[1].rank, 1);
+  EXPECT_EQ(waits.ranks[1].waited_ns, 0);
+  EXPECT_EQ(waits.ranks[1].last_count, 3);
+  // Each rank repeats one all-reduce: three steps found on each, whichever database it came from.
+  EXPECT_EQ(report.processes[0].synchronisations.steps.count, 3);
+  EXPECT_EQ(report.processes[1].synchronisations.steps.count, 3);
 }
 
 TEST_F(ReportTest, EmptyRun) {
