@@ -16,6 +16,15 @@ Collector::Collector(CollectorOptions options)
   database_.commit();
 }
 
+Collector::~Collector() {
+  try {
+    for (auto& [name, t] : segments_) store_recent(t);
+    database_.commit();
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "trainshim-collector: error: the recent copies and polls were not written: {}\n", e.what());
+  }
+}
+
 void Collector::report(const std::string& level, const std::string& message) {
   fmt::print(stderr, "trainshim-collector: {}: {}\n", level, message);
   database_.log(level, message);
@@ -28,8 +37,25 @@ void Collector::discover() {
     if (segments_.count(name) || rejected_.count(name)) continue;
     try {
       auto reader = std::make_unique<SegmentReader>(name);
-      const int64_t id = database_.add_process(name, reader->header());
-      segments_.emplace(name, Tracked{std::move(reader), id, {}, std::make_unique<ProcessStacks>(database_, id)});
+      // A collector that died (killed, out of memory) left the row of a process still running:
+      // this one carries on with it, so that the process is one row whatever happened.
+      const std::optional<int64_t> resumed = database_.find_unended_process(name, reader->header());
+      const int64_t id = resumed ? *resumed : database_.add_process(name, reader->header());
+      // It goes on from where the dead one committed: what that one read after, it never stored.
+      if (resumed) {
+        SegmentReader::Positions committed{std::vector<uint64_t>(reader->geometry().ring_count, 0), 0};
+        for (const auto& [ring, position] : database_.segment_positions(*resumed)) {
+          if (ring < committed.rings.size()) committed.rings[ring] = position;
+          else if (ring == committed.rings.size()) committed.side = position;
+        }
+        reader->resume(committed);
+        report("info", fmt::format("resumed reading /dev/shm/{} (process row {})", name, id));
+      }
+      Tracked t{std::move(reader), id, {}, std::make_unique<ProcessStacks>(database_, id),
+                std::make_unique<ProcessIngest>(options_.recent_events), {}};
+      if (resumed) t.ingest->recent().restore(database_.recent_events(id));
+      t.positions = t.reader->positions();
+      segments_.emplace(name, std::move(t));
     } catch (const std::exception& e) {
       // A producer sizes its segment, then fills and publishes the header: a segment that is
       // merely young is tried again on the next pass.
@@ -46,18 +72,24 @@ uint64_t Collector::pass() {
   discover();
   clock_.refine();
   uint64_t stored = 0;
-  for (auto it = segments_.begin(); it != segments_.end();) {
+  // Segments done with once this pass is committed: their producers are gone, or they shrank.
+  std::vector<std::string> finished;
+  for (auto it = segments_.begin(); it != segments_.end(); ++it) {
     Tracked& t = it->second;
     SegmentReader& reader = *t.reader;
     const bool gone = !reader.producer_alive();
     const auto side = reader.drain_side([&](const SideRecord& r) { t.stacks->add(r); }, gone);
+    ProcessIngest& ingest = *t.ingest;
+    const int rank = reader.header().rank;
     auto counts = reader.drain(
         [&](const EventRecord& r) {
           const uint64_t begin_ns = clock_.to_monotonic_ns(reader.header(), r.begin_ticks);
-          database_.add_event(t.process_id, r, begin_ns, clock_.to_monotonic_ns(reader.header(), r.end_ticks));
-          hangs_.observe(reader.header().rank, r, int64_t(begin_ns), t.stacks->user_frame(r.python_stack));
+          const ApiClass c = ingest.add(r, begin_ns, clock_.to_monotonic_ns(reader.header(), r.end_ticks));
+          if (c == ApiClass::Collective || c == ApiClass::CollectiveTiming || c == ApiClass::GroupEnd)
+            hangs_.observe(rank, r, int64_t(begin_ns), t.stacks->user_frame(r.python_stack));
         },
         gone);
+    store(t);
     stored += counts.records;
     counts.unpublished += side.unpublished;
     counts.malformed += side.malformed;
@@ -80,13 +112,14 @@ uint64_t Collector::pass() {
       kept.lost_unpublished = counts.unpublished;
       kept.malformed = counts.malformed;
       database_.update_process(t.process_id, kept);
+      store_recent(t);
       ++segments_dropped_;
       report("warning", fmt::format("dropped segment /dev/shm/{}: it shrank while being read (something running as "
                                     "this user truncated it), {} records stored from it this pass; the rest of that "
                                     "process's records are lost; remove the file once inspected",
                                     it->first, counts.records));
       rejected_.insert(it->first);
-      it = segments_.erase(it);
+      finished.push_back(it->first);
       continue;
     }
     if (counts.records || counts.malformed || counts.unpublished || gone ||
@@ -99,17 +132,56 @@ uint64_t Collector::pass() {
     }
     // A gone producer's segment is drained in one pass (its slots cannot fill any more).
     if (gone) {
-      reader.unlink();
-      it = segments_.erase(it);
+      store_recent(t);
+      database_.forget_segment_positions(t.process_id);
+      finished.push_back(it->first);
     } else {
-      ++it;
+      store_positions(t);
     }
+  }
+  if (std::chrono::steady_clock::now() - recent_written_ >= options_.recent_flush) {
+    for (auto& [name, t] : segments_) store_recent(t);
+    recent_written_ = std::chrono::steady_clock::now();
   }
   watch_hangs();
   database_.commit();
-  // Only what is committed leaves the rings.
+  // Only what is committed leaves the rings (a collector killed before the commit leaves it all
+  // there for the next, which starts from the positions committed with the records).
   for (auto& [name, t] : segments_) t.reader->release();
+  for (const std::string& name : finished) {
+    const auto it = segments_.find(name);
+    if (!it->second.reader->truncated()) it->second.reader->unlink();
+    segments_.erase(it);
+  }
   return stored;
+}
+
+void Collector::store(Tracked& t) {
+  ProcessIngest& ingest = *t.ingest;
+  ingest.calls().for_each([&](const CallKey& key, const CallTotals& totals) { database_.add_calls(t.process_id, key, totals); });
+  for (const StoredEvent& e : ingest.kept()) database_.add_event(t.process_id, e.record, e.begin_ns, e.end_ns, e.follows_copy);
+  const ProcessIngest::Activity& last = ingest.last_activity();
+  if (ingest.stored() && last.seen) {
+    const int rank = t.reader->header().rank;
+    hangs_.note_activity(rank >= 0 ? rank : int(last.rank_in_comm), kApis[last.api].name,
+                         t.stacks->user_frame(last.python_stack), int64_t(last.begin_ns));
+  }
+  ingest.clear_pass();
+}
+
+void Collector::store_positions(Tracked& t) {
+  const SegmentReader::Positions now = t.reader->positions();
+  for (uint32_t ring = 0; ring < now.rings.size(); ++ring)
+    if (now.rings[ring] != t.positions.rings[ring]) database_.set_segment_position(t.process_id, ring, now.rings[ring]);
+  if (now.side != t.positions.side) database_.set_segment_position(t.process_id, uint32_t(now.rings.size()), now.side);
+  t.positions = now;
+}
+
+void Collector::store_recent(Tracked& t) {
+  RecentWindow& window = t.ingest->recent();
+  if (!window.changed()) return;
+  database_.replace_recent_events(t.process_id, window);
+  window.mark_written();
 }
 
 void Collector::watch_hangs() {

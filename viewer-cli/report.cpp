@@ -4,9 +4,16 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
+#include <exception>
+#include <functional>
+#include <iterator>
 #include <map>
+#include <mutex>
+#include <thread>
 #include <tuple>
+#include <utility>
 
 #include "format.hpp"
 #include "stripped_libraries.hpp"
@@ -49,30 +56,55 @@ std::string share_words(int64_t blocked_ns, const RankSyncs& rs) {
 }
 
 void load_process_details(const RunDatabase& db, int64_t id, ProcessReport& p) {
+  const Vocabulary& names = db.vocabulary();
   Statement copies(db,
-                   "SELECT d.name, m.name, count(*), sum(e.bytes), sum(e.end_ns - e.begin_ns) FROM events e "
-                   "JOIN apis a ON a.id = e.api JOIN directions d ON d.id = e.direction "
-                   "JOIN host_memories m ON m.id = e.host_memory "
-                   "WHERE e.process_id = ? AND a.class = 'copy' GROUP BY e.direction, e.host_memory "
-                   "ORDER BY e.direction, e.host_memory");
+                   "SELECT direction, host_memory, sum(count), sum(bytes), sum(total_ns) FROM calls WHERE process_id = ? "
+                   "AND api IN (SELECT id FROM apis WHERE class = 'copy') GROUP BY direction, host_memory "
+                   "ORDER BY direction, host_memory");
   copies.bind(1, id);
   while (copies.step())
-    p.copies.push_back({copies.text(0), copies.text(1), copies.integer(2), copies.integer(3), copies.integer(4)});
+    p.copies.push_back({Vocabulary::name(names.direction, copies.integer(0)),
+                        Vocabulary::name(names.host_memory, copies.integer(1)), copies.integer(2), copies.integer(3),
+                        copies.integer(4)});
 
   Statement syncs(db,
-                  "SELECT a.name, count(*), sum(e.end_ns - e.begin_ns) FROM events e JOIN apis a ON a.id = e.api "
-                  "WHERE e.process_id = ? AND a.class IN ('sync', 'free', 'poll') GROUP BY e.api ORDER BY a.name");
+                  "SELECT a.name, sum(c.count), sum(c.total_ns) FROM calls c JOIN apis a ON a.id = c.api "
+                  "WHERE c.process_id = ? AND a.class IN ('sync', 'free', 'poll') GROUP BY c.api ORDER BY a.name");
   syncs.bind(1, id);
   while (syncs.step()) p.syncs.push_back({syncs.text(0), syncs.integer(1), syncs.integer(2)});
 
   Statement collectives(db,
-                        "SELECT a.name, count(*), sum(e.bytes), sum(e.end_ns - e.begin_ns) FROM events e "
-                        "JOIN apis a ON a.id = e.api WHERE e.process_id = ? AND a.class = 'collective' "
-                        "GROUP BY e.api ORDER BY a.name");
+                        "SELECT a.name, sum(c.count), sum(c.bytes), sum(c.total_ns) FROM calls c "
+                        "JOIN apis a ON a.id = c.api WHERE c.process_id = ? AND a.class = 'collective' "
+                        "GROUP BY c.api ORDER BY a.name");
   collectives.bind(1, id);
   while (collectives.step())
     p.collectives.push_back({collective_op_name(collectives.text(0)), collectives.integer(1),
                              collectives.integer(2), collectives.integer(3)});
+}
+
+// Calls work(0) .. work(n - 1), on as many threads as there are cores (at most n); rethrows the
+// first exception once every thread is done.
+void for_each_parallel(std::size_t n, const std::function<void(std::size_t)>& work) {
+  std::atomic<std::size_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_lock;
+  auto run = [&] {
+    for (std::size_t i; (i = next.fetch_add(1)) < n;) {
+      try {
+        work(i);
+      } catch (...) {
+        const std::lock_guard lock(failure_lock);
+        if (!failure) failure = std::current_exception();
+      }
+    }
+  };
+  const std::size_t threads = std::min<std::size_t>(n, std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> helpers;
+  for (std::size_t t = 1; t < threads; ++t) helpers.emplace_back(run);
+  run();
+  for (auto& h : helpers) h.join();
+  if (failure) std::rethrow_exception(failure);
 }
 
 // Sums rows that share a key across processes.
@@ -270,12 +302,31 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
   std::stable_sort(report.processes.begin(), report.processes.end(), [](const ProcessReport& a, const ProcessReport& b) {
     return std::make_tuple(a.rank < 0, a.rank, a.host, a.pid) < std::make_tuple(b.rank < 0, b.rank, b.host, b.pid);
   });
+  std::map<std::pair<const RunDatabase*, int64_t>, std::size_t> order;
+  for (const ProcessReport& p : report.processes) order.emplace(std::pair{p.db, p.id}, order.size());
+  // Each database is read by one thread (its connection is never shared); a job's databases, one
+  // per node, are read side by side.
+  std::vector<std::vector<ProcessRef>> read(databases.size());
+  for_each_parallel(databases.size(), [&](std::size_t i) {
+    const RunDatabase* db = databases[i];
+    std::map<int64_t, int> ranks;
+    for (const ProcessReport& p : report.processes)
+      if (p.db == db) ranks.emplace(p.id, p.rank);
+    std::map<int64_t, CollectiveCalls> collectives = load_collective_calls(*db, ranks);
+    for (ProcessReport& p : report.processes) {
+      if (p.db != db) continue;
+      CollectiveCalls& c = collectives.at(p.id);
+      load_process_details(*db, p.id, p);
+      p.synchronisations = load_syncs(*db, p.id, step_name, std::exchange(c.sequence, {}));
+      read[i].push_back({db, p.id, p.rank, p.synchronisations.steps.count, std::move(c)});
+    }
+  });
   std::vector<ProcessRef> refs;
-  for (ProcessReport& p : report.processes) {
-    load_process_details(*p.db, p.id, p);
-    p.synchronisations = load_syncs(*p.db, p.id, step_name);
-    refs.push_back({p.db, p.id, p.rank, p.synchronisations.steps.count});
-  }
+  for (auto& list : read) std::move(list.begin(), list.end(), std::back_inserter(refs));
+  // In report order: the waits' analysis sees the ranks as the report lists them.
+  std::stable_sort(refs.begin(), refs.end(), [&](const ProcessRef& a, const ProcessRef& b) {
+    return order.at({a.db, a.process_id}) < order.at({b.db, b.process_id});
+  });
   report.waits = load_waits(refs);
   for (const RunDatabase* db : databases) {
     Statement hangs(*db, "SELECT communicator, sequence, op, waiting_ranks, missing_ranks, waited_ns, message "

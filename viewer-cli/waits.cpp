@@ -1,8 +1,11 @@
 #include "waits.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <tuple>
+#include <unordered_map>
+#include <utility>
 
 #include "classifier.hpp"
 #include "syncs.hpp"
@@ -21,19 +24,27 @@ constexpr std::size_t kMaxWindows = 2000;
 uint64_t exchange_series(uint64_t comm) { return (comm ^ 0x65786368616e6765ULL) * 0x9e3779b97f4a7c15ULL; }
 
 std::vector<HostActivity> host_activity(const ProcessRef& p, const std::vector<LateCollective>& late) {
+  // Its recorded calls with a Python stack, in begin order: the waits and NCCL calls kept one by one
+  // and the recent copies and polls. The collectives themselves are where the others waited, not
+  // what kept this host busy.
+  std::vector<std::pair<int64_t, int64_t>> calls;  // begin_ns, python stack
+  Statement q(*p.db, "SELECT begin_ns, python_stack FROM events WHERE process_id = ?1 AND python_stack <> 0 AND "
+                     "api NOT IN (SELECT id FROM apis WHERE class = 'collective') UNION ALL "
+                     "SELECT begin_ns, python_stack FROM recent_events WHERE process_id = ?1 AND python_stack <> 0 "
+                     "ORDER BY 1");
+  q.bind(1, p.process_id);
+  while (q.step()) calls.emplace_back(q.integer(0), q.integer(1));
+
   std::map<std::tuple<std::string, int, std::string>, int64_t> counts;
-  std::map<int64_t, std::tuple<std::string, int, std::string>> top_frame;  // by python stack id
+  std::unordered_map<int64_t, std::tuple<std::string, int, std::string>> top_frame;  // by python stack id
   int64_t total = 0;
   const std::size_t first = late.size() > kMaxWindows ? late.size() - kMaxWindows : 0;
   for (std::size_t i = first; i < late.size(); ++i) {
     const int64_t end = late[i].host_begin_ns;
     const int64_t begin = end - int64_t(double(late[i].lateness_ns) * kWindowMargin);
-    // The collectives themselves are where the others waited, not what kept this host busy.
-    Statement q(*p.db, "SELECT e.python_stack FROM events e JOIN apis a ON a.id = e.api WHERE e.process_id = ? AND "
-                       "e.begin_ns >= ? AND e.begin_ns < ? AND e.python_stack <> 0 AND a.class <> 'collective'");
-    q.bind(1, p.process_id).bind(2, begin).bind(3, end);
-    while (q.step()) {
-      const int64_t stack = q.integer(0);
+    auto call = std::lower_bound(calls.begin(), calls.end(), std::make_pair(begin, std::numeric_limits<int64_t>::min()));
+    for (; call != calls.end() && call->first < end; ++call) {
+      const int64_t stack = call->second;
       auto [it, fresh] = top_frame.try_emplace(stack);
       if (fresh) {
         const std::vector<PythonFrameView> frames = load_python_stack(*p.db, p.process_id, stack);
@@ -54,31 +65,86 @@ std::vector<HostActivity> host_activity(const ProcessRef& p, const std::vector<L
 
 }  // namespace
 
-WaitReport load_waits(const std::vector<ProcessRef>& processes) {
+std::map<int64_t, CollectiveCalls> load_collective_calls(const RunDatabase& db, const std::map<int64_t, int>& ranks) {
+  const Vocabulary& names = db.vocabulary();
+  std::vector<char> is_timing(names.api_class.size());
+  for (std::size_t api = 0; api < names.api_class.size(); ++api) is_timing[api] = names.api_class[api] == "collective_timing";
+  std::map<int64_t, CollectiveCalls> out;
+  std::map<int64_t, std::vector<std::pair<int64_t, CollectiveCall>>> calls;  // by process: begin_ns, call
+  for (const auto& [process_id, rank] : ranks) {
+    out[process_id];
+    calls[process_id];
+  }
+  // One pass over the table in its own order for every process of the database, unsorted: a
+  // large job's ranks each have tens of thousands of these rows, which the index would make one
+  // lookup each, and a sort here is faster than SQLite's sorter.
+  Statement q(db, "SELECT process_id, api, begin_ns, bytes, flags, object, rank_in_comm, comm_size, peer, sequence, "
+                  "detail FROM events NOT INDEXED WHERE "
+                  "api IN (SELECT id FROM apis WHERE class IN ('collective', 'collective_timing'))");
+  CollectiveCalls* process = nullptr;
+  std::vector<std::pair<int64_t, CollectiveCall>>* process_calls = nullptr;
+  int64_t current = -1;
+  int rank = -1;
+  while (q.step()) {
+    if (const int64_t id = q.integer(0); id != current || !process) {
+      const auto found = ranks.find(id);
+      if (found == ranks.end()) continue;
+      current = id;
+      rank = found->second;
+      process = &out[id];
+      process_calls = &calls[id];
+    }
+    CollectiveCalls& c = *process;
+    const int64_t api = q.integer(1), begin = q.integer(2), flags = q.integer(4);
+    uint64_t communicator = uint64_t(q.integer(5));
+    const auto rank_in_comm = uint32_t(q.integer(6)), sequence = uint32_t(q.integer(9));
+    if (api >= 0 && std::size_t(api) < is_timing.size() && is_timing[std::size_t(api)]) {
+      if (flags & kGroupInProgress) ++c.timed_in_progress;
+      // Point-to-point timings cover a group's point-to-point work, not one collective; an
+      // exchange with every rank of the communicator (all_to_all) is matched as a collective of
+      // its own series.
+      if (flags & kPointToPoint) {
+        ++c.p2p_timed;
+        c.p2p_gpu_ns += q.integer(10);
+        if (!(flags & kExchange)) continue;
+        ++c.exchanges;
+        communicator = exchange_series(communicator);
+      }
+      c.timings.push_back({rank >= 0 ? rank : int32_t(rank_in_comm), communicator, uint32_t(q.integer(7)), sequence,
+                           q.integer(10), begin});
+      continue;
+    }
+    process_calls->emplace_back(begin, CollectiveCall{api, q.integer(3)});
+    if ((flags & (kGroupInProgress | kInGroup)) == kGroupInProgress) ++c.launched_in_progress;
+    if (flags & kUntimedCapturing) ++c.captured[communicator];
+    if ((flags & kPointToPoint) && sequence > 0)
+      c.p2p.push_back({communicator, rank_in_comm, uint32_t(q.integer(8)), sequence, (flags & kSend) != 0});
+  }
+  for (auto& [process_id, list] : calls) {
+    // Equal begins keep the order of the calls' APIs, as the index would give them.
+    std::stable_sort(list.begin(), list.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.first, a.second.api) < std::tie(b.first, b.second.api);
+    });
+    std::vector<CollectiveCall>& sequence = out[process_id].sequence;
+    sequence.reserve(list.size());
+    for (const auto& [begin, call] : list) sequence.push_back(call);
+  }
+  return out;
+}
+
+WaitReport load_waits(std::vector<ProcessRef>& processes) {
   WaitReport out;
   std::vector<CollectiveTiming> timings;
   std::map<uint64_t, CapturedCollectives> captured;
   // Point-to-point calls by (communicator, sender, receiver, n): 1 = send seen, 2 = receive seen.
   std::map<std::tuple<uint64_t, uint32_t, uint32_t, uint32_t>, int> pairs;
-  for (const ProcessRef& p : processes) {
-    // Point-to-point timings cover a group's point-to-point work, not one collective; an exchange
-    // with every rank of the communicator (all_to_all) is matched as a collective of its own series.
-    Statement q(*p.db, "SELECT e.rank_in_comm, e.object, e.comm_size, e.sequence, e.detail, e.begin_ns, e.flags "
-                       "FROM events e JOIN apis a ON a.id = e.api WHERE e.process_id = ? AND a.class = 'collective_timing'");
-    q.bind(1, p.process_id);
-    while (q.step()) {
-      const int64_t flags = q.integer(6);
-      uint64_t comm = uint64_t(q.integer(1));
-      if (flags & kPointToPoint) {
-        ++out.p2p.timed;
-        out.p2p.gpu_ns += q.integer(4);
-        if (!(flags & kExchange)) continue;
-        ++out.p2p.exchanges;
-        comm = exchange_series(comm);
-      }
-      timings.push_back({p.rank >= 0 ? p.rank : int32_t(q.integer(0)), comm, uint32_t(q.integer(2)),
-                         uint32_t(q.integer(3)), q.integer(4), q.integer(5)});
-    }
+  for (ProcessRef& p : processes) {
+    CollectiveCalls& c = p.collectives;
+    timings.insert(timings.end(), c.timings.begin(), c.timings.end());
+    std::vector<CollectiveTiming>().swap(c.timings);
+    out.p2p.timed += c.p2p_timed;
+    out.p2p.gpu_ns += c.p2p_gpu_ns;
+    out.p2p.exchanges += c.exchanges;
     Statement untimed(*p.db, "SELECT untimed_capturing, untimed_no_event FROM processes WHERE id = ?");
     untimed.bind(1, p.process_id);
     if (untimed.step()) {
@@ -87,32 +153,21 @@ WaitReport load_waits(const std::vector<ProcessRef>& processes) {
     }
     // Operations launched on NCCL's thread: calls outside a group and operations of groups whose
     // end returned ncclInProgress, less those timed once the program waited for the launch.
-    Statement in_progress(*p.db,
-                          "SELECT (SELECT coalesce(sum(e.detail), 0) FROM events e JOIN apis a ON a.id = e.api WHERE "
-                          "e.process_id = ?1 AND a.class = 'group_end' AND (e.flags & ?2) <> 0) + (SELECT count(*) "
-                          "FROM events e JOIN apis a ON a.id = e.api WHERE e.process_id = ?1 AND a.class = 'collective' "
-                          "AND (e.flags & ?3) = ?2) - (SELECT count(*) FROM events e JOIN apis a ON a.id = e.api WHERE "
-                          "e.process_id = ?1 AND a.class = 'collective_timing' AND (e.flags & ?2) <> 0)");
-    in_progress.bind(1, p.process_id).bind(2, kGroupInProgress).bind(3, kGroupInProgress | kInGroup);
-    if (in_progress.step()) out.untimed_in_group_in_progress += in_progress.integer(0);
-    Statement graphs(*p.db, "SELECT e.object, count(*) FROM events e JOIN apis a ON a.id = e.api WHERE e.process_id = ? "
-                            "AND a.class = 'collective' AND (e.flags & ?) <> 0 GROUP BY e.object");
-    graphs.bind(1, p.process_id).bind(2, kUntimedCapturing);
-    while (graphs.step()) {
-      CapturedCollectives& c = captured[uint64_t(graphs.integer(0))];
-      c.communicator = uint64_t(graphs.integer(0));
-      c.collectives = std::max(c.collectives, graphs.integer(1));
-      ++c.ranks;
+    Statement groups(*p.db, "SELECT coalesce(sum(detail), 0) FROM events WHERE process_id = ? AND "
+                            "api IN (SELECT id FROM apis WHERE class = 'group_end') AND (flags & ?) <> 0");
+    groups.bind(1, p.process_id).bind(2, kGroupInProgress);
+    if (groups.step()) out.untimed_in_group_in_progress += groups.integer(0);
+    out.untimed_in_group_in_progress += c.launched_in_progress - c.timed_in_progress;
+    for (const auto& [communicator, n] : c.captured) {
+      CapturedCollectives& cc = captured[communicator];
+      cc.communicator = communicator;
+      cc.collectives = std::max(cc.collectives, n);
+      ++cc.ranks;
     }
-    Statement p2p(*p.db, "SELECT e.object, e.rank_in_comm, e.peer, e.sequence, e.flags FROM events e JOIN apis a "
-                         "ON a.id = e.api WHERE e.process_id = ? AND a.class = 'collective' AND (e.flags & ?) <> 0 "
-                         "AND e.sequence > 0");
-    p2p.bind(1, p.process_id).bind(2, kPointToPoint);
-    while (p2p.step()) {
-      const bool send = p2p.integer(4) & kSend;
-      const auto me = uint32_t(p2p.integer(1)), peer = uint32_t(p2p.integer(2));
-      ++(send ? out.p2p.sends : out.p2p.recvs);
-      pairs[{uint64_t(p2p.integer(0)), send ? me : peer, send ? peer : me, uint32_t(p2p.integer(3))}] |= send ? 1 : 2;
+    for (const auto& call : c.p2p) {
+      ++(call.send ? out.p2p.sends : out.p2p.recvs);
+      pairs[{call.communicator, call.send ? call.rank_in_comm : call.peer, call.send ? call.peer : call.rank_in_comm,
+             call.n}] |= call.send ? 1 : 2;
     }
   }
   for (const auto& [key, seen] : pairs) {

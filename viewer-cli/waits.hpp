@@ -2,11 +2,13 @@
 // The all-reduce wait section of the report: who waits for whom, the straggler, and what the
 // straggler's host was doing while the others waited for it.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "collectives.hpp"
 #include "run_database.hpp"
+#include "steps.hpp"
 
 namespace trainshim::cli {
 
@@ -16,11 +18,36 @@ struct HostActivity {
   double share = 0;  // of the straggler's recorded calls inside its late windows
 };
 
+// A process's collective calls and their GPU timings, read in one pass for both the step detection
+// and the waits.
+struct CollectiveCalls {
+  std::vector<CollectiveCall> sequence;  // every call, in begin order
+  // Calls outside a group launched on NCCL's thread (ncclInProgress).
+  int64_t launched_in_progress = 0;
+  std::map<uint64_t, int64_t> captured;  // calls captured into CUDA graphs, by communicator
+  struct PointToPointCall {
+    uint64_t communicator;
+    uint32_t rank_in_comm, peer, n;  // n: the call's number among this pair's calls
+    bool send;
+  };
+  std::vector<PointToPointCall> p2p;
+  // The timings matched across ranks: collectives, and exchanges with every rank (all_to_all) as
+  // a series of their own.
+  std::vector<CollectiveTiming> timings;
+  int64_t timed_in_progress = 0;  // timings of operations launched on NCCL's thread
+  int64_t p2p_timed = 0, p2p_gpu_ns = 0, exchanges = 0;
+};
+
+// The calls of the processes of one database, by process id. ranks: each process's global rank, -1
+// when no launcher numbered it (its rank in each communicator stands in).
+std::map<int64_t, CollectiveCalls> load_collective_calls(const RunDatabase& db, const std::map<int64_t, int>& ranks);
+
 struct ProcessRef {
   const RunDatabase* db;
   int64_t process_id;
   int rank;
   int64_t steps;  // the rank's steps, 0 when none were found
+  CollectiveCalls collectives;  // its sequence is not read here: it may have been handed on
 };
 
 // Collectives of one communicator captured into CUDA graphs: they were seen once, at capture;
@@ -57,6 +84,7 @@ struct WaitReport {
   PointToPoint p2p;
 };
 
-WaitReport load_waits(const std::vector<ProcessRef>& processes);
+// Takes the processes' timings over (they are the bulk of a large job's data).
+WaitReport load_waits(std::vector<ProcessRef>& processes);
 
 }  // namespace trainshim::cli

@@ -122,9 +122,10 @@ TEST(EndToEnd, RealCudartWithoutDriverIsInterposed) {
                           program("real_cudart_prog"));
   ASSERT_EQ(result.exit_code, 0);
   EXPECT_NE(result.out.find("failed calls: 6"), std::string::npos) << "not the real runtime? " << result.out;
-  EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM events"), 6);
-  EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM events WHERE result = 35"), 6);
-  EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM events e JOIN apis a ON a.id = e.api WHERE a.name = 'cudaMemcpy'"), 4);
+  EXPECT_EQ(query_int(s.db(), "SELECT sum(count) FROM calls"), 6);
+  EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM (SELECT result FROM events UNION ALL SELECT result FROM "
+                              "recent_events) WHERE result = 35"), 6);
+  EXPECT_EQ(count_api(s.db(), "cudaMemcpy"), 4);
 }
 
 TEST(EndToEnd, ProcessWithoutCudaCallsCreatesNothing) {
@@ -150,12 +151,12 @@ TEST(EndToEnd, ForkedChildStartsClean) {
   ASSERT_EQ(std::sscanf(result.out.c_str(), "allocating=%d quiet=%d", &allocating, &quiet), 2) << result.out;
   EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM processes"), 2) << "the quiet child must record nothing";
   EXPECT_EQ(query_int(s.db(), "SELECT events FROM processes WHERE pid = " + std::to_string(allocating)), 2);
-  EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM events e JOIN processes p ON p.id = e.process_id JOIN apis a "
-                              "ON a.id = e.api WHERE p.pid = " + std::to_string(allocating) +
+  EXPECT_EQ(query_int(s.db(), "SELECT coalesce(sum(c.count), 0) FROM calls c JOIN processes p ON p.id = c.process_id "
+                              "JOIN apis a ON a.id = c.api WHERE p.pid = " + std::to_string(allocating) +
                               " AND a.class = 'copy'"), 0)
       << "the parent's copies must not appear in the child's segment";
-  EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM events e JOIN processes p ON p.id = e.process_id JOIN apis a "
-                              "ON a.id = e.api WHERE p.pid <> " + std::to_string(allocating) +
+  EXPECT_EQ(query_int(s.db(), "SELECT sum(c.count) FROM calls c JOIN processes p ON p.id = c.process_id JOIN apis a "
+                              "ON a.id = c.api WHERE p.pid <> " + std::to_string(allocating) +
                               " AND a.name = 'cudaMemcpy'"), 4);
 }
 
@@ -166,8 +167,7 @@ TEST(EndToEnd, EventsOfAKilledProcessSurviveAndAreCollectedLater) {
   ASSERT_TRUE(segment_exists(s.job)) << "with no collector the events wait in shared memory";
   const auto collect = run(trainshim_cli() + " collect --job " + s.job + " --out " + s.db() + " --idle-exit 0.2");
   ASSERT_EQ(collect.exit_code, 0);
-  EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM events e JOIN apis a ON a.id = e.api WHERE a.name = 'cudaMemcpy'"),
-            50);
+  EXPECT_EQ(count_api(s.db(), "cudaMemcpy"), 50);
   EXPECT_EQ(query_int(s.db(), "SELECT ended FROM processes"), 1);
   EXPECT_FALSE(segment_exists(s.job));
 }

@@ -301,7 +301,7 @@ TEST(HeldUp, SixtyFourHammeringThreadsAreAccountedExactly) {
     EXPECT_EQ(result.out, "done 64 x 2000\n");
     EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM processes WHERE ended = 1"), 1);
     const int64_t stored = query_int(s.db(), "SELECT events FROM processes");
-    EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM events"), stored);
+    EXPECT_EQ(query_int(s.db(), "SELECT sum(count) FROM calls"), stored);
     EXPECT_EQ(stored + lost(s.db()), 256'000);
     if (ring_events == "16") {
       EXPECT_GT(query_int(s.db(), "SELECT dropped_ring_full FROM processes"), 0) << "rings of 16 never filled";
@@ -357,7 +357,7 @@ TEST(HeldUp, ForkWhileThreadsHammerCountsEveryChildsEvents) {
   EXPECT_EQ(query_int(s.db(), "SELECT count(*)" + children), 50);
   EXPECT_EQ(query_int(s.db(), "SELECT count(*)" + children + " AND events = 20"), 50);
   EXPECT_EQ(query_int(s.db(), "SELECT sum(dropped_ring_full + dropped_not_ready + lost_unpublished + malformed)" + children), 0);
-  EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM events e JOIN processes p ON p.id = e.process_id WHERE p.pid <> " +
+  EXPECT_EQ(query_int(s.db(), "SELECT sum(c.count) FROM calls c JOIN processes p ON p.id = c.process_id WHERE p.pid <> " +
                                   std::to_string(parent)),
             1000);
   EXPECT_EQ(query_int(s.db(), "SELECT events + dropped_ring_full + dropped_not_ready + lost_unpublished + malformed "
@@ -634,7 +634,7 @@ TEST(HeldUp, QuotesInTheJobIdAndTheCommandAreStoredAsTheyWere) {
   EXPECT_EQ(query_text(s.db(), "SELECT value FROM meta WHERE key = 'job'"), s.job + "____DROP_TABLE_events____");
   const std::string command = held() + " hammer 2 1 " + argument;
   EXPECT_EQ(query_text(s.db(), "SELECT command FROM processes"), command);
-  EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM events"), 4);
+  EXPECT_EQ(query_int(s.db(), "SELECT sum(count) FROM calls"), 4);
   const auto json_start = result.out.find('{');
   ASSERT_NE(json_start, std::string::npos) << result.out;
   const nlohmann::json report = nlohmann::json::parse(result.out.substr(json_start));

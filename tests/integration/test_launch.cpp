@@ -23,7 +23,7 @@ std::string launch_prog() { return std::string(Paths::programs) + "/launch_prog"
 std::string job_env(const Scratch& s) { return preload_env(s.job) + " TRAINSHIM_OUT=" + s.db(); }
 
 const std::string kCopies =
-    "SELECT count(*) FROM events e JOIN apis a ON a.id = e.api WHERE a.name = 'cudaMemcpy'";
+    "SELECT coalesce(sum(c.count), 0) FROM calls c JOIN apis a ON a.id = c.api WHERE a.name = 'cudaMemcpy'";
 
 // The value `sql` reaches once the collector has stored what it expects (bounded wait: a
 // collector that never comes leaves the last value seen, for the assertion to show).

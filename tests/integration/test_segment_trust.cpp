@@ -59,10 +59,12 @@ struct Planted {
   ~Planted() { std::filesystem::remove(std::string(kShmDir) + "/" + name); }
 };
 
-constexpr const char* kCopies = "SELECT count(*) FROM events e JOIN apis a ON a.id = e.api WHERE a.name = 'cudaMemcpy'";
+constexpr const char* kCopies =
+    "SELECT coalesce(sum(c.count), 0) FROM calls c JOIN apis a ON a.id = c.api WHERE a.name = 'cudaMemcpy'";
 // The job's own copies, not the forged one.
-constexpr const char* kJobCopies = "SELECT count(*) FROM events e JOIN apis a ON a.id = e.api JOIN processes p ON "
-                                   "p.id = e.process_id WHERE a.name = 'cudaMemcpy' AND p.host <> 'FORGED-HOST'";
+constexpr const char* kJobCopies = "SELECT coalesce(sum(c.count), 0) FROM calls c JOIN apis a ON a.id = c.api JOIN "
+                                   "processes p ON p.id = c.process_id WHERE a.name = 'cudaMemcpy' AND "
+                                   "p.host <> 'FORGED-HOST'";
 
 // Review §6: another local user plants a valid segment (mode 0666) under the victim's job.
 TEST(SegmentTrust, SegmentPlantedByAnotherUserIsRefusedAndNamed) {
@@ -82,7 +84,10 @@ TEST(SegmentTrust, SegmentPlantedByAnotherUserIsRefusedAndNamed) {
   EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM processes"), 1);
   EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM processes WHERE host = 'FORGED-HOST' OR job = 'forged'"), 0);
   EXPECT_EQ(query_int(s.db(), kCopies), 10);
-  EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM events WHERE bytes = " + std::to_string(1337ull << 30)), 0);
+  EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM (SELECT bytes FROM events UNION ALL SELECT bytes FROM "
+                              "recent_events UNION ALL SELECT bytes FROM calls) WHERE bytes >= " +
+                              std::to_string(1337ull << 30)),
+            0);
   const std::string path = std::string(kShmDir) + "/" + forged.name;
   const std::string refusal = "skipped segment " + path + ": not trusted: owned by uid " + std::to_string(kOtherUid) +
                               ", mode 0666 (only a regular file of this user, uid " + std::to_string(getuid()) +
