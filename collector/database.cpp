@@ -244,7 +244,8 @@ Database::~Database() {
 }
 
 void Database::finalize_all() {
-  for (auto* s : {insert_event_, upsert_calls_, insert_recent_, delete_recent_, upsert_position_, insert_process_, update_process_, insert_log_, insert_module_,
+  for (auto* s : {insert_event_, upsert_calls_, insert_recent_, delete_recent_, upsert_position_, insert_process_,
+                  update_process_, insert_log_, insert_module_,
                   insert_native_frame_, insert_python_frame_, insert_python_stack_, upsert_hang_})
     sqlite3_finalize(s);
 }

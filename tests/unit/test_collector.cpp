@@ -249,8 +249,9 @@ TEST_F(CollectorTest, DrainsRecordsIntoTheDatabase) {
   EXPECT_EQ(processes[0], expected_process);
 
   // Copies are counted in `calls`, one row per key; the sync is also kept one by one in `events`.
-  const std::string copy_api = std::to_string(int(Api::cudaMemcpyAsync)), memcpy_api = std::to_string(int(Api::cudaMemcpy)),
-                    sync_api = std::to_string(int(Api::cudaStreamSynchronize));
+  const std::string copy_api = std::to_string(int(Api::cudaMemcpyAsync));
+  const std::string memcpy_api = std::to_string(int(Api::cudaMemcpy));
+  const std::string sync_api = std::to_string(int(Api::cudaStreamSynchronize));
   EXPECT_EQ(rows("SELECT api, direction, host_memory, native_stack, python_stack, null_object, follows_copy, count, "
                  "bytes, total_ns, max_ns, first_begin_ns, last_end_ns FROM calls ORDER BY first_begin_ns"),
             (std::vector<std::vector<std::string>>{
@@ -509,8 +510,10 @@ TEST_F(CollectorTest, WaitsArePairedWithTheCopyTheyFollowAndPollsInheritTheirThr
 
   Collector collector(options());
   EXPECT_EQ(collector.pass(), 11u);
-  const std::string sync = std::to_string(int(Api::cudaStreamSynchronize)), poll = std::to_string(int(Api::cudaStreamQuery)),
-                    copy = std::to_string(int(Api::cudaMemcpyAsync)), free = std::to_string(int(Api::cudaFree));
+  const std::string sync = std::to_string(int(Api::cudaStreamSynchronize));
+  const std::string poll = std::to_string(int(Api::cudaStreamQuery));
+  const std::string copy = std::to_string(int(Api::cudaMemcpyAsync));
+  const std::string free = std::to_string(int(Api::cudaFree));
   // In api.def's order: the copy, the sync, the free, the poll.
   EXPECT_EQ(rows("SELECT api, native_stack, python_stack, follows_copy, count, first_begin_ns FROM calls "
                  "ORDER BY api, follows_copy, native_stack, first_begin_ns"),
@@ -591,7 +594,8 @@ TEST_F(CollectorTest, DatabaseOfAnotherSchemaIsRefusedUntouched) {
     EXPECT_EQ(std::string(e.what()),
               db_path_ + " holds schema version 4, this collector writes version 5: set TRAINSHIM_OUT to a new file");
   }
-  EXPECT_EQ(rows("SELECT name FROM sqlite_master"), (std::vector<std::vector<std::string>>{{"meta"}, {"sqlite_autoindex_meta_1"}}));
+  EXPECT_EQ(rows("SELECT name FROM sqlite_master"),
+            (std::vector<std::vector<std::string>>{{"meta"}, {"sqlite_autoindex_meta_1"}}));
 }
 
 // Review §13: a collector killed between its commit and giving the slots back leaves records in
