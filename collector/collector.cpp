@@ -53,7 +53,11 @@ void Collector::discover() {
       }
       Tracked t{std::move(reader), id, {}, std::make_unique<ProcessStacks>(database_, id),
                 std::make_unique<ProcessIngest>(options_.recent_events), {}};
-      if (resumed) t.ingest->recent().restore(database_.recent_events(id));
+      if (resumed) {
+        t.ingest->recent().restore(database_.recent_events(id));
+        for (const Database::StoredModule& m : database_.modules(id))
+          t.stacks->restore_module(m.path, m.base, m.build_id);
+      }
       t.positions = t.reader->positions();
       segments_.emplace(name, std::move(t));
     } catch (const std::exception& e) {
