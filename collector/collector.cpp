@@ -53,7 +53,11 @@ void Collector::discover() {
       }
       Tracked t{std::move(reader), id, {}, std::make_unique<ProcessStacks>(database_, id),
                 std::make_unique<ProcessIngest>(options_.recent_events), {}};
-      if (resumed) t.ingest->recent().restore(database_.recent_events(id));
+      if (resumed) {
+        t.ingest->recent().restore(database_.recent_events(id));
+        for (const Database::StoredModule& m : database_.modules(id))
+          t.stacks->restore_module(m.path, m.base, m.build_id);
+      }
       t.positions = t.reader->positions();
       segments_.emplace(name, std::move(t));
     } catch (const std::exception& e) {
@@ -158,8 +162,10 @@ uint64_t Collector::pass() {
 
 void Collector::store(Tracked& t) {
   ProcessIngest& ingest = *t.ingest;
-  ingest.calls().for_each([&](const CallKey& key, const CallTotals& totals) { database_.add_calls(t.process_id, key, totals); });
-  for (const StoredEvent& e : ingest.kept()) database_.add_event(t.process_id, e.record, e.begin_ns, e.end_ns, e.follows_copy);
+  ingest.calls().for_each(
+      [&](const CallKey& key, const CallTotals& totals) { database_.add_calls(t.process_id, key, totals); });
+  for (const StoredEvent& e : ingest.kept())
+    database_.add_event(t.process_id, e.record, e.begin_ns, e.end_ns, e.follows_copy);
   const ProcessIngest::Activity& last = ingest.last_activity();
   if (ingest.stored() && last.seen) {
     const int rank = t.reader->header().rank;

@@ -244,7 +244,8 @@ Database::~Database() {
 }
 
 void Database::finalize_all() {
-  for (auto* s : {insert_event_, upsert_calls_, insert_recent_, delete_recent_, upsert_position_, insert_process_, update_process_, insert_log_, insert_module_,
+  for (auto* s : {insert_event_, upsert_calls_, insert_recent_, delete_recent_, upsert_position_, insert_process_,
+                  update_process_, insert_log_, insert_module_,
                   insert_native_frame_, insert_python_frame_, insert_python_stack_, upsert_hang_})
     sqlite3_finalize(s);
 }
@@ -378,6 +379,22 @@ void Database::forget_segment_positions(int64_t process_id) {
   const int rc = sqlite3_step(s);
   sqlite3_finalize(s);
   if (rc != SQLITE_DONE) throw std::runtime_error(std::string("database error: ") + sqlite3_errmsg(db_));
+}
+
+std::vector<Database::StoredModule> Database::modules(int64_t process_id) {
+  sqlite3_stmt* s = prepare("SELECT id, path, base, build_id FROM modules WHERE process_id = ? ORDER BY id");
+  sqlite3_bind_int64(s, 1, process_id);
+  std::vector<StoredModule> modules;
+  while (sqlite3_step(s) == SQLITE_ROW) {
+    const auto* path = reinterpret_cast<const char*>(sqlite3_column_text(s, 1));
+    const std::string hex_id = reinterpret_cast<const char*>(sqlite3_column_text(s, 3));
+    std::string build_id;
+    for (std::size_t i = 0; i + 1 < hex_id.size(); i += 2)
+      build_id += char(std::stoi(hex_id.substr(i, 2), nullptr, 16));
+    modules.push_back({uint32_t(sqlite3_column_int64(s, 0)), path, uint64_t(sqlite3_column_int64(s, 2)), build_id});
+  }
+  sqlite3_finalize(s);
+  return modules;
 }
 
 std::vector<StoredEvent> Database::recent_events(int64_t process_id) {

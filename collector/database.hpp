@@ -42,6 +42,14 @@ class Database {
   void set_segment_position(int64_t process_id, uint32_t ring, uint64_t position);
   // Once the process has ended and its segment is drained.
   void forget_segment_positions(int64_t process_id);
+  // The modules recorded of the process: id, path, load base, build id (bytes).
+  struct StoredModule {
+    uint32_t id;
+    std::string path;
+    uint64_t base;
+    std::string build_id;
+  };
+  std::vector<StoredModule> modules(int64_t process_id);
   // The process's `recent_events`, oldest first.
   std::vector<StoredEvent> recent_events(int64_t process_id);
 

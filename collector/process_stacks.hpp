@@ -15,6 +15,10 @@ class ProcessStacks {
  public:
   ProcessStacks(Database& database, int64_t process_id) : database_(database), process_id_(process_id) {}
   void add(const SideRecord& record);
+  // A module a collector that died had recorded (a replacing collector symbolizes with it again).
+  void restore_module(const std::string& path, uint64_t base, const std::string& build_id) {
+    symbolizer_.add_module({path, base, build_id});
+  }
   // "file:line in function" of the user's innermost frame of a Python stack, empty if unknown.
   std::string user_frame(uint32_t python_stack) const;
 

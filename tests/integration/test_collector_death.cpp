@@ -61,8 +61,8 @@ bool running(pid_t pid) {
 // Starts `command` in the background (its output in `out`); returns its pid.
 pid_t start(const std::string& command, const std::string& out) {
   // run() prefixes the runtime's LD_LIBRARY_PATH to a simple command; a background one needs it exported.
-  const auto started =
-      run("true; export LD_LIBRARY_PATH=" + std::string(Paths::simcuda) + "; " + command + " >" + out + " 2>&1 & echo $!");
+  const std::string library_path = "export LD_LIBRARY_PATH=" + std::string(Paths::simcuda) + "; ";
+  const auto started = run("true; " + library_path + command + " >" + out + " 2>&1 & echo $!");
   return pid_t(std::stol(started.out));
 }
 

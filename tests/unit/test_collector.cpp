@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <link.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -115,6 +116,7 @@ class TestSegment {
   SegmentHeader* header() { return static_cast<SegmentHeader*>(region_.get_address()); }
   // Where the rings are, whatever the header says now.
   RingView ring(uint32_t i) { return ring_of(header(), geometry_, i); }
+  SideRingView side_ring() { return side_ring_of(header(), geometry_); }
   RingControl* control(uint32_t i) {
     return reinterpret_cast<RingControl*>(reinterpret_cast<char*>(header()) + sizeof(SegmentHeader) +
                                           i * ring_bytes(options_.capacity));
@@ -249,8 +251,9 @@ TEST_F(CollectorTest, DrainsRecordsIntoTheDatabase) {
   EXPECT_EQ(processes[0], expected_process);
 
   // Copies are counted in `calls`, one row per key; the sync is also kept one by one in `events`.
-  const std::string copy_api = std::to_string(int(Api::cudaMemcpyAsync)), memcpy_api = std::to_string(int(Api::cudaMemcpy)),
-                    sync_api = std::to_string(int(Api::cudaStreamSynchronize));
+  const std::string copy_api = std::to_string(int(Api::cudaMemcpyAsync));
+  const std::string memcpy_api = std::to_string(int(Api::cudaMemcpy));
+  const std::string sync_api = std::to_string(int(Api::cudaStreamSynchronize));
   EXPECT_EQ(rows("SELECT api, direction, host_memory, native_stack, python_stack, null_object, follows_copy, count, "
                  "bytes, total_ns, max_ns, first_begin_ns, last_end_ns FROM calls ORDER BY first_begin_ns"),
             (std::vector<std::vector<std::string>>{
@@ -471,6 +474,18 @@ TEST_F(CollectorTest, ReopeningTheDatabaseAddsToIt) {
   EXPECT_EQ(value("SELECT count(*) FROM meta WHERE key = 'schema_version'"), 1);
 }
 
+// The load bias of this test program (the first object dl_iterate_phdr reports).
+uint64_t executable_load_bias() {
+  uint64_t bias = 0;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* out) {
+        *static_cast<uint64_t*>(out) = info->dlpi_addr;
+        return 1;
+      },
+      &bias);
+  return bias;
+}
+
 EventRecord call_record(Api api, uint32_t tid, uint64_t stream, uint64_t begin, uint32_t native = 0,
                         uint32_t python = 0) {
   EventRecord r{};
@@ -509,8 +524,10 @@ TEST_F(CollectorTest, WaitsArePairedWithTheCopyTheyFollowAndPollsInheritTheirThr
 
   Collector collector(options());
   EXPECT_EQ(collector.pass(), 11u);
-  const std::string sync = std::to_string(int(Api::cudaStreamSynchronize)), poll = std::to_string(int(Api::cudaStreamQuery)),
-                    copy = std::to_string(int(Api::cudaMemcpyAsync)), free = std::to_string(int(Api::cudaFree));
+  const std::string sync = std::to_string(int(Api::cudaStreamSynchronize));
+  const std::string poll = std::to_string(int(Api::cudaStreamQuery));
+  const std::string copy = std::to_string(int(Api::cudaMemcpyAsync));
+  const std::string free = std::to_string(int(Api::cudaFree));
   // In api.def's order: the copy, the sync, the free, the poll.
   EXPECT_EQ(rows("SELECT api, native_stack, python_stack, follows_copy, count, first_begin_ns FROM calls "
                  "ORDER BY api, follows_copy, native_stack, first_begin_ns"),
@@ -591,7 +608,8 @@ TEST_F(CollectorTest, DatabaseOfAnotherSchemaIsRefusedUntouched) {
     EXPECT_EQ(std::string(e.what()),
               db_path_ + " holds schema version 4, this collector writes version 5: set TRAINSHIM_OUT to a new file");
   }
-  EXPECT_EQ(rows("SELECT name FROM sqlite_master"), (std::vector<std::vector<std::string>>{{"meta"}, {"sqlite_autoindex_meta_1"}}));
+  EXPECT_EQ(rows("SELECT name FROM sqlite_master"),
+            (std::vector<std::vector<std::string>>{{"meta"}, {"sqlite_autoindex_meta_1"}}));
 }
 
 // Review §13: a collector killed between its commit and giving the slots back leaves records in
@@ -602,12 +620,21 @@ TEST_F(CollectorTest, ACollectorReplacingADeadOneResumesItsRowFromTheCommittedPo
   for (uint64_t i = 1; i <= 3; ++i)
     ASSERT_TRUE(seg.ring(0).push(copy_record(i, i + 1, 10, Direction::HostToDevice, HostMemory::Pinned)));
   ASSERT_TRUE(seg.ring(1).push(call_record(Api::cudaDeviceSynchronize, 77, 0, 50)));
+  // This test program as the process's one module, recorded before the collector died.
+  const std::string exe = fs::read_symlink("/proc/self/exe");
+  SideRecord module{};
+  module.kind = uint16_t(SideKind::Module);
+  module.id = 1;
+  module.value = executable_load_bias();
+  std::strncpy(module.text + kModulePathOffset, exe.c_str(), kSideTextBytes - kModulePathOffset - 1);
+  ASSERT_TRUE(seg.side_ring().push(module));
   {
     Collector first(options());
     EXPECT_EQ(first.pass(), 4u);
   }
   EXPECT_EQ(rows("SELECT ring, position FROM segment_positions ORDER BY ring"),
-            (std::vector<std::vector<std::string>>{{"0", "3"}, {"1", "1"}}));
+            (std::vector<std::vector<std::string>>{{"0", "3"}, {"1", "1"}, {"2", "1"}}))
+      << "the side ring's too, after the event rings";
   // As if it died before release(): the slots hold their records again and the tails are back.
   for (uint32_t ring : {0u, 1u}) {
     auto* slots = reinterpret_cast<Slot*>(reinterpret_cast<char*>(seg.control(ring)) + sizeof(RingControl));
@@ -615,6 +642,13 @@ TEST_F(CollectorTest, ACollectorReplacingADeadOneResumesItsRowFromTheCommittedPo
     seg.control(ring)->tail.store(0);
   }
   ASSERT_TRUE(seg.ring(0).push(copy_record(4, 5, 10, Direction::HostToDevice, HostMemory::Pinned)));
+  // A stack published after the death, in the module the dead collector had read: still named.
+  SideRecord stack{};
+  stack.kind = uint16_t(SideKind::NativeStack);
+  stack.id = 1;
+  stack.count = 1;
+  stack.native[0] = reinterpret_cast<uint64_t>(&executable_load_bias) + 1;
+  ASSERT_TRUE(seg.side_ring().push(stack));
 
   Collector second(options());
   EXPECT_EQ(second.pass(), 1u) << "the one record stored by nobody yet";
@@ -627,7 +661,10 @@ TEST_F(CollectorTest, ACollectorReplacingADeadOneResumesItsRowFromTheCommittedPo
   EXPECT_EQ(seg.control(0)->tail.load(), 4u) << "given back once committed";
   EXPECT_EQ(seg.control(1)->tail.load(), 1u);
   EXPECT_EQ(rows("SELECT ring, position FROM segment_positions ORDER BY ring"),
-            (std::vector<std::vector<std::string>>{{"0", "4"}, {"1", "1"}}));
+            (std::vector<std::vector<std::string>>{{"0", "4"}, {"1", "1"}, {"2", "2"}}));
+  EXPECT_EQ(rows("SELECT module, function FROM native_frames"),
+            (std::vector<std::vector<std::string>>{
+                {exe, "trainshim::collector::(anonymous namespace)::executable_load_bias()"}}));
   EXPECT_EQ(value("SELECT count(*) FROM collector_log WHERE message = 'resumed reading /dev/shm/" + seg.name() +
                   " (process row 1)'"),
             1);
