@@ -16,6 +16,15 @@ Collector::Collector(CollectorOptions options)
   database_.commit();
 }
 
+Collector::~Collector() {
+  try {
+    for (auto& [name, t] : segments_) store_recent(t);
+    database_.commit();
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "trainshim-collector: error: the recent copies and polls were not written: {}\n", e.what());
+  }
+}
+
 void Collector::report(const std::string& level, const std::string& message) {
   fmt::print(stderr, "trainshim-collector: {}: {}\n", level, message);
   database_.log(level, message);
@@ -29,7 +38,8 @@ void Collector::discover() {
     try {
       auto reader = std::make_unique<SegmentReader>(name);
       const int64_t id = database_.add_process(name, reader->header());
-      segments_.emplace(name, Tracked{std::move(reader), id, {}, std::make_unique<ProcessStacks>(database_, id)});
+      segments_.emplace(name, Tracked{std::move(reader), id, {}, std::make_unique<ProcessStacks>(database_, id),
+                                      std::make_unique<ProcessIngest>(options_.recent_events)});
     } catch (const std::exception& e) {
       // A producer sizes its segment, then fills and publishes the header: a segment that is
       // merely young is tried again on the next pass.
@@ -51,13 +61,17 @@ uint64_t Collector::pass() {
     SegmentReader& reader = *t.reader;
     const bool gone = !reader.producer_alive();
     const auto side = reader.drain_side([&](const SideRecord& r) { t.stacks->add(r); }, gone);
+    ProcessIngest& ingest = *t.ingest;
+    const int rank = reader.header().rank;
     auto counts = reader.drain(
         [&](const EventRecord& r) {
           const uint64_t begin_ns = clock_.to_monotonic_ns(reader.header(), r.begin_ticks);
-          database_.add_event(t.process_id, r, begin_ns, clock_.to_monotonic_ns(reader.header(), r.end_ticks));
-          hangs_.observe(reader.header().rank, r, int64_t(begin_ns), t.stacks->user_frame(r.python_stack));
+          const ApiClass c = ingest.add(r, begin_ns, clock_.to_monotonic_ns(reader.header(), r.end_ticks));
+          if (c == ApiClass::Collective || c == ApiClass::CollectiveTiming || c == ApiClass::GroupEnd)
+            hangs_.observe(rank, r, int64_t(begin_ns), t.stacks->user_frame(r.python_stack));
         },
         gone);
+    store(t);
     stored += counts.records;
     counts.unpublished += side.unpublished;
     counts.malformed += side.malformed;
@@ -80,6 +94,7 @@ uint64_t Collector::pass() {
       kept.lost_unpublished = counts.unpublished;
       kept.malformed = counts.malformed;
       database_.update_process(t.process_id, kept);
+      store_recent(t);
       ++segments_dropped_;
       report("warning", fmt::format("dropped segment /dev/shm/{}: it shrank while being read (something running as "
                                     "this user truncated it), {} records stored from it this pass; the rest of that "
@@ -99,15 +114,40 @@ uint64_t Collector::pass() {
     }
     // A gone producer's segment is drained in one pass (its slots cannot fill any more).
     if (gone) {
+      store_recent(t);
       reader.unlink();
       it = segments_.erase(it);
     } else {
       ++it;
     }
   }
+  if (std::chrono::steady_clock::now() - recent_written_ >= options_.recent_flush) {
+    for (auto& [name, t] : segments_) store_recent(t);
+    recent_written_ = std::chrono::steady_clock::now();
+  }
   watch_hangs();
   database_.commit();
   return stored;
+}
+
+void Collector::store(Tracked& t) {
+  ProcessIngest& ingest = *t.ingest;
+  ingest.calls().for_each([&](const CallKey& key, const CallTotals& totals) { database_.add_calls(t.process_id, key, totals); });
+  for (const StoredEvent& e : ingest.kept()) database_.add_event(t.process_id, e.record, e.begin_ns, e.end_ns, e.follows_copy);
+  const ProcessIngest::Activity& last = ingest.last_activity();
+  if (ingest.stored() && last.seen) {
+    const int rank = t.reader->header().rank;
+    hangs_.note_activity(rank >= 0 ? rank : int(last.rank_in_comm), kApis[last.api].name,
+                         t.stacks->user_frame(last.python_stack), int64_t(last.begin_ns));
+  }
+  ingest.clear_pass();
+}
+
+void Collector::store_recent(Tracked& t) {
+  RecentWindow& window = t.ingest->recent();
+  if (!window.changed()) return;
+  database_.replace_recent_events(t.process_id, window);
+  window.mark_written();
 }
 
 void Collector::watch_hangs() {

@@ -11,10 +11,13 @@
 #include "clock_calibration.hpp"
 #include "database.hpp"
 #include "hang_watch.hpp"
+#include "ingest.hpp"
 #include "process_stacks.hpp"
 #include "segment_reader.hpp"
 
 namespace trainshim::collector {
+
+inline constexpr uint32_t kDefaultRecentEvents = 20'000;
 
 struct CollectorOptions {
   std::string job;
@@ -27,11 +30,19 @@ struct CollectorOptions {
   std::chrono::milliseconds idle_exit{0};
   // A collective some ranks entered and others not, for this long, is reported as a hang.
   std::chrono::milliseconds hang{120'000};
+  // The most recent copies and polls kept per process in `recent_events` (0: none).
+  uint32_t recent_events = kDefaultRecentEvents;
+  // How often the recent window is rewritten while a process runs.
+  std::chrono::milliseconds recent_flush{10'000};
 };
 
 class Collector {
  public:
   explicit Collector(CollectorOptions options);
+  // Writes what is still held (the recent windows).
+  ~Collector();
+  Collector(const Collector&) = delete;
+  Collector& operator=(const Collector&) = delete;
   // Runs until `stop` is set or the idle rule ends it; always finishes with a last full drain.
   void run(const std::atomic<bool>& stop);
   // One discover + drain pass; returns the number of records stored.
@@ -50,8 +61,12 @@ class Collector {
     int64_t process_id;
     Database::ProcessCounters totals;
     std::unique_ptr<ProcessStacks> stacks;
+    std::unique_ptr<ProcessIngest> ingest;
   };
   void discover();
+  // This pass's aggregates and kept records of `t` into the database.
+  void store(Tracked& t);
+  void store_recent(Tracked& t);
   void watch_hangs();
 
   CollectorOptions options_;
@@ -62,6 +77,7 @@ class Collector {
   std::set<std::string> listed_;    // by the last pass
   HangWatch hangs_;
   uint64_t segments_dropped_ = 0;
+  std::chrono::steady_clock::time_point recent_written_ = std::chrono::steady_clock::now();
 };
 
 }  // namespace trainshim::collector

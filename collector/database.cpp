@@ -11,104 +11,30 @@
 #include <ctime>
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
 namespace trainshim::collector {
 
 namespace {
 
-constexpr const char* kSchema = R"sql(
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS apis(id INTEGER PRIMARY KEY, name TEXT NOT NULL, class TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS directions(id INTEGER PRIMARY KEY, name TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS host_memories(id INTEGER PRIMARY KEY, name TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS processes(
-  id INTEGER PRIMARY KEY,
-  segment TEXT NOT NULL,
-  pid INTEGER NOT NULL,
-  host TEXT NOT NULL,
-  rank INTEGER NOT NULL,
-  local_rank INTEGER NOT NULL,
-  world_size INTEGER NOT NULL,
-  job TEXT NOT NULL,
-  command TEXT NOT NULL,
-  start_realtime_ns INTEGER NOT NULL,
-  start_monotonic_ns INTEGER NOT NULL,
-  events INTEGER NOT NULL DEFAULT 0,
-  dropped_ring_full INTEGER NOT NULL DEFAULT 0,
-  dropped_not_ready INTEGER NOT NULL DEFAULT 0,
-  lost_unpublished INTEGER NOT NULL DEFAULT 0,
-  malformed INTEGER NOT NULL DEFAULT 0,
-  dropped_side_full INTEGER NOT NULL DEFAULT 0,
-  untimed_capturing INTEGER NOT NULL DEFAULT 0,
-  untimed_no_event INTEGER NOT NULL DEFAULT 0,
-  ended INTEGER NOT NULL DEFAULT 0,
-  python_version TEXT NOT NULL DEFAULT '',
-  python_stacks_unavailable TEXT NOT NULL DEFAULT '');
-CREATE TABLE IF NOT EXISTS events(
-  process_id INTEGER NOT NULL REFERENCES processes(id),
-  tid INTEGER NOT NULL,
-  api INTEGER NOT NULL REFERENCES apis(id),
-  begin_ns INTEGER NOT NULL,
-  end_ns INTEGER NOT NULL,
-  bytes INTEGER NOT NULL,
-  direction INTEGER NOT NULL REFERENCES directions(id),
-  host_memory INTEGER NOT NULL REFERENCES host_memories(id),
-  stream INTEGER NOT NULL,
-  object INTEGER NOT NULL,
-  detail INTEGER NOT NULL,
-  rank_in_comm INTEGER NOT NULL,
-  comm_size INTEGER NOT NULL,
-  result INTEGER NOT NULL,
-  native_stack INTEGER NOT NULL,
-  python_stack INTEGER NOT NULL,
-  sequence INTEGER NOT NULL,
-  peer INTEGER NOT NULL,
-  flags INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS events_by_process_api ON events(process_id, api);
-CREATE TABLE IF NOT EXISTS modules(
-  process_id INTEGER NOT NULL REFERENCES processes(id),
-  id INTEGER NOT NULL,
-  path TEXT NOT NULL,
-  base INTEGER NOT NULL,
-  build_id TEXT NOT NULL,
-  PRIMARY KEY(process_id, id));
-CREATE TABLE IF NOT EXISTS native_frames(
-  process_id INTEGER NOT NULL REFERENCES processes(id),
-  stack_id INTEGER NOT NULL,
-  depth INTEGER NOT NULL,
-  address INTEGER NOT NULL,
-  module TEXT NOT NULL,
-  function TEXT NOT NULL,
-  file TEXT NOT NULL,
-  line INTEGER NOT NULL,
-  PRIMARY KEY(process_id, stack_id, depth));
-CREATE TABLE IF NOT EXISTS python_frames(
-  process_id INTEGER NOT NULL REFERENCES processes(id),
-  stack_id INTEGER NOT NULL,
-  depth INTEGER NOT NULL,
-  file TEXT NOT NULL,
-  function TEXT NOT NULL,
-  line INTEGER NOT NULL,
-  source TEXT NOT NULL,
-  PRIMARY KEY(process_id, stack_id, depth));
-CREATE TABLE IF NOT EXISTS python_stacks(
-  process_id INTEGER NOT NULL REFERENCES processes(id),
-  stack_id INTEGER NOT NULL,
-  borrowed INTEGER NOT NULL,
-  omitted INTEGER NOT NULL,
-  PRIMARY KEY(process_id, stack_id));
-CREATE TABLE IF NOT EXISTS hangs(
-  communicator TEXT NOT NULL,
-  sequence INTEGER NOT NULL,
-  op TEXT NOT NULL,
-  waiting_ranks TEXT NOT NULL,
-  missing_ranks TEXT NOT NULL,
-  waited_ns INTEGER NOT NULL,
-  message TEXT NOT NULL,
-  detected_unix INTEGER NOT NULL,
-  PRIMARY KEY(communicator, sequence));
-CREATE TABLE IF NOT EXISTS collector_log(time_ns INTEGER NOT NULL, level TEXT NOT NULL, message TEXT NOT NULL);
-)sql";
+void step_and_reset(sqlite3* db, sqlite3_stmt* stmt) {
+  const int rc = sqlite3_step(stmt);
+  sqlite3_reset(stmt);
+  sqlite3_clear_bindings(stmt);
+  if (rc != SQLITE_DONE) throw std::runtime_error(std::string("database error: ") + sqlite3_errmsg(db));
+}
+
+// The schema of an earlier version, written before `meta` held `writer_version`: read only to
+// name its version in the refusal.
+std::string found_schema_version(sqlite3* db) {
+  sqlite3_stmt* s = nullptr;
+  std::string found;
+  if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key='schema_version'", -1, &s, nullptr) == SQLITE_OK &&
+      sqlite3_step(s) == SQLITE_ROW)
+    found = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+  sqlite3_finalize(s);
+  return found;
+}
 
 }  // namespace
 
@@ -215,63 +141,91 @@ Database::Database(const std::string& path, const std::string& job, const std::s
   try {
     exec("PRAGMA journal_mode=WAL");
     exec("PRAGMA synchronous=NORMAL");
-    exec(kSchema);
-    sqlite3_stmt* version = prepare("SELECT value FROM meta WHERE key='schema_version'");
-    if (sqlite3_step(version) == SQLITE_ROW) {
-      const std::string found = reinterpret_cast<const char*>(sqlite3_column_text(version, 0));
-      sqlite3_finalize(version);
-      if (found != std::to_string(kSchemaVersion))
-        throw std::runtime_error(fmt::format("{} holds schema version {}, this collector writes version {}: "
-                                             "set TRAINSHIM_OUT to a new file", path, found, kSchemaVersion));
-      sqlite3_stmt* held = prepare("SELECT value FROM meta WHERE key='launch'");
-      const std::string held_launch =
-          sqlite3_step(held) == SQLITE_ROW ? reinterpret_cast<const char*>(sqlite3_column_text(held, 0)) : "";
-      sqlite3_finalize(held);
-      if (!launch.empty() && !held_launch.empty() && held_launch != launch)
-        throw std::runtime_error(fmt::format("{} holds another launch ({}), not this one ({}): set TRAINSHIM_OUT to a "
-                                             "new file", path, held_launch, launch));
-    } else {
-      sqlite3_finalize(version);
-      exec(fmt::format("INSERT INTO meta VALUES('schema_version','{}'),('job','{}'),('created_unix','{}')",
-                       kSchemaVersion, job, std::time(nullptr)).c_str());
+    // Looked at before anything is created: a database of another version is left as it is.
+    const std::string found = found_schema_version(db_);
+    if (!found.empty() && found != std::to_string(kSchemaVersion))
+      throw std::runtime_error(fmt::format("{} holds schema version {}, this collector writes version {}: "
+                                           "set TRAINSHIM_OUT to a new file", path, found, kSchemaVersion));
+    exec(schema::create_statements().c_str());
+    sqlite3_stmt* set_meta = prepare(schema::insert_statement("meta", schema::OnConflict::Merge).c_str());
+    const auto meta = [&](const char* key, const std::string& value) {
+      sqlite3_bind_text(set_meta, 1, key, -1, SQLITE_STATIC);
+      sqlite3_bind_text(set_meta, 2, value.c_str(), int(value.size()), SQLITE_TRANSIENT);
+      step_and_reset(db_, set_meta);
+    };
+    try {
+      if (found.empty()) {
+        meta("schema_version", std::to_string(kSchemaVersion));
+        meta("job", job);
+        meta("created_unix", std::to_string(std::time(nullptr)));
+      } else {
+        sqlite3_stmt* held = prepare("SELECT value FROM meta WHERE key='launch'");
+        const std::string held_launch =
+            sqlite3_step(held) == SQLITE_ROW ? reinterpret_cast<const char*>(sqlite3_column_text(held, 0)) : "";
+        sqlite3_finalize(held);
+        if (!launch.empty() && !held_launch.empty() && held_launch != launch)
+          throw std::runtime_error(fmt::format("{} holds another launch ({}), not this one ({}): set TRAINSHIM_OUT to "
+                                               "a new file", path, held_launch, launch));
+        // A database written before launches were recorded, or by a collector that knew none,
+        // takes the first launch that comes.
+      }
+      if (!launch.empty()) {
+        sqlite3_stmt* insert = prepare("INSERT OR IGNORE INTO meta VALUES('launch', ?)");
+        sqlite3_bind_text(insert, 1, launch.c_str(), int(launch.size()), SQLITE_TRANSIENT);
+        const int step = sqlite3_step(insert);
+        sqlite3_finalize(insert);
+        if (step != SQLITE_DONE) throw std::runtime_error(std::string("database error: ") + sqlite3_errmsg(db_));
+      }
+      // The trainshim that wrote last: collectors of one launch are of one installation.
+      meta("writer_version", std::string(schema::kWriterVersion));
+    } catch (...) {
+      sqlite3_finalize(set_meta);
+      throw;
     }
-    // A database written before launches were recorded, or by a collector that knew none, takes
-    // the first launch that comes.
-    if (!launch.empty()) {
-      sqlite3_stmt* insert = prepare("INSERT OR IGNORE INTO meta VALUES('launch', ?)");
-      sqlite3_bind_text(insert, 1, launch.c_str(), int(launch.size()), SQLITE_TRANSIENT);
-      const int step = sqlite3_step(insert);
-      sqlite3_finalize(insert);
-      if (step != SQLITE_DONE) throw std::runtime_error(std::string("database error: ") + sqlite3_errmsg(db_));
-    }
+    sqlite3_finalize(set_meta);
     exec("BEGIN");
-    for (std::size_t i = 0; i < kApiCount; ++i)
-      exec(fmt::format("INSERT OR REPLACE INTO apis VALUES({},'{}','{}')", i, kApis[i].name,
-                       api_class_name(kApis[i].api_class)).c_str());
-    for (uint8_t i = 0; i < kDirectionCount; ++i)
-      exec(fmt::format("INSERT OR REPLACE INTO directions VALUES({},'{}')", i, direction_name(Direction(i))).c_str());
-    for (uint8_t i = 0; i < kHostMemoryCount; ++i)
-      exec(fmt::format("INSERT OR REPLACE INTO host_memories VALUES({},'{}')", i, host_memory_name(HostMemory(i))).c_str());
+    // The names of the integers in other tables, rewritten each time: the list is this build's.
+    const auto fill = [&](const char* table, std::size_t count, auto names_of) {
+      sqlite3_stmt* s = prepare(schema::insert_statement(table, schema::OnConflict::Merge).c_str());
+      try {
+        for (std::size_t i = 0; i < count; ++i) {
+          sqlite3_bind_int64(s, 1, int64_t(i));
+          int column = 2;
+          for (std::string_view name : names_of(i))
+            sqlite3_bind_text(s, column++, name.data(), int(name.size()), SQLITE_STATIC);
+          step_and_reset(db_, s);
+        }
+      } catch (...) {
+        sqlite3_finalize(s);
+        throw;
+      }
+      sqlite3_finalize(s);
+    };
+    using Names = std::vector<std::string_view>;
+    fill("apis", kApiCount, [](std::size_t i) { return Names{kApis[i].name, api_class_name(kApis[i].api_class)}; });
+    fill("directions", kDirectionCount, [](std::size_t i) { return Names{direction_name(Direction(i))}; });
+    fill("host_memories", kHostMemoryCount, [](std::size_t i) { return Names{host_memory_name(HostMemory(i))}; });
     exec("COMMIT");
-    insert_event_ = prepare("INSERT INTO events VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
-    insert_process_ = prepare(
-        "INSERT INTO processes(segment,pid,host,rank,local_rank,world_size,job,command,start_realtime_ns,"
-        "start_monotonic_ns) VALUES(?,?,?,?,?,?,?,?,?,?)");
+    using schema::insert_statement;
+    using schema::OnConflict;
+    insert_event_ = prepare(insert_statement("events").c_str());
+    insert_recent_ = prepare(insert_statement("recent_events").c_str());
+    delete_recent_ = prepare("DELETE FROM recent_events WHERE process_id = ?");
+    upsert_calls_ = prepare(insert_statement("calls", OnConflict::Merge).c_str());
+    upsert_position_ = prepare(insert_statement("segment_positions", OnConflict::Merge).c_str());
+    insert_process_ = prepare(insert_statement("processes").c_str());
     update_process_ = prepare(
         "UPDATE processes SET events=events+?, dropped_ring_full=?, dropped_not_ready=?, "
         "lost_unpublished=lost_unpublished+?, malformed=malformed+?, dropped_side_full=?, untimed_capturing=?, "
         "untimed_no_event=?, ended=?, python_version=?, python_stacks_unavailable=? WHERE id=?");
     // A stack published twice (two threads met it at once) is the same stack: keep the first.
-    insert_module_ = prepare("INSERT OR IGNORE INTO modules VALUES(?,?,?,?,?)");
-    insert_native_frame_ = prepare("INSERT OR IGNORE INTO native_frames VALUES(?,?,?,?,?,?,?,?)");
-    insert_python_frame_ = prepare("INSERT OR IGNORE INTO python_frames VALUES(?,?,?,?,?,?,?)");
-    insert_python_stack_ = prepare("INSERT OR IGNORE INTO python_stacks VALUES(?,?,?,?)");
-    insert_log_ = prepare("INSERT INTO collector_log VALUES(?,?,?)");
+    insert_module_ = prepare(insert_statement("modules", OnConflict::Ignore).c_str());
+    insert_native_frame_ = prepare(insert_statement("native_frames", OnConflict::Ignore).c_str());
+    insert_python_frame_ = prepare(insert_statement("python_frames", OnConflict::Ignore).c_str());
+    insert_python_stack_ = prepare(insert_statement("python_stacks", OnConflict::Ignore).c_str());
+    insert_log_ = prepare(insert_statement("collector_log").c_str());
     // A hang is written when found and rewritten while it lasts (how long the ranks have waited).
-    upsert_hang_ = prepare(
-        "INSERT INTO hangs VALUES(?,?,?,?,?,?,?,?) ON CONFLICT(communicator, sequence) DO UPDATE SET "
-        "waiting_ranks = excluded.waiting_ranks, missing_ranks = excluded.missing_ranks, "
-        "waited_ns = excluded.waited_ns, message = excluded.message");
+    upsert_hang_ = prepare(insert_statement("hangs", OnConflict::Merge).c_str());
   } catch (...) {
     finalize_all();
     sqlite3_close(db_);
@@ -290,7 +244,7 @@ Database::~Database() {
 }
 
 void Database::finalize_all() {
-  for (auto* s : {insert_event_, insert_process_, update_process_, insert_log_, insert_module_,
+  for (auto* s : {insert_event_, upsert_calls_, insert_recent_, delete_recent_, upsert_position_, insert_process_, update_process_, insert_log_, insert_module_,
                   insert_native_frame_, insert_python_frame_, insert_python_stack_, upsert_hang_})
     sqlite3_finalize(s);
 }
@@ -323,15 +277,6 @@ void Database::commit() {
   in_transaction_ = false;
 }
 
-namespace {
-void step_and_reset(sqlite3* db, sqlite3_stmt* stmt) {
-  const int rc = sqlite3_step(stmt);
-  sqlite3_reset(stmt);
-  sqlite3_clear_bindings(stmt);
-  if (rc != SQLITE_DONE) throw std::runtime_error(std::string("database error: ") + sqlite3_errmsg(db));
-}
-}  // namespace
-
 int64_t Database::add_process(const std::string& segment, const SegmentHeader& h) {
   begin_if_needed();
   auto text = [&](int i, const char* s, std::size_t capacity) {
@@ -351,16 +296,87 @@ int64_t Database::add_process(const std::string& segment, const SegmentHeader& h
   return sqlite3_last_insert_rowid(db_);
 }
 
-void Database::add_event(int64_t process_id, const EventRecord& r, uint64_t begin_ns, uint64_t end_ns) {
-  begin_if_needed();
-  sqlite3_stmt* s = insert_event_;
+namespace {
+void bind_event(sqlite3_stmt* s, int64_t process_id, const EventRecord& r, uint64_t begin_ns, uint64_t end_ns,
+                Direction follows_copy) {
   const int64_t values[] = {process_id,        r.tid,          r.api,         int64_t(begin_ns),
                             int64_t(end_ns),   int64_t(r.bytes), r.direction, r.host_memory,
                             int64_t(r.stream), int64_t(r.object), int64_t(r.detail), r.rank_in_comm,
                             r.comm_size,       r.result,       r.native_stack, r.python_stack,
-                            r.sequence,        r.peer,         r.flags};
-  for (int i = 0; i < 19; ++i) sqlite3_bind_int64(s, i + 1, values[i]);
-  step_and_reset(db_, s);
+                            r.sequence,        r.peer,         r.flags,       int64_t(follows_copy)};
+  static_assert(std::size(values) == schema::insert_column_count("events"));
+  static_assert(schema::column_count("recent_events") == schema::column_count("events"));
+  for (int i = 0; i < int(std::size(values)); ++i) sqlite3_bind_int64(s, i + 1, values[i]);
+}
+}  // namespace
+
+void Database::add_event(int64_t process_id, const EventRecord& r, uint64_t begin_ns, uint64_t end_ns,
+                         Direction follows_copy) {
+  begin_if_needed();
+  bind_event(insert_event_, process_id, r, begin_ns, end_ns, follows_copy);
+  step_and_reset(db_, insert_event_);
+}
+
+void Database::add_calls(int64_t process_id, const CallKey& k, const CallTotals& t) {
+  begin_if_needed();
+  const int64_t values[] = {process_id,
+                            k.api,
+                            int64_t(k.direction),
+                            int64_t(k.host_memory),
+                            k.native_stack,
+                            k.python_stack,
+                            k.null_object ? 1 : 0,
+                            int64_t(k.follows_copy),
+                            int64_t(t.count),
+                            int64_t(t.bytes),
+                            int64_t(t.total_ns),
+                            int64_t(t.max_ns),
+                            int64_t(t.first_begin_ns),
+                            int64_t(t.last_end_ns)};
+  static_assert(std::size(values) == schema::insert_column_count("calls"));
+  for (int i = 0; i < int(std::size(values)); ++i) sqlite3_bind_int64(upsert_calls_, i + 1, values[i]);
+  step_and_reset(db_, upsert_calls_);
+}
+
+void Database::replace_recent_events(int64_t process_id, const RecentWindow& window) {
+  begin_if_needed();
+  sqlite3_bind_int64(delete_recent_, 1, process_id);
+  step_and_reset(db_, delete_recent_);
+  window.for_each([&](const StoredEvent& e) {
+    bind_event(insert_recent_, process_id, e.record, e.begin_ns, e.end_ns, e.follows_copy);
+    step_and_reset(db_, insert_recent_);
+  });
+}
+
+std::optional<int64_t> Database::find_unended_process(const std::string& segment, const SegmentHeader& h) {
+  sqlite3_stmt* s = prepare(
+      "SELECT id FROM processes WHERE segment = ? AND pid = ? AND start_monotonic_ns = ? AND ended = 0 "
+      "ORDER BY id DESC LIMIT 1");
+  sqlite3_bind_text(s, 1, segment.c_str(), int(segment.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_int64(s, 2, h.pid);
+  sqlite3_bind_int64(s, 3, int64_t(h.anchor_monotonic_ns));
+  std::optional<int64_t> id;
+  if (sqlite3_step(s) == SQLITE_ROW) id = sqlite3_column_int64(s, 0);
+  sqlite3_finalize(s);
+  return id;
+}
+
+std::map<uint32_t, uint64_t> Database::segment_positions(int64_t process_id) {
+  sqlite3_stmt* s = prepare("SELECT ring, position FROM segment_positions WHERE process_id = ?");
+  sqlite3_bind_int64(s, 1, process_id);
+  std::map<uint32_t, uint64_t> positions;
+  while (sqlite3_step(s) == SQLITE_ROW)
+    positions[uint32_t(sqlite3_column_int64(s, 0))] = uint64_t(sqlite3_column_int64(s, 1));
+  sqlite3_finalize(s);
+  return positions;
+}
+
+void Database::set_segment_position(int64_t process_id, uint32_t ring, uint64_t position) {
+  begin_if_needed();
+  sqlite3_bind_int64(upsert_position_, 1, process_id);
+  sqlite3_bind_int64(upsert_position_, 2, ring);
+  sqlite3_bind_int64(upsert_position_, 3, int64_t(position));
+  step_and_reset(db_, upsert_position_);
 }
 
 namespace {

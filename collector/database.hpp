@@ -3,13 +3,17 @@
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 
+#include "ingest.hpp"
 #include "trainshim/protocol.hpp"
+#include "trainshim/schema.hpp"
 
 namespace trainshim::collector {
 
-inline constexpr int kSchemaVersion = 4;
+using schema::kSchemaVersion;
 
 // Where `launch` writes when told `path`: `path` itself unless it holds another launch, else the
 // first of <stem>.2.db, <stem>.3.db, ... that is free or holds this launch (a collector that
@@ -28,7 +32,21 @@ class Database {
   Database& operator=(const Database&) = delete;
 
   int64_t add_process(const std::string& segment, const SegmentHeader& header);
-  void add_event(int64_t process_id, const EventRecord& record, uint64_t begin_ns, uint64_t end_ns);
+  // The row of a process another collector was reading when it stopped: same segment, pid and
+  // clock anchor, not ended. nullopt when there is none.
+  std::optional<int64_t> find_unended_process(const std::string& segment, const SegmentHeader& header);
+  // Where reading of that process stopped: ring index -> next position (the side ring's index is
+  // the ring count).
+  std::map<uint32_t, uint64_t> segment_positions(int64_t process_id);
+  void set_segment_position(int64_t process_id, uint32_t ring, uint64_t position);
+
+  // One row of `events`.
+  void add_event(int64_t process_id, const EventRecord& record, uint64_t begin_ns, uint64_t end_ns,
+                 Direction follows_copy = Direction::None);
+  // Adds to the `calls` row of the key (or creates it).
+  void add_calls(int64_t process_id, const CallKey& key, const CallTotals& totals);
+  // Replaces the process's `recent_events` with the window's.
+  void replace_recent_events(int64_t process_id, const RecentWindow& window);
   void add_module(int64_t process_id, uint32_t id, const std::string& path, uint64_t base, const std::string& build_id);
   struct NativeFrame {
     uint64_t address;
@@ -66,6 +84,10 @@ class Database {
 
   sqlite3* db_ = nullptr;
   sqlite3_stmt* insert_event_ = nullptr;
+  sqlite3_stmt* upsert_calls_ = nullptr;
+  sqlite3_stmt* insert_recent_ = nullptr;
+  sqlite3_stmt* delete_recent_ = nullptr;
+  sqlite3_stmt* upsert_position_ = nullptr;
   sqlite3_stmt* insert_process_ = nullptr;
   sqlite3_stmt* update_process_ = nullptr;
   sqlite3_stmt* insert_log_ = nullptr;

@@ -55,6 +55,10 @@ void HangWatch::observe(int rank, const EventRecord& r, int64_t begin_ns, const 
   }
 }
 
+void HangWatch::note_activity(int who, std::string_view api, const std::string& where, int64_t at_ns) {
+  last_[who] = {std::string(api), where, at_ns};
+}
+
 std::vector<Hang> HangWatch::check(int64_t now_ns) {
   std::vector<Hang> hangs;
   for (auto& [id, c] : communicators_) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "trainshim/protocol.hpp"
@@ -28,9 +29,12 @@ class HangWatch {
  public:
   explicit HangWatch(int64_t threshold_ns) : threshold_ns_(threshold_ns) {}
 
-  // Every stored event of a process: `rank` is its global rank (-1 when unknown), `where` the
-  // user's Python frame of the call, if any.
+  // A process's collectives, their timings and group ends: `rank` is its global rank (-1 when
+  // unknown), `where` the user's Python frame of the call, if any.
   void observe(int rank, const EventRecord& record, int64_t begin_ns, const std::string& where);
+  // What a rank (its global rank; its rank in the communicator when unknown) did last, outside
+  // the collectives: said of a rank that never entered a hung collective.
+  void note_activity(int who, std::string_view api, const std::string& where, int64_t at_ns);
 
   // The hangs at time `now_ns` (CLOCK_MONOTONIC of this host).
   std::vector<Hang> check(int64_t now_ns);

@@ -76,6 +76,9 @@ bool unseen_segment(const std::string& job, const std::set<std::string>& listed)
 
 }  // namespace
 
+// Each kept event takes about 110 bytes of the collector's memory per process.
+constexpr int64_t kMostRecentEvents = 1'000'000;
+
 int main(int argc, char** argv) {
   CLI::App app{"trainshim-collector: drains a job's trainshim segments into its SQLite database"};
   std::string job;
@@ -91,6 +94,11 @@ int main(int argc, char** argv) {
                  "exit once every producer is gone and none appeared for this many seconds")
       ->expected(0, 1)
       ->default_str("10");
+  int64_t recent_events = -1;
+  app.add_option("--recent-events", recent_events,
+                 "most recent copies and polls kept per process for the timeline (default: $TRAINSHIM_RECENT_EVENTS, "
+                 "else 20000; 0: none)")
+      ->check(CLI::Range(int64_t{0}, kMostRecentEvents));
   app.add_option("--poll-ms", poll_ms, "pause between passes when there is nothing to read")->check(CLI::Range(1, 10000));
   app.add_flag("--daemonize", daemonize,
                "fork at once and exit, the collector carrying on in its own session (so that it is never a child "
@@ -137,6 +145,20 @@ int main(int argc, char** argv) {
       return 2;
     }
     hang = std::chrono::milliseconds(int64_t(seconds * 1000));
+  }
+  if (recent_events < 0) {
+    recent_events = trainshim::collector::kDefaultRecentEvents;
+    if (const char* value = std::getenv("TRAINSHIM_RECENT_EVENTS"); value && *value) {
+      char* end = nullptr;
+      errno = 0;
+      const long long n = std::strtoll(value, &end, 10);
+      if (*end != '\0' || errno != 0 || n < 0 || n > kMostRecentEvents) {
+        fmt::print(stderr, "trainshim-collector: TRAINSHIM_RECENT_EVENTS={} is not a number of events from 0 to {}\n",
+                   value, kMostRecentEvents);
+        return 2;
+      }
+      recent_events = n;
+    }
   }
   std::string lock_path;
   std::vector<trainshim::RefusedLockFile> refused;
@@ -196,6 +218,7 @@ int main(int argc, char** argv) {
     options.poll = std::chrono::milliseconds(poll_ms);
     options.idle_exit = std::chrono::milliseconds(int64_t(idle_exit_seconds * 1000));
     options.hang = hang;
+    options.recent_events = uint32_t(recent_events);
     std::optional<trainshim::collector::Collector> collector(std::in_place, options);
     if (!refused.empty()) collector->report("warning", trainshim::describe_refused(refused));
     // Started by a job, standard error is the job's, maybe a pipe its caller reads to the end:

@@ -248,34 +248,46 @@ TEST_F(CollectorTest, DrainsRecordsIntoTheDatabase) {
       "1700000000000000000", "5000", "3", "0", "0", "0"};
   EXPECT_EQ(processes[0], expected_process);
 
-  // Ring 0 drains before ring 1, each in order.
-  const auto events = rows("SELECT api, bytes, direction, host_memory, begin_ns, end_ns, tid, stream FROM events "
-                           "ORDER BY rowid");
-  const std::vector<std::vector<std::string>> expected_events = {
-      {std::to_string(int(Api::cudaMemcpyAsync)), "4096", "1", "2", "10000", "10500", "77", std::to_string(0xABC)},
-      {std::to_string(int(Api::cudaMemcpy)), "512", "2", "1", "11000", "11200", "77", std::to_string(0xABC)},
-      {std::to_string(int(Api::cudaStreamSynchronize)), "0", "0", "0", "12000", "15000", "0", std::to_string(0xABC)},
-  };
-  EXPECT_EQ(events, expected_events);
+  // Copies are counted in `calls`, one row per key; the sync is also kept one by one in `events`.
+  const std::string copy_api = std::to_string(int(Api::cudaMemcpyAsync)), memcpy_api = std::to_string(int(Api::cudaMemcpy)),
+                    sync_api = std::to_string(int(Api::cudaStreamSynchronize));
+  EXPECT_EQ(rows("SELECT api, direction, host_memory, native_stack, python_stack, null_object, follows_copy, count, "
+                 "bytes, total_ns, max_ns, first_begin_ns, last_end_ns FROM calls ORDER BY first_begin_ns"),
+            (std::vector<std::vector<std::string>>{
+                {copy_api, "1", "2", "0", "0", "1", "0", "1", "4096", "500", "500", "10000", "10500"},
+                {memcpy_api, "2", "1", "0", "0", "1", "0", "1", "512", "200", "200", "11000", "11200"},
+                {sync_api, "0", "0", "0", "0", "1", "0", "1", "0", "3000", "3000", "12000", "15000"}}));
+  EXPECT_EQ(rows("SELECT api, bytes, direction, host_memory, begin_ns, end_ns, tid, stream, follows_copy FROM events"),
+            (std::vector<std::vector<std::string>>{
+                {sync_api, "0", "0", "0", "12000", "15000", "0", std::to_string(0xABC), "0"}}));
   // The lookup tables name what the integers mean.
-  EXPECT_EQ(rows("SELECT a.name, a.class, d.name, m.name FROM events e JOIN apis a ON a.id = e.api "
-                 "JOIN directions d ON d.id = e.direction JOIN host_memories m ON m.id = e.host_memory "
-                 "ORDER BY e.rowid LIMIT 1")[0],
+  EXPECT_EQ(rows("SELECT a.name, a.class, d.name, m.name FROM calls c JOIN apis a ON a.id = c.api "
+                 "JOIN directions d ON d.id = c.direction JOIN host_memories m ON m.id = c.host_memory "
+                 "ORDER BY c.first_begin_ns LIMIT 1")[0],
             (std::vector<std::string>{"cudaMemcpyAsync", "copy", "h2d", "pageable"}));
   EXPECT_EQ(rows("SELECT value FROM meta WHERE key = 'job'")[0][0], job_);
+  EXPECT_EQ(rows("SELECT value FROM meta WHERE key = 'schema_version'")[0][0], "5");
+  EXPECT_EQ(rows("SELECT value FROM meta WHERE key = 'writer_version'")[0][0], "0.1.0");
 
   // Nothing new: nothing stored, the live producer's segment stays.
   EXPECT_EQ(collector.pass(), 0u);
-  EXPECT_EQ(value("SELECT count(*) FROM events"), 3);
+  EXPECT_EQ(value("SELECT sum(count) FROM calls"), 3);
   EXPECT_EQ(value("SELECT events FROM processes"), 3);
   EXPECT_TRUE(shm_exists(seg.name()));
 
-  // Later records add to the same process row.
+  // Later records add to the same process row, and to the row of their key.
   ASSERT_TRUE(seg.ring(1).push(copy_record(20'000, 20'001, 1, Direction::DeviceToDevice, HostMemory::Device)));
+  ASSERT_TRUE(seg.ring(1).push(copy_record(30'000, 30'010, 1, Direction::DeviceToDevice, HostMemory::Device)));
+  EXPECT_EQ(collector.pass(), 2u);
+  ASSERT_TRUE(seg.ring(0).push(copy_record(40'000, 40'005, 1, Direction::DeviceToDevice, HostMemory::Device)));
   EXPECT_EQ(collector.pass(), 1u);
   EXPECT_EQ(value("SELECT count(*) FROM processes"), 1);
-  EXPECT_EQ(value("SELECT events FROM processes"), 4);
-  EXPECT_EQ(value("SELECT count(*) FROM events"), 4);
+  EXPECT_EQ(value("SELECT events FROM processes"), 6);
+  EXPECT_EQ(value("SELECT sum(count) FROM calls"), 6);
+  EXPECT_EQ(rows("SELECT count, bytes, total_ns, max_ns, first_begin_ns, last_end_ns FROM calls WHERE direction = 3"),
+            (std::vector<std::vector<std::string>>{{"3", "3", "16", "10", "20000", "40005"}}));
+  EXPECT_EQ(value("SELECT count(*) FROM events"), 1);
+  EXPECT_EQ(value("SELECT count(*) FROM recent_events"), 0) << "written every 10 s, at a process's end, at exit";
 }
 
 TEST_F(CollectorTest, MalformedRecordsAreCountedNotStored) {
@@ -292,9 +304,9 @@ TEST_F(CollectorTest, MalformedRecordsAreCountedNotStored) {
   EXPECT_EQ(collector.pass(), 2u);
   EXPECT_EQ(value("SELECT malformed FROM processes"), 2);
   EXPECT_EQ(value("SELECT events FROM processes"), 2);
-  EXPECT_EQ(value("SELECT count(*) FROM events"), 2);
-  EXPECT_EQ(value("SELECT count(*) FROM events WHERE api >= " + std::to_string(kApiCount)), 0);
-  EXPECT_EQ(value("SELECT sum(bytes) FROM events"), 300);
+  EXPECT_EQ(value("SELECT sum(count) FROM calls"), 2);
+  EXPECT_EQ(value("SELECT count(*) FROM calls WHERE api >= " + std::to_string(kApiCount)), 0);
+  EXPECT_EQ(value("SELECT sum(bytes) FROM calls"), 300);
   EXPECT_EQ(value("SELECT count(*) FROM collector_log WHERE level = 'warning' AND message = '2 malformed "
                   "records skipped in /dev/shm/" + seg.name() + "'"),
             1);
@@ -387,7 +399,9 @@ TEST_F(CollectorTest, DeadProducerIsDrainedEndedAndUnlinked) {
   EXPECT_FALSE(shm_exists(seg.name()));
   EXPECT_EQ(rows("SELECT events, ended, lost_unpublished, dropped_ring_full FROM processes")[0],
             (std::vector<std::string>{"18", "1", "1", "0"}));
-  EXPECT_EQ(value("SELECT sum(bytes) FROM events"), 120 + 7 + 9);
+  EXPECT_EQ(value("SELECT sum(bytes) FROM calls"), 120 + 7 + 9);
+  EXPECT_EQ(value("SELECT sum(count) FROM calls"), 18);
+  EXPECT_EQ(value("SELECT count(*) FROM recent_events"), 18) << "written when the process ended";
   EXPECT_EQ(collector.pass(), 0u);
   EXPECT_EQ(value("SELECT count(*) FROM processes"), 1);
 }
@@ -406,7 +420,7 @@ TEST_F(CollectorTest, UnpublishedSegmentIsPickedUpOncePublished) {
   EXPECT_EQ(collector.pass(), 1u);
   EXPECT_EQ(collector.live_segments(), 1u);
   EXPECT_EQ(value("SELECT count(*) FROM processes"), 1);
-  EXPECT_EQ(value("SELECT bytes FROM events"), 64);
+  EXPECT_EQ(value("SELECT bytes FROM calls"), 64);
 }
 
 // The shim creates its segment, sizes it, and only then writes the header (publishing last).
@@ -433,7 +447,8 @@ TEST_F(CollectorTest, RunFinishesWithAFullDrain) {
     Collector collector(options());
     collector.run(stop);
   }
-  EXPECT_EQ(value("SELECT count(*) FROM events"), 1);
+  EXPECT_EQ(value("SELECT sum(count) FROM calls"), 1);
+  EXPECT_EQ(value("SELECT count(*) FROM recent_events"), 1) << "written at the collector's exit";
   EXPECT_EQ(rows("SELECT level, message FROM collector_log ORDER BY rowid")[0],
             (std::vector<std::string>{"info", fmt::format("collector {} started for job {}", getpid(), job_)}));
 }
@@ -450,8 +465,131 @@ TEST_F(CollectorTest, ReopeningTheDatabaseAddsToIt) {
     Collector collector(options());
     EXPECT_EQ(collector.pass(), 1u);
   }
-  EXPECT_EQ(value("SELECT count(*) FROM events"), 2);
+  EXPECT_EQ(value("SELECT sum(count) FROM calls"), 2);
   EXPECT_EQ(value("SELECT count(*) FROM meta WHERE key = 'schema_version'"), 1);
+}
+
+EventRecord call_record(Api api, uint32_t tid, uint64_t stream, uint64_t begin, uint32_t native = 0,
+                        uint32_t python = 0) {
+  EventRecord r{};
+  r.api = static_cast<uint16_t>(api);
+  r.tid = tid;
+  r.stream = stream;
+  r.begin_ticks = begin;
+  r.end_ticks = begin + 10;
+  r.native_stack = native;
+  r.python_stack = python;
+  return r;
+}
+
+// A wait is paired with the copy just before it on its thread and stream (follows_copy), and a
+// poll without stacks counts under its thread's last poll that had them.
+TEST_F(CollectorTest, WaitsArePairedWithTheCopyTheyFollowAndPollsInheritTheirThreadsStacks) {
+  TestSegment seg(job_, Opts());
+  RingView ring = seg.ring(0);
+  EventRecord h2d = copy_record(100, 110, 64, Direction::HostToDevice, HostMemory::Pinned);
+  h2d.tid = 5;
+  h2d.stream = 1;
+  ASSERT_TRUE(ring.push(h2d));
+  ASSERT_TRUE(ring.push(call_record(Api::cudaStreamQuery, 6, 1, 120, 0, 0)));       // another thread: no stacks yet
+  ASSERT_TRUE(ring.push(call_record(Api::cudaStreamSynchronize, 5, 1, 130, 3, 4)));  // follows the h2d copy
+  ASSERT_TRUE(ring.push(call_record(Api::cudaStreamSynchronize, 5, 1, 140, 3, 4)));  // the copy was followed already
+  ASSERT_TRUE(ring.push(call_record(Api::cudaStreamQuery, 5, 1, 150, 9, 8)));        // a sampled poll
+  ASSERT_TRUE(ring.push(call_record(Api::cudaStreamQuery, 5, 1, 160)));              // counted under 9, 8
+  EventRecord d2h = copy_record(170, 180, 32, Direction::DeviceToHost, HostMemory::Pageable);
+  d2h.tid = 5;
+  d2h.stream = 1;
+  ASSERT_TRUE(ring.push(d2h));
+  ASSERT_TRUE(ring.push(call_record(Api::cudaStreamSynchronize, 5, 2, 190, 3, 4)));  // another stream
+  ASSERT_TRUE(ring.push(d2h));
+  ASSERT_TRUE(ring.push(call_record(Api::cudaStreamQuery, 5, 1, 200)));              // a poll follows it too
+  ASSERT_TRUE(ring.push(call_record(Api::cudaFree, 5, 1, 210, 3, 4)));
+
+  Collector collector(options());
+  EXPECT_EQ(collector.pass(), 11u);
+  const std::string sync = std::to_string(int(Api::cudaStreamSynchronize)), poll = std::to_string(int(Api::cudaStreamQuery)),
+                    copy = std::to_string(int(Api::cudaMemcpyAsync)), free = std::to_string(int(Api::cudaFree));
+  // In api.def's order: the copy, the sync, the free, the poll.
+  EXPECT_EQ(rows("SELECT api, native_stack, python_stack, follows_copy, count, first_begin_ns FROM calls "
+                 "ORDER BY api, follows_copy, native_stack, first_begin_ns"),
+            (std::vector<std::vector<std::string>>{
+                {copy, "0", "0", "0", "1", "100"},
+                {copy, "0", "0", "0", "2", "170"},
+                {sync, "3", "4", "0", "2", "140"},
+                {sync, "3", "4", "1", "1", "130"},
+                {free, "3", "4", "0", "1", "210"},
+                {poll, "0", "0", "0", "1", "120"},
+                {poll, "9", "8", "0", "2", "150"},
+                {poll, "9", "8", "2", "1", "200"},
+            }));
+  EXPECT_EQ(rows("SELECT api, begin_ns, follows_copy FROM events ORDER BY begin_ns"),
+            (std::vector<std::vector<std::string>>{{sync, "130", "1"}, {sync, "140", "0"}, {sync, "190", "0"},
+                                                   {free, "210", "0"}}));
+  EXPECT_EQ(value("SELECT events FROM processes"), 11);
+}
+
+// The window keeps each process's most recent copies and polls, oldest first, rewritten whole.
+TEST_F(CollectorTest, RecentEventsKeepTheLastCopiesAndPollsOfEachProcess) {
+  TestSegment seg(job_, Opts().producer_gone());
+  for (uint64_t i = 1; i <= 5; ++i)
+    ASSERT_TRUE(seg.ring(0).push(copy_record(i * 100, i * 100 + 1, i, Direction::HostToDevice, HostMemory::Pinned)));
+  ASSERT_TRUE(seg.ring(1).push(call_record(Api::cudaDeviceSynchronize, 77, 0, 1000)));
+  CollectorOptions o = options();
+  o.recent_events = 3;
+  Collector collector(o);
+  EXPECT_EQ(collector.pass(), 6u);
+  EXPECT_EQ(rows("SELECT begin_ns, bytes FROM recent_events ORDER BY rowid"),
+            (std::vector<std::vector<std::string>>{{"300", "3"}, {"400", "4"}, {"500", "5"}}));
+  EXPECT_EQ(value("SELECT count(*) FROM events"), 1) << "the sync alone";
+  EXPECT_EQ(value("SELECT sum(count) FROM calls"), 6);
+}
+
+TEST_F(CollectorTest, NoRecentEventsAreKeptWhenTheWindowIsZero) {
+  TestSegment seg(job_, Opts());
+  ASSERT_TRUE(seg.ring(0).push(copy_record(1, 2, 64, Direction::HostToDevice, HostMemory::Pinned)));
+  CollectorOptions o = options();
+  o.recent_events = 0;
+  {
+    Collector collector(o);
+    EXPECT_EQ(collector.pass(), 1u);
+  }
+  EXPECT_EQ(value("SELECT count(*) FROM recent_events"), 0);
+  EXPECT_EQ(value("SELECT sum(count) FROM calls"), 1);
+}
+
+// A running process's window is rewritten on the flush period, not per pass.
+TEST_F(CollectorTest, RecentEventsOfARunningProcessAreRewrittenOnTheirPeriod) {
+  TestSegment seg(job_, Opts());
+  ASSERT_TRUE(seg.ring(0).push(copy_record(1, 2, 64, Direction::HostToDevice, HostMemory::Pinned)));
+  CollectorOptions o = options();
+  o.recent_flush = std::chrono::milliseconds(0);
+  Collector collector(o);
+  EXPECT_EQ(collector.pass(), 1u);
+  EXPECT_EQ(value("SELECT count(*) FROM recent_events"), 1);
+  ASSERT_TRUE(seg.ring(0).push(copy_record(3, 4, 32, Direction::HostToDevice, HostMemory::Pinned)));
+  EXPECT_EQ(collector.pass(), 1u);
+  EXPECT_EQ(rows("SELECT begin_ns FROM recent_events ORDER BY rowid"),
+            (std::vector<std::vector<std::string>>{{"1"}, {"3"}}));
+}
+
+// A database of an older schema is left as it is, and the refusal names both versions.
+TEST_F(CollectorTest, DatabaseOfAnotherSchemaIsRefusedUntouched) {
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(db_path_.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+                               "INSERT INTO meta VALUES('schema_version', '4')", nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  try {
+    Database db(db_path_, job_);
+    ADD_FAILURE() << "opened";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              db_path_ + " holds schema version 4, this collector writes version 5: set TRAINSHIM_OUT to a new file");
+  }
+  EXPECT_EQ(rows("SELECT name FROM sqlite_master"), (std::vector<std::vector<std::string>>{{"meta"}, {"sqlite_autoindex_meta_1"}}));
 }
 
 // Review §18: whether a producer runs is its liveness lock; its pid says nothing (another pid
@@ -540,7 +678,7 @@ TEST_F(CollectorTest, GeometryRewrittenAfterOpeningIsNeverUsed) {
   EXPECT_EQ(collector.pass(), 1u);
   EXPECT_EQ(rows("SELECT events, dropped_ring_full, dropped_side_full, malformed FROM processes")[0],
             (std::vector<std::string>{"2", "0", "0", "0"}));
-  EXPECT_EQ(value("SELECT sum(bytes) FROM events"), 30);
+  EXPECT_EQ(value("SELECT sum(bytes) FROM calls"), 30);
   EXPECT_EQ(value("SELECT count(*) FROM collector_log WHERE level = 'warning'"), 0);
 }
 
@@ -573,7 +711,7 @@ TEST_F(CollectorTest, SegmentShrunkWhileReadIsDroppedAndTheOthersStillCollected)
   ASSERT_TRUE(other.ring(1).push(copy_record(5, 6, 100, Direction::HostToDevice, HostMemory::Pinned)));
   EXPECT_EQ(collector.pass(), 1u);
   EXPECT_EQ(value("SELECT count(*) FROM collector_log WHERE level = 'warning'"), 1);
-  EXPECT_EQ(value("SELECT sum(bytes) FROM events"), 10 + 10 + 300);
+  EXPECT_EQ(value("SELECT sum(bytes) FROM calls"), 10 + 10 + 300);
   EXPECT_TRUE(shm_exists(shrunk.name())) << "left for inspection";
 }
 

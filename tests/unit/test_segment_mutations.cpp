@@ -169,7 +169,7 @@ TEST_F(SegmentMutations, SeededMutationsAreReadWithoutACrash) {
     collector.pass();
     bip::shared_memory_object::remove(name.c_str());
   }
-  ASSERT_EQ(count(db, "SELECT count(*) FROM events"), 4);
+  ASSERT_EQ(count(db, "SELECT sum(count) FROM calls"), 4);
   ASSERT_EQ(count(db, "SELECT count(*) FROM python_frames"), 2);
   ASSERT_EQ(count(db, "SELECT count(*) FROM native_frames"), 3);
   ASSERT_EQ(count(db, "SELECT count(*) FROM modules"), 1);

@@ -1,0 +1,146 @@
+#pragma once
+// What the collector keeps of one process's records, built record by record as they are drained
+// and handed to the database once per pass: the exact aggregates per call key (calls), the
+// records analyses need one by one (events), and a bounded window of the most recent copies and
+// polls (recent_events). The per-record path touches no database and allocates nothing in the
+// steady state: one lookup of the thread for copies, syncs, frees and polls, one probe of an
+// open-addressing table, one store into a preallocated ring.
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "trainshim/copy_pairing.hpp"
+#include "trainshim/protocol.hpp"
+
+namespace trainshim::collector {
+
+// The key of a `calls` row within its process (schema.def).
+struct CallKey {
+  uint16_t api = 0;
+  Direction direction = Direction::None;
+  HostMemory host_memory = HostMemory::Unknown;
+  bool null_object = false;
+  Direction follows_copy = Direction::None;
+  uint32_t native_stack = 0;
+  uint32_t python_stack = 0;
+  bool operator==(const CallKey&) const = default;
+};
+
+struct CallTotals {
+  uint64_t count = 0;
+  uint64_t bytes = 0;
+  uint64_t total_ns = 0;
+  uint64_t max_ns = 0;
+  uint64_t first_begin_ns = std::numeric_limits<uint64_t>::max();
+  uint64_t last_end_ns = 0;
+};
+
+// A record as stored in `events` or `recent_events`: its times converted, its pairing found.
+struct StoredEvent {
+  EventRecord record;
+  uint64_t begin_ns;
+  uint64_t end_ns;
+  Direction follows_copy;
+};
+
+// Totals per key since the last take: open addressing with linear probing over a power-of-two
+// table, so that the per-record update is a hash, a probe and six adds.
+class CallTable {
+ public:
+  CallTable();
+  CallTotals& at(const CallKey& key);
+  template <class Visit>
+  void for_each(const Visit& visit) const {
+    for (uint32_t i : used_) visit(slots_[i].key, slots_[i].totals);
+  }
+  std::size_t size() const { return used_.size(); }
+  // Forgets every key (the capacity stays).
+  void clear();
+
+ private:
+  struct Slot {
+    CallKey key;
+    bool used = false;
+    CallTotals totals;
+  };
+  void grow();
+
+  std::vector<Slot> slots_;
+  std::vector<uint32_t> used_;  // indices of used slots, in insertion order
+  uint64_t mask_;
+};
+
+// The most recent `capacity` copies and polls, oldest overwritten first; the memory is taken once.
+class RecentWindow {
+ public:
+  explicit RecentWindow(uint32_t capacity) : capacity_(capacity), events_(capacity) {}
+  void push(const StoredEvent& e) {
+    if (capacity_ == 0) return;
+    events_[next_ % capacity_] = e;
+    ++next_;
+  }
+  uint32_t capacity() const { return capacity_; }
+  uint32_t size() const { return next_ < capacity_ ? uint32_t(next_) : capacity_; }
+  // Oldest first.
+  template <class Visit>
+  void for_each(const Visit& visit) const {
+    const uint64_t n = size();
+    for (uint64_t i = next_ - n; i < next_; ++i) visit(events_[i % capacity_]);
+  }
+  // Whether anything came since the last `mark_written`.
+  bool changed() const { return next_ != written_; }
+  void mark_written() { written_ = next_; }
+
+ private:
+  uint32_t capacity_;
+  std::vector<StoredEvent> events_;
+  uint64_t next_ = 0;
+  uint64_t written_ = 0;
+};
+
+class ProcessIngest {
+ public:
+  explicit ProcessIngest(uint32_t recent_capacity) : recent_(recent_capacity) {}
+
+  // One validated record, its times already CLOCK_MONOTONIC ns. Returns its class.
+  ApiClass add(const EventRecord& record, uint64_t begin_ns, uint64_t end_ns);
+
+  // Since the last clear_pass(): the aggregates, the records kept one by one, the records counted.
+  const CallTable& calls() const { return calls_; }
+  const std::vector<StoredEvent>& kept() const { return kept_; }
+  uint64_t stored() const { return stored_; }
+  void clear_pass();
+
+  RecentWindow& recent() { return recent_; }
+
+  // The last record that was not a collective's timing (what the process was doing last).
+  struct Activity {
+    uint16_t api = 0;
+    uint32_t python_stack = 0;
+    uint32_t rank_in_comm = 0;
+    uint64_t begin_ns = 0;
+    bool seen = false;
+  };
+  const Activity& last_activity() const { return last_activity_; }
+
+ private:
+  struct Thread {
+    LastPairedCall pairing;
+    uint32_t poll_native = 0, poll_python = 0;  // of its last poll that carried stacks
+  };
+  Thread& thread(uint32_t tid);
+
+  CallTable calls_;
+  std::vector<StoredEvent> kept_;
+  RecentWindow recent_;
+  uint64_t stored_ = 0;
+  Activity last_activity_;
+  // Records come in runs from one thread: the last one looked up is kept at hand.
+  std::unordered_map<uint32_t, Thread> threads_;
+  uint32_t cached_tid_ = 0;
+  Thread* cached_thread_ = nullptr;
+};
+
+}  // namespace trainshim::collector
