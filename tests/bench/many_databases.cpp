@@ -2,8 +2,9 @@
 // (so their format is the schema's), for scripts/bench/report-many: NODES databases of
 // RANKS_PER_NODE ranks each, every rank making COLLECTIVES all-reduces on one world communicator
 // with their GPU-side timings. Arrival jitter up to 50 us per rank and collective; one straggler
-// rank (the middle one) is late by 30 ms in 99 % of the collectives. Each database is written in
-// one transaction per rank.
+// rank (the middle one) is late by 30 ms in 99 % of the collectives. The records go through the
+// collector's ProcessIngest as drained ones do (aggregated into `calls`, kept one by one in
+// `events` where an analysis needs them); each database is written in one transaction per rank.
 // Usage: many_databases DIR [NODES [RANKS_PER_NODE [COLLECTIVES]]]
 #include <nccl.h>
 
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "database.hpp"
+#include "ingest.hpp"
 #include "trainshim/api.hpp"
 #include "trainshim/protocol.hpp"
 
@@ -26,6 +28,7 @@ namespace {
 using trainshim::Api;
 using trainshim::EventRecord;
 using trainshim::collector::Database;
+using trainshim::collector::ProcessIngest;
 
 constexpr uint64_t kWorldComm = 0x5eed'c0'77'a11ULL;
 constexpr int64_t kBaseNs = 5'000'000, kLateNs = 30'000'000, kJitterNs = 50'000, kStepNs = 100'000'000;
@@ -62,6 +65,16 @@ std::unique_ptr<trainshim::SegmentHeader> header_for(uint32_t rank, uint32_t loc
   return h;
 }
 
+// What the collector does with a pass's records (Collector::store).
+void store(Database& db, int64_t process, ProcessIngest& ingest) {
+  ingest.calls().for_each([&](const trainshim::collector::CallKey& key, const trainshim::collector::CallTotals& totals) {
+    db.add_calls(process, key, totals);
+  });
+  for (const trainshim::collector::StoredEvent& e : ingest.kept())
+    db.add_event(process, e.record, e.begin_ns, e.end_ns, e.follows_copy);
+  ingest.clear_pass();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -93,6 +106,7 @@ int main(int argc, char** argv) {
       // Each node has its own clock: the ranks of a node share an offset, nodes differ.
       const int64_t clock0 = 1'000'000'000 + int64_t(splitmix(node) % 1'000'000'000);
       uint64_t stored = 0;
+      ProcessIngest ingest(0);
       // The all-reduce's Python stack: DDP's bucket hook under the training step.
       db.add_python_stack(process, 1, false, 0);
       db.add_python_frame(process, 1, 0, "/usr/lib/python3/torch/distributed/distributed_c10d.py", "all_reduce", 2501,
@@ -106,7 +120,7 @@ int main(int argc, char** argv) {
       init.detail = kWorldComm;
       init.rank_in_comm = rank;
       init.comm_size = world;
-      db.add_event(process, init, uint64_t(clock0), uint64_t(clock0 + 40'000'000));
+      ingest.add(init, uint64_t(clock0), uint64_t(clock0 + 40'000'000));
       ++stored;
 
       EventRecord call{};
@@ -125,14 +139,16 @@ int main(int argc, char** argv) {
         call.api = static_cast<uint16_t>(Api::ncclAllReduce);
         call.sequence = seq;
         call.flags = 0;
-        db.add_event(process, call, uint64_t(begin), uint64_t(begin + 12'000));
+        ingest.add(call, uint64_t(begin), uint64_t(begin + 12'000));
         EventRecord timing = call;
         timing.api = static_cast<uint16_t>(Api::ncclGpuTiming);
         timing.detail = uint64_t(last_arrival[seq] + kBaseNs - arrival);
         timing.native_stack = timing.python_stack = 0;
-        db.add_event(process, timing, uint64_t(begin), uint64_t(begin + 12'000));
+        ingest.add(timing, uint64_t(begin), uint64_t(begin + 12'000));
         stored += 2;
       }
+      // One pass for the whole rank: the rows are the same however the records split into passes.
+      store(db, process, ingest);
       Database::ProcessCounters counters;
       counters.events = stored;
       counters.ended = true;
