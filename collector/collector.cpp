@@ -37,9 +37,25 @@ void Collector::discover() {
     if (segments_.count(name) || rejected_.count(name)) continue;
     try {
       auto reader = std::make_unique<SegmentReader>(name);
-      const int64_t id = database_.add_process(name, reader->header());
-      segments_.emplace(name, Tracked{std::move(reader), id, {}, std::make_unique<ProcessStacks>(database_, id),
-                                      std::make_unique<ProcessIngest>(options_.recent_events)});
+      // A collector that died (killed, out of memory) left the row of a process still running:
+      // this one carries on with it, so that the process is one row whatever happened.
+      const std::optional<int64_t> resumed = database_.find_unended_process(name, reader->header());
+      const int64_t id = resumed ? *resumed : database_.add_process(name, reader->header());
+      // It goes on from where the dead one committed: what that one read after, it never stored.
+      if (resumed) {
+        SegmentReader::Positions committed{std::vector<uint64_t>(reader->geometry().ring_count, 0), 0};
+        for (const auto& [ring, position] : database_.segment_positions(*resumed)) {
+          if (ring < committed.rings.size()) committed.rings[ring] = position;
+          else if (ring == committed.rings.size()) committed.side = position;
+        }
+        reader->resume(committed);
+        report("info", fmt::format("resumed reading /dev/shm/{} (process row {})", name, id));
+      }
+      Tracked t{std::move(reader), id, {}, std::make_unique<ProcessStacks>(database_, id),
+                std::make_unique<ProcessIngest>(options_.recent_events), {}};
+      if (resumed) t.ingest->recent().restore(database_.recent_events(id));
+      t.positions = t.reader->positions();
+      segments_.emplace(name, std::move(t));
     } catch (const std::exception& e) {
       // A producer sizes its segment, then fills and publishes the header: a segment that is
       // merely young is tried again on the next pass.
@@ -56,7 +72,9 @@ uint64_t Collector::pass() {
   discover();
   clock_.refine();
   uint64_t stored = 0;
-  for (auto it = segments_.begin(); it != segments_.end();) {
+  // Segments done with once this pass is committed: their producers are gone, or they shrank.
+  std::vector<std::string> finished;
+  for (auto it = segments_.begin(); it != segments_.end(); ++it) {
     Tracked& t = it->second;
     SegmentReader& reader = *t.reader;
     const bool gone = !reader.producer_alive();
@@ -101,7 +119,7 @@ uint64_t Collector::pass() {
                                     "process's records are lost; remove the file once inspected",
                                     it->first, counts.records));
       rejected_.insert(it->first);
-      it = segments_.erase(it);
+      finished.push_back(it->first);
       continue;
     }
     if (counts.records || counts.malformed || counts.unpublished || gone ||
@@ -115,10 +133,10 @@ uint64_t Collector::pass() {
     // A gone producer's segment is drained in one pass (its slots cannot fill any more).
     if (gone) {
       store_recent(t);
-      reader.unlink();
-      it = segments_.erase(it);
+      database_.forget_segment_positions(t.process_id);
+      finished.push_back(it->first);
     } else {
-      ++it;
+      store_positions(t);
     }
   }
   if (std::chrono::steady_clock::now() - recent_written_ >= options_.recent_flush) {
@@ -127,6 +145,14 @@ uint64_t Collector::pass() {
   }
   watch_hangs();
   database_.commit();
+  // Only what is committed leaves the rings (a collector killed before the commit leaves it all
+  // there for the next, which starts from the positions committed with the records).
+  for (auto& [name, t] : segments_) t.reader->release();
+  for (const std::string& name : finished) {
+    const auto it = segments_.find(name);
+    if (!it->second.reader->truncated()) it->second.reader->unlink();
+    segments_.erase(it);
+  }
   return stored;
 }
 
@@ -141,6 +167,14 @@ void Collector::store(Tracked& t) {
                          t.stacks->user_frame(last.python_stack), int64_t(last.begin_ns));
   }
   ingest.clear_pass();
+}
+
+void Collector::store_positions(Tracked& t) {
+  const SegmentReader::Positions now = t.reader->positions();
+  for (uint32_t ring = 0; ring < now.rings.size(); ++ring)
+    if (now.rings[ring] != t.positions.rings[ring]) database_.set_segment_position(t.process_id, ring, now.rings[ring]);
+  if (now.side != t.positions.side) database_.set_segment_position(t.process_id, uint32_t(now.rings.size()), now.side);
+  t.positions = now;
 }
 
 void Collector::store_recent(Tracked& t) {

@@ -62,11 +62,14 @@ class Collector {
     Database::ProcessCounters totals;
     std::unique_ptr<ProcessStacks> stacks;
     std::unique_ptr<ProcessIngest> ingest;
+    SegmentReader::Positions positions;  // as last written to segment_positions
   };
   void discover();
   // This pass's aggregates and kept records of `t` into the database.
   void store(Tracked& t);
   void store_recent(Tracked& t);
+  // Where reading stopped, with the records read up to there.
+  void store_positions(Tracked& t);
   void watch_hangs();
 
   CollectorOptions options_;

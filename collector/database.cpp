@@ -371,6 +371,50 @@ std::map<uint32_t, uint64_t> Database::segment_positions(int64_t process_id) {
   return positions;
 }
 
+void Database::forget_segment_positions(int64_t process_id) {
+  begin_if_needed();
+  sqlite3_stmt* s = prepare("DELETE FROM segment_positions WHERE process_id = ?");
+  sqlite3_bind_int64(s, 1, process_id);
+  const int rc = sqlite3_step(s);
+  sqlite3_finalize(s);
+  if (rc != SQLITE_DONE) throw std::runtime_error(std::string("database error: ") + sqlite3_errmsg(db_));
+}
+
+std::vector<StoredEvent> Database::recent_events(int64_t process_id) {
+  sqlite3_stmt* s = prepare(("SELECT " + schema::column_list("recent_events") +
+                             " FROM recent_events WHERE process_id = ? ORDER BY rowid").c_str());
+  sqlite3_bind_int64(s, 1, process_id);
+  std::vector<StoredEvent> events;
+  while (sqlite3_step(s) == SQLITE_ROW) {
+    const auto at = [&](int i) { return sqlite3_column_int64(s, i); };
+    StoredEvent e{};
+    EventRecord& r = e.record;
+    // In schema.def's order (bind_event).
+    r.tid = uint32_t(at(1));
+    r.api = uint16_t(at(2));
+    e.begin_ns = uint64_t(at(3));
+    e.end_ns = uint64_t(at(4));
+    r.bytes = uint64_t(at(5));
+    r.direction = uint8_t(at(6));
+    r.host_memory = uint8_t(at(7));
+    r.stream = uint64_t(at(8));
+    r.object = uint64_t(at(9));
+    r.detail = uint64_t(at(10));
+    r.rank_in_comm = uint32_t(at(11));
+    r.comm_size = uint32_t(at(12));
+    r.result = int32_t(at(13));
+    r.native_stack = uint32_t(at(14));
+    r.python_stack = uint32_t(at(15));
+    r.sequence = uint32_t(at(16));
+    r.peer = uint32_t(at(17));
+    r.flags = uint32_t(at(18));
+    e.follows_copy = Direction(at(19));
+    events.push_back(e);
+  }
+  sqlite3_finalize(s);
+  return events;
+}
+
 void Database::set_segment_position(int64_t process_id, uint32_t ring, uint64_t position) {
   begin_if_needed();
   sqlite3_bind_int64(upsert_position_, 1, process_id);

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ingest.hpp"
 #include "trainshim/protocol.hpp"
@@ -39,6 +40,10 @@ class Database {
   // the ring count).
   std::map<uint32_t, uint64_t> segment_positions(int64_t process_id);
   void set_segment_position(int64_t process_id, uint32_t ring, uint64_t position);
+  // Once the process has ended and its segment is drained.
+  void forget_segment_positions(int64_t process_id);
+  // The process's `recent_events`, oldest first.
+  std::vector<StoredEvent> recent_events(int64_t process_id);
 
   // One row of `events`.
   void add_event(int64_t process_id, const EventRecord& record, uint64_t begin_ns, uint64_t end_ns,

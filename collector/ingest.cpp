@@ -25,9 +25,14 @@ constexpr uint64_t kInitialSlots = 1024;
 CallTable::CallTable() : slots_(kInitialSlots), mask_(kInitialSlots - 1) {}
 
 CallTotals& CallTable::at(const CallKey& key) {
+  // A loop calls from one site again and again: its key is usually the last one's.
+  if (last_ < slots_.size() && slots_[last_].key == key) return slots_[last_].totals;
   for (uint64_t i = hash(key) & mask_;; i = (i + 1) & mask_) {
     Slot& s = slots_[i];
-    if (s.used && s.key == key) return s.totals;
+    if (s.used && s.key == key) {
+      last_ = i;
+      return s.totals;
+    }
     if (!s.used) {
       // At most half full: probes stay short.
       if ((used_.size() + 1) * 2 > slots_.size()) {
@@ -37,6 +42,7 @@ CallTotals& CallTable::at(const CallKey& key) {
       s.used = true;
       s.key = key;
       used_.push_back(uint32_t(i));
+      last_ = i;
       return s.totals;
     }
   }
@@ -49,12 +55,14 @@ void CallTable::grow() {
   order.swap(used_);
   slots_.assign(old.size() * 2, Slot{});
   mask_ = slots_.size() - 1;
+  last_ = kNoSlot;
   for (uint32_t i : order) at(old[i].key) = old[i].totals;
 }
 
 void CallTable::clear() {
   for (uint32_t i : used_) slots_[i] = Slot{};
   used_.clear();
+  last_ = kNoSlot;
 }
 
 ProcessIngest::Thread& ProcessIngest::thread(uint32_t tid) {
@@ -97,12 +105,7 @@ ApiClass ProcessIngest::add(const EventRecord& r, uint64_t begin_ns, uint64_t en
     last_activity_ = {r.api, r.python_stack, r.rank_in_comm, begin_ns, true};
 
   if (api_class == ApiClass::Copy || api_class == ApiClass::Poll) {
-    if (recent_.capacity() != 0) {
-      StoredEvent e{r, begin_ns, end_ns, key.follows_copy};
-      e.record.native_stack = key.native_stack;
-      e.record.python_stack = key.python_stack;
-      recent_.push(e);
-    }
+    recent_.push({r, begin_ns, end_ns, key.follows_copy});
   } else {
     kept_.push_back({r, begin_ns, end_ns, key.follows_copy});
   }

@@ -68,8 +68,10 @@ class CallTable {
   void grow();
 
   std::vector<Slot> slots_;
+  static constexpr uint64_t kNoSlot = ~uint64_t{0};
   std::vector<uint32_t> used_;  // indices of used slots, in insertion order
   uint64_t mask_;
+  uint64_t last_ = kNoSlot;  // the slot found last
 };
 
 // The most recent `capacity` copies and polls, oldest overwritten first; the memory is taken once.
@@ -88,6 +90,11 @@ class RecentWindow {
   void for_each(const Visit& visit) const {
     const uint64_t n = size();
     for (uint64_t i = next_ - n; i < next_; ++i) visit(events_[i % capacity_]);
+  }
+  // What a collector that died had written: the window goes on from there, as written.
+  void restore(const std::vector<StoredEvent>& events) {
+    for (const StoredEvent& e : events) push(e);
+    written_ = next_;
   }
   // Whether anything came since the last `mark_written`.
   bool changed() const { return next_ != written_; }

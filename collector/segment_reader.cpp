@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
@@ -107,6 +108,13 @@ SegmentReader::SegmentReader(const std::string& name) : name_(name) {
     const HeaderProblem problem = validate_header(header_, mapped_bytes_);
     if (problem != HeaderProblem::Ok) throw std::runtime_error(std::string(header_problem_text(problem)));
     geometry_ = geometry_of(header_);
+    read_.assign(geometry_.ring_count + 1, 0);
+    if (!guarded([this] {
+          for (uint32_t i = 0; i < geometry_.ring_count; ++i) read_[i] = ring_of(mapping_, geometry_, i).tail();
+          read_[geometry_.ring_count] = side_ring_of(mapping_, geometry_).tail();
+        }))
+      throw std::runtime_error("segment shrank while being opened");
+    released_ = read_;
   } catch (...) {
     if (mapping_) munmap(mapping_, mapped_bytes_);
     close(fd_);
@@ -151,13 +159,14 @@ bool SegmentReader::producer_alive() const {
 
 namespace {
 
-// Bounded: a producer writing as fast as we read must not keep us in one ring forever.
+// Hands out the records from `cursor` on, at most one lap past `released` (the ring holds no more;
+// a forged slot state cannot make the reader run on).
 template <class Ring, class Sink, class Valid>
-void drain_ring(Ring ring, uint64_t capacity, const Sink& sink, const Valid& valid, bool producer_gone,
-                DrainCounts& counts) {
-  for (uint64_t n = 0; n < capacity; ++n) {
+void drain_ring(const Ring& ring, uint64_t& cursor, uint64_t released, uint64_t capacity, const Sink& sink,
+                const Valid& valid, bool producer_gone, DrainCounts& counts) {
+  while (cursor - released < capacity) {
     typename Ring::Record record;
-    const auto status = ring.pop(record);
+    const auto status = ring.read(cursor, record);
     if (status == Ring::PopStatus::Record) {
       if (valid(record)) {
         sink(record);
@@ -166,12 +175,25 @@ void drain_ring(Ring ring, uint64_t capacity, const Sink& sink, const Valid& val
         ++counts.malformed;
       }
     } else if (status == Ring::PopStatus::Unpublished && producer_gone) {
-      ring.skip_unpublished();
       ++counts.unpublished;
     } else {
       break;
     }
+    ++cursor;
   }
+}
+
+// How far `committed` can move the cursor: within what the ring holds (between the tail this reader
+// found and the head), and, while the producer lives, not past a record it has not finished.
+template <class Ring>
+uint64_t resumed_cursor(const Ring& ring, uint64_t cursor, uint64_t released, uint64_t capacity, uint64_t committed,
+                        bool producer_gone) {
+  const uint64_t head = ring.head();
+  const uint64_t limit = head < released ? released : std::min(head, released + capacity);
+  const uint64_t end = std::clamp(committed, released, limit);
+  for (typename Ring::Record record; cursor < end; ++cursor)
+    if (!producer_gone && ring.read(cursor, record) != Ring::PopStatus::Record) break;
+  return cursor;
 }
 
 }  // namespace
@@ -180,18 +202,49 @@ DrainCounts SegmentReader::drain(const std::function<void(const EventRecord&)>& 
   DrainCounts counts;
   guarded([&] {
     for (uint32_t i = 0; i < geometry_.ring_count; ++i)
-      drain_ring(ring_of(mapping_, geometry_, i), geometry_.ring_capacity, sink, validate_record, producer_gone, counts);
+      drain_ring(ring_of(mapping_, geometry_, i), read_[i], released_[i], geometry_.ring_capacity, sink,
+                 validate_record, producer_gone, counts);
   });
   return counts;
 }
 
 DrainCounts SegmentReader::drain_side(const std::function<void(const SideRecord&)>& sink, bool producer_gone) {
   DrainCounts counts;
+  const uint32_t side = geometry_.ring_count;
   guarded([&] {
-    drain_ring(side_ring_of(mapping_, geometry_), geometry_.side_capacity, sink, validate_side_record, producer_gone,
-               counts);
+    drain_ring(side_ring_of(mapping_, geometry_), read_[side], released_[side], geometry_.side_capacity, sink,
+               validate_side_record, producer_gone, counts);
   });
   return counts;
+}
+
+void SegmentReader::release() {
+  const uint32_t side = geometry_.ring_count;
+  guarded([&] {
+    for (uint32_t i = 0; i < geometry_.ring_count; ++i) {
+      ring_of(mapping_, geometry_, i).release(released_[i], read_[i]);
+      released_[i] = read_[i];
+    }
+    side_ring_of(mapping_, geometry_).release(released_[side], read_[side]);
+    released_[side] = read_[side];
+  });
+}
+
+SegmentReader::Positions SegmentReader::positions() const {
+  return {std::vector<uint64_t>(read_.begin(), read_.end() - 1), read_.back()};
+}
+
+void SegmentReader::resume(const Positions& committed) {
+  const bool gone = !producer_alive();
+  const uint32_t side = geometry_.ring_count;
+  guarded([&] {
+    for (uint32_t i = 0; i < geometry_.ring_count && i < committed.rings.size(); ++i)
+      read_[i] = resumed_cursor(ring_of(mapping_, geometry_, i), read_[i], released_[i], geometry_.ring_capacity,
+                                committed.rings[i], gone);
+    read_[side] = resumed_cursor(side_ring_of(mapping_, geometry_), read_[side], released_[side],
+                                 geometry_.side_capacity, committed.side, gone);
+  });
+  release();
 }
 
 uint64_t SegmentReader::dropped_side_full() const {

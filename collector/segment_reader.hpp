@@ -43,13 +43,33 @@ class SegmentReader {
   // (protocol.hpp). Pids are not consulted: they mean nothing across pid namespaces.
   bool producer_alive() const;
 
-  // Hands every complete record to `sink` (a copy: the sink never touches the segment). With
-  // `producer_gone`, a slot its producer claimed but never finished is given up (counted) instead of
-  // waited for.
+  // Reading is two-phase, so that a collector that dies loses nothing: drain() hands out records
+  // after the reader's own cursor but leaves their slots to the producer (a full ring counts its
+  // losses rather than overwrite them); release() gives them back once they are committed.
+
+  // Hands every complete record after the cursor to `sink` (a copy: the sink never touches the
+  // segment). With `producer_gone`, a slot its producer claimed but never finished is given up
+  // (counted) instead of waited for.
   DrainCounts drain(const std::function<void(const EventRecord&)>& sink, bool producer_gone);
 
   // Side records (stacks, modules, strings), in the order the producer published them.
   DrainCounts drain_side(const std::function<void(const SideRecord&)>& sink, bool producer_gone);
+
+  // Gives back to the producer every slot drained so far (events and side).
+  void release();
+
+  // Per ring (and for the side ring) the next position to read: what the drains so far handed out
+  // ends there.
+  struct Positions {
+    std::vector<uint64_t> rings;
+    uint64_t side = 0;
+  };
+  Positions positions() const;
+
+  // Skips, and releases, what an earlier reader of this segment handed out and had committed up to
+  // `committed` (from a database: untrusted, each position is kept within what the ring holds). A
+  // record of a live producer that is not yet complete stops the skip there. Call before drain().
+  void resume(const Positions& committed);
 
   // Live counters of the producer (0 once truncated()).
   uint64_t dropped_ring_full() const;
@@ -86,6 +106,10 @@ class SegmentReader {
   SegmentHeader header_;
   SegmentGeometry geometry_{};
   mutable bool truncated_ = false;
+  // Per ring, then the side ring last: the next position to hand out, and where this reader last
+  // moved the shared tail to (its own copy: the segment's can be rewritten by anyone).
+  std::vector<uint64_t> read_;
+  std::vector<uint64_t> released_;
 };
 
 // The names of this user's segments of `job` under /dev/shm.

@@ -53,28 +53,41 @@ class BasicRing {
 
   enum class PopStatus { Record, Empty, Unpublished };
 
-  // Consumer side. Unpublished: a producer claimed the next slot but has not finished writing it
-  // (still writing, or it died mid-write); `skip_unpublished` gives such a slot up.
-  PopStatus pop(Record& out) {
-    const uint64_t pos = control_->tail.load(std::memory_order_relaxed);
-    SlotType& slot = slots_[pos & mask_];
-    const uint64_t lap_mark = (pos >> shift_) * 2;
-    if (slot.state.load(std::memory_order_acquire) != lap_mark + 1) {
-      return control_->head.load(std::memory_order_acquire) > pos ? PopStatus::Unpublished
-                                                                   : PopStatus::Empty;
-    }
+  // Consumer side, in two phases: read() copies the record at `pos` and leaves its slot to the
+  // producer's loss (not free), release() gives slots back once their records are safe elsewhere.
+  // Unpublished: a producer claimed `pos` but has not finished writing it (still writing, or it
+  // died mid-write).
+  PopStatus read(uint64_t pos, Record& out) const {
+    const SlotType& slot = slots_[pos & mask_];
+    if (slot.state.load(std::memory_order_acquire) != (pos >> shift_) * 2 + 1)
+      return head() > pos ? PopStatus::Unpublished : PopStatus::Empty;
     out = slot.record;
-    slot.state.store(lap_mark + 2, std::memory_order_release);
-    control_->tail.store(pos + 1, std::memory_order_release);
     return PopStatus::Record;
   }
 
-  void skip_unpublished() {
-    const uint64_t pos = control_->tail.load(std::memory_order_relaxed);
-    slots_[pos & mask_].state.store((pos >> shift_) * 2 + 2, std::memory_order_release);
-    control_->tail.store(pos + 1, std::memory_order_release);
+  // Frees the slots of positions [from, to) for the producers' next lap and moves the tail to `to`.
+  void release(uint64_t from, uint64_t to) {
+    for (uint64_t pos = from; pos < to; ++pos)
+      slots_[pos & mask_].state.store((pos >> shift_) * 2 + 2, std::memory_order_release);
+    control_->tail.store(to, std::memory_order_release);
   }
 
+  // read() and release() of the record at the tail at once. `skip_unpublished` gives up an
+  // unpublished slot at the tail.
+  PopStatus pop(Record& out) {
+    const uint64_t pos = tail();
+    const PopStatus status = read(pos, out);
+    if (status == PopStatus::Record) release(pos, pos + 1);
+    return status;
+  }
+
+  void skip_unpublished() {
+    const uint64_t pos = tail();
+    release(pos, pos + 1);
+  }
+
+  uint64_t head() const { return control_->head.load(std::memory_order_acquire); }
+  uint64_t tail() const { return control_->tail.load(std::memory_order_acquire); }
   uint64_t dropped() const { return control_->dropped.load(std::memory_order_relaxed); }
   uint64_t pending() const {
     return control_->head.load(std::memory_order_acquire) - control_->tail.load(std::memory_order_acquire);

@@ -59,6 +59,7 @@ class Drain {
       // bounce their cache lines between cores and measure that instead of the hook.
       while (!stop_.load(std::memory_order_relaxed)) {
         reader_->drain([](const trainshim::EventRecord&) {}, false);
+        reader_->release();
         std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
     });

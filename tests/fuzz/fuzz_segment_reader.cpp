@@ -13,6 +13,7 @@
 #include <cstring>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "segment_reader.hpp"
 #include "trainshim/names.hpp"
@@ -27,7 +28,7 @@ enum class AfterOpen : uint8_t { Nothing = 0, Change = 1, Truncate = 2 };
 struct Control {
   uint8_t after_open;    // AfterOpen, modulo 3
   uint8_t patch_length;  // bytes of patch following this block (Change only writes them)
-  uint16_t reserved;
+  uint16_t resume_at;     // the committed position a replacing reader resumes at, in every ring
   uint32_t position;     // Change: offset of the patch in the segment; Truncate: the file's new size
 };
 static_assert(sizeof(Control) == 8);
@@ -77,9 +78,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     // As Collector::pass reads a segment: liveness, side records, events, then the counters.
     (void)reader.header().rank;
+    reader.resume({std::vector<uint64_t>(reader.geometry().ring_count, control.resume_at), control.resume_at});
     for (const bool producer_gone : {reader.producer_alive(), true}) {
       reader.drain_side([](const SideRecord&) {}, producer_gone);
       reader.drain([](const EventRecord&) {}, producer_gone);
+      reader.release();
     }
     (void)(reader.dropped_ring_full() + reader.dropped_side_full() + reader.dropped_not_ready());
     reader.unlink();

@@ -41,7 +41,9 @@ std::string trainshim_cli();
 // A test program built in tests/programs.
 std::string program(const std::string& name);
 
-// Recorded calls of `api` that satisfy the SQL condition `where` (on events e).
+// Recorded calls of `api`: without a condition, the sum of their `calls` counts; with an SQL
+// condition `where` on a record's result, bytes, direction, host_memory or comm_size, the records
+// of `events` and `recent_events` that satisfy it.
 int64_t count_api(const std::string& db, const std::string& api, const std::string& where = "1");
 
 // `command` run as another local user (nobody, 65534) with no groups, as an attacker on a shared

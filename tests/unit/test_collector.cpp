@@ -466,6 +466,8 @@ TEST_F(CollectorTest, ReopeningTheDatabaseAddsToIt) {
     EXPECT_EQ(collector.pass(), 1u);
   }
   EXPECT_EQ(value("SELECT sum(count) FROM calls"), 2);
+  EXPECT_EQ(value("SELECT count(*) FROM processes"), 1) << "the second collector carried on with the first's row";
+  EXPECT_EQ(value("SELECT count(*) FROM calls"), 1) << "and added to its row of that key";
   EXPECT_EQ(value("SELECT count(*) FROM meta WHERE key = 'schema_version'"), 1);
 }
 
@@ -590,6 +592,70 @@ TEST_F(CollectorTest, DatabaseOfAnotherSchemaIsRefusedUntouched) {
               db_path_ + " holds schema version 4, this collector writes version 5: set TRAINSHIM_OUT to a new file");
   }
   EXPECT_EQ(rows("SELECT name FROM sqlite_master"), (std::vector<std::vector<std::string>>{{"meta"}, {"sqlite_autoindex_meta_1"}}));
+}
+
+// Review §13: a collector killed between its commit and giving the slots back leaves records in
+// the ring that are already stored; the one that replaces it carries on with the same process
+// row from the positions committed with them: nothing stored twice, nothing lost.
+TEST_F(CollectorTest, ACollectorReplacingADeadOneResumesItsRowFromTheCommittedPositions) {
+  TestSegment seg(job_, Opts());
+  for (uint64_t i = 1; i <= 3; ++i)
+    ASSERT_TRUE(seg.ring(0).push(copy_record(i, i + 1, 10, Direction::HostToDevice, HostMemory::Pinned)));
+  ASSERT_TRUE(seg.ring(1).push(call_record(Api::cudaDeviceSynchronize, 77, 0, 50)));
+  {
+    Collector first(options());
+    EXPECT_EQ(first.pass(), 4u);
+  }
+  EXPECT_EQ(rows("SELECT ring, position FROM segment_positions ORDER BY ring"),
+            (std::vector<std::vector<std::string>>{{"0", "3"}, {"1", "1"}}));
+  // As if it died before release(): the slots hold their records again and the tails are back.
+  for (uint32_t ring : {0u, 1u}) {
+    auto* slots = reinterpret_cast<Slot*>(reinterpret_cast<char*>(seg.control(ring)) + sizeof(RingControl));
+    for (uint64_t pos = 0; pos < seg.control(ring)->tail.load(); ++pos) slots[pos].state.store(1);
+    seg.control(ring)->tail.store(0);
+  }
+  ASSERT_TRUE(seg.ring(0).push(copy_record(4, 5, 10, Direction::HostToDevice, HostMemory::Pinned)));
+
+  Collector second(options());
+  EXPECT_EQ(second.pass(), 1u) << "the one record stored by nobody yet";
+  EXPECT_EQ(value("SELECT count(*) FROM processes"), 1);
+  EXPECT_EQ(rows("SELECT events, ended FROM processes")[0], (std::vector<std::string>{"5", "0"}));
+  EXPECT_EQ(value("SELECT sum(count) FROM calls"), 5);
+  EXPECT_EQ(value("SELECT sum(bytes) FROM calls"), 40);
+  EXPECT_EQ(value("SELECT count(*) FROM calls"), 2) << "the copies' row and the sync's, each counted on";
+  EXPECT_EQ(value("SELECT count(*) FROM events"), 1);
+  EXPECT_EQ(seg.control(0)->tail.load(), 4u) << "given back once committed";
+  EXPECT_EQ(seg.control(1)->tail.load(), 1u);
+  EXPECT_EQ(rows("SELECT ring, position FROM segment_positions ORDER BY ring"),
+            (std::vector<std::vector<std::string>>{{"0", "4"}, {"1", "1"}}));
+  EXPECT_EQ(value("SELECT count(*) FROM collector_log WHERE message = 'resumed reading /dev/shm/" + seg.name() +
+                  " (process row 1)'"),
+            1);
+
+  // Once the producer is gone and the segment drained, the row ends and its positions go.
+  seg.producer_exits();
+  EXPECT_EQ(second.pass(), 0u);
+  EXPECT_EQ(value("SELECT ended FROM processes"), 1);
+  EXPECT_EQ(value("SELECT count(*) FROM segment_positions"), 0);
+  EXPECT_EQ(rows("SELECT begin_ns FROM recent_events ORDER BY rowid"),
+            (std::vector<std::vector<std::string>>{{"1"}, {"2"}, {"3"}, {"4"}}))
+      << "the dead collector's window, carried on";
+}
+
+// An ended process is never resumed: a new segment of the same name (a reused pid) is a new row.
+TEST_F(CollectorTest, AnEndedProcessRowIsNotResumed) {
+  {
+    TestSegment seg(job_, Opts().producer_gone());
+    ASSERT_TRUE(seg.ring(0).push(copy_record(1, 2, 10, Direction::HostToDevice, HostMemory::Pinned)));
+    Collector collector(options());
+    EXPECT_EQ(collector.pass(), 1u);
+  }
+  TestSegment again(job_, Opts());
+  ASSERT_TRUE(again.ring(0).push(copy_record(1, 2, 10, Direction::HostToDevice, HostMemory::Pinned)));
+  Collector collector(options());
+  EXPECT_EQ(collector.pass(), 1u);
+  EXPECT_EQ(rows("SELECT id, ended, events FROM processes ORDER BY id"),
+            (std::vector<std::vector<std::string>>{{"1", "1", "1"}, {"2", "0", "1"}}));
 }
 
 // Review §18: whether a producer runs is its liveness lock; its pid says nothing (another pid

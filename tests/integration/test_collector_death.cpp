@@ -1,0 +1,129 @@
+// Review §13: a collector that dies mid-run (SIGKILL, the out-of-memory killer) loses nothing and
+// counts nothing twice: records leave a ring only once committed, and the collector that replaces
+// it carries on with the same process row from where the dead one committed.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness.hpp"
+
+namespace trainshim::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+// steady_calls: per iteration two copies, a sync and a poll; a pause of 2 ms between iterations.
+constexpr int kIterations = 1500;
+const std::string kSteadyCalls = "steady_calls " + std::to_string(kIterations) + " 2000";
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Bounded: a run that never gets there fails its assertion instead of hanging the suite.
+bool eventually(const std::function<bool()>& condition) {
+  for (int i = 0; i < 600; ++i, std::this_thread::sleep_for(std::chrono::milliseconds(100)))
+    if (condition()) return true;
+  return false;
+}
+
+// The collectors of `job` that run now (their command line names the job).
+std::vector<pid_t> collectors_of(const std::string& job) {
+  std::vector<pid_t> pids;
+  const fs::path collector = fs::path(Paths::bin) / "trainshim-collector";
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::error_code ec;
+    if (fs::read_symlink(entry.path() / "exe", ec) != collector) continue;
+    std::string command = read_file(entry.path() / "cmdline");
+    for (char& c : command)
+      if (c == '\0') c = ' ';
+    if (command.find(" --job " + job + " ") != std::string::npos) pids.push_back(pid_t(std::stol(name)));
+  }
+  return pids;
+}
+
+bool running(pid_t pid) {
+  return kill(pid, 0) == 0 && read_file("/proc/" + std::to_string(pid) + "/stat").find(") Z ") == std::string::npos;
+}
+
+// Starts `command` in the background (its output in `out`); returns its pid.
+pid_t start(const std::string& command, const std::string& out) {
+  // run() prefixes the runtime's LD_LIBRARY_PATH to a simple command; a background one needs it exported.
+  const auto started =
+      run("true; export LD_LIBRARY_PATH=" + std::string(Paths::simcuda) + "; " + command + " >" + out + " 2>&1 & echo $!");
+  return pid_t(std::stol(started.out));
+}
+
+int64_t stored_calls(const std::string& db) {
+  if (!fs::exists(db)) return 0;
+  return query_int(db, "SELECT coalesce((SELECT sum(count) FROM calls), 0)");
+}
+
+void expect_exact(const std::string& db) {
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM processes"), 1);
+  EXPECT_EQ(query_int(db, "SELECT ended FROM processes"), 1);
+  EXPECT_EQ(count_api(db, "cudaMemcpyAsync"), 2 * kIterations);
+  EXPECT_EQ(count_api(db, "cudaStreamSynchronize"), kIterations);
+  EXPECT_EQ(count_api(db, "cudaStreamQuery"), kIterations);
+  EXPECT_EQ(count_api(db, "cudaMallocHost"), 1);
+  EXPECT_EQ(count_api(db, "cudaFreeHost"), 1);
+  EXPECT_EQ(count_api(db, "cudaFree"), 1);
+  EXPECT_EQ(query_int(db, "SELECT events FROM processes"), 4 * kIterations + 3);
+  EXPECT_EQ(query_int(db, "SELECT dropped_ring_full + dropped_not_ready + lost_unpublished + malformed + "
+                          "dropped_side_full FROM processes"),
+            0);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM events e JOIN apis a ON a.id = e.api WHERE a.name = "
+                          "'cudaStreamSynchronize'"),
+            kIterations)
+      << "each sync kept once";
+}
+
+TEST(CollectorDeath, AKilledCollectorIsReplacedByTheShimAndNothingIsLostOrCountedTwice) {
+  Scratch s;
+  const pid_t job = start("TRAINSHIM_OUT=" + s.db() + " " + preload_env(s.job) + " " + program(kSteadyCalls),
+                          s.dir + "/job.out");
+  ASSERT_TRUE(eventually([&] { return collectors_of(s.job).size() == 1 && stored_calls(s.db()) > 0; }))
+      << "the collector never stored anything";
+  const pid_t first = collectors_of(s.job).front();
+  ASSERT_EQ(kill(first, SIGKILL), 0);
+  ASSERT_TRUE(eventually([&] {
+    const auto now = collectors_of(s.job);
+    return now.size() == 1 && now.front() != first;
+  })) << "no collector replaced the killed one";
+  ASSERT_TRUE(eventually([&] { return !running(job); }));
+  EXPECT_EQ(read_file(s.dir + "/job.out"), "done " + std::to_string(kIterations) + "\n");
+  ASSERT_TRUE(eventually([&] { return query_int(s.db(), "SELECT min(ended) FROM processes") == 1; }));
+  expect_exact(s.db());
+  EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM collector_log WHERE message LIKE 'resumed reading /dev/shm/%'"), 1);
+}
+
+TEST(CollectorDeath, WhatAKilledCollectorLeftIsDrainedByTrainshimCollect) {
+  Scratch s;
+  const pid_t job = start(preload_env(s.job) + " TRAINSHIM_SPAWN_COLLECTOR=0 " + program(kSteadyCalls),
+                          s.dir + "/job.out");
+  start(trainshim_cli() + " collect --job " + s.job + " --out " + s.db(), s.dir + "/collect.out");
+  ASSERT_TRUE(eventually([&] { return collectors_of(s.job).size() == 1 && stored_calls(s.db()) > 0; }))
+      << "the collector never stored anything";
+  ASSERT_EQ(kill(collectors_of(s.job).front(), SIGKILL), 0);
+  ASSERT_TRUE(eventually([&] { return !running(job); }));
+  EXPECT_EQ(read_file(s.dir + "/job.out"), "done " + std::to_string(kIterations) + "\n");
+  EXPECT_LT(stored_calls(s.db()), 4 * kIterations + 3) << "the job outran the killed collector";
+  const auto collect = run(trainshim_cli() + " collect --job " + s.job + " --out " + s.db() + " --idle-exit 0.5");
+  ASSERT_EQ(collect.exit_code, 0);
+  expect_exact(s.db());
+}
+
+}  // namespace
+}  // namespace trainshim::test
