@@ -115,6 +115,12 @@ SegmentReader::SegmentReader(const std::string& name) : name_(name) {
         }))
       throw std::runtime_error("segment shrank while being opened");
     released_ = read_;
+    // What a segment held when it was opened is read at once.
+    head_seen_.assign(geometry_.ring_count, 0);
+    if (!guarded([this] {
+          for (uint32_t i = 0; i < geometry_.ring_count; ++i) head_seen_[i] = ring_of(mapping_, geometry_, i).head();
+        }))
+      throw std::runtime_error("segment shrank while being opened");
   } catch (...) {
     if (mapping_) munmap(mapping_, mapped_bytes_);
     close(fd_);
@@ -159,27 +165,26 @@ bool SegmentReader::producer_alive() const {
 
 namespace {
 
-// Hands out the records from `cursor` on, at most one lap past `released` (the ring holds no more;
-// a forged slot state cannot make the reader run on).
+// Hands out the records from `cursor` up to `end`, at most one lap past `released` (the ring holds
+// no more; a forged slot state cannot make the reader run on).
 template <class Ring, class Sink, class Valid>
-void drain_ring(const Ring& ring, uint64_t& cursor, uint64_t released, uint64_t capacity, const Sink& sink,
+void drain_ring(const Ring& ring, uint64_t& cursor, uint64_t end, uint64_t released, const Sink& sink,
                 const Valid& valid, bool producer_gone, DrainCounts& counts) {
-  while (cursor - released < capacity) {
+  for (; cursor < end && cursor - released < ring.capacity(); ++cursor) {
     typename Ring::Record record;
-    const auto status = ring.read(cursor, record);
-    if (status == Ring::PopStatus::Record) {
+    if (ring.complete(cursor)) {
+      record = ring.slots()[cursor & (ring.capacity() - 1)].record;
       if (valid(record)) {
         sink(record);
         ++counts.records;
       } else {
         ++counts.malformed;
       }
-    } else if (status == Ring::PopStatus::Unpublished && producer_gone) {
+    } else if (producer_gone) {
       ++counts.unpublished;
     } else {
-      break;
+      break;  // claimed, not yet complete: never waited for here
     }
-    ++cursor;
   }
 }
 
@@ -201,9 +206,21 @@ uint64_t resumed_cursor(const Ring& ring, uint64_t cursor, uint64_t released, ui
 DrainCounts SegmentReader::drain(const std::function<void(const EventRecord&)>& sink, bool producer_gone) {
   DrainCounts counts;
   guarded([&] {
-    for (uint32_t i = 0; i < geometry_.ring_count; ++i)
-      drain_ring(ring_of(mapping_, geometry_, i), read_[i], released_[i], geometry_.ring_capacity, sink,
-                 validate_record, producer_gone, counts);
+    for (uint32_t i = 0; i < geometry_.ring_count; ++i) {
+      const RingView ring = ring_of(mapping_, geometry_, i);
+      // The last kReaderLag slots before a moving head are left alone: their cache lines may still
+      // be the producer's, and reading them would make its next stores wait for the lines to come
+      // back. Once the head stands still from one pass to the next (or the producer is gone) they
+      // are read too, so a record reaches the collector at the latest one pass after its thread
+      // went quiet: the hang watch relies on that.
+      // A ring of fewer than kLagRingSlots cannot spare the room: it is read to its head.
+      const uint64_t head = ring.head();
+      uint64_t end = head;
+      if (!producer_gone && head != head_seen_[i] && geometry_.ring_capacity >= kLagRingSlots)
+        end = head - read_[i] > kReaderLag ? head - kReaderLag : read_[i];
+      head_seen_[i] = head;
+      drain_ring(ring, read_[i], end, released_[i], sink, validate_record, producer_gone, counts);
+    }
   });
   return counts;
 }
@@ -212,8 +229,8 @@ DrainCounts SegmentReader::drain_side(const std::function<void(const SideRecord&
   DrainCounts counts;
   const uint32_t side = geometry_.ring_count;
   guarded([&] {
-    drain_ring(side_ring_of(mapping_, geometry_), read_[side], released_[side], geometry_.side_capacity, sink,
-               validate_side_record, producer_gone, counts);
+    const SideRingView ring = side_ring_of(mapping_, geometry_);
+    drain_ring(ring, read_[side], ring.head(), released_[side], sink, validate_side_record, producer_gone, counts);
   });
   return counts;
 }
@@ -222,10 +239,10 @@ void SegmentReader::release() {
   const uint32_t side = geometry_.ring_count;
   guarded([&] {
     for (uint32_t i = 0; i < geometry_.ring_count; ++i) {
-      ring_of(mapping_, geometry_, i).release(released_[i], read_[i]);
+      ring_of(mapping_, geometry_, i).release(read_[i]);
       released_[i] = read_[i];
     }
-    side_ring_of(mapping_, geometry_).release(released_[side], read_[side]);
+    side_ring_of(mapping_, geometry_).release(read_[side]);
     released_[side] = read_[side];
   });
 }

@@ -27,6 +27,10 @@ struct DrainCounts {
 
 class SegmentReader {
  public:
+  // Slots before a moving head that drain() leaves for a later pass (see drain()).
+  static constexpr uint64_t kReaderLag = 64;
+  static constexpr uint64_t kLagRingSlots = 16 * kReaderLag;
+
   // Throws std::runtime_error with the reason when the segment cannot be read or is not trusted.
   explicit SegmentReader(const std::string& name);
   ~SegmentReader();
@@ -110,6 +114,7 @@ class SegmentReader {
   // moved the shared tail to (its own copy: the segment's can be rewritten by anyone).
   std::vector<uint64_t> read_;
   std::vector<uint64_t> released_;
+  std::vector<uint64_t> head_seen_;  // per event ring: its head at the previous drain
 };
 
 // The names of this user's segments of `job` under /dev/shm.

@@ -23,7 +23,7 @@
 namespace trainshim {
 
 inline constexpr uint64_t kSegmentMagic = 0x314753485352'5254ULL;  // "TRSHSG1" little-endian
-inline constexpr uint32_t kFormatVersion = 5;  // 5: the producer holds the liveness lock
+inline constexpr uint32_t kFormatVersion = 6;  // 6: rings owned by one thread; slots freed by the tail alone
 
 enum class Direction : uint8_t { None, HostToDevice, DeviceToHost, DeviceToDevice, HostToHost, Peer };
 enum class HostMemory : uint8_t { Unknown, Pinned, Pageable, Device };
@@ -103,8 +103,8 @@ enum CollectiveFlag : uint32_t {
 inline constexpr uint32_t kKnownCollectiveFlags = (1u << 8) - 1;
 inline constexpr uint32_t kUntimedFlags = kUntimedCapturing | kUntimedNoEvent | kGroupInProgress;
 
-// A ring slot. `state` encodes lap and fullness so that zero-filled memory is an empty ring:
-// 2*lap = free for the producer of that lap, 2*lap+1 = holds that lap's record.
+// A ring slot. `state` is 2*lap+1 once the slot holds that lap's record (ring.hpp), so that
+// zero-filled memory is an empty ring.
 struct Slot {
   std::atomic<uint64_t> state;
   EventRecord record;
@@ -169,12 +169,14 @@ struct SideSlot {
 };
 
 struct alignas(64) RingControl {
-  std::atomic<uint64_t> head;     // next position a producer claims
+  std::atomic<uint64_t> head;     // next position a producer claims; the records before it are claimed
   char pad0[56];
-  std::atomic<uint64_t> tail;     // next position the collector reads
+  std::atomic<uint64_t> tail;     // next position the collector gives back: the slots before it are free
   char pad1[56];
   std::atomic<uint64_t> dropped;  // records lost because the ring was full
-  char pad2[56];
+  std::atomic<uint32_t> owner;    // the shim's own: kernel id of the thread writing the ring alone, 0 = none
+  uint32_t reserved;
+  char pad2[48];
 };
 static_assert(sizeof(RingControl) == 192);
 

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <string_view>
 
@@ -47,7 +49,6 @@ constexpr uint32_t kDefaultRings = 8;
 constexpr uint32_t kDefaultRingEvents = 16384;
 constexpr uint32_t kDefaultSideRecords = 2048;
 
-std::atomic<uint32_t> g_next_ring{0};
 // The descriptor that holds this image's segment's liveness lock (protocol.hpp), open for the
 // image's life: closing any descriptor of the file would drop the lock.
 int g_liveness_fd = -1;
@@ -359,9 +360,11 @@ void start() {
     g_recorder = new Recorder(header);
     static std::atomic<bool> fork_handler_installed{false};
     if (!fork_handler_installed.exchange(true)) pthread_atfork(nullptr, nullptr, reset_in_child);
-    start_collector(id.job);
+    // Ready before the collector is started: the threads waiting for the segment record from
+    // now on, and the collector finds a live segment.
     g_state.store(Ready, std::memory_order_release);
     header->dropped_not_ready.fetch_add(g_lost_while_starting.exchange(0), std::memory_order_relaxed);
+    start_collector(id.job);
   } catch (const Refused& e) {
     say(e.what());
     g_state.store(Disabled, std::memory_order_release);
@@ -376,11 +379,75 @@ void start() {
 
 }  // namespace
 
+namespace {
+
+bool thread_gone(uint32_t tid) { return syscall(SYS_tgkill, getpid(), pid_t(tid), 0) != 0 && errno == ESRCH; }
+
+// At a thread's exit: its ring goes back to whichever thread binds next. A hooked call after this
+// (from a later destructor) binds again.
+void unbind_ring(void* control) {
+  ThreadState& thread = thread_state();
+  if (thread.generation == g_generation.load(std::memory_order_relaxed) && thread.writer.control() == control) {
+    uint32_t self = thread.tid;
+    static_cast<RingControl*>(control)->owner.compare_exchange_strong(self, 0, std::memory_order_release);
+  }
+  thread.writer = {};
+  thread.generation = 0;
+}
+
+// The key whose destructor gives a thread's ring back; nullopt if none could be had (then every
+// thread shares the last ring).
+const std::optional<pthread_key_t>& ring_key() {
+  static const std::optional<pthread_key_t> key = []() -> std::optional<pthread_key_t> {
+    pthread_key_t k;
+    if (pthread_key_create(&k, unbind_ring) != 0) return std::nullopt;
+    return k;
+  }();
+  return key;
+}
+
+}  // namespace
+
 void Recorder::bind(ThreadState& thread) {
   thread.generation = g_generation.load(std::memory_order_relaxed);
   thread.tid = uint32_t(syscall(SYS_gettid));
-  thread.ring = g_next_ring.fetch_add(1, std::memory_order_relaxed) % header_->ring_count;
+  thread.writer = {};
+  thread.ring = header_->ring_count - 1;
+  const auto& key = ring_key();
+  if (!key) return;
+  // A ring whose owner is gone (it died without running its thread's destructors, or its id is
+  // now this thread's) is taken over: its head is where the owner's last record ended.
+  for (uint32_t i = 0; i + 1 < header_->ring_count; ++i) {
+    const RingView ring = ring_of(header_, i);
+    std::atomic<uint32_t>& owner = ring.control()->owner;
+    uint32_t current = owner.load(std::memory_order_acquire);
+    if (current != 0 && current != thread.tid && !thread_gone(current)) continue;
+    if (!owner.compare_exchange_strong(current, thread.tid, std::memory_order_acq_rel)) continue;
+    thread.writer = OwnedRingWriter(ring);
+    thread.ring = i;
+    pthread_setspecific(*key, ring.control());
+    return;
+  }
 }
+
+namespace {
+
+// A thread whose first calls come while another one creates the segment waits for it, holding
+// nothing of the shim's, at most kStartWaitNs: creating a segment takes a few milliseconds, and a
+// starter held up longer (by a lock this caller holds, say) must not hold the job up with it.
+constexpr uint64_t kStartWaitNs = 100'000'000;
+
+int wait_for_start() {
+  const uint64_t deadline = clock_ns(CLOCK_MONOTONIC) + kStartWaitNs;
+  int state = g_state.load(std::memory_order_acquire);
+  for (unsigned spins = 0; state == Starting; state = g_state.load(std::memory_order_acquire)) {
+    if (++spins % 64 == 0 && clock_ns(CLOCK_MONOTONIC) >= deadline) break;
+    sched_yield();
+  }
+  return state;
+}
+
+}  // namespace
 
 namespace detail {
 
@@ -407,6 +474,7 @@ Recorder* start_recording() {
     }
     state = expected;
   }
+  if (state == Starting) state = wait_for_start();
   if (state == Ready) return g_recorder;
   if (state == Starting) {
     g_lost_while_starting.fetch_add(1);

@@ -10,11 +10,12 @@
 namespace trainshim::shim {
 
 struct ThreadState {
-  uint64_t generation;  // the process generation this state was set up in (forks bump it)
+  uint64_t generation;     // the process generation this state was set up in (forks bump it); 0: unbound
+  OwnedRingWriter writer;  // the ring this thread owns, if it has one
   uint32_t tid;
-  uint32_t ring;
-  uint32_t polls;       // polls made: their stacks are taken for one in kPollStackEvery
-  bool busy;            // inside a hook on this thread: nested hooked calls are not recorded
+  uint32_t ring;           // the shared ring, when it owns none
+  uint32_t polls;          // polls made: their stacks are taken for one in kPollStackEvery
+  bool busy;               // inside a hook on this thread: nested hooked calls are not recorded
 };
 
 inline ThreadState& thread_state() {
@@ -50,7 +51,15 @@ class Recorder {
   // `fill` writes every field of the record in its ring slot (the slot holds an older record).
   template <class Fill>
   void record(ThreadState& thread, Fill&& fill) {
-    if (thread.generation != detail::g_generation.load(std::memory_order_relaxed)) bind(thread);
+    if (thread.generation != detail::g_generation.load(std::memory_order_relaxed)) [[unlikely]] bind(thread);
+    if (thread.writer.control()) [[likely]] {
+      Slot* slot = thread.writer.claim();
+      if (!slot) return;
+      fill(slot->record);
+      slot->record.tid = thread.tid;
+      thread.writer.publish(slot);
+      return;
+    }
     uint64_t mark = 0;
     Slot* slot = ring_of(header_, thread.ring).claim(mark);
     if (!slot) return;
@@ -60,14 +69,16 @@ class Recorder {
   }
 
  private:
-  // Gives the thread its kernel id and a ring, on its first event in this process.
+  // Gives the thread its kernel id and a ring, on its first event in this process: one of its
+  // own while one is free (given back when the thread exits), else the last ring, shared.
   void bind(ThreadState& thread);
 
   SegmentHeader* header_;
 };
 
 // The recorder when this process records, else nullptr: before the first hooked call has set it
-// up, while another thread sets it up (the event is counted as lost), or when disabled.
+// up, while another thread sets it up for longer than a thread waits for it (the event is counted
+// as lost), or when disabled.
 inline Recorder* active_recorder() {
   if (detail::g_state.load(std::memory_order_acquire) == detail::Ready) return detail::g_recorder;
   return detail::start_recording();

@@ -1,10 +1,15 @@
 // The shim's added cost per hooked call: each benchmark runs once through the interposed symbol
 // (run under LD_PRELOAD=libtrainshim.so) and once straight into the runtime, in the same process.
-// A thread drains this process's segment as the collector would, so records are really written
-// rather than dropped on a full ring. Run it with scripts/bench/hook-overhead.
+// Run it with scripts/bench/hook-overhead, which runs it three times: with the job's collector
+// live (started by the shim as in a job, draining on another core), with none, and with a reader
+// thread in this process draining as the collector reads (TRAINSHIM_BENCH_READER=1): the
+// collector stores a few hundred thousand records a second, far fewer than a loop of calls
+// makes, so only such a reader has every record really written rather than dropped.
 #include <benchmark/benchmark.h>
 #include <cuda_runtime_api.h>
+#include <dirent.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <nccl.h>
@@ -14,6 +19,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "segment_reader.hpp"
@@ -31,75 +37,132 @@ char g_pinned[4096];
 char g_device[4096];
 const auto g_stream = reinterpret_cast<cudaStream_t>(0x1234);
 
-void pin_to_cpu(int cpu) {
-  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) return;
+bool two_cpus() { return sysconf(_SC_NPROCESSORS_ONLN) >= 2; }
+
+void pin(pid_t who, int cpu) {
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
-  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+  sched_setaffinity(who, sizeof set, &set);
 }
 
-class Drain {
+// The collector this process started for its job (its command line names the job), or 0.
+pid_t job_collector(const std::string& job) {
+  DIR* proc = opendir("/proc");
+  if (!proc) return 0;
+  pid_t found = 0;
+  while (dirent* entry = readdir(proc)) {
+    const pid_t pid = std::atoi(entry->d_name);
+    if (pid <= 0) continue;
+    const int fd = open((std::string("/proc/") + entry->d_name + "/cmdline").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    char buffer[4096];
+    const ssize_t n = read(fd, buffer, sizeof buffer - 1);
+    close(fd);
+    if (n <= 0) continue;
+    std::string command(buffer, size_t(n));
+    if (command.find("trainshim-collector") != std::string::npos && command.find(job + '\0') != std::string::npos)
+      found = pid;
+  }
+  closedir(proc);
+  return found;
+}
+
+// Set up before the first benchmark: the first hooked call creates the segment (and starts the
+// collector, unless TRAINSHIM_SPAWN_COLLECTOR=0); then the caller runs on cpu 0 and the collector
+// on cpu 1, as a job and its collector would on different cores. The segment is watched here for
+// its counters, and drained only by the reader thread of TRAINSHIM_BENCH_READER=1.
+class Setup {
  public:
-  Drain() {
-    cudaHostRegister(g_pinned, sizeof g_pinned, 0);  // first hooked call: the segment now exists
+  Setup() {
+    cudaHostRegister(g_pinned, sizeof g_pinned, 0);
     const char* job = std::getenv("TRAINSHIM_JOB");
+    const std::string sanitized = trainshim::sanitize_job(job ? job : "");
     try {
-      reader_ = std::make_unique<trainshim::collector::SegmentReader>(
-          trainshim::segment_name(getuid(), trainshim::sanitize_job(job ? job : ""), getpid()));
+      segment_ = std::make_unique<trainshim::collector::SegmentReader>(
+          trainshim::segment_name(getuid(), sanitized, getpid()));
     } catch (const std::exception&) {
-      return;  // not preloaded: nothing to drain
+      return;  // not preloaded
     }
-    // The caller on one core, the reader on another, as with the collector: sharing a core would
-    // measure the scheduler.
-    pin_to_cpu(0);
-    thread_ = std::thread([this] {
-      pin_to_cpu(1);
-      // In batches, as the collector reads: a reader spinning on the producer's slots would
-      // bounce their cache lines between cores and measure that instead of the hook.
-      while (!stop_.load(std::memory_order_relaxed)) {
-        reader_->drain([](const trainshim::EventRecord&) {}, false);
-        reader_->release();
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-      }
-    });
+    if (!two_cpus()) return;
+    pin(0, 0);
+    if (const char* reader = std::getenv("TRAINSHIM_BENCH_READER"); reader && std::string(reader) == "1") {
+      reader_ = std::thread([this] {
+        pin(0, 1);
+        while (!stop_.load(std::memory_order_relaxed)) {
+          const auto counts = segment_->drain([](const trainshim::EventRecord&) {}, false);
+          segment_->release();
+          // Nothing much to read: the collector would sleep too, rather than spin on the head.
+          if (counts.records < 1024) std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+      });
+      return;
+    }
+    // The collector takes its lock and moves into its own session: give it a moment to appear.
+    for (int i = 0; i < 200 && !collector_; ++i) {
+      collector_ = job_collector(sanitized);
+      if (!collector_) usleep(10'000);
+    }
+    if (collector_) pin(collector_, 1);
   }
-  ~Drain() {
+  ~Setup() {
     stop_ = true;
-    if (thread_.joinable()) thread_.join();
-    if (reader_) reader_->unlink();
+    if (reader_.joinable()) reader_.join();
   }
-  uint64_t dropped() const { return reader_ ? reader_->dropped_ring_full() : 0; }
+  uint64_t dropped() const { return segment_ ? segment_->dropped_ring_full() : 0; }
+  bool collector_live() const { return collector_ != 0; }
 
  private:
-  std::unique_ptr<trainshim::collector::SegmentReader> reader_;
+  std::unique_ptr<trainshim::collector::SegmentReader> segment_;
+  pid_t collector_ = 0;
   std::atomic<bool> stop_{false};
-  std::thread thread_;
+  std::thread reader_;
 };
 
-Drain& drain() {
-  static Drain d;
-  return d;
+Setup& setup() {
+  static Setup s;
+  return s;
+}
+
+void counters(benchmark::State& state) {
+  state.counters["dropped"] = double(setup().dropped());
+  state.counters["collector"] = setup().collector_live() ? 1 : 0;
 }
 
 void BM_PinnedCopy_Hooked(benchmark::State& state) {
-  drain();
+  setup();
   for (auto _ : state) benchmark::DoNotOptimize(cudaMemcpyAsync(g_device, g_pinned, 64, cudaMemcpyHostToDevice, g_stream));
-  state.counters["dropped"] = double(drain().dropped());
+  counters(state);
 }
 
 void BM_PinnedCopy_Direct(benchmark::State& state) {
+  setup();
   const auto copy = direct<cudaError_t (*)(void*, const void*, size_t, cudaMemcpyKind, cudaStream_t)>("cudaMemcpyAsync");
   for (auto _ : state) benchmark::DoNotOptimize(copy(g_device, g_pinned, 64, cudaMemcpyHostToDevice, g_stream));
 }
 
+// The case: a device-to-device copy, no host memory to classify.
+void BM_DeviceCopy_Hooked(benchmark::State& state) {
+  setup();
+  for (auto _ : state)
+    benchmark::DoNotOptimize(cudaMemcpyAsync(g_device, g_device + 2048, 64, cudaMemcpyDeviceToDevice, g_stream));
+  counters(state);
+}
+
+void BM_DeviceCopy_Direct(benchmark::State& state) {
+  setup();
+  const auto copy = direct<cudaError_t (*)(void*, const void*, size_t, cudaMemcpyKind, cudaStream_t)>("cudaMemcpyAsync");
+  for (auto _ : state) benchmark::DoNotOptimize(copy(g_device, g_device + 2048, 64, cudaMemcpyDeviceToDevice, g_stream));
+}
+
 void BM_StreamSync_Hooked(benchmark::State& state) {
-  drain();
+  setup();
   for (auto _ : state) benchmark::DoNotOptimize(cudaStreamSynchronize(g_stream));
-  state.counters["dropped"] = double(drain().dropped());
+  counters(state);
 }
 
 void BM_StreamSync_Direct(benchmark::State& state) {
+  setup();
   const auto sync = direct<cudaError_t (*)(cudaStream_t)>("cudaStreamSynchronize");
   for (auto _ : state) benchmark::DoNotOptimize(sync(g_stream));
 }
@@ -116,14 +179,15 @@ ncclComm_t communicator() {
 
 // A collective: its stacks, its number on the communicator and two timing events around it.
 void BM_AllReduce_Hooked(benchmark::State& state) {
-  drain();
+  setup();
   const ncclComm_t comm = communicator();
   for (auto _ : state)
     benchmark::DoNotOptimize(ncclAllReduce(g_device, g_device, 16, ncclFloat32, ncclSum, comm, g_stream));
-  state.counters["dropped"] = double(drain().dropped());
+  counters(state);
 }
 
 void BM_AllReduce_Direct(benchmark::State& state) {
+  setup();
   using AllReduce = ncclResult_t (*)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
   void* nccl = dlopen("libnccl.so.2", RTLD_NOW | RTLD_NOLOAD);
   const auto all_reduce = reinterpret_cast<AllReduce>(nccl ? dlsym(nccl, "pncclAllReduce") : nullptr);
@@ -135,6 +199,8 @@ void BM_AllReduce_Direct(benchmark::State& state) {
 
 BENCHMARK(BM_AllReduce_Direct);
 BENCHMARK(BM_AllReduce_Hooked);
+BENCHMARK(BM_DeviceCopy_Direct);
+BENCHMARK(BM_DeviceCopy_Hooked);
 BENCHMARK(BM_PinnedCopy_Direct);
 BENCHMARK(BM_PinnedCopy_Hooked);
 BENCHMARK(BM_StreamSync_Direct);

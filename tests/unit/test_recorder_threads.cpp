@@ -100,5 +100,102 @@ TEST(RecorderThreads, EveryRecordIsDrainedOrCountedAndEachThreadsOrderIsKept) {
     EXPECT_TRUE(producer_tids.count(tid)) << "record stamped with thread id " << tid << ", no producer has it";
 }
 
+void record_value(Recorder& recorder, uint64_t value) {
+  recorder.record(thread_state(), [value](EventRecord& r) {
+    r = EventRecord{};
+    r.api = static_cast<uint16_t>(Api::cudaMemcpyAsync);
+    r.detail = value;
+  });
+}
+
+// Runs `body` on a new thread to its end; returns that thread's kernel id.
+template <class Body>
+uint32_t on_thread(Body body) {
+  uint32_t tid = 0;
+  std::thread([&] {
+    tid = uint32_t(syscall(SYS_gettid));
+    body();
+  }).join();
+  return tid;
+}
+
+// A thread owns a ring from its first record to its exit; then the next thread takes the ring on
+// from where its records end.
+TEST(RecorderThreads, AThreadsRingIsGivenBackAtItsExit) {
+  HeapSegment segment(3, 64);  // rings 0 and 1 are owned, ring 2 is shared
+  Recorder recorder(segment.header());
+  RingControl* ring0 = ring_of(segment.header(), 0).control();
+  RingControl* ring1 = ring_of(segment.header(), 1).control();
+  std::atomic<uint32_t> holder{0};
+  std::atomic<bool> release_holder{false};
+  std::thread holding([&] {
+    record_value(recorder, 1);
+    holder = uint32_t(syscall(SYS_gettid));
+    while (!release_holder) std::this_thread::yield();
+  });
+  while (holder == 0) std::this_thread::yield();
+  EXPECT_EQ(ring0->owner.load(), holder.load());
+
+  uint32_t owner_while_running = 0;
+  const uint32_t second = on_thread([&] {
+    record_value(recorder, 2);
+    record_value(recorder, 3);
+    owner_while_running = ring1->owner.load();
+  });
+  EXPECT_EQ(owner_while_running, second);
+  EXPECT_EQ(ring1->owner.load(), 0u) << "given back at the thread's exit";
+  const uint32_t third = on_thread([&] { record_value(recorder, 4); });
+  release_holder = true;
+  holding.join();
+  EXPECT_EQ(ring0->owner.load(), 0u);
+
+  std::vector<std::pair<uint64_t, uint32_t>> ring1_records;
+  EventRecord out{};
+  for (RingView ring = ring_of(segment.header(), 1); ring.pop(out) == RingView::PopStatus::Record;)
+    ring1_records.emplace_back(out.detail, out.tid);
+  EXPECT_EQ(ring1_records, (std::vector<std::pair<uint64_t, uint32_t>>{{2, second}, {3, second}, {4, third}}));
+  EXPECT_EQ(ring_of(segment.header(), 2).pending(), 0u) << "no thread had to share";
+}
+
+// A ring whose owner died without its thread's destructors running is taken over, not lost.
+TEST(RecorderThreads, ARingHeldByAThreadThatIsGoneIsTakenOver) {
+  HeapSegment segment(2, 64);
+  Recorder recorder(segment.header());
+  RingControl* ring0 = ring_of(segment.header(), 0).control();
+  const uint32_t gone = on_thread([] {});
+  ring0->owner.store(gone);
+  const uint32_t taker = on_thread([&] { record_value(recorder, 5); });
+  EventRecord out{};
+  ASSERT_EQ(ring_of(segment.header(), 0).pop(out), RingView::PopStatus::Record);
+  EXPECT_EQ(out.detail, 5u);
+  EXPECT_EQ(out.tid, taker);
+  EXPECT_EQ(ring_of(segment.header(), 1).pending(), 0u);
+}
+
+// The threads beyond the owned rings share the last one; all of their records arrive.
+TEST(RecorderThreads, ThreadsBeyondTheRingsShareTheLastOne) {
+  HeapSegment segment(2, 64);
+  Recorder recorder(segment.header());
+  std::atomic<bool> release_holder{false};
+  std::atomic<bool> holding_ring{false};
+  std::thread holder([&] {
+    record_value(recorder, 1);
+    holding_ring = true;
+    while (!release_holder) std::this_thread::yield();
+  });
+  while (!holding_ring) std::this_thread::yield();
+  std::vector<std::thread> sharing;
+  for (uint64_t t = 0; t < 3; ++t) sharing.emplace_back([&recorder, t] { record_value(recorder, 10 + t); });
+  for (auto& thread : sharing) thread.join();
+  release_holder = true;
+  holder.join();
+  std::multiset<uint64_t> shared;
+  EventRecord out{};
+  for (RingView ring = ring_of(segment.header(), 1); ring.pop(out) == RingView::PopStatus::Record;)
+    shared.insert(out.detail);
+  EXPECT_EQ(shared, (std::multiset<uint64_t>{10, 11, 12}));
+  EXPECT_EQ(ring_of(segment.header(), 0).pending(), 1u);
+}
+
 }  // namespace
 }  // namespace trainshim::shim

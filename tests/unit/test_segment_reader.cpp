@@ -26,14 +26,14 @@ constexpr uint32_t kSideCapacity = 4;
 // A live producer's segment in /dev/shm, written through the ring API as the shim writes it.
 class Segment {
  public:
-  Segment() {
+  explicit Segment(uint32_t capacity = kCapacity) {
     static int counter = 0;
     name_ = segment_name(getuid(), "reader_" + std::to_string(getpid()) + "_" + std::to_string(++counter), getpid());
     bip::shared_memory_object::remove(name_.c_str());
     bip::permissions owner_only;
     owner_only.set_permissions(0600);
     bip::shared_memory_object shm(bip::create_only, name_.c_str(), bip::read_write, owner_only);
-    shm.truncate(bip::offset_t(segment_bytes(kRings, kCapacity, kSideCapacity)));
+    shm.truncate(bip::offset_t(segment_bytes(kRings, capacity, kSideCapacity)));
     region_ = bip::mapped_region(shm, bip::read_write);
     // The producer's liveness lock (an open-file-description lock stands for its POSIX one).
     liveness_fd_ = open((std::string(kShmDir) + "/" + name_).c_str(), O_RDWR | O_CLOEXEC);
@@ -42,7 +42,7 @@ class Segment {
     lock.l_len = 1;
     EXPECT_EQ(fcntl(liveness_fd_, F_OFD_SETLK, &lock), 0);
     SegmentHeader* h = header();
-    write_layout(*h, kRings, kCapacity, kSideCapacity);
+    write_layout(*h, kRings, capacity, kSideCapacity);
     h->pid = getpid();
     h->clock_kind = static_cast<uint32_t>(ClockKind::Monotonic);
     h->producer_state.store(static_cast<uint32_t>(ProducerState::Live), std::memory_order_release);
@@ -242,6 +242,34 @@ TEST(SegmentReader, UnpublishedSlotWaitsForALiveProducerAndIsCountedOnceItIsGone
   // The given-up slot is free again on the next lap.
   for (uint64_t v = 10; v < 10 + kCapacity; ++v) EXPECT_TRUE(seg.push(0, v));
   EXPECT_EQ(drain_values(reader, true), range(10, 10 + kCapacity));
+}
+
+// The collector reads a busy ring up to kReaderLag slots before its head, where the producer may
+// still be writing, and the rest once the head stood still for a pass, or its producer is gone.
+TEST(SegmentReader, ReaderStaysBehindAMovingHeadUntilItStops) {
+  static_assert(SegmentReader::kReaderLag == 64 && SegmentReader::kLagRingSlots == 1024);
+  Segment seg(1024);
+  SegmentReader reader(seg.name());
+  for (uint64_t v = 0; v < 100; ++v) ASSERT_TRUE(seg.push(0, v));
+  EXPECT_EQ(drain_values(reader), range(0, 36));
+  EXPECT_EQ(drain_values(reader), range(36, 100)) << "the head stood still since the last drain";
+  EXPECT_EQ(drain_values(reader), std::vector<uint64_t>{});
+
+  for (uint64_t v = 100; v < 110; ++v) ASSERT_TRUE(seg.push(0, v));
+  EXPECT_EQ(drain_values(reader), std::vector<uint64_t>{}) << "all ten within the lag";
+  for (uint64_t v = 110; v < 120; ++v) ASSERT_TRUE(seg.push(0, v));
+  for (uint64_t v = 0; v < 3; ++v) ASSERT_TRUE(seg.push(1, v));
+  seg.producer_exits();
+  std::vector<uint64_t> expected = range(100, 120);
+  for (uint64_t v = 0; v < 3; ++v) expected.push_back(v);
+  EXPECT_EQ(drain_values(reader, true), expected) << "a gone producer's rings are read to their heads";
+
+  // A segment opened with records in it has them read at once (nothing was released).
+  for (uint64_t v = 120; v < 200; ++v) ASSERT_TRUE(seg.push(0, v));
+  SegmentReader late(seg.name());
+  expected = range(0, 200);
+  for (uint64_t v = 0; v < 3; ++v) expected.push_back(v);
+  EXPECT_EQ(drain_values(late), expected);
 }
 
 }  // namespace

@@ -1,0 +1,34 @@
+// Recording starts without losing the calls of threads that arrive while it starts: they wait for
+// the segment (bounded) instead of dropping their events.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "harness.hpp"
+
+namespace trainshim::test {
+namespace {
+
+// The stored records of `api`: where the database keeps them is decided here only.
+int64_t stored_calls(const std::string& db, const std::string& api) { return count_api(db, api); }
+
+TEST(Start, ThreadsWhoseFirstCallsComeTogetherLoseNone) {
+  constexpr int kThreads = 8;
+  constexpr int kCopies = 50;
+  // Repeated: which thread starts recording, and how many arrive meanwhile, changes run to run.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    Scratch s;
+    const auto result = run("TRAINSHIM_JOB=" + s.job + " " + trainshim_cli() + " run --out " + s.db() + " -- " +
+                            program("start_race_prog") + " " + std::to_string(kThreads) + " " +
+                            std::to_string(kCopies));
+    ASSERT_EQ(result.exit_code, 0) << result.out;
+    EXPECT_EQ(stored_calls(s.db(), "cudaMemcpyAsync"), kThreads * kCopies);
+    EXPECT_EQ(query_int(s.db(), "SELECT count(DISTINCT tid) FROM events"), kThreads);
+    EXPECT_EQ(query_int(s.db(), "SELECT dropped_not_ready FROM processes"), 0);
+    EXPECT_EQ(query_int(s.db(), "SELECT dropped_ring_full + lost_unpublished + malformed FROM processes"), 0);
+    EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM processes"), 1);
+  }
+}
+
+}  // namespace
+}  // namespace trainshim::test
