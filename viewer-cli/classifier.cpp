@@ -255,17 +255,6 @@ Classification classify(const SyncShape& shape) {
           shape.native.empty() ? "" : shape.native.front().function, "unclassified"};
 }
 
-std::string CopyPairing::observe(int64_t tid, int64_t stream, const std::string& api_class,
-                                 const std::string& direction) {
-  std::string follows;
-  const auto last = last_.find(tid);
-  if (api_class != "copy" && last != last_.end() && std::get<0>(last->second) == "copy" &&
-      std::get<1>(last->second) == stream)
-    follows = std::get<2>(last->second);
-  last_[tid] = {api_class, stream, direction};
-  return follows;
-}
-
 int top_user_python_frame(const std::vector<PythonFrameView>& frames) {
   for (std::size_t i = 0; i < frames.size(); ++i)
     if (!is_library_python_frame(frames[i].file, frames[i].function)) return int(i);

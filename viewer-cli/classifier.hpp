@@ -4,9 +4,7 @@
 // function names (PyTorch's op-entry frames `at::_ops::<op>::call` first, since libtorch exports
 // them even where the wheel's .symtab is stripped); the outermost matching frame wins.
 #include <cstdint>
-#include <map>
 #include <string>
-#include <tuple>
 #include <vector>
 
 namespace trainshim::cli {
@@ -58,17 +56,6 @@ bool is_poll(const SyncShape& shape);
 
 // The name a poll site is reported under: torch.cuda.Stream.query() or the API itself.
 std::string poll_operation(const SyncShape& shape);
-
-// Pairs each wait with the copy just before it on the same thread and stream. Feed it every copy
-// and wait of a process in time order.
-class CopyPairing {
- public:
-  // Returns, for a wait, the direction of the copy it follows ("" when none); remembers copies.
-  std::string observe(int64_t tid, int64_t stream, const std::string& api_class, const std::string& direction);
-
- private:
-  std::map<int64_t, std::tuple<std::string, int64_t, std::string>> last_;  // tid -> class, stream, direction
-};
 
 // The qualified name of a demangled function without its return type, template arguments and
 // parameters: "at::_ops::is_nonzero::call(at::Tensor const&)" -> "at::_ops::is_nonzero::call".

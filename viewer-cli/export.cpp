@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "classifier.hpp"
+#include "format.hpp"
 #include "syncs.hpp"
 #include "trainshim/protocol.hpp"
 
@@ -77,31 +78,6 @@ class TraceWriter {
   bool first_ = true;
 };
 
-// Names of the small lookup tables, by id.
-struct Names {
-  std::vector<std::string> api, api_class, direction, host_memory;
-
-  static const std::string& at(const std::vector<std::string>& v, int64_t id) {
-    static const std::string unknown = "unknown";
-    return id >= 0 && std::size_t(id) < v.size() ? v[std::size_t(id)] : unknown;
-  }
-};
-
-void load_names(const RunDatabase& db, const char* sql, std::vector<std::string>& names,
-                std::vector<std::string>* classes = nullptr) {
-  Statement q(db, sql);
-  while (q.step()) {
-    const int64_t id = q.integer(0);
-    if (id < 0 || id > 65535) continue;
-    if (names.size() <= std::size_t(id)) {
-      names.resize(std::size_t(id) + 1, "unknown");
-      if (classes) classes->resize(std::size_t(id) + 1, "unknown");
-    }
-    names[std::size_t(id)] = q.text(1);
-    if (classes) (*classes)[std::size_t(id)] = q.text(2);
-  }
-}
-
 struct Process {
   int64_t id, pid, rank;
   std::string host, command;
@@ -143,7 +119,7 @@ Json metadata(const char* name, int64_t pid, int64_t tid, Json args) {
 // Exports one process: its threads' calls, its GPU collective tracks, its lost-event counters.
 class ProcessExporter {
  public:
-  ProcessExporter(const RunDatabase& db, const Names& names, const CollectiveMap& collectives, TraceWriter& writer,
+  ProcessExporter(const RunDatabase& db, const Vocabulary& names, const CollectiveMap& collectives, TraceWriter& writer,
                   int64_t origin_ns, const Process& process, uint32_t ordinal)
       : db_(db), names_(names), collectives_(collectives), writer_(writer), origin_(origin_ns), p_(process),
         ordinal_(ordinal) {}
@@ -223,18 +199,20 @@ class ProcessExporter {
   }
 
   void host_calls() {
-    Statement q(db_, fmt::format("SELECT tid, api, begin_ns, end_ns, bytes, direction, host_memory, stream, object, "
-                                 "detail, rank_in_comm, comm_size, result, native_stack, python_stack, sequence "
-                                 "FROM events WHERE process_id = ? AND api NOT IN {} ORDER BY begin_ns",
-                                 kTimingApis).c_str());
+    // The calls kept one by one and the window of recent copies and polls.
+    constexpr const char* kColumns = "tid, api, begin_ns, end_ns, bytes, direction, host_memory, stream, object, detail, "
+                                     "rank_in_comm, comm_size, result, native_stack, python_stack, sequence, follows_copy";
+    Statement q(db_, fmt::format("SELECT {0} FROM events WHERE process_id = ?1 AND api NOT IN {1} UNION ALL "
+                                 "SELECT {0} FROM recent_events WHERE process_id = ?1 ORDER BY begin_ns",
+                                 kColumns, kTimingApis).c_str());
     q.bind(1, p_.id);
     while (q.step()) {
       const int64_t tid = q.integer(0), api = q.integer(1), begin = q.integer(2), end = q.integer(3);
       const int64_t bytes = q.integer(4), direction = q.integer(5), memory = q.integer(6), result = q.integer(12);
-      const std::string& api_name = Names::at(names_.api, api);
-      const std::string& cls = Names::at(names_.api_class, api);
-      const std::string& dir = Names::at(names_.direction, direction);
-      const std::string& mem = Names::at(names_.host_memory, memory);
+      const std::string& api_name = Vocabulary::name(names_.api, api);
+      const std::string& cls = Vocabulary::name(names_.api_class, api);
+      const std::string& dir = Vocabulary::name(names_.direction, direction);
+      const std::string& mem = Vocabulary::name(names_.host_memory, memory);
       thread(tid);
       seen(begin, end);
 
@@ -247,7 +225,7 @@ class ProcessExporter {
       probe.direction = dir;
       probe.host_memory = mem;
       probe.null_object = q.integer(8) == 0;
-      probe.follows_copy = pairing_.observe(tid, q.integer(7), cls, dir);
+      probe.follows_copy = names_.follows_copy(q.integer(16));
       if (is_sync(probe)) {
         const SyncInfo& info = sync_info(probe, api, direction, memory, q.integer(13), q.integer(14));
         name = info.name;
@@ -344,7 +322,7 @@ class ProcessExporter {
       const double ts = us(start), dur = duration_us(gpu_ns);
       writer_.event(Json{{"ph", "X"},
                          {"cat", "gpu_collective"},
-                         {"name", call ? Names::at(names_.api, call->api) : std::string("collective")},
+                         {"name", call ? Vocabulary::name(names_.api, call->api) : std::string("collective")},
                          {"pid", p_.id},
                          {"tid", track_tid},
                          {"ts", ts},
@@ -397,7 +375,7 @@ class ProcessExporter {
 
 
   const RunDatabase& db_;
-  const Names& names_;
+  const Vocabulary& names_;
   const CollectiveMap& collectives_;
   TraceWriter& writer_;
   const int64_t origin_;
@@ -408,16 +386,35 @@ class ProcessExporter {
   std::unordered_map<int64_t, std::vector<NativeFrameView>> native_cache_;
   std::unordered_map<int64_t, std::vector<PythonFrameView>> python_cache_;
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, std::string>, SyncInfo> sync_cache_;
-  CopyPairing pairing_;
 };
+
+// Copies and polls are kept one by one only in a window of each process's most recent ones; every
+// one of them is counted in `calls`.
+struct RecentWindow {
+  int64_t copies_shown = 0, copies_recorded = 0, polls_shown = 0, polls_recorded = 0;
+};
+
+RecentWindow recent_window(const RunDatabase& db) {
+  RecentWindow w;
+  Statement shown(db, "SELECT a.class, count(*) FROM recent_events r JOIN apis a ON a.id = r.api GROUP BY a.class");
+  while (shown.step()) (shown.text(0) == "copy" ? w.copies_shown : w.polls_shown) += shown.integer(1);
+  Statement recorded(db, "SELECT a.class, sum(c.count) FROM calls c JOIN apis a ON a.id = c.api "
+                         "WHERE a.class IN ('copy', 'poll') GROUP BY a.class");
+  while (recorded.step()) (recorded.text(0) == "copy" ? w.copies_recorded : w.polls_recorded) += recorded.integer(1);
+  return w;
+}
+
+std::string window_words(const RecentWindow& w) {
+  return fmt::format("shows {} of the {} copies and {} of the {} polls recorded (the most recent of each process, "
+                     "TRAINSHIM_RECENT_EVENTS per process); every other call is shown",
+                     with_thousands(w.copies_shown), with_thousands(w.copies_recorded), with_thousands(w.polls_shown),
+                     with_thousands(w.polls_recorded));
+}
 
 }  // namespace
 
 void export_chrome_trace(const RunDatabase& db, std::ostream& out) {
-  Names names;
-  load_names(db, "SELECT id, name, class FROM apis", names.api, &names.api_class);
-  load_names(db, "SELECT id, name FROM directions", names.direction);
-  load_names(db, "SELECT id, name FROM host_memories", names.host_memory);
+  const Vocabulary& names = db.vocabulary();
 
   std::vector<Process> processes;
   std::unordered_map<int64_t, uint32_t> ordinal;
@@ -434,7 +431,7 @@ void export_chrome_trace(const RunDatabase& db, std::ostream& out) {
 
   int64_t origin = 0;
   {
-    Statement q(db, "SELECT coalesce(min(begin_ns), 0) FROM events");
+    Statement q(db, "SELECT coalesce(min(first_begin_ns), 0) FROM calls");
     if (q.step()) origin = q.integer(0);
   }
 
@@ -461,7 +458,15 @@ void export_chrome_trace(const RunDatabase& db, std::ostream& out) {
   }
 
   TraceWriter writer(out);
-  writer.open(Json{{"producer", "trainshim export"}, {"job", db.meta("job")}, {"database", db.path()}});
+  const RecentWindow window = recent_window(db);
+  writer.open(Json{{"producer", "trainshim export"},
+                   {"job", db.meta("job")},
+                   {"database", db.path()},
+                   {"window", window_words(window)},
+                   {"copies_shown", window.copies_shown},
+                   {"copies_recorded", window.copies_recorded},
+                   {"polls_shown", window.polls_shown},
+                   {"polls_recorded", window.polls_recorded}});
   for (std::size_t i = 0; i < processes.size(); ++i)
     ProcessExporter(db, names, collectives, writer, origin, processes[i], uint32_t(i)).run();
   writer.close();

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <map>
 #include <tuple>
+#include <utility>
 
 #include "format.hpp"
 #include "stripped_libraries.hpp"
@@ -49,26 +50,27 @@ std::string share_words(int64_t blocked_ns, const RankSyncs& rs) {
 }
 
 void load_process_details(const RunDatabase& db, int64_t id, ProcessReport& p) {
+  const Vocabulary& names = db.vocabulary();
   Statement copies(db,
-                   "SELECT d.name, m.name, count(*), sum(e.bytes), sum(e.end_ns - e.begin_ns) FROM events e "
-                   "JOIN apis a ON a.id = e.api JOIN directions d ON d.id = e.direction "
-                   "JOIN host_memories m ON m.id = e.host_memory "
-                   "WHERE e.process_id = ? AND a.class = 'copy' GROUP BY e.direction, e.host_memory "
-                   "ORDER BY e.direction, e.host_memory");
+                   "SELECT direction, host_memory, sum(count), sum(bytes), sum(total_ns) FROM calls WHERE process_id = ? "
+                   "AND api IN (SELECT id FROM apis WHERE class = 'copy') GROUP BY direction, host_memory "
+                   "ORDER BY direction, host_memory");
   copies.bind(1, id);
   while (copies.step())
-    p.copies.push_back({copies.text(0), copies.text(1), copies.integer(2), copies.integer(3), copies.integer(4)});
+    p.copies.push_back({Vocabulary::name(names.direction, copies.integer(0)),
+                        Vocabulary::name(names.host_memory, copies.integer(1)), copies.integer(2), copies.integer(3),
+                        copies.integer(4)});
 
   Statement syncs(db,
-                  "SELECT a.name, count(*), sum(e.end_ns - e.begin_ns) FROM events e JOIN apis a ON a.id = e.api "
-                  "WHERE e.process_id = ? AND a.class IN ('sync', 'free', 'poll') GROUP BY e.api ORDER BY a.name");
+                  "SELECT a.name, sum(c.count), sum(c.total_ns) FROM calls c JOIN apis a ON a.id = c.api "
+                  "WHERE c.process_id = ? AND a.class IN ('sync', 'free', 'poll') GROUP BY c.api ORDER BY a.name");
   syncs.bind(1, id);
   while (syncs.step()) p.syncs.push_back({syncs.text(0), syncs.integer(1), syncs.integer(2)});
 
   Statement collectives(db,
-                        "SELECT a.name, count(*), sum(e.bytes), sum(e.end_ns - e.begin_ns) FROM events e "
-                        "JOIN apis a ON a.id = e.api WHERE e.process_id = ? AND a.class = 'collective' "
-                        "GROUP BY e.api ORDER BY a.name");
+                        "SELECT a.name, sum(c.count), sum(c.bytes), sum(c.total_ns) FROM calls c "
+                        "JOIN apis a ON a.id = c.api WHERE c.process_id = ? AND a.class = 'collective' "
+                        "GROUP BY c.api ORDER BY a.name");
   collectives.bind(1, id);
   while (collectives.step())
     p.collectives.push_back({collective_op_name(collectives.text(0)), collectives.integer(1),
@@ -273,8 +275,9 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
   std::vector<ProcessRef> refs;
   for (ProcessReport& p : report.processes) {
     load_process_details(*p.db, p.id, p);
-    p.synchronisations = load_syncs(*p.db, p.id, step_name);
-    refs.push_back({p.db, p.id, p.rank, p.synchronisations.steps.count});
+    CollectiveCalls collectives = load_collective_calls(*p.db, p.id);
+    p.synchronisations = load_syncs(*p.db, p.id, step_name, std::exchange(collectives.sequence, {}));
+    refs.push_back({p.db, p.id, p.rank, p.synchronisations.steps.count, std::move(collectives)});
   }
   report.waits = load_waits(refs);
   for (const RunDatabase* db : databases) {

@@ -3,12 +3,44 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 
+#include <charconv>
 #include <filesystem>
+
+#include "trainshim/schema.hpp"
 
 namespace trainshim::cli {
 
 namespace {
-constexpr int kReadableSchema = 4;
+
+using schema::kOldestReadableSchema;
+using schema::kSchemaVersion;
+
+void load_names(const RunDatabase& db, const char* sql, std::vector<std::string>& names,
+                std::vector<std::string>* classes = nullptr) {
+  Statement q(db, sql);
+  while (q.step()) {
+    const int64_t id = q.integer(0);
+    // The ids are enum values (a few dozen): a larger one is damage, not a name to index by.
+    if (id < 0 || id > 65535) continue;
+    if (names.size() <= std::size_t(id)) {
+      names.resize(std::size_t(id) + 1, "unknown");
+      if (classes) classes->resize(std::size_t(id) + 1, "unknown");
+    }
+    names[std::size_t(id)] = q.text(1);
+    if (classes) (*classes)[std::size_t(id)] = q.text(2);
+  }
+}
+
+}  // namespace
+
+const std::string& Vocabulary::name(const std::vector<std::string>& names, int64_t id) {
+  static const std::string unknown = "unknown";
+  return id >= 0 && std::size_t(id) < names.size() ? names[std::size_t(id)] : unknown;
+}
+
+const std::string& Vocabulary::follows_copy(int64_t id) const {
+  static const std::string none;
+  return id == 0 ? none : name(direction, id);
 }
 
 RunDatabase::RunDatabase(const std::string& path) : path_(path) {
@@ -26,20 +58,41 @@ RunDatabase::RunDatabase(const std::string& path) : path_(path) {
     throw UsageError(fmt::format("{}: cannot open: {}", path, why));
   }
   sqlite3_busy_timeout(db_, 2000);
+  try {
+    check_schema();
+    load_names(*this, "SELECT id, name, class FROM apis", vocabulary_.api, &vocabulary_.api_class);
+    load_names(*this, "SELECT id, name FROM directions", vocabulary_.direction);
+    load_names(*this, "SELECT id, name FROM host_memories", vocabulary_.host_memory);
+  } catch (...) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw;
+  }
+}
+
+void RunDatabase::check_schema() {
   std::string version;
   try {
     version = meta("schema_version");
   } catch (const std::exception& e) {
-    sqlite3_close(db_);
-    db_ = nullptr;
     throw UsageError(fmt::format("{}: not a trainshim database, or damaged ({}); "
-                                 "point at the file a trainshim run wrote", path, e.what()));
+                                 "point at the file a trainshim run wrote", path_, e.what()));
   }
-  if (version != std::to_string(kReadableSchema)) {
-    sqlite3_close(db_);
-    db_ = nullptr;
-    throw UsageError(fmt::format("{}: database schema version {} but this trainshim reads version {}: "
-                                 "use the trainshim release that recorded it", path, version, kReadableSchema));
+  int schema = 0;
+  const auto [end, error] = std::from_chars(version.data(), version.data() + version.size(), schema);
+  if (version.empty() || error != std::errc() || end != version.data() + version.size())
+    throw UsageError(fmt::format("{}: not a trainshim database (schema version '{}'); "
+                                 "point at the file a trainshim run wrote", path_, version));
+  if (schema < kOldestReadableSchema)
+    throw UsageError(fmt::format("{}: written by an older trainshim (schema {}); this trainshim reads schema {} and "
+                                 "newer: re-run the job, or read it with the trainshim that wrote it",
+                                 path_, schema, kOldestReadableSchema));
+  if (schema > kSchemaVersion) {
+    const std::string writer = meta("writer_version");
+    throw UsageError(fmt::format("{}: written by a newer trainshim{} (schema {}); this trainshim reads schemas {} to "
+                                 "{}: read it with that trainshim or a newer one",
+                                 path_, writer.empty() ? "" : " " + writer, schema, kOldestReadableSchema,
+                                 kSchemaVersion));
   }
 }
 
@@ -76,6 +129,11 @@ bool Statement::step() {
 }
 
 int64_t Statement::integer(int column) const { return sqlite3_column_int64(stmt_, column); }
+
+Statement& Statement::reset() {
+  sqlite3_reset(stmt_);
+  return *this;
+}
 
 std::string Statement::text(int column) const {
   const auto* t = sqlite3_column_text(stmt_, column);

@@ -16,10 +16,21 @@ struct UsageError : std::runtime_error {
 
 class Statement;
 
+// The ids of the small lookup tables (apis, directions, host_memories) with their names, read once
+// so that the readers' hot loops compare integers and never build or join strings per row.
+struct Vocabulary {
+  std::vector<std::string> api, api_class, direction, host_memory;
+
+  // "unknown" for an id the table does not hold.
+  static const std::string& name(const std::vector<std::string>& names, int64_t id);
+  // The direction a wait follows ("h2d", ...), "" for 0: it follows no copy.
+  const std::string& follows_copy(int64_t id) const;
+};
+
 class RunDatabase {
  public:
   // Throws UsageError when the file is missing, is not a regular file, is not a trainshim database, or has a schema
-  // version this build does not read.
+  // version this build does not read (older than kOldestReadableSchema or newer than kSchemaVersion).
   explicit RunDatabase(const std::string& path);
   ~RunDatabase();
   RunDatabase(const RunDatabase&) = delete;
@@ -28,10 +39,14 @@ class RunDatabase {
   const std::string& path() const { return path_; }
   std::string meta(const std::string& key) const;
   sqlite3* handle() const { return db_; }
+  const Vocabulary& vocabulary() const { return vocabulary_; }
 
  private:
+  void check_schema();
+
   std::string path_;
   sqlite3* db_ = nullptr;
+  Vocabulary vocabulary_;
 };
 
 // A prepared query; columns read by index.
@@ -46,6 +61,8 @@ class Statement {
   bool step();
   int64_t integer(int column) const;
   std::string text(int column) const;
+  // Rewinds the statement to run it again with new bindings (prepared once, stepped many times).
+  Statement& reset();
 
  private:
   const RunDatabase& db_;

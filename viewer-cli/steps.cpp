@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 
-#include <map>
+#include <algorithm>
 
 namespace trainshim::cli {
 
 namespace {
+
+using Sync = StepInput::Sync;
 
 struct Period {
   std::size_t length = 0;  // 0: none
@@ -15,7 +17,8 @@ struct Period {
 
 // The smallest period at which the sequence repeats exactly after a set-up of at most a quarter
 // of it, seen at least three times.
-Period period_of(const std::vector<std::string>& sequence) {
+template <class T>
+Period period_of(const std::vector<T>& sequence) {
   const std::size_t n = sequence.size();
   for (std::size_t p = 1; p * 3 <= n; ++p) {
     // The last index where the sequence breaks the period p; the loop starts after it.
@@ -41,22 +44,33 @@ Steps with_rate(Steps s, int64_t span_ns) {
 
 }  // namespace
 
+StepInput::Sync StepInput::intern(const std::string& site, const std::vector<std::string>& functions) {
+  const auto [s, new_site] = site_ids_.try_emplace(site, uint32_t(sites.size()));
+  if (new_site) sites.push_back(site);
+  std::string joined;
+  for (const auto& f : functions) (joined += f) += '\n';
+  const auto [f, new_functions] = function_ids_.try_emplace(joined, uint32_t(frame_functions.size()));
+  if (new_functions) frame_functions.push_back(functions);
+  return {s->second, f->second};
+}
+
 Steps find_steps(const StepInput& in, const std::string& named) {
   if (!named.empty()) {
     // file:line names one site; a function name, the first site reached inside that function.
-    std::string anchor;
-    for (std::size_t i = 0; i < in.sync_sites.size() && anchor.empty(); ++i) {
-      const std::string& site = in.sync_sites[i];
-      const bool by_line = named.find(':') != std::string::npos && (site == named || ends_with(site, "/" + named));
-      bool by_function = false;
-      if (i < in.sync_functions.size())
-        for (const auto& f : in.sync_functions[i]) by_function = by_function || f == named;
-      if (by_line || by_function) anchor = site;
-    }
-    if (anchor.empty()) return {0, fmt::format("TRAINSHIM_STEP={} matched no synchronisation", named), 0};
-    int64_t count = 0;
-    for (const auto& site : in.sync_sites) count += site == anchor;
-    return with_rate({count, fmt::format("TRAINSHIM_STEP={}: one step per sync at {}", named, anchor), 0}, in.span_ns);
+    auto matches = [&](const Sync& sync) {
+      const std::string& site = in.sites[sync.site];
+      if (named.find(':') != std::string::npos && (site == named || ends_with(site, "/" + named))) return true;
+      for (const auto& f : in.frame_functions[sync.functions])
+        if (f == named) return true;
+      return false;
+    };
+    const auto anchor = std::find_if(in.syncs.begin(), in.syncs.end(), matches);
+    if (anchor == in.syncs.end()) return {0, fmt::format("TRAINSHIM_STEP={} matched no synchronisation", named), 0};
+    const int64_t count = std::count_if(in.syncs.begin(), in.syncs.end(),
+                                        [&](const Sync& s) { return s.site == anchor->site; });
+    return with_rate({count, fmt::format("TRAINSHIM_STEP={}: one step per sync at {}", named, in.sites[anchor->site]),
+                      0},
+                     in.span_ns);
   }
   if (const Period period = period_of(in.collectives); period.length) {
     const std::size_t p = period.length;
@@ -64,17 +78,18 @@ Steps find_steps(const StepInput& in, const std::string& named) {
                       fmt::format("the collective sequence repeats every {} collective{}", p, p == 1 ? "" : "s"), 0},
                      in.span_ns);
   }
-  std::map<std::string, int64_t> counts;
-  for (const auto& site : in.sync_sites) ++counts[site];
-  std::string best;
+  std::vector<int64_t> counts(in.sites.size());
+  for (const Sync& sync : in.syncs) ++counts[sync.site];
+  // The most frequent site; between equals, the first in name order.
+  const std::string* best = nullptr;
   int64_t best_count = 0;
-  for (const auto& [site, n] : counts)
-    if (n > best_count) {
-      best = site;
-      best_count = n;
+  for (std::size_t site = 0; site < counts.size(); ++site)
+    if (counts[site] > best_count || (counts[site] == best_count && best && in.sites[site] < *best)) {
+      best = &in.sites[site];
+      best_count = counts[site];
     }
   if (best_count >= 3)
-    return with_rate({best_count, fmt::format("one step per call of the most frequent sync site, {}", best), 0},
+    return with_rate({best_count, fmt::format("one step per call of the most frequent sync site, {}", *best), 0},
                      in.span_ns);
   return {0, "no repeating structure found: rates are per second", 0};
 }

@@ -2,19 +2,36 @@
 // How many training steps a rank ran, found from the repeating structure of what it recorded.
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace trainshim::cli {
 
+// One collective call as the step detection compares it: the same API with the same bytes.
+struct CollectiveCall {
+  int64_t api = 0, bytes = 0;
+  bool operator==(const CollectiveCall&) const = default;
+};
+
 struct StepInput {
-  // Sync sites in time order (one entry per blocking call), as "file:line" or a native function.
-  std::vector<std::string> sync_sites;
-  // Every site's Python frames (outermost functions included), aligned with sync_sites, for a
-  // step named by function.
-  std::vector<std::vector<std::string>> sync_functions;
-  // Collectives in time order, as "op/bytes".
-  std::vector<std::string> collectives;
+  // Distinct sync sites, as "file:line" or a native function, and distinct lists of Python frames
+  // (outermost functions included, for a step named by function): a rank makes many syncs from few
+  // places, so each call refers to them by index.
+  std::vector<std::string> sites;
+  std::vector<std::vector<std::string>> frame_functions;
+  struct Sync {
+    uint32_t site, functions;
+  };
+  std::vector<Sync> syncs;  // in time order, one per blocking call
+  std::vector<CollectiveCall> collectives;  // in time order
   int64_t span_ns = 0;  // first event's start to last event's end
+
+  // A sync's indices, adding the site and the list of functions the first time they are seen.
+  Sync intern(const std::string& site, const std::vector<std::string>& functions);
+
+ private:
+  std::unordered_map<std::string, uint32_t> site_ids_;
+  std::unordered_map<std::string, uint32_t> function_ids_;  // by the names joined with '\n'
 };
 
 struct Steps {

@@ -10,13 +10,6 @@ namespace trainshim::cli {
 
 namespace {
 
-struct Event {
-  int64_t tid, stream;
-  std::string api, api_class, direction, host_memory;
-  int64_t native_id, python_id, blocked_ns;
-  bool null_object;
-};
-
 // The user's frame of a call: its innermost Python frame outside libraries, else the program's.
 SyncSite locate(const SyncShape& shape) {
   SyncSite where;
@@ -40,10 +33,11 @@ SyncSite locate(const SyncShape& shape) {
 // Copies from or into pageable memory, grouped by direction and the user's line.
 std::vector<SyncSite> pageable_sites(const RunDatabase& db, int64_t process_id) {
   Statement q(db,
-              "SELECT d.name, e.native_stack, e.python_stack, count(*), sum(e.bytes), sum(e.end_ns - e.begin_ns) "
-              "FROM events e JOIN apis a ON a.id = e.api JOIN directions d ON d.id = e.direction "
-              "JOIN host_memories m ON m.id = e.host_memory WHERE e.process_id = ? AND a.class = 'copy' AND "
-              "m.name = 'pageable' AND d.name IN ('h2d', 'd2h') GROUP BY d.name, e.native_stack, e.python_stack");
+              "SELECT d.name, c.native_stack, c.python_stack, sum(c.count), sum(c.bytes), sum(c.total_ns) "
+              "FROM calls c JOIN directions d ON d.id = c.direction WHERE c.process_id = ? AND "
+              "c.api IN (SELECT id FROM apis WHERE class = 'copy') AND "
+              "c.host_memory = (SELECT id FROM host_memories WHERE name = 'pageable') AND d.name IN ('h2d', 'd2h') "
+              "GROUP BY d.name, c.native_stack, c.python_stack");
   q.bind(1, process_id);
   std::map<std::tuple<std::string, std::string, std::string, int>, SyncSite> sites;
   while (q.step()) {
@@ -103,19 +97,40 @@ std::string site_identity(const SyncSite& site) {
   return key;
 }
 
-RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::string& step_name) {
+RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::string& step_name,
+                     std::vector<CollectiveCall> collectives) {
   RankSyncs out;
   {
-    Statement span(db, "SELECT coalesce(max(end_ns) - min(begin_ns), 0) FROM events WHERE process_id = ?");
+    Statement span(db, "SELECT coalesce(max(last_end_ns) - min(first_begin_ns), 0) FROM calls WHERE process_id = ?");
     span.bind(1, process_id);
     if (span.step()) out.span_ns = span.integer(0);
   }
-  // Every copy too: a wait is named after the copy it follows (memcpy_and_sync).
+  const Vocabulary& names = db.vocabulary();
+  std::map<std::pair<int64_t, int64_t>, SyncShape> shapes;  // by (native, python) stack id
+  std::map<int64_t, bool> borrowed;                           // by python stack id
+  // The stacks of a call and where they put it, loaded once per pair of stack ids.
+  auto shape_of = [&](int64_t native_id, int64_t python_id) -> SyncShape& {
+    auto [it, fresh] = shapes.try_emplace({native_id, python_id});
+    if (fresh) {
+      if (native_id) it->second.native = load_native_stack(db, process_id, native_id);
+      if (python_id) it->second.python = load_python_stack(db, process_id, python_id);
+    }
+    return it->second;
+  };
+  auto in_backward = [&](int64_t python_id) {
+    if (!python_id) return false;
+    auto [known, fresh] = borrowed.try_emplace(python_id, false);
+    if (fresh) known->second = python_stack_borrowed(db, process_id, python_id);
+    return known->second;
+  };
+
+  // Every aggregate of a wait, a poll or a copy (a blocking copy is a wait too), earliest first:
+  // a site shows the stacks of its first call. The collector paired each wait with the copy it
+  // follows and gave stackless polls the stacks of their thread's last sampled poll.
   Statement q(db,
-              "SELECT e.tid, e.stream, a.name, a.class, d.name, m.name, e.native_stack, e.python_stack, "
-              "e.end_ns - e.begin_ns, e.object = 0 FROM events e JOIN apis a ON a.id = e.api "
-              "JOIN directions d ON d.id = e.direction JOIN host_memories m ON m.id = e.host_memory "
-              "WHERE e.process_id = ? AND a.class IN ('sync', 'free', 'poll', 'copy') ORDER BY e.begin_ns");
+              "SELECT api, direction, host_memory, native_stack, python_stack, null_object, follows_copy, count, "
+              "total_ns FROM calls WHERE process_id = ? AND "
+              "api IN (SELECT id FROM apis WHERE class IN ('sync', 'free', 'poll', 'copy')) ORDER BY first_begin_ns");
   q.bind(1, process_id);
   // One site per (operation, user frame); a site counts its waits, or its copies if it has no wait.
   struct Accumulated {
@@ -125,49 +140,19 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
   using SiteKey = std::tuple<std::string, int, std::string, std::string, int>;
   std::map<SiteKey, Accumulated> sites;
   std::map<SiteKey, SyncSite> polls;
-  std::map<std::pair<int64_t, int64_t>, SyncShape> shapes;  // by (native, python) stack id
-  std::map<int64_t, std::pair<int64_t, int64_t>> last_poll_stacks;  // by thread
-  CopyPairing pairing;
-  std::map<int64_t, bool> borrowed;  // by python stack id
-  StepInput steps;
-  // Streamed: a long run's copies are far too many to hold.
   while (q.step()) {
-    Event e{q.integer(0), q.integer(1), q.text(2), q.text(3), q.text(4), q.text(5), q.integer(6),
-            q.integer(7), q.integer(8), q.integer(9) != 0};
-    SyncShape probe;
-    probe.api = e.api;
-    probe.api_class = e.api_class;
-    probe.direction = e.direction;
-    probe.host_memory = e.host_memory;
-    probe.null_object = e.null_object;
-    probe.follows_copy = pairing.observe(e.tid, e.stream, e.api_class, e.direction);
-    const bool poll = is_poll(probe);
-    if (!poll && !is_sync(probe)) continue;
-    if (poll) {
-      // The shim takes the stacks of a thread's polls only now and then: the others were made
-      // from where the last sampled one was.
-      auto& last = last_poll_stacks[e.tid];
-      if (e.native_id == 0 && e.python_id == 0) std::tie(e.native_id, e.python_id) = last;
-      else last = {e.native_id, e.python_id};
-    }
-    auto [it, fresh] = shapes.try_emplace({e.native_id, e.python_id});
-    SyncShape& shape = it->second;
-    if (fresh) {
-      if (e.native_id) shape.native = load_native_stack(db, process_id, e.native_id);
-      if (e.python_id) shape.python = load_python_stack(db, process_id, e.python_id);
-    }
-    shape.api = probe.api;
-    shape.api_class = probe.api_class;
-    shape.direction = probe.direction;
-    shape.host_memory = probe.host_memory;
-    shape.follows_copy = probe.follows_copy;
-    shape.null_object = probe.null_object;
+    SyncShape& shape = shape_of(q.integer(3), q.integer(4));
+    shape.api = Vocabulary::name(names.api, q.integer(0));
+    shape.api_class = Vocabulary::name(names.api_class, q.integer(0));
+    shape.direction = Vocabulary::name(names.direction, q.integer(1));
+    shape.host_memory = Vocabulary::name(names.host_memory, q.integer(2));
+    shape.null_object = q.integer(5) != 0;
+    shape.follows_copy = names.follows_copy(q.integer(6));
+    const int64_t count = q.integer(7), blocked_ns = q.integer(8);
+    const bool poll = is_poll(shape);
+    if (!poll && !is_sync(shape)) continue;
     SyncSite where = locate(shape);
-    if (e.python_id) {
-      auto [known, fresh_id] = borrowed.try_emplace(e.python_id, false);
-      if (fresh_id) known->second = python_stack_borrowed(db, process_id, e.python_id);
-      where.in_backward = known->second;
-    }
+    where.in_backward = in_backward(q.integer(4));
     if (poll) {
       const std::string operation = poll_operation(shape);
       auto [site, first] = polls.try_emplace({operation, 0, where.file, where.function, where.line}, where);
@@ -176,8 +161,8 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
                                        "a tight polling loop burns a host core; sleep between polls or wait on an event",
                                        "", "poll"};
       }
-      site->second.calls += 1;
-      site->second.blocked_ns += e.blocked_ns;
+      site->second.calls += count;
+      site->second.blocked_ns += blocked_ns;
       continue;
     }
     const Classification c = classify(shape);
@@ -187,21 +172,33 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
       acc.site.classification = c;
     }
     acc.site.in_backward = acc.site.in_backward || where.in_backward;
-    (e.api_class == "copy" ? acc.copies : acc.waits) += 1;
-    acc.site.blocked_ns += e.blocked_ns;
-    if (e.api_class != "copy") {
-      steps.sync_sites.push_back(where.file.empty() ? where.function : fmt::format("{}:{}", where.file, where.line));
-      std::vector<std::string> functions;
-      for (const auto& f : shape.python) functions.push_back(f.function);
-      steps.sync_functions.push_back(std::move(functions));
+    (shape.api_class == "copy" ? acc.copies : acc.waits) += count;
+    acc.site.blocked_ns += blocked_ns;
+  }
+
+  // The waits one by one, in time order, for the steps: a repeating sync site marks a step.
+  StepInput steps;
+  {
+    Statement w(db, "SELECT native_stack, python_stack FROM events WHERE process_id = ? AND "
+                    "(api IN (SELECT id FROM apis WHERE class = 'sync') OR "
+                    "(api IN (SELECT id FROM apis WHERE class = 'free') AND object <> 0)) ORDER BY begin_ns");
+    w.bind(1, process_id);
+    std::map<std::pair<int64_t, int64_t>, StepInput::Sync> interned;  // by (native, python) stack id
+    while (w.step()) {
+      const std::pair<int64_t, int64_t> stacks{w.integer(0), w.integer(1)};
+      auto [it, fresh] = interned.try_emplace(stacks);
+      if (fresh) {
+        const SyncShape& shape = shape_of(stacks.first, stacks.second);
+        const SyncSite where = locate(shape);
+        std::vector<std::string> functions;
+        for (const auto& f : shape.python) functions.push_back(f.function);
+        it->second = steps.intern(where.file.empty() ? where.function : fmt::format("{}:{}", where.file, where.line),
+                                  functions);
+      }
+      steps.syncs.push_back(it->second);
     }
   }
-  {
-    Statement c(db, "SELECT a.name, e.bytes FROM events e JOIN apis a ON a.id = e.api WHERE e.process_id = ? "
-                    "AND a.class = 'collective' ORDER BY e.begin_ns");
-    c.bind(1, process_id);
-    while (c.step()) steps.collectives.push_back(fmt::format("{}/{}", c.text(0), c.integer(1)));
-  }
+  steps.collectives = std::move(collectives);
   steps.span_ns = out.span_ns;
   out.steps = find_steps(steps, step_name);
 

@@ -43,6 +43,8 @@ std::vector<PythonFrameView> load_python_stack(const RunDatabase& db, int64_t pr
 // backward.
 bool python_stack_borrowed(const RunDatabase& db, int64_t process_id, int64_t stack_id);
 
-RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::string& step_name);
+// collectives: the process's collective calls in time order (load_collective_calls), for the steps.
+RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::string& step_name,
+                     std::vector<CollectiveCall> collectives);
 
 }  // namespace trainshim::cli

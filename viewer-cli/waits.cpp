@@ -1,8 +1,11 @@
 #include "waits.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <tuple>
+#include <unordered_map>
+#include <utility>
 
 #include "classifier.hpp"
 #include "syncs.hpp"
@@ -21,19 +24,27 @@ constexpr std::size_t kMaxWindows = 2000;
 uint64_t exchange_series(uint64_t comm) { return (comm ^ 0x65786368616e6765ULL) * 0x9e3779b97f4a7c15ULL; }
 
 std::vector<HostActivity> host_activity(const ProcessRef& p, const std::vector<LateCollective>& late) {
+  // Its recorded calls with a Python stack, in begin order: the waits and NCCL calls kept one by one
+  // and the recent copies and polls. The collectives themselves are where the others waited, not
+  // what kept this host busy.
+  std::vector<std::pair<int64_t, int64_t>> calls;  // begin_ns, python stack
+  Statement q(*p.db, "SELECT begin_ns, python_stack FROM events WHERE process_id = ?1 AND python_stack <> 0 AND "
+                     "api NOT IN (SELECT id FROM apis WHERE class = 'collective') UNION ALL "
+                     "SELECT begin_ns, python_stack FROM recent_events WHERE process_id = ?1 AND python_stack <> 0 "
+                     "ORDER BY 1");
+  q.bind(1, p.process_id);
+  while (q.step()) calls.emplace_back(q.integer(0), q.integer(1));
+
   std::map<std::tuple<std::string, int, std::string>, int64_t> counts;
-  std::map<int64_t, std::tuple<std::string, int, std::string>> top_frame;  // by python stack id
+  std::unordered_map<int64_t, std::tuple<std::string, int, std::string>> top_frame;  // by python stack id
   int64_t total = 0;
   const std::size_t first = late.size() > kMaxWindows ? late.size() - kMaxWindows : 0;
   for (std::size_t i = first; i < late.size(); ++i) {
     const int64_t end = late[i].host_begin_ns;
     const int64_t begin = end - int64_t(double(late[i].lateness_ns) * kWindowMargin);
-    // The collectives themselves are where the others waited, not what kept this host busy.
-    Statement q(*p.db, "SELECT e.python_stack FROM events e JOIN apis a ON a.id = e.api WHERE e.process_id = ? AND "
-                       "e.begin_ns >= ? AND e.begin_ns < ? AND e.python_stack <> 0 AND a.class <> 'collective'");
-    q.bind(1, p.process_id).bind(2, begin).bind(3, end);
-    while (q.step()) {
-      const int64_t stack = q.integer(0);
+    auto call = std::lower_bound(calls.begin(), calls.end(), std::make_pair(begin, std::numeric_limits<int64_t>::min()));
+    for (; call != calls.end() && call->first < end; ++call) {
+      const int64_t stack = call->second;
       auto [it, fresh] = top_frame.try_emplace(stack);
       if (fresh) {
         const std::vector<PythonFrameView> frames = load_python_stack(*p.db, p.process_id, stack);
@@ -54,6 +65,24 @@ std::vector<HostActivity> host_activity(const ProcessRef& p, const std::vector<L
 
 }  // namespace
 
+CollectiveCalls load_collective_calls(const RunDatabase& db, int64_t process_id) {
+  CollectiveCalls out;
+  Statement q(db, "SELECT api, bytes, flags, object, rank_in_comm, peer, sequence FROM events WHERE process_id = ? "
+                  "AND api IN (SELECT id FROM apis WHERE class = 'collective') ORDER BY begin_ns");
+  q.bind(1, process_id);
+  while (q.step()) {
+    const int64_t flags = q.integer(2);
+    const auto communicator = uint64_t(q.integer(3));
+    out.sequence.push_back({q.integer(0), q.integer(1)});
+    if ((flags & (kGroupInProgress | kInGroup)) == kGroupInProgress) ++out.launched_in_progress;
+    if (flags & kUntimedCapturing) ++out.captured[communicator];
+    if ((flags & kPointToPoint) && q.integer(6) > 0)
+      out.p2p.push_back({communicator, uint32_t(q.integer(4)), uint32_t(q.integer(5)), uint32_t(q.integer(6)),
+                         (flags & kSend) != 0});
+  }
+  return out;
+}
+
 WaitReport load_waits(const std::vector<ProcessRef>& processes) {
   WaitReport out;
   std::vector<CollectiveTiming> timings;
@@ -63,11 +92,13 @@ WaitReport load_waits(const std::vector<ProcessRef>& processes) {
   for (const ProcessRef& p : processes) {
     // Point-to-point timings cover a group's point-to-point work, not one collective; an exchange
     // with every rank of the communicator (all_to_all) is matched as a collective of its own series.
-    Statement q(*p.db, "SELECT e.rank_in_comm, e.object, e.comm_size, e.sequence, e.detail, e.begin_ns, e.flags "
-                       "FROM events e JOIN apis a ON a.id = e.api WHERE e.process_id = ? AND a.class = 'collective_timing'");
+    Statement q(*p.db, "SELECT rank_in_comm, object, comm_size, sequence, detail, begin_ns, flags FROM events "
+                       "WHERE process_id = ? AND api IN (SELECT id FROM apis WHERE class = 'collective_timing')");
     q.bind(1, p.process_id);
+    int64_t timed_in_progress = 0;
     while (q.step()) {
       const int64_t flags = q.integer(6);
+      if (flags & kGroupInProgress) ++timed_in_progress;
       uint64_t comm = uint64_t(q.integer(1));
       if (flags & kPointToPoint) {
         ++out.p2p.timed;
@@ -87,32 +118,21 @@ WaitReport load_waits(const std::vector<ProcessRef>& processes) {
     }
     // Operations launched on NCCL's thread: calls outside a group and operations of groups whose
     // end returned ncclInProgress, less those timed once the program waited for the launch.
-    Statement in_progress(*p.db,
-                          "SELECT (SELECT coalesce(sum(e.detail), 0) FROM events e JOIN apis a ON a.id = e.api WHERE "
-                          "e.process_id = ?1 AND a.class = 'group_end' AND (e.flags & ?2) <> 0) + (SELECT count(*) "
-                          "FROM events e JOIN apis a ON a.id = e.api WHERE e.process_id = ?1 AND a.class = 'collective' "
-                          "AND (e.flags & ?3) = ?2) - (SELECT count(*) FROM events e JOIN apis a ON a.id = e.api WHERE "
-                          "e.process_id = ?1 AND a.class = 'collective_timing' AND (e.flags & ?2) <> 0)");
-    in_progress.bind(1, p.process_id).bind(2, kGroupInProgress).bind(3, kGroupInProgress | kInGroup);
-    if (in_progress.step()) out.untimed_in_group_in_progress += in_progress.integer(0);
-    Statement graphs(*p.db, "SELECT e.object, count(*) FROM events e JOIN apis a ON a.id = e.api WHERE e.process_id = ? "
-                            "AND a.class = 'collective' AND (e.flags & ?) <> 0 GROUP BY e.object");
-    graphs.bind(1, p.process_id).bind(2, kUntimedCapturing);
-    while (graphs.step()) {
-      CapturedCollectives& c = captured[uint64_t(graphs.integer(0))];
-      c.communicator = uint64_t(graphs.integer(0));
-      c.collectives = std::max(c.collectives, graphs.integer(1));
+    Statement groups(*p.db, "SELECT coalesce(sum(detail), 0) FROM events WHERE process_id = ? AND "
+                            "api IN (SELECT id FROM apis WHERE class = 'group_end') AND (flags & ?) <> 0");
+    groups.bind(1, p.process_id).bind(2, kGroupInProgress);
+    if (groups.step()) out.untimed_in_group_in_progress += groups.integer(0);
+    out.untimed_in_group_in_progress += p.collectives.launched_in_progress - timed_in_progress;
+    for (const auto& [communicator, n] : p.collectives.captured) {
+      CapturedCollectives& c = captured[communicator];
+      c.communicator = communicator;
+      c.collectives = std::max(c.collectives, n);
       ++c.ranks;
     }
-    Statement p2p(*p.db, "SELECT e.object, e.rank_in_comm, e.peer, e.sequence, e.flags FROM events e JOIN apis a "
-                         "ON a.id = e.api WHERE e.process_id = ? AND a.class = 'collective' AND (e.flags & ?) <> 0 "
-                         "AND e.sequence > 0");
-    p2p.bind(1, p.process_id).bind(2, kPointToPoint);
-    while (p2p.step()) {
-      const bool send = p2p.integer(4) & kSend;
-      const auto me = uint32_t(p2p.integer(1)), peer = uint32_t(p2p.integer(2));
-      ++(send ? out.p2p.sends : out.p2p.recvs);
-      pairs[{uint64_t(p2p.integer(0)), send ? me : peer, send ? peer : me, uint32_t(p2p.integer(3))}] |= send ? 1 : 2;
+    for (const auto& call : p.collectives.p2p) {
+      ++(call.send ? out.p2p.sends : out.p2p.recvs);
+      pairs[{call.communicator, call.send ? call.rank_in_comm : call.peer, call.send ? call.peer : call.rank_in_comm,
+             call.n}] |= call.send ? 1 : 2;
     }
   }
   for (const auto& [key, seen] : pairs) {

@@ -2,11 +2,13 @@
 // The all-reduce wait section of the report: who waits for whom, the straggler, and what the
 // straggler's host was doing while the others waited for it.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "collectives.hpp"
 #include "run_database.hpp"
+#include "steps.hpp"
 
 namespace trainshim::cli {
 
@@ -16,11 +18,28 @@ struct HostActivity {
   double share = 0;  // of the straggler's recorded calls inside its late windows
 };
 
+// A process's collective calls, read in one pass for both the step detection and the waits.
+struct CollectiveCalls {
+  std::vector<CollectiveCall> sequence;  // every call, in begin order
+  // Calls outside a group launched on NCCL's thread (ncclInProgress).
+  int64_t launched_in_progress = 0;
+  std::map<uint64_t, int64_t> captured;  // calls captured into CUDA graphs, by communicator
+  struct PointToPointCall {
+    uint64_t communicator;
+    uint32_t rank_in_comm, peer, n;  // n: the call's number among this pair's calls
+    bool send;
+  };
+  std::vector<PointToPointCall> p2p;
+};
+
+CollectiveCalls load_collective_calls(const RunDatabase& db, int64_t process_id);
+
 struct ProcessRef {
   const RunDatabase* db;
   int64_t process_id;
   int rank;
   int64_t steps;  // the rank's steps, 0 when none were found
+  CollectiveCalls collectives;  // its sequence is not read here: it may have been handed on
 };
 
 // Collectives of one communicator captured into CUDA graphs: they were seen once, at capture;

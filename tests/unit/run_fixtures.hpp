@@ -2,8 +2,11 @@
 // What the unit tests of the CLI need to write a run database by hand.
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
 
+#include "database.hpp"
+#include "ingest.hpp"
 #include "trainshim/protocol.hpp"
 
 namespace trainshim::test {
@@ -26,5 +29,43 @@ inline std::unique_ptr<SegmentHeader> header_for(int rank, int pid, const char* 
   std::snprintf(h->command, sizeof h->command, "python train.py --rank %d", rank);
   return h;
 }
+
+// Stores records as the collector does (Collector::store and store_recent): every record counted
+// in `calls`, the ones analyses need one by one in `events`, the most recent copies and polls of
+// each process in `recent_events`. Written by store(), before the database's commit.
+class Records {
+ public:
+  explicit Records(collector::Database& db, uint32_t recent_events = 20000) : db_(db), recent_events_(recent_events) {}
+
+  void add(int64_t process, const EventRecord& record, uint64_t begin_ns, uint64_t end_ns) {
+    ingest(process).add(record, begin_ns, end_ns);
+  }
+
+  void store() {
+    for (auto& [process, ingest] : processes_) {
+      ingest->calls().for_each([&](const collector::CallKey& key, const collector::CallTotals& totals) {
+        db_.add_calls(process, key, totals);
+      });
+      for (const collector::StoredEvent& e : ingest->kept())
+        db_.add_event(process, e.record, e.begin_ns, e.end_ns, e.follows_copy);
+      ingest->clear_pass();
+      if (ingest->recent().changed()) {
+        db_.replace_recent_events(process, ingest->recent());
+        ingest->recent().mark_written();
+      }
+    }
+  }
+
+ private:
+  collector::ProcessIngest& ingest(int64_t process) {
+    auto& slot = processes_[process];
+    if (!slot) slot = std::make_unique<collector::ProcessIngest>(recent_events_);
+    return *slot;
+  }
+
+  collector::Database& db_;
+  uint32_t recent_events_;
+  std::map<int64_t, std::unique_ptr<collector::ProcessIngest>> processes_;
+};
 
 }  // namespace trainshim::test

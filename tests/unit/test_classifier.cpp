@@ -422,18 +422,6 @@ TEST(ClassifierQualifiedName, DropsReturnTypeTemplateArgumentsAndParameters) {
   EXPECT_EQ(qualified_name(""), "");
 }
 
-TEST(ClassifierCopyPairing, AWaitFollowsTheCopyJustBeforeItOnItsThreadAndStream) {
-  CopyPairing pairing;
-  EXPECT_EQ(pairing.observe(1, 7, "copy", "h2d"), "");
-  EXPECT_EQ(pairing.observe(2, 7, "sync", "none"), "") << "another thread";
-  EXPECT_EQ(pairing.observe(1, 7, "sync", "none"), "h2d");
-  EXPECT_EQ(pairing.observe(1, 7, "sync", "none"), "") << "the copy was followed already";
-  EXPECT_EQ(pairing.observe(1, 7, "copy", "d2h"), "");
-  EXPECT_EQ(pairing.observe(1, 8, "sync", "none"), "") << "another stream";
-  EXPECT_EQ(pairing.observe(1, 7, "copy", "d2h"), "");
-  EXPECT_EQ(pairing.observe(1, 7, "free", "none"), "d2h");
-}
-
 // --- Rules on the call's shape alone ---------------------------------------------------------------
 
 TEST(ClassifierShape, SyncFromTheMainProgramIsDirect) {

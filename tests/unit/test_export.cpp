@@ -20,6 +20,7 @@
 
 #include "database.hpp"
 #include "export.hpp"
+#include "report.hpp"
 #include "run_database.hpp"
 #include "run_fixtures.hpp"
 
@@ -52,7 +53,7 @@ EventRecord copy(Api api, uint32_t tid, uint64_t bytes, Direction d, HostMemory 
 }
 
 // A collective call and, as the shim writes it once the GPU finished, its timing row.
-void collective(Database& db, int64_t process, Api api, uint32_t tid, uint64_t comm, uint32_t sequence,
+void collective(test::Records& records, int64_t process, Api api, uint32_t tid, uint64_t comm, uint32_t sequence,
                 uint32_t rank_in_comm, uint64_t begin, uint64_t end, uint64_t gpu_ns) {
   EventRecord r = record(api, tid);
   r.object = comm;
@@ -61,10 +62,10 @@ void collective(Database& db, int64_t process, Api api, uint32_t tid, uint64_t c
   r.rank_in_comm = rank_in_comm;
   r.bytes = 1 << 20;
   r.detail = 7 << 8 | 1;
-  db.add_event(process, r, begin, end);
+  records.add(process, r, begin, end);
   r.api = static_cast<uint16_t>(Api::ncclGpuTiming);
   r.detail = gpu_ns;
-  db.add_event(process, r, begin, end);
+  records.add(process, r, begin, end);
 }
 
 class ExportTest : public ::testing::Test {
@@ -82,32 +83,34 @@ class ExportTest : public ::testing::Test {
     Database db(path_, "unitjob");
     r1_ = db.add_process("seg-101", *header_for(1, 101, "nodeB"));
     r0_ = db.add_process("seg-100", *header_for(0, 100, "nodeA"));
+    test::Records records(db);
 
     // Rank 0: a pageable H2D copy, a Tensor.item() with its stacks, two all-reduces (the first
     // longer on the GPU than rank 1's: rank 0 waited), a broadcast only rank 0 timed.
-    db.add_event(r0_, copy(Api::cudaMemcpyAsync, 100, 4096, Direction::HostToDevice, HostMemory::Pageable),
-                 1'000'000, 1'003'500);
+    records.add(r0_, copy(Api::cudaMemcpyAsync, 100, 4096, Direction::HostToDevice, HostMemory::Pageable),
+                1'000'000, 1'003'500);
     EventRecord item = record(Api::cudaStreamSynchronize, 100);
     item.native_stack = 7;
     item.python_stack = 3;
-    db.add_event(r0_, item, 1'010'250, 1'012'750);
+    records.add(r0_, item, 1'010'250, 1'012'750);
     db.add_native_frame(r0_, 7, 0, {0x1000, "/x/libtorch_cuda.so", "at::native::_local_scalar_dense(at::Tensor const&)", "", 0});
     db.add_native_frame(r0_, 7, 1, {0x2000, "/x/libtorch_python.so", "THPVariable_item", "", 0});
     db.add_python_frame(r0_, 3, 0, "train.py", "train_step", 57, kSource);
     db.add_python_frame(r0_, 3, 1, "train.py", "main", 90, "train_step(model, batch)");
-    collective(db, r0_, Api::ncclAllReduce, 100, kComm, 1, 0, 1'020'000, 1'021'000, 5000);
-    collective(db, r0_, Api::ncclAllReduce, 100, kComm, 2, 0, 1'022'000, 1'023'000, 800);
-    collective(db, r0_, Api::ncclBroadcast, 100, kOtherComm, 1, 0, 1'030'000, 1'030'100, 700);
+    collective(records, r0_, Api::ncclAllReduce, 100, kComm, 1, 0, 1'020'000, 1'021'000, 5000);
+    collective(records, r0_, Api::ncclAllReduce, 100, kComm, 2, 0, 1'022'000, 1'023'000, 800);
+    collective(records, r0_, Api::ncclBroadcast, 100, kOtherComm, 1, 0, 1'030'000, 1'030'100, 700);
     db.update_process(r0_, {.events = 9, .dropped_ring_full = 5, .dropped_not_ready = 1, .lost_unpublished = 0,
                             .malformed = 2, .ended = true});
 
     // Rank 1: the two all-reduces, and a D2H copy into pageable memory (a sync) on another thread.
-    collective(db, r1_, Api::ncclAllReduce, 101, kComm, 1, 1, 2'000'000, 2'000'500, 1000);
-    collective(db, r1_, Api::ncclAllReduce, 101, kComm, 2, 1, 2'010'000, 2'010'500, 3000);
-    db.add_event(r1_, copy(Api::cudaMemcpy, 102, 300, Direction::DeviceToHost, HostMemory::Pageable), 2'020'000,
-                 2'022'000);
+    collective(records, r1_, Api::ncclAllReduce, 101, kComm, 1, 1, 2'000'000, 2'000'500, 1000);
+    collective(records, r1_, Api::ncclAllReduce, 101, kComm, 2, 1, 2'010'000, 2'010'500, 3000);
+    records.add(r1_, copy(Api::cudaMemcpy, 102, 300, Direction::DeviceToHost, HostMemory::Pageable), 2'020'000,
+                2'022'000);
     db.update_process(r1_, {.events = 5, .dropped_ring_full = 6200, .dropped_not_ready = 0, .lost_unpublished = 0,
                             .malformed = 0, .ended = false});
+    records.store();
     db.commit();
   }
 
@@ -330,6 +333,58 @@ TEST_F(ExportTest, CommandWritesTheFileAndRefusesBadArguments) {
             std::string::npos);
 }
 
+// Copies and polls are kept one by one only in a window of each process's most recent ones: the
+// trace shows that window and says so; the report still counts every copy; a wait is named after
+// the copy it followed even when that copy is no longer in the window.
+TEST_F(ExportTest, RecentWindowOfCopiesAndPollsIsShownAndSaidToBeAWindow) {
+  {
+    Database db(path_, "unitjob");
+    const int64_t p = db.add_process("seg-100", *header_for(0, 100, "nodeA"));
+    test::Records records(db, 4);
+    records.add(p, copy(Api::cudaMemcpyAsync, 100, 512, Direction::DeviceToHost, HostMemory::Pinned), 1'000'000,
+                1'000'100);
+    EventRecord to_cpu = record(Api::cudaStreamSynchronize, 100);
+    to_cpu.stream = 0x7f00;
+    to_cpu.native_stack = 5;
+    records.add(p, to_cpu, 1'002'000, 1'002'400);
+    db.add_native_frame(p, 5, 0, {0x1000, "/x/libtorch_cpu.so", "at::_ops::_to_copy::call(at::Tensor const&)", "", 0});
+    for (uint64_t i = 0; i < 9; ++i)
+      records.add(p, copy(Api::cudaMemcpyAsync, 100, 4096, Direction::HostToDevice, HostMemory::Pinned),
+                  1'003'000 + i * 1000, 1'003'100 + i * 1000);
+    for (uint64_t i = 0; i < 3; ++i)
+      records.add(p, record(Api::cudaStreamQuery, 100), 1'020'000 + i * 1000, 1'020'010 + i * 1000);
+    db.update_process(p, {.events = 14, .ended = true});
+    records.store();
+    db.commit();
+  }
+  const Json trace = export_json();
+  EXPECT_EQ(trace["otherData"]["copies_shown"], 1);
+  EXPECT_EQ(trace["otherData"]["copies_recorded"], 10);
+  EXPECT_EQ(trace["otherData"]["polls_shown"], 3);
+  EXPECT_EQ(trace["otherData"]["polls_recorded"], 3);
+  EXPECT_EQ(trace["otherData"]["window"],
+            "shows 1 of the 10 copies and 3 of the 3 polls recorded (the most recent of each process, "
+            "TRAINSHIM_RECENT_EVENTS per process); every other call is shown");
+
+  std::vector<std::pair<std::string, double>> slices;
+  for (const Json& x : with_phase(trace, "X")) slices.emplace_back(x["name"], x["ts"].get<double>());
+  const std::vector<std::pair<std::string, double>> expected = {{"Tensor.cpu() / .to('cpu')", 2.0},
+                                                                {"memcpy h2d pinned", 11.0},
+                                                                {"cudaStreamQuery", 20.0},
+                                                                {"cudaStreamQuery", 21.0},
+                                                                {"cudaStreamQuery", 22.0}};
+  EXPECT_EQ(slices, expected) << text_;
+
+  RunDatabase db(path_);
+  const Json report = render_json(load_report(db));
+  ASSERT_EQ(report["ranks"].size(), 1u);
+  EXPECT_EQ(report["ranks"][0]["copies"], Json::parse(R"([
+      {"direction": "h2d", "host_memory": "pinned", "calls": 9, "bytes": 36864, "host_ns": 900},
+      {"direction": "d2h", "host_memory": "pinned", "calls": 1, "bytes": 512, "host_ns": 100}])"));
+  EXPECT_EQ(report["ranks"][0]["polls"][0]["calls"], 3);
+  EXPECT_EQ(report["ranks"][0]["hidden_syncs"][0]["operation"], "Tensor.cpu() / .to('cpu')");
+}
+
 // Counts what is written, keeps none of it, and notes at every 64 KiB how many rows SQLite had
 // produced by then and how much heap was in use.
 class CountingBuffer : public std::streambuf {
@@ -374,6 +429,8 @@ TEST_F(ExportTest, HundredThousandEventsAreWrittenWhileRead) {
     Database db(path_, "unitjob");
     const int64_t p[] = {db.add_process("seg-100", *header_for(0, 100, "nodeA")),
                          db.add_process("seg-101", *header_for(1, 101, "nodeB"))};
+    // A window that holds every copy: the trace shows every call.
+    test::Records records(db, kEvents);
     for (int k = 0; k < 2; ++k) {
       db.add_python_frame(p[k], 1, 0, "train.py", "train_step", 57, "loss.item()");
       db.add_native_frame(p[k], 1, 0, {0x1000, "/x/libtorch_cuda.so", "at::native::_local_scalar_dense(at::Tensor const&)", "", 0});
@@ -384,12 +441,13 @@ TEST_F(ExportTest, HundredThousandEventsAreWrittenWhileRead) {
       if (i % 3 == 0) {
         EventRecord r = record(Api::cudaStreamSynchronize, 100 + uint32_t(i % 2));
         r.native_stack = r.python_stack = 1;
-        db.add_event(process, r, t, t + 500);
+        records.add(process, r, t, t + 500);
       } else {
-        db.add_event(process, copy(Api::cudaMemcpyAsync, 100 + uint32_t(i % 2), 4096, Direction::HostToDevice,
-                                   HostMemory::Pinned), t, t + 200);
+        records.add(process, copy(Api::cudaMemcpyAsync, 100 + uint32_t(i % 2), 4096, Direction::HostToDevice,
+                                  HostMemory::Pinned), t, t + 200);
       }
     }
+    records.store();
     db.commit();
   }
   RunDatabase db(path_);

@@ -17,11 +17,11 @@ namespace {
 namespace fs = std::filesystem;
 using collector::Database;
 
-void sync_with_python_stack(Database& db, int64_t process, uint32_t python_stack, uint64_t begin) {
+void sync_with_python_stack(test::Records& records, int64_t process, uint32_t python_stack, uint64_t begin) {
   EventRecord r{};
   r.api = static_cast<uint16_t>(Api::cudaStreamSynchronize);
   r.python_stack = python_stack;
-  db.add_event(process, r, begin, begin + 1000);
+  records.add(process, r, begin, begin + 1000);
 }
 
 class PythonReportTest : public ::testing::Test {
@@ -41,8 +41,10 @@ class PythonReportTest : public ::testing::Test {
     db.add_python_stack(rank0, 7, true, 0);
     db.add_python_frame(rank0, 8, 0, "/home/u/train.py", "evaluate", 40, "acc = correct.item()");
     db.add_python_stack(rank0, 8, false, 0);
-    for (uint64_t i = 0; i < 3; ++i) sync_with_python_stack(db, rank0, 7, 10'000 + i * 10'000);
-    sync_with_python_stack(db, rank0, 8, 50'000);
+    test::Records records(db);
+    for (uint64_t i = 0; i < 3; ++i) sync_with_python_stack(records, rank0, 7, 10'000 + i * 10'000);
+    sync_with_python_stack(records, rank0, 8, 50'000);
+    records.store();
     db.update_process(rank0, {.events = 4, .python_stacks = python_stacks_word(PythonStacks::Available, 11), .ended = true});
     db.update_process(rank1, {.python_stacks = python_stacks_word(PythonStacks::FreeThreaded, 13), .ended = true});
     db.commit();

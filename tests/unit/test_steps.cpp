@@ -2,6 +2,7 @@
 // sequence, the most frequent sync site, and nothing found.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -13,8 +14,7 @@ namespace {
 // Adds `times` calls of one sync site with its Python functions (innermost first).
 void add_sync(StepInput& in, const std::string& site, const std::vector<std::string>& functions, int times = 1) {
   for (int i = 0; i < times; ++i) {
-    in.sync_sites.push_back(site);
-    in.sync_functions.push_back(functions);
+    in.syncs.push_back(in.intern(site, functions));
   }
 }
 
@@ -22,6 +22,20 @@ void add_sync(StepInput& in, const std::string& site, const std::vector<std::str
 
 // A loop that syncs at train.py:57 (in train_step) and at data.py:12 (in load_batch, called from
 // train_step) on each of 10 steps, after two syncs in set-up.
+// A collective as the step detection sees it, written "op/bytes": the same text, the same call.
+CollectiveCall call(const std::string& op_bytes) {
+  static std::map<std::string, int64_t> apis;
+  const auto slash = op_bytes.find('/');
+  const auto [api, fresh] = apis.try_emplace(op_bytes.substr(0, slash), int64_t(apis.size()));
+  return {api->second, std::stoll(op_bytes.substr(slash + 1))};
+}
+
+std::vector<CollectiveCall> calls(std::initializer_list<const char*> op_bytes) {
+  std::vector<CollectiveCall> out;
+  for (const char* c : op_bytes) out.push_back(call(c));
+  return out;
+}
+
 StepInput named_input() {
   StepInput in;
   add_sync(in, "/abs/path/setup.py:3", {"init", "<module>"}, 2);
@@ -29,7 +43,7 @@ StepInput named_input() {
     add_sync(in, "/abs/path/data.py:12", {"load_batch", "train_step", "<module>"});
     add_sync(in, "/abs/path/train.py:57", {"train_step", "<module>"});
   }
-  in.collectives = {"all_reduce/100", "all_reduce/100", "all_reduce/100", "all_reduce/100"};
+  in.collectives = calls({"all_reduce/100", "all_reduce/100", "all_reduce/100", "all_reduce/100"});
   in.span_ns = 5'000'000'003;
   return in;
 }
@@ -96,10 +110,10 @@ TEST(StepsNamed, FileAndLineDoesNotMatchAnotherFileWithTheSameEnding) {
 
 TEST(StepsCollectives, PeriodAfterASetUp) {
   StepInput in;
-  in.collectives.push_back("broadcast/4");
+  in.collectives.push_back(call("broadcast/4"));
   for (int i = 0; i < 10; ++i) {
-    in.collectives.push_back("all_reduce/100");
-    in.collectives.push_back("all_reduce/200");
+    in.collectives.push_back(call("all_reduce/100"));
+    in.collectives.push_back(call("all_reduce/200"));
   }
   add_sync(in, "/abs/path/train.py:57", {"train_step"}, 7);  // ignored: the collectives decide
   in.span_ns = 1'000'000'007;
@@ -111,7 +125,7 @@ TEST(StepsCollectives, PeriodAfterASetUp) {
 
 TEST(StepsCollectives, PeriodOfOne) {
   StepInput in;
-  in.collectives.assign(6, "all_reduce/4096");
+  in.collectives.assign(6, call("all_reduce/4096"));
   in.span_ns = 600;
   const Steps s = find_steps(in, "");
   EXPECT_EQ(s.count, 6);
@@ -123,8 +137,8 @@ TEST(StepsCollectives, SmallestPeriodAndAnUnfinishedLastStep) {
   // (a, a, b) x 5, then the first collective of a sixth step.
   StepInput in;
   for (int i = 0; i < 5; ++i)
-    in.collectives.insert(in.collectives.end(), {"all_gather/8", "all_gather/8", "reduce_scatter/8"});
-  in.collectives.push_back("all_gather/8");
+    in.collectives.insert(in.collectives.end(), {call("all_gather/8"), call("all_gather/8"), call("reduce_scatter/8")});
+  in.collectives.push_back(call("all_gather/8"));
   in.span_ns = 50;
   const Steps s = find_steps(in, "");
   EXPECT_EQ(s.count, 5);
@@ -134,7 +148,7 @@ TEST(StepsCollectives, SmallestPeriodAndAnUnfinishedLastStep) {
 
 TEST(StepsCollectives, ExactlyThreeRepetitionsAreEnough) {
   StepInput in;
-  in.collectives = {"a/1", "b/2", "a/1", "b/2", "a/1", "b/2"};
+  in.collectives = calls({"a/1", "b/2", "a/1", "b/2", "a/1", "b/2"});
   in.span_ns = 9;
   const Steps s = find_steps(in, "");
   EXPECT_EQ(s.count, 3);
@@ -145,8 +159,8 @@ TEST(StepsCollectives, ExactlyThreeRepetitionsAreEnough) {
 TEST(StepsCollectives, SetUpLongerThanAQuarterGivesNoPeriod) {
   // 4 set-up collectives before 3 repetitions of 2: 4 * 4 > 10.
   StepInput in;
-  in.collectives = {"broadcast/1", "broadcast/2", "broadcast/3", "broadcast/4",  // set-up
-                    "a/1", "b/2", "a/1", "b/2", "a/1", "b/2"};
+  in.collectives = calls({"broadcast/1", "broadcast/2", "broadcast/3", "broadcast/4",  // set-up
+                    "a/1", "b/2", "a/1", "b/2", "a/1", "b/2"});
   in.span_ns = 100;
   const Steps s = find_steps(in, "");
   EXPECT_EQ(s.count, 0);
@@ -157,7 +171,7 @@ TEST(StepsCollectives, SetUpLongerThanAQuarterGivesNoPeriod) {
 
 TEST(StepsSites, FewerThanThreeRepetitionsFallsBackToTheMostFrequentSite) {
   StepInput in;
-  in.collectives = {"all_reduce/100", "all_reduce/200", "all_reduce/100", "all_reduce/200"};
+  in.collectives = calls({"all_reduce/100", "all_reduce/200", "all_reduce/100", "all_reduce/200"});
   add_sync(in, "/abs/path/eval.py:9", {"evaluate"}, 2);
   add_sync(in, "/abs/path/train.py:57", {"train_step"}, 4);
   add_sync(in, "/abs/path/eval.py:9", {"evaluate"}, 1);
@@ -196,7 +210,7 @@ TEST(StepsSites, ThreeCallsAreEnough) {
 
 TEST(StepsNone, NoRepetitionAndFewerThanThreeCalls) {
   StepInput in;
-  in.collectives = {"broadcast/4", "all_reduce/100"};
+  in.collectives = calls({"broadcast/4", "all_reduce/100"});
   add_sync(in, "/abs/path/train.py:57", {"train_step"}, 2);
   add_sync(in, "/abs/path/eval.py:9", {"evaluate"}, 1);
   in.span_ns = 1'000;

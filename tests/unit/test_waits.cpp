@@ -29,7 +29,7 @@ class WaitsTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  void add(Database& db, int64_t process, Api api, uint32_t rank, uint64_t comm, uint32_t sequence, uint32_t flags,
+  void add(test::Records& records, int64_t process, Api api, uint32_t rank, uint64_t comm, uint32_t sequence, uint32_t flags,
            uint32_t peer = 0, uint64_t detail = 0) {
     EventRecord r{};
     r.api = static_cast<uint16_t>(api);
@@ -41,7 +41,7 @@ class WaitsTest : public ::testing::Test {
     r.peer = peer;
     r.detail = detail;
     clock_ += 1000;
-    db.add_event(process, r, clock_, clock_ + 100);
+    records.add(process, r, clock_, clock_ + 100);
   }
 
   std::string dir_, path_;
@@ -53,23 +53,25 @@ TEST_F(WaitsTest, PointToPointCapturedAndInProgressAreReportedApart) {
     Database db(path_, "unitjob");
     const int64_t r0 = db.add_process("seg-100", *test::header_for(0, 100, "nodeA"));
     const int64_t r1 = db.add_process("seg-101", *test::header_for(1, 101, "nodeA"));
+    test::Records records(db);
     // One all-reduce, timed on both ranks: the only collective of the matching.
     for (auto [p, rank, gpu] : {std::tuple{r0, 0u, 5'000'000u}, std::tuple{r1, 1u, 9'000'000u}}) {
-      add(db, p, Api::ncclAllReduce, rank, kWorld, 1, 0);
-      add(db, p, Api::ncclGpuTiming, rank, kWorld, 1, 0, 0, gpu);
+      add(records, p, Api::ncclAllReduce, rank, kWorld, 1, 0);
+      add(records, p, Api::ncclGpuTiming, rank, kWorld, 1, 0, 0, gpu);
     }
     // Rank 0 sends twice to rank 1, rank 1 receives once; the group's point-to-point work is
     // timed once on rank 0. Its numbers (1, 2) must not meet all-reduce #1 in the matching.
-    add(db, r0, Api::ncclSend, 0, kWorld, 1, kPointToPoint | kSend | kInGroup, 1);
-    add(db, r0, Api::ncclSend, 0, kWorld, 2, kPointToPoint | kSend | kInGroup, 1);
-    add(db, r1, Api::ncclRecv, 1, kWorld, 1, kPointToPoint | kInGroup, 0);
-    add(db, r0, Api::ncclGpuTiming, 0, kWorld, 1, kPointToPoint | kSend | kInGroup, 1, 7'000'000);
+    add(records, r0, Api::ncclSend, 0, kWorld, 1, kPointToPoint | kSend | kInGroup, 1);
+    add(records, r0, Api::ncclSend, 0, kWorld, 2, kPointToPoint | kSend | kInGroup, 1);
+    add(records, r1, Api::ncclRecv, 1, kWorld, 1, kPointToPoint | kInGroup, 0);
+    add(records, r0, Api::ncclGpuTiming, 0, kWorld, 1, kPointToPoint | kSend | kInGroup, 1, 7'000'000);
     // Three collectives captured into a graph on rank 0, two on rank 1.
-    for (uint32_t seq = 1; seq <= 3; ++seq) add(db, r0, Api::ncclAllReduce, 0, kGraphed, seq, kUntimedCapturing);
-    for (uint32_t seq = 1; seq <= 2; ++seq) add(db, r1, Api::ncclAllReduce, 1, kGraphed, seq, kUntimedCapturing);
+    for (uint32_t seq = 1; seq <= 3; ++seq) add(records, r0, Api::ncclAllReduce, 0, kGraphed, seq, kUntimedCapturing);
+    for (uint32_t seq = 1; seq <= 2; ++seq) add(records, r1, Api::ncclAllReduce, 1, kGraphed, seq, kUntimedCapturing);
     // A group of 3 operations and a call of its own, all launched on NCCL's thread, never waited for.
-    add(db, r1, Api::ncclGroupEnd, 0, 0, 0, kGroupInProgress, 0, 3);
-    add(db, r1, Api::ncclAllReduce, 1, kWorld, 2, kGroupInProgress);
+    add(records, r1, Api::ncclGroupEnd, 0, 0, 0, kGroupInProgress, 0, 3);
+    add(records, r1, Api::ncclAllReduce, 1, kWorld, 2, kGroupInProgress);
+    records.store();
     db.commit();
   }
   RunDatabase db(path_);
@@ -116,10 +118,12 @@ TEST_F(WaitsTest, NothingCapturedNothingSaid) {
     Database db(path_, "unitjob");
     const int64_t r0 = db.add_process("seg-100", *test::header_for(0, 100, "nodeA"));
     const int64_t r1 = db.add_process("seg-101", *test::header_for(1, 101, "nodeA"));
+    test::Records records(db);
     for (auto [p, rank] : {std::pair{r0, 0u}, std::pair{r1, 1u}}) {
-      add(db, p, Api::ncclAllReduce, rank, kWorld, 1, 0);
-      add(db, p, Api::ncclGpuTiming, rank, kWorld, 1, 0, 0, 1'000'000);
+      add(records, p, Api::ncclAllReduce, rank, kWorld, 1, 0);
+      add(records, p, Api::ncclGpuTiming, rank, kWorld, 1, 0, 0, 1'000'000);
     }
+    records.store();
     db.commit();
   }
   RunDatabase db(path_);
