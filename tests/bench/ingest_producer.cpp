@@ -116,7 +116,8 @@ int main(int argc, char** argv) {
   const uint64_t batch = std::max<uint64_t>(1, uint64_t(per_thread_rate / 10'000));
   std::vector<uint64_t> made(threads);
   std::vector<std::thread> workers;
-  const uint64_t start = now_ns() + 20'000'000;
+  // Steady state: the collector has had time to open its database and make its first passes.
+  const uint64_t start = now_ns() + 500'000'000;
   for (int t = 0; t < threads; ++t)
     workers.emplace_back([&, t] {
       // Producers on cpu 0, 2, 3, ...: cpu 1 is the collector's.
