@@ -73,8 +73,8 @@ void Collector::discover() {
   }
 }
 
-uint64_t Collector::pass() {
-  discover();
+uint64_t Collector::pass(Discovery discovery) {
+  if (discovery == Discovery::Look) discover();
   clock_.refine();
   uint64_t stored = 0;
   // Segments done with once this pass is committed: their producers are gone, or they shrank.
@@ -206,12 +206,16 @@ void Collector::run(const std::atomic<bool>& stop) {
   // doubles from kShortestPause, up to kLongestLivePause while a job's segments are open, else up to
   // the poll interval. Records leave a ring only once committed, and one thread's ring of 16,384
   // records lasts 5 ms at 3 M records/s: a burst after a quiet spell must find the collector awake
-  // within about a millisecond. Each empty pass costs about as much as listing /dev/shm.
+  // within a few milliseconds. New segments are looked for once per poll interval: listing
+  // /dev/shm on every pass cost an idle job's collector 5 % of a core.
   constexpr std::chrono::microseconds kShortestPause{250};
-  constexpr std::chrono::microseconds kLongestLivePause{1000};
+  constexpr std::chrono::microseconds kLongestLivePause{2000};
   std::chrono::microseconds pause = kShortestPause;
+  auto last_discovery = clock::now() - options_.poll;
   while (!stop.load()) {
-    const uint64_t stored = pass();
+    const bool look = segments_.empty() || clock::now() - last_discovery >= options_.poll;
+    if (look) last_discovery = clock::now();
+    const uint64_t stored = pass(look ? Discovery::Look : Discovery::Skip);
     if (stored || !segments_.empty()) last_activity = clock::now();
     if (options_.idle_exit.count() > 0 && segments_.empty() && clock::now() - last_activity >= options_.idle_exit)
       break;

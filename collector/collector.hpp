@@ -45,8 +45,10 @@ class Collector {
   Collector& operator=(const Collector&) = delete;
   // Runs until `stop` is set or the idle rule ends it; always finishes with a last full drain.
   void run(const std::atomic<bool>& stop);
-  // One discover + drain pass; returns the number of records stored.
-  uint64_t pass();
+  // One pass: look for new segments (unless told not to), drain every segment; returns the number
+  // of records stored.
+  enum class Discovery { Look, Skip };
+  uint64_t pass(Discovery discovery = Discovery::Look);
   std::size_t live_segments() const { return segments_.size(); }
   // Segments given up because they shrank while being read.
   uint64_t segments_dropped() const { return segments_dropped_; }
