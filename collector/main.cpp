@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
                  "most recent copies and polls kept per process for the timeline (default: $TRAINSHIM_RECENT_EVENTS, "
                  "else 20000; 0: none)")
       ->check(CLI::Range(int64_t{0}, kMostRecentEvents));
-  app.add_option("--poll-ms", poll_ms, "pause between passes when there is nothing to read")->check(CLI::Range(1, 10000));
+  app.add_option("--poll-ms", poll_ms, "how often new segments are looked for, and the longest pause between passes while none is open")->check(CLI::Range(1, 10000));
   app.add_flag("--daemonize", daemonize,
                "fork at once and exit, the collector carrying on in its own session (so that it is never a child "
                "of the process that started it)");
