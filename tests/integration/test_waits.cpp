@@ -86,13 +86,24 @@ TEST(CollectiveWaits, TheSlowRankIsNamedWithWhatItsHostWasDoing) {
   EXPECT_EQ(flow_ends, 30);
 }
 
+// Four ranks share this machine's two cores with the other tests: a rank the scheduler holds
+// back for a few time slices is then really late, by more than a millisecond a time (seen in CI).
+// The balanced job is run up to three times and must come out without a straggler once; the
+// rule itself is held exactly by the Collectives unit tests.
 TEST(CollectiveWaits, BalancedRanksHaveNoStraggler) {
-  Scratch s;
-  const json report = run_straggler_job(s, 0);
-  const json& waits = report.at("collective_waits");
-  EXPECT_EQ(waits.at("matched"), 30);
-  EXPECT_TRUE(waits.at("straggler").is_null()) << waits.dump(1);
-  for (const auto& f : report.at("findings")) EXPECT_NE(f.at("kind"), "straggler");
+  std::string seen;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    Scratch s;
+    const json report = run_straggler_job(s, 0);
+    const json& waits = report.at("collective_waits");
+    EXPECT_EQ(waits.at("matched"), 30);
+    bool straggler_finding = false;
+    for (const auto& f : report.at("findings")) straggler_finding = straggler_finding || f.at("kind") == "straggler";
+    EXPECT_EQ(straggler_finding, !waits.at("straggler").is_null()) << "a finding exactly when a straggler is named";
+    if (waits.at("straggler").is_null()) return;
+    seen += waits.dump(1) + "\n";
+  }
+  ADD_FAILURE() << "a straggler was named in each of three balanced runs:\n" << seen;
 }
 
 // A split gives each half its own communicator, named alike on its ranks; the calls of one group
