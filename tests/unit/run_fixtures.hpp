@@ -42,7 +42,10 @@ class Records {
   }
 
   void store() {
-    for (auto& [process, ingest] : processes_) {
+    for (auto& entry : processes_) {
+      // Named, not a structured binding: Clang 14 lets no lambda capture one.
+      const int64_t process = entry.first;
+      auto& ingest = entry.second;
       ingest->calls().for_each([&](const collector::CallKey& key, const collector::CallTotals& totals) {
         db_.add_calls(process, key, totals);
       });
