@@ -163,10 +163,7 @@ uint64_t Collector::pass(Discovery discovery) {
 
 void Collector::store(Tracked& t) {
   ProcessIngest& ingest = *t.ingest;
-  ingest.calls().for_each(
-      [&](const CallKey& key, const CallTotals& totals) { database_.add_calls(t.process_id, key, totals); });
-  for (const StoredEvent& e : ingest.kept())
-    database_.add_event(t.process_id, e.record, e.begin_ns, e.end_ns, e.follows_copy);
+  database_.add_pass(t.process_id, ingest);
   const ProcessIngest::Activity& last = ingest.last_activity();
   if (ingest.stored() && last.seen) {
     const int rank = t.reader->header().rank;

@@ -318,6 +318,11 @@ void Database::add_event(int64_t process_id, const EventRecord& r, uint64_t begi
   step_and_reset(db_, insert_event_);
 }
 
+void Database::add_pass(int64_t process_id, const ProcessIngest& ingest) {
+  ingest.calls().for_each([&](const CallKey& key, const CallTotals& totals) { add_calls(process_id, key, totals); });
+  for (const StoredEvent& e : ingest.kept()) add_event(process_id, e.record, e.begin_ns, e.end_ns, e.follows_copy);
+}
+
 void Database::add_calls(int64_t process_id, const CallKey& k, const CallTotals& t) {
   begin_if_needed();
   const int64_t values[] = {process_id,

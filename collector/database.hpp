@@ -58,6 +58,9 @@ class Database {
                  Direction follows_copy = Direction::None);
   // Adds to the `calls` row of the key (or creates it).
   void add_calls(int64_t process_id, const CallKey& key, const CallTotals& totals);
+  // What a pass gathered of the process since its last clear_pass(): its `calls` totals and its
+  // records kept one by one.
+  void add_pass(int64_t process_id, const ProcessIngest& ingest);
   // Replaces the process's `recent_events` with the window's.
   void replace_recent_events(int64_t process_id, const RecentWindow& window);
   void add_module(int64_t process_id, uint32_t id, const std::string& path, uint64_t base, const std::string& build_id);

@@ -67,11 +67,7 @@ std::unique_ptr<trainshim::SegmentHeader> header_for(uint32_t rank, uint32_t loc
 
 // What the collector does with a pass's records (Collector::store).
 void store(Database& db, int64_t process, ProcessIngest& ingest) {
-  ingest.calls().for_each([&](const trainshim::collector::CallKey& key, const trainshim::collector::CallTotals& totals) {
-    db.add_calls(process, key, totals);
-  });
-  for (const trainshim::collector::StoredEvent& e : ingest.kept())
-    db.add_event(process, e.record, e.begin_ns, e.end_ns, e.follows_copy);
+  db.add_pass(process, ingest);
   ingest.clear_pass();
 }
 

@@ -42,15 +42,8 @@ class Records {
   }
 
   void store() {
-    for (auto& entry : processes_) {
-      // Named, not a structured binding: Clang 14 lets no lambda capture one.
-      const int64_t process = entry.first;
-      auto& ingest = entry.second;
-      ingest->calls().for_each([&](const collector::CallKey& key, const collector::CallTotals& totals) {
-        db_.add_calls(process, key, totals);
-      });
-      for (const collector::StoredEvent& e : ingest->kept())
-        db_.add_event(process, e.record, e.begin_ns, e.end_ns, e.follows_copy);
+    for (auto& [process, ingest] : processes_) {
+      db_.add_pass(process, *ingest);
       ingest->clear_pass();
       if (ingest->recent().changed()) {
         db_.replace_recent_events(process, ingest->recent());
