@@ -58,6 +58,9 @@ void Collector::discover() {
         t.ingest->recent().restore(database_.recent_events(id));
         for (const Database::StoredModule& m : database_.modules(id))
           t.stacks->restore_module(m.path, m.base, m.build_id);
+        for (auto& [string_id, text] : database_.python_strings(id))
+          t.stacks->restore_string(string_id, std::move(text));
+        database_.restore_timings(id, t.ingest->timings());
       }
       t.positions = t.reader->positions();
       segments_.emplace(name, std::move(t));
@@ -118,6 +121,7 @@ uint64_t Collector::pass(Discovery discovery) {
       kept.malformed = counts.malformed;
       database_.update_process(t.process_id, kept);
       store_recent(t);
+      database_.forget_timings(t.ingest->timings());
       ++segments_dropped_;
       report("warning", fmt::format("dropped segment /dev/shm/{}: it shrank while being read (something running as "
                                     "this user truncated it), {} records stored from it this pass; the rest of that "
@@ -138,6 +142,7 @@ uint64_t Collector::pass(Discovery discovery) {
     // A gone producer's segment is drained in one pass (its slots cannot fill any more).
     if (gone) {
       store_recent(t);
+      database_.forget_timings(t.ingest->timings());
       database_.forget_segment_positions(t.process_id);
       finished.push_back(it->first);
     } else {

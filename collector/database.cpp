@@ -209,6 +209,10 @@ Database::Database(const std::string& path, const std::string& job, const std::s
     using schema::insert_statement;
     using schema::OnConflict;
     insert_event_ = prepare(insert_statement("events").c_str());
+    // The timing's flags add what only the timing knows (a group's launch on NCCL's thread, an exchange).
+    fold_timing_ = prepare("UPDATE events SET gpu_ns = ?, flags = flags | ?, exchange = ? WHERE rowid = ?");
+    delete_event_ = prepare("DELETE FROM events WHERE rowid = ?");
+    insert_python_string_ = prepare(insert_statement("python_strings", OnConflict::Ignore).c_str());
     insert_recent_ = prepare(insert_statement("recent_events").c_str());
     delete_recent_ = prepare("DELETE FROM recent_events WHERE process_id = ?");
     upsert_calls_ = prepare(insert_statement("calls", OnConflict::Merge).c_str());
@@ -244,8 +248,8 @@ Database::~Database() {
 }
 
 void Database::finalize_all() {
-  for (auto* s : {insert_event_, upsert_calls_, insert_recent_, delete_recent_, upsert_position_, insert_process_,
-                  update_process_, insert_log_, insert_module_,
+  for (auto* s : {insert_event_, fold_timing_, delete_event_, upsert_calls_, insert_recent_, delete_recent_,
+                  upsert_position_, insert_process_, update_process_, insert_log_, insert_module_, insert_python_string_,
                   insert_native_frame_, insert_python_frame_, insert_python_stack_, upsert_hang_})
     sqlite3_finalize(s);
 }
@@ -305,22 +309,102 @@ void bind_event(sqlite3_stmt* s, int64_t process_id, const EventRecord& r, uint6
                             int64_t(r.stream), int64_t(r.object), int64_t(r.detail), r.rank_in_comm,
                             r.comm_size,       r.result,       r.native_stack, r.python_stack,
                             r.sequence,        r.peer,         r.flags,       int64_t(follows_copy)};
-  static_assert(std::size(values) == schema::insert_column_count("events"));
-  static_assert(schema::column_count("recent_events") == schema::column_count("events"));
+  static_assert(std::size(values) == schema::insert_column_count("recent_events"));
   for (int i = 0; i < int(std::size(values)); ++i) sqlite3_bind_int64(s, i + 1, values[i]);
 }
+// events: the columns of recent_events, then its own.
+constexpr int kFlagsParameter = schema::insert_parameter("events", "flags");
+constexpr int kGpuNsParameter = schema::insert_parameter("events", "gpu_ns");
+constexpr int kExchangeParameter = schema::insert_parameter("events", "exchange");
+static_assert(kGpuNsParameter == int(schema::insert_column_count("recent_events")) + 1 &&
+              kExchangeParameter == kGpuNsParameter + 1 &&
+              schema::insert_column_count("events") == kExchangeParameter);
 }  // namespace
 
-void Database::add_event(int64_t process_id, const EventRecord& r, uint64_t begin_ns, uint64_t end_ns,
-                         Direction follows_copy) {
+int64_t Database::add_event(int64_t process_id, const EventRecord& r, uint64_t begin_ns, uint64_t end_ns,
+                            Direction follows_copy, const std::optional<GpuTiming>& timing) {
   begin_if_needed();
   bind_event(insert_event_, process_id, r, begin_ns, end_ns, follows_copy);
+  if (timing) {
+    sqlite3_bind_int64(insert_event_, kGpuNsParameter, int64_t(timing->gpu_ns));
+    sqlite3_bind_int64(insert_event_, kFlagsParameter, int64_t(r.flags | timing->flags));
+  } else {
+    sqlite3_bind_null(insert_event_, kGpuNsParameter);
+  }
+  sqlite3_bind_int64(insert_event_, kExchangeParameter, timing ? timing->exchange : 0);
   step_and_reset(db_, insert_event_);
+  return sqlite3_last_insert_rowid(db_);
 }
 
-void Database::add_pass(int64_t process_id, const ProcessIngest& ingest) {
+void Database::fold_timing(int64_t row, const GpuTiming& timing) {
+  begin_if_needed();
+  sqlite3_bind_int64(fold_timing_, 1, int64_t(timing.gpu_ns));
+  sqlite3_bind_int64(fold_timing_, 2, timing.flags);
+  sqlite3_bind_int64(fold_timing_, 3, timing.exchange);
+  sqlite3_bind_int64(fold_timing_, 4, row);
+  step_and_reset(db_, fold_timing_);
+}
+
+void Database::delete_event(int64_t row) {
+  begin_if_needed();
+  sqlite3_bind_int64(delete_event_, 1, row);
+  step_and_reset(db_, delete_event_);
+}
+
+void Database::add_pass(int64_t process_id, ProcessIngest& ingest) {
   ingest.calls().for_each([&](const CallKey& key, const CallTotals& totals) { add_calls(process_id, key, totals); });
-  for (const StoredEvent& e : ingest.kept()) add_event(process_id, e.record, e.begin_ns, e.end_ns, e.follows_copy);
+  TimingFolder& timings = ingest.timings();
+  for (const StoredEvent& e : ingest.kept()) {
+    const EventRecord& r = e.record;
+    if (kApis[r.api].api_class == ApiClass::CollectiveTiming) {
+      if (const std::optional<int64_t> row = timings.take_collective(r, e.begin_ns))
+        fold_timing(*row, gpu_timing_of(r));
+      else
+        timings.hold_early(r, e.begin_ns, add_event(process_id, r, e.begin_ns, e.end_ns, e.follows_copy));
+      continue;
+    }
+    if (!TimingFolder::timable(r)) {
+      add_event(process_id, r, e.begin_ns, e.end_ns, e.follows_copy);
+      continue;
+    }
+    const std::optional<TimingFolder::Early> early = timings.take_early(r, e.begin_ns);
+    if (early) delete_event(early->row);
+    const int64_t row = add_event(process_id, r, e.begin_ns, e.end_ns, e.follows_copy,
+                                  early ? std::optional(early->timing) : std::nullopt);
+    if (!early) timings.await(r, e.begin_ns, row);
+  }
+  for (const int64_t row : timings.take_dropped_early()) delete_event(row);
+}
+
+void Database::forget_timings(TimingFolder& folder) {
+  for (const int64_t row : folder.clear()) delete_event(row);
+}
+
+void Database::restore_timings(int64_t process_id, TimingFolder& folder) {
+  // Each side's newest rows, oldest first: as the dead collector held them.
+  const auto read = [&](const std::string& condition, const auto& add) {
+    sqlite3_stmt* s = prepare(("SELECT * FROM (SELECT rowid, begin_ns, object, stream, sequence, peer, flags, detail "
+                               "FROM events WHERE process_id = ? AND " + condition +
+                               " ORDER BY rowid DESC LIMIT ?) ORDER BY rowid").c_str());
+    sqlite3_bind_int64(s, 1, process_id);
+    sqlite3_bind_int64(s, 2, int64_t(TimingFolder::kMaxAwaitedTimings));
+    while (sqlite3_step(s) == SQLITE_ROW) {
+      EventRecord r{};
+      r.object = uint64_t(sqlite3_column_int64(s, 2));
+      r.stream = uint64_t(sqlite3_column_int64(s, 3));
+      r.sequence = uint32_t(sqlite3_column_int64(s, 4));
+      r.peer = uint32_t(sqlite3_column_int64(s, 5));
+      r.flags = uint32_t(sqlite3_column_int64(s, 6));
+      r.detail = uint64_t(sqlite3_column_int64(s, 7));
+      add(r, uint64_t(sqlite3_column_int64(s, 1)), sqlite3_column_int64(s, 0));
+    }
+    sqlite3_finalize(s);
+  };
+  read(fmt::format("gpu_ns IS NULL AND (flags & {}) = 0 AND api IN (SELECT id FROM apis WHERE class = 'collective')",
+                   kUntimedCapturing | kUntimedNoEvent),
+       [&](const EventRecord& r, uint64_t begin_ns, int64_t row) { folder.await(r, begin_ns, row); });
+  read("api IN (SELECT id FROM apis WHERE class = 'collective_timing')",
+       [&](const EventRecord& r, uint64_t begin_ns, int64_t row) { folder.hold_early(r, begin_ns, row); });
 }
 
 void Database::add_calls(int64_t process_id, const CallKey& k, const CallTotals& t) {
@@ -513,6 +597,25 @@ void Database::add_native_frame(int64_t process_id, uint32_t stack_id, int depth
   bind_text(s, 7, f.file);
   sqlite3_bind_int(s, 8, f.line);
   step_and_reset(db_, s);
+}
+
+void Database::add_python_string(int64_t process_id, uint32_t id, const std::string& text) {
+  begin_if_needed();
+  sqlite3_bind_int64(insert_python_string_, 1, process_id);
+  sqlite3_bind_int64(insert_python_string_, 2, id);
+  bind_text(insert_python_string_, 3, text);
+  step_and_reset(db_, insert_python_string_);
+}
+
+std::vector<std::pair<uint32_t, std::string>> Database::python_strings(int64_t process_id) {
+  sqlite3_stmt* s = prepare("SELECT id, text FROM python_strings WHERE process_id = ?");
+  sqlite3_bind_int64(s, 1, process_id);
+  std::vector<std::pair<uint32_t, std::string>> strings;
+  while (sqlite3_step(s) == SQLITE_ROW)
+    strings.emplace_back(uint32_t(sqlite3_column_int64(s, 0)),
+                         reinterpret_cast<const char*>(sqlite3_column_text(s, 1)));
+  sqlite3_finalize(s);
+  return strings;
 }
 
 void Database::add_python_frame(int64_t process_id, uint32_t stack_id, int depth, const std::string& file,

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ingest.hpp"
@@ -53,14 +54,20 @@ class Database {
   // The process's `recent_events`, oldest first.
   std::vector<StoredEvent> recent_events(int64_t process_id);
 
-  // One row of `events`.
-  void add_event(int64_t process_id, const EventRecord& record, uint64_t begin_ns, uint64_t end_ns,
-                 Direction follows_copy = Direction::None);
+  // One row of `events`, with its collective's GPU timing when it came first; returns its rowid.
+  int64_t add_event(int64_t process_id, const EventRecord& record, uint64_t begin_ns, uint64_t end_ns,
+                    Direction follows_copy = Direction::None, const std::optional<GpuTiming>& timing = std::nullopt);
   // Adds to the `calls` row of the key (or creates it).
   void add_calls(int64_t process_id, const CallKey& key, const CallTotals& totals);
   // What a pass gathered of the process since its last clear_pass(): its `calls` totals and its
-  // records kept one by one.
-  void add_pass(int64_t process_id, const ProcessIngest& ingest);
+  // records kept one by one, each GPU timing folded into its collective's row (ingest.timings()).
+  void add_pass(int64_t process_id, ProcessIngest& ingest);
+  // What the process's `events` rows still wait for: its collectives without their timing (the
+  // newest TimingFolder::kMaxAwaitedTimings) and its timings read before their collective. Read
+  // without an index, once, by a collector that resumes a dead one's row.
+  void restore_timings(int64_t process_id, TimingFolder& folder);
+  // The process ended: the timings whose collective never came are dropped (they stay counted).
+  void forget_timings(TimingFolder& folder);
   // Replaces the process's `recent_events` with the window's.
   void replace_recent_events(int64_t process_id, const RecentWindow& window);
   void add_module(int64_t process_id, uint32_t id, const std::string& path, uint64_t base, const std::string& build_id);
@@ -70,6 +77,9 @@ class Database {
     int line;
   };
   void add_native_frame(int64_t process_id, uint32_t stack_id, int depth, const NativeFrame& frame);
+  // A file or function name of Python frames, by its id in the process.
+  void add_python_string(int64_t process_id, uint32_t id, const std::string& text);
+  std::vector<std::pair<uint32_t, std::string>> python_strings(int64_t process_id);
   void add_python_frame(int64_t process_id, uint32_t stack_id, int depth, const std::string& file,
                         const std::string& function, int line, const std::string& source);
   // borrowed: the stack of the thread blocked in backward, taken by an autograd engine thread;
@@ -99,7 +109,14 @@ class Database {
   sqlite3_stmt* prepare(const char* sql);
 
   sqlite3* db_ = nullptr;
+  // A collective's row gets its timing.
+  void fold_timing(int64_t row, const GpuTiming& timing);
+  void delete_event(int64_t row);
+
   sqlite3_stmt* insert_event_ = nullptr;
+  sqlite3_stmt* fold_timing_ = nullptr;
+  sqlite3_stmt* delete_event_ = nullptr;
+  sqlite3_stmt* insert_python_string_ = nullptr;
   sqlite3_stmt* upsert_calls_ = nullptr;
   sqlite3_stmt* insert_recent_ = nullptr;
   sqlite3_stmt* delete_recent_ = nullptr;

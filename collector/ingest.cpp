@@ -65,6 +65,105 @@ void CallTable::clear() {
   last_ = kNoSlot;
 }
 
+GpuTiming gpu_timing_of(const EventRecord& timing) {
+  return {timing.detail, timing.flags, (timing.flags & kExchange) ? timing.sequence : 0};
+}
+
+bool TimingFolder::timable(const EventRecord& call) {
+  return kApis[call.api].api_class == ApiClass::Collective && (call.flags & (kUntimedCapturing | kUntimedNoEvent)) == 0;
+}
+
+std::size_t TimingFolder::KeyHash::operator()(const Key& k) const {
+  return mix(k.object * 0x9e3779b97f4a7c15ULL ^ mix(k.stream) ^ (uint64_t(k.sequence_or_peer) << 8 | k.kind));
+}
+
+TimingFolder::Key TimingFolder::key_of(const EventRecord& r) {
+  const uint32_t kind = r.flags & (kPointToPoint | kSend);
+  return {r.object, r.stream, (kind & kPointToPoint) ? r.peer : r.sequence, kind};
+}
+
+template <class Pairs>
+TimingFolder::Map::iterator TimingFolder::nearest(Map& map, const Key& key, uint64_t begin_ns, const Pairs& pairs) {
+  auto [it, end] = map.equal_range(key);
+  auto best = map.end();
+  uint64_t best_distance = 0;
+  for (; it != end; ++it) {
+    const Entry& e = it->second;
+    if (!pairs(e)) continue;
+    const uint64_t distance = e.begin_ns > begin_ns ? e.begin_ns - begin_ns : begin_ns - e.begin_ns;
+    if (best == map.end() || distance < best_distance ||
+        (distance == best_distance && e.order < best->second.order)) {
+      best = it;
+      best_distance = distance;
+    }
+  }
+  return best;
+}
+
+void TimingFolder::add(Map& map, std::deque<std::pair<Key, uint64_t>>& order, const Key& key, Entry entry,
+                       bool early) {
+  if (order.size() == kMaxAwaitedTimings) {
+    const auto [old_key, old_order] = order.front();
+    order.pop_front();
+    auto [it, end] = map.equal_range(old_key);
+    for (; it != end; ++it)
+      if (it->second.order == old_order) {
+        if (early) dropped_early_.push_back(it->second.row);
+        map.erase(it);
+        break;
+      }
+  }
+  entry.order = next_order_++;
+  order.emplace_back(key, entry.order);
+  map.emplace(key, entry);
+}
+
+void TimingFolder::await(const EventRecord& call, uint64_t begin_ns, int64_t row) {
+  add(awaiting_, awaiting_order_, key_of(call), {call.sequence, begin_ns, row, 0, {}}, false);
+}
+
+std::optional<int64_t> TimingFolder::take_collective(const EventRecord& timing, uint64_t begin_ns) {
+  // An exchange's timing carries the exchange's number: it pairs with its operation's first call
+  // whatever that call's number among its peer's calls.
+  const bool exchange = (timing.flags & kExchange) != 0;
+  const auto it = nearest(awaiting_, key_of(timing), begin_ns,
+                          [&](const Entry& e) { return exchange || e.sequence == timing.sequence; });
+  if (it == awaiting_.end()) return std::nullopt;
+  const int64_t row = it->second.row;
+  awaiting_.erase(it);
+  return row;
+}
+
+void TimingFolder::hold_early(const EventRecord& timing, uint64_t begin_ns, int64_t row) {
+  add(early_, early_order_, key_of(timing), {timing.sequence, begin_ns, row, 0, gpu_timing_of(timing)}, true);
+}
+
+std::optional<TimingFolder::Early> TimingFolder::take_early(const EventRecord& call, uint64_t begin_ns) {
+  const auto it = nearest(early_, key_of(call), begin_ns, [&](const Entry& e) {
+    return (e.timing.flags & kExchange) != 0 || e.sequence == call.sequence;
+  });
+  if (it == early_.end()) return std::nullopt;
+  const Early found{it->second.row, it->second.timing};
+  early_.erase(it);
+  return found;
+}
+
+std::vector<int64_t> TimingFolder::take_dropped_early() {
+  std::vector<int64_t> rows;
+  rows.swap(dropped_early_);
+  return rows;
+}
+
+std::vector<int64_t> TimingFolder::clear() {
+  std::vector<int64_t> rows = take_dropped_early();
+  for (const auto& [key, e] : early_) rows.push_back(e.row);
+  awaiting_.clear();
+  early_.clear();
+  awaiting_order_.clear();
+  early_order_.clear();
+  return rows;
+}
+
 ProcessIngest::Thread& ProcessIngest::thread(uint32_t tid) {
   if (cached_thread_ && cached_tid_ == tid) return *cached_thread_;
   cached_tid_ = tid;

@@ -6,9 +6,12 @@
 // steady state: one lookup of the thread for copies, syncs, frees and polls, one probe of an
 // open-addressing table, one store into a preallocated ring.
 #include <cstdint>
+#include <deque>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "trainshim/copy_pairing.hpp"
@@ -107,6 +110,91 @@ class RecentWindow {
   uint64_t written_ = 0;
 };
 
+// What a collective's GPU timing adds to the collective's row.
+struct GpuTiming {
+  uint64_t gpu_ns = 0;
+  uint32_t flags = 0;     // the timing's flags: the call's, with kGroupInProgress / kExchange added for a group
+  uint32_t exchange = 0;  // with kExchange: the exchange's number on the communicator
+};
+GpuTiming gpu_timing_of(const EventRecord& timing);
+
+// Pairs each collective's GPU timing with the collective's `events` row. The shim's polling thread
+// writes the timing into its own ring once the GPU has finished: usually a pass or more after the
+// collective (never, on a hang), and now and then a pass before it (the collective's ring is read
+// up to 64 records behind its moving head). The timing is a copy of the collective's record (of its
+// operation's first call, for a group) whose api, detail, stacks and thread are its own, and, for
+// a group, whose flags and (for an exchange) sequence may say more: it is matched by what it copies
+// unchanged (communicator, stream, sequence, peer, point-to-point and send bits) and, among the
+// calls that share those, by the nearest begin: the same clock reading, converted in the same or
+// another pass (by another collector after a restart: within microseconds).
+//
+// Both sides are rows of `events`: a collective waiting for its timing (its row will be updated),
+// a timing waiting for its collective (its own row, deleted once folded into the collective's),
+// so that a collector that replaces a dead one rebuilds both from the database. Each side is
+// bounded: an entry is forgotten once kMaxAwaitedTimings later ones came (a call never timed: the
+// later calls of a group's operation, an operation cancelled or left on NCCL's thread), an early
+// timing's row deleted with it; the timing stays counted in `calls`.
+class TimingFolder {
+ public:
+  // The shim's pool holds 8,192 events per device, two per operation in flight: 4,096 operations
+  // can still be timed on one device; the rest is room for calls that never will be.
+  static constexpr std::size_t kMaxAwaitedTimings = 16384;
+
+  // A collective the shim may still time, stored as `row`.
+  void await(const EventRecord& call, uint64_t begin_ns, int64_t row);
+  // The row of the collective `timing` belongs to, forgotten here; nullopt when it was not read yet.
+  std::optional<int64_t> take_collective(const EventRecord& timing, uint64_t begin_ns);
+  // A timing read before its collective, stored as `row`.
+  void hold_early(const EventRecord& timing, uint64_t begin_ns, int64_t row);
+  struct Early {
+    int64_t row;
+    GpuTiming timing;
+  };
+  // The early timing of the collective `call`, forgotten here; nullopt when none came.
+  std::optional<Early> take_early(const EventRecord& call, uint64_t begin_ns);
+  // Rows of early timings forgotten since the last call (beyond the bound), to delete.
+  std::vector<int64_t> take_dropped_early();
+  // Forgets everything (the process ended): the rows of the early timings still held, to delete.
+  std::vector<int64_t> clear();
+
+  std::size_t awaiting() const { return awaiting_.size(); }
+  std::size_t early() const { return early_.size(); }
+
+  // Whether the shim may time `call` (a collective not flagged untimed).
+  static bool timable(const EventRecord& call);
+
+ private:
+  // What a timing copies of its collective's record unchanged, but the sequence of a
+  // point-to-point call (an exchange's timing carries the exchange's number instead).
+  struct Key {
+    uint64_t object, stream;
+    uint32_t sequence_or_peer, kind;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    std::size_t operator()(const Key& k) const;
+  };
+  struct Entry {
+    uint32_t sequence;
+    uint64_t begin_ns;
+    int64_t row;
+    uint64_t order;
+    GpuTiming timing;  // early timings
+  };
+  using Map = std::unordered_multimap<Key, Entry, KeyHash>;
+  static Key key_of(const EventRecord& r);
+  // Among the entries of `map` under `key` that `pairs` accepts, the one that began nearest to
+  // `begin_ns` (the oldest on a tie); map.end() when none.
+  template <class Pairs>
+  static Map::iterator nearest(Map& map, const Key& key, uint64_t begin_ns, const Pairs& pairs);
+  void add(Map& map, std::deque<std::pair<Key, uint64_t>>& order, const Key& key, Entry entry, bool early);
+
+  Map awaiting_, early_;
+  std::deque<std::pair<Key, uint64_t>> awaiting_order_, early_order_;  // oldest first, entries taken included
+  uint64_t next_order_ = 0;
+  std::vector<int64_t> dropped_early_;
+};
+
 class ProcessIngest {
  public:
   explicit ProcessIngest(uint32_t recent_capacity) : recent_(recent_capacity) {}
@@ -121,6 +209,7 @@ class ProcessIngest {
   void clear_pass();
 
   RecentWindow& recent() { return recent_; }
+  TimingFolder& timings() { return timings_; }
 
   // The last record that was not a collective's timing (what the process was doing last).
   struct Activity {
@@ -142,6 +231,7 @@ class ProcessIngest {
   CallTable calls_;
   std::vector<StoredEvent> kept_;
   RecentWindow recent_;
+  TimingFolder timings_;
   uint64_t stored_ = 0;
   Activity last_activity_;
   // Records come in runs from one thread: the last one looked up is kept at hand.

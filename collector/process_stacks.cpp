@@ -54,6 +54,7 @@ void ProcessStacks::add(const SideRecord& r) {
     }
     case SideKind::String:
       strings_[r.id] = std::string(r.text, r.count);
+      database_.add_python_string(process_id_, r.id, strings_[r.id]);
       break;
     case SideKind::NativeStack:
       for (int depth = 0; depth < r.count; ++depth) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "database.hpp"
 #include "symbolizer.hpp"
@@ -19,6 +20,8 @@ class ProcessStacks {
   void restore_module(const std::string& path, uint64_t base, const std::string& build_id) {
     symbolizer_.add_module({path, base, build_id});
   }
+  // A name a collector that died had recorded: a stack published later may refer to it.
+  void restore_string(uint32_t id, std::string text) { strings_[id] = std::move(text); }
   // "file:line in function" of the user's innermost frame of a Python stack, empty if unknown.
   std::string user_frame(uint32_t python_stack) const;
 

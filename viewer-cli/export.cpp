@@ -35,7 +35,10 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+// A timing is folded into its collective's row; one whose collective was not read yet has a row of
+// its own for a while.
 constexpr const char* kTimingApis = "(SELECT id FROM apis WHERE class = 'collective_timing')";
+constexpr const char* kCollectiveApis = "(SELECT id FROM apis WHERE class = 'collective')";
 // Point-to-point calls are numbered per peer: their numbers are no collective's (flag 8).
 constexpr const char* kNotPointToPoint = "(flags & 8) = 0";
 static_assert(kPointToPoint == 8);
@@ -138,11 +141,6 @@ class ProcessExporter {
   struct SyncInfo {
     std::string name, python_site, native_site, source, kind;
   };
-  struct Call {
-    int64_t comm, sequence, begin, api, bytes;
-    bool used;
-  };
-
   double us(int64_t ns) const { return double(ns - origin_) / 1000.0; }
   static double duration_us(int64_t ns) { return double(std::max<int64_t>(ns, 0)) / 1000.0; }
   void seen(int64_t begin, int64_t end) {
@@ -268,43 +266,20 @@ class ProcessExporter {
     }
   }
 
-  // The timing rows name no collective: each is matched with this process's collective call of
-  // the same (communicator, sequence), merging two queries sorted the same way; within one NCCL
-  // group (calls sharing a sequence) by equal bytes, then the nearest begin.
+  // Each timed collective on its communicator's GPU track, from its own row (a call in a group
+  // carries its operation's timing on the operation's first call).
   void gpu_collectives() {
-    Statement t(db_, fmt::format("SELECT object, sequence, begin_ns, detail, bytes FROM events WHERE process_id = ? "
-                                 "AND api IN {} AND {} ORDER BY object, sequence, begin_ns", kTimingApis,
-                                 kNotPointToPoint).c_str());
-    Statement c(db_, fmt::format("SELECT object, sequence, begin_ns, api, bytes FROM events WHERE process_id = ? AND "
-                                 "api IN (SELECT id FROM apis WHERE class = 'collective') AND {} ORDER BY object, "
-                                 "sequence, begin_ns", kNotPointToPoint).c_str());
+    Statement t(db_, fmt::format("SELECT object, sequence, begin_ns, gpu_ns, bytes, api FROM events WHERE "
+                                 "process_id = ? AND api IN {} AND gpu_ns IS NOT NULL AND {} "
+                                 "ORDER BY object, sequence, begin_ns",
+                                 kCollectiveApis, kNotPointToPoint).c_str());
     t.bind(1, p_.id);
-    c.bind(1, p_.id);
-    bool more_calls = c.step();
-    std::vector<Call> group;
-    std::optional<CollectiveKey> group_key, flow_key;
+    std::optional<CollectiveKey> flow_key;
     std::optional<int64_t> track_comm;
     int64_t track_tid = kGpuTrackBase - 1, track_end = std::numeric_limits<int64_t>::min();
     while (t.step()) {
       const CollectiveKey key{t.integer(0), t.integer(1)};
-      const int64_t begin = t.integer(2), gpu_ns = std::max<int64_t>(t.integer(3), 0), bytes = t.integer(4);
-      if (group_key != key) {
-        group.clear();
-        while (more_calls && CollectiveKey{c.integer(0), c.integer(1)} < key) more_calls = c.step();
-        while (more_calls && CollectiveKey{c.integer(0), c.integer(1)} == key) {
-          group.push_back({key.comm, key.sequence, c.integer(2), c.integer(3), c.integer(4), false});
-          more_calls = c.step();
-        }
-        group_key = key;
-      }
-      Call* call = nullptr;
-      for (Call& g : group) {
-        if (g.used) continue;
-        auto rank = [&](const Call& x) { return std::make_pair(x.bytes != bytes, std::abs(x.begin - begin)); };
-        if (!call || rank(g) < rank(*call)) call = &g;
-      }
-      if (call) call->used = true;
-
+      const int64_t host_begin = t.integer(2), gpu_ns = std::max<int64_t>(t.integer(3), 0), bytes = t.integer(4);
       if (track_comm != key.comm) {
         track_comm = key.comm;
         ++track_tid;
@@ -312,7 +287,6 @@ class ProcessExporter {
         writer_.event(metadata("thread_name", p_.id, track_tid, {{"name", "GPU collectives " + hex(key.comm)}}));
         writer_.event(metadata("thread_sort_index", p_.id, track_tid, {{"sort_index", track_tid}}));
       }
-      const int64_t host_begin = call ? call->begin : begin;
       const int64_t start = std::max(host_begin, track_end);
       track_end = start + gpu_ns;
       seen(start, track_end);
@@ -322,7 +296,7 @@ class ProcessExporter {
       const double ts = us(start), dur = duration_us(gpu_ns);
       writer_.event(Json{{"ph", "X"},
                          {"cat", "gpu_collective"},
-                         {"name", call ? Vocabulary::name(names_.api, call->api) : std::string("collective")},
+                         {"name", Vocabulary::name(names_.api, t.integer(5))},
                          {"pid", p_.id},
                          {"tid", track_tid},
                          {"ts", ts},
@@ -439,8 +413,9 @@ void export_chrome_trace(const RunDatabase& db, std::ostream& out) {
   // the first and last process (in trace order) that timed it.
   CollectiveMap collectives;
   {
-    Statement q(db, fmt::format("SELECT process_id, object, sequence, min(detail) FROM events WHERE api IN {} AND {} "
-                                "GROUP BY process_id, object, sequence", kTimingApis, kNotPointToPoint).c_str());
+    Statement q(db, fmt::format("SELECT process_id, object, sequence, min(gpu_ns) FROM events WHERE api IN {} AND "
+                                "gpu_ns IS NOT NULL AND {} GROUP BY process_id, object, sequence",
+                                kCollectiveApis, kNotPointToPoint).c_str());
     while (q.step()) {
       const auto o = ordinal.find(q.integer(0));
       if (o == ordinal.end()) continue;

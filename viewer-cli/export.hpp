@@ -12,7 +12,7 @@
 //     and D2H copies into pageable memory) are named by the operation classify() finds in their
 //     stacks ("Tensor.item()"), with the user's frame; copies "memcpy h2d pageable"; collectives
 //     and the other calls by their API name;
-//   - each collective's GPU-side duration (its ncclGpuTiming row) on a track of its own per
+//   - each collective's GPU-side duration (`gpu_ns` of its row) on a track of its own per
 //     communicator ("GPU collectives <id>", tid kGpuTrackBase + n), starting at the collective's
 //     host call, or at the end of the previous GPU slice of that communicator when the two would
 //     overlap (the GPU runs them one after the other; no GPU timestamps are recorded), with the

@@ -131,6 +131,8 @@ bool Statement::step() {
 
 int64_t Statement::integer(int column) const { return sqlite3_column_int64(stmt_, column); }
 
+bool Statement::is_null(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
+
 std::string Statement::text(int column) const {
   const auto* t = sqlite3_column_text(stmt_, column);
   return t ? reinterpret_cast<const char*>(t) : "";

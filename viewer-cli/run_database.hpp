@@ -60,6 +60,7 @@ class Statement {
   Statement& bind(int index, const std::string& value);
   bool step();
   int64_t integer(int column) const;
+  bool is_null(int column) const;
   std::string text(int column) const;
 
  private:

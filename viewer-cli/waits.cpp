@@ -66,9 +66,6 @@ std::vector<HostActivity> host_activity(const ProcessRef& p, const std::vector<L
 }  // namespace
 
 std::map<int64_t, CollectiveCalls> load_collective_calls(const RunDatabase& db, const std::map<int64_t, int>& ranks) {
-  const Vocabulary& names = db.vocabulary();
-  std::vector<char> is_timing(names.api_class.size());
-  for (std::size_t api = 0; api < names.api_class.size(); ++api) is_timing[api] = names.api_class[api] == "collective_timing";
   std::map<int64_t, CollectiveCalls> out;
   std::map<int64_t, std::vector<std::pair<int64_t, CollectiveCall>>> calls;  // by process: begin_ns, call
   for (const auto& [process_id, rank] : ranks) {
@@ -77,10 +74,11 @@ std::map<int64_t, CollectiveCalls> load_collective_calls(const RunDatabase& db, 
   }
   // One pass over the table in its own order for every process of the database, unsorted: a
   // large job's ranks each have tens of thousands of these rows, which the index would make one
-  // lookup each, and a sort here is faster than SQLite's sorter.
+  // lookup each, and a sort here is faster than SQLite's sorter. A collective's GPU timing is in
+  // its row (gpu_ns, NULL when it has none).
   Statement q(db, "SELECT process_id, api, begin_ns, bytes, flags, object, rank_in_comm, comm_size, peer, sequence, "
-                  "detail FROM events NOT INDEXED WHERE "
-                  "api IN (SELECT id FROM apis WHERE class IN ('collective', 'collective_timing'))");
+                  "gpu_ns, exchange FROM events NOT INDEXED WHERE "
+                  "api IN (SELECT id FROM apis WHERE class = 'collective')");
   CollectiveCalls* process = nullptr;
   std::vector<std::pair<int64_t, CollectiveCall>>* process_calls = nullptr;
   int64_t current = -1;
@@ -96,29 +94,30 @@ std::map<int64_t, CollectiveCalls> load_collective_calls(const RunDatabase& db, 
     }
     CollectiveCalls& c = *process;
     const int64_t api = q.integer(1), begin = q.integer(2), flags = q.integer(4);
-    uint64_t communicator = uint64_t(q.integer(5));
+    const uint64_t communicator = uint64_t(q.integer(5));
     const auto rank_in_comm = uint32_t(q.integer(6)), sequence = uint32_t(q.integer(9));
-    if (api >= 0 && std::size_t(api) < is_timing.size() && is_timing[std::size_t(api)]) {
-      if (flags & kGroupInProgress) ++c.timed_in_progress;
-      // Point-to-point timings cover a group's point-to-point work, not one collective; an
-      // exchange with every rank of the communicator (all_to_all) is matched as a collective of
-      // its own series.
-      if (flags & kPointToPoint) {
-        ++c.p2p_timed;
-        c.p2p_gpu_ns += q.integer(10);
-        if (!(flags & kExchange)) continue;
-        ++c.exchanges;
-        communicator = exchange_series(communicator);
-      }
-      c.timings.push_back({rank >= 0 ? rank : int32_t(rank_in_comm), communicator, uint32_t(q.integer(7)), sequence,
-                           q.integer(10), begin});
-      continue;
-    }
     process_calls->emplace_back(begin, CollectiveCall{api, q.integer(3)});
     if ((flags & (kGroupInProgress | kInGroup)) == kGroupInProgress) ++c.launched_in_progress;
     if (flags & kUntimedCapturing) ++c.captured[communicator];
     if ((flags & kPointToPoint) && sequence > 0)
       c.p2p.push_back({communicator, rank_in_comm, uint32_t(q.integer(8)), sequence, (flags & kSend) != 0});
+    if (q.is_null(10)) continue;
+    const int64_t gpu_ns = q.integer(10);
+    if (flags & kGroupInProgress) ++c.timed_in_progress;
+    // Point-to-point timings cover a group's point-to-point work, not one collective; an exchange
+    // with every rank of the communicator (all_to_all) is matched as a collective of its own series.
+    uint64_t series = communicator;
+    uint32_t number = sequence;
+    if (flags & kPointToPoint) {
+      ++c.p2p_timed;
+      c.p2p_gpu_ns += gpu_ns;
+      if (!(flags & kExchange)) continue;
+      ++c.exchanges;
+      series = exchange_series(communicator);
+      number = uint32_t(q.integer(11));
+    }
+    c.timings.push_back(
+        {rank >= 0 ? rank : int32_t(rank_in_comm), series, uint32_t(q.integer(7)), number, gpu_ns, begin});
   }
   for (auto& [process_id, list] : calls) {
     // Equal begins keep the order of the calls' APIs, as the index would give them.

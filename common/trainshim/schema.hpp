@@ -13,9 +13,9 @@
 namespace trainshim::schema {
 
 // Bumped whenever a table or a column is added, removed or changes meaning.
-inline constexpr int kSchemaVersion = 5;
+inline constexpr int kSchemaVersion = 6;
 // The CLI reads databases of kOldestReadableSchema..kSchemaVersion and refuses older ones.
-inline constexpr int kOldestReadableSchema = 5;
+inline constexpr int kOldestReadableSchema = 6;
 // meta.writer_version: CMake's project VERSION.
 inline constexpr std::string_view kWriterVersion = kTrainshimVersion;
 
@@ -61,6 +61,17 @@ inline constexpr std::size_t insert_column_count(std::string_view table) {
   std::size_t n = 0;
   for (const Column& c : kColumns) n += c.table == table && inserted(c);
   return n;
+}
+
+// The 1-based parameter of `column` in insert_statement(table); 0 when it is not inserted.
+inline constexpr int insert_parameter(std::string_view table, std::string_view column) {
+  int n = 0;
+  for (const Column& c : kColumns) {
+    if (c.table != table || !inserted(c)) continue;
+    ++n;
+    if (c.name == column) return n;
+  }
+  return 0;
 }
 
 // "a, b, c": every column of `table` in declared order, for SELECTs.

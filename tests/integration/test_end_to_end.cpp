@@ -188,8 +188,13 @@ TEST(EndToEnd, OnDemandCollectorStartsExactlyOncePerJob) {
   // destroy, host alloc + free.
   EXPECT_EQ(query_int(db, "SELECT sum(events) FROM processes"), 4 * (10 + 5 + 3 + 2 + 5 + 1 + 2 + 6 + 6 + 1 + 1 + 1 + 1));
   EXPECT_EQ(query_int(db, "SELECT count(DISTINCT object || '/' || sequence) FROM events e JOIN apis a ON a.id = e.api "
-                          "WHERE a.name = 'ncclGpuTiming'"), 6)
+                          "WHERE a.class = 'collective' AND e.gpu_ns IS NOT NULL"), 6)
       << "the same six all-reduces, matched across the four ranks by communicator and sequence";
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM events e JOIN apis a ON a.id = e.api WHERE a.class = 'collective' AND "
+                          "e.gpu_ns IS NOT NULL"), 4 * 6) << "every all-reduce's timing in its row";
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM events e JOIN apis a ON a.id = e.api WHERE a.name = 'ncclGpuTiming'"), 0)
+      << "no timing kept as a row of its own";
+  EXPECT_EQ(count_api(db, "ncclGpuTiming"), 4 * 6) << "each counted";
   EXPECT_FALSE(segment_exists(s.job));
 }
 

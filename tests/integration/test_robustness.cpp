@@ -23,7 +23,7 @@ class Robustness : public ::testing::Test {
     ASSERT_EQ(run(trainshim_cli() + " run --no-report --out " + good + " -- " + Paths::programs + "/accounting_prog").exit_code, 0);
     empty = s.dir + "/empty.db";
     ASSERT_EQ(run(trainshim_cli() + " run --no-report --out " + empty + " -- true").exit_code, 0);
-    for (const auto& [name, version] : {std::pair{"older", "4"}, std::pair{"newer", "99"}}) {
+    for (const auto& [name, version] : {std::pair{"older", "5"}, std::pair{"newer", "99"}}) {
       const std::string path = s.dir + "/" + name + ".db";
       std::filesystem::copy_file(good, path);
       ASSERT_EQ(run("sqlite3 " + path + " \"UPDATE meta SET value = '" + version + "' WHERE key = 'schema_version'\"").exit_code, 0);
@@ -41,9 +41,9 @@ TEST_F(Robustness, NoCommandCrashesOnAnyDatabase) {
       {"good", good, 0, ""},
       {"empty run", empty, 0, ""},
       {"older version", s.dir + "/older.db", 2,
-       "older.db: written by an older trainshim (schema 4); this trainshim reads schema 5 and newer: re-run the job, "
+       "older.db: written by an older trainshim (schema 5); this trainshim reads schema 6 and newer: re-run the job, "
        "or read it with the trainshim that wrote it"},
-      {"newer version", s.dir + "/newer.db", 2, "(schema 99); this trainshim reads schemas 5 to 5: read it with that "
+      {"newer version", s.dir + "/newer.db", 2, "(schema 99); this trainshim reads schemas 6 to 6: read it with that "
                                                 "trainshim or a newer one"},
       {"truncated", truncated, 2, "truncated.db"},
       {"missing", s.dir + "/missing.db", 2, "no such database"},

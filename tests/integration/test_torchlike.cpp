@@ -196,7 +196,9 @@ int64_t synced_copies(const std::string& db) {
   return query_int(db,
                    "SELECT count(*) FROM (SELECT a.name AS api, d.name AS dir, e.stream AS stream,"
                    " LEAD(a.name) OVER w AS next_api, LEAD(e.stream) OVER w AS next_stream"
-                   " FROM (SELECT * FROM events UNION ALL SELECT * FROM recent_events) e JOIN apis a ON a.id = e.api"
+                   " FROM (SELECT process_id, tid, api, begin_ns, stream, direction, sequence FROM events UNION ALL"
+                   " SELECT process_id, tid, api, begin_ns, stream, direction, sequence FROM recent_events) e"
+                   " JOIN apis a ON a.id = e.api"
                    " JOIN directions d ON d.id = e.direction"
                    " WINDOW w AS (PARTITION BY e.process_id, e.tid ORDER BY e.begin_ns, e.sequence))"
                    " WHERE api = 'cudaMemcpyAsync' AND dir IN ('h2d', 'd2h') AND next_api = 'cudaStreamSynchronize'"

@@ -269,7 +269,7 @@ TEST_F(CollectorTest, DrainsRecordsIntoTheDatabase) {
                  "ORDER BY c.first_begin_ns LIMIT 1")[0],
             (std::vector<std::string>{"cudaMemcpyAsync", "copy", "h2d", "pageable"}));
   EXPECT_EQ(rows("SELECT value FROM meta WHERE key = 'job'")[0][0], job_);
-  EXPECT_EQ(rows("SELECT value FROM meta WHERE key = 'schema_version'")[0][0], "5");
+  EXPECT_EQ(rows("SELECT value FROM meta WHERE key = 'schema_version'")[0][0], "6");
   EXPECT_EQ(rows("SELECT value FROM meta WHERE key = 'writer_version'")[0][0], "0.1.0");
 
   // Nothing new: nothing stored, the live producer's segment stays.
@@ -597,7 +597,7 @@ TEST_F(CollectorTest, DatabaseOfAnotherSchemaIsRefusedUntouched) {
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open(db_path_.c_str(), &db), SQLITE_OK);
     ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-                               "INSERT INTO meta VALUES('schema_version', '4')", nullptr, nullptr, nullptr),
+                               "INSERT INTO meta VALUES('schema_version', '5')", nullptr, nullptr, nullptr),
               SQLITE_OK);
     sqlite3_close(db);
   }
@@ -606,7 +606,7 @@ TEST_F(CollectorTest, DatabaseOfAnotherSchemaIsRefusedUntouched) {
     ADD_FAILURE() << "opened";
   } catch (const std::runtime_error& e) {
     EXPECT_EQ(std::string(e.what()),
-              db_path_ + " holds schema version 4, this collector writes version 5: set TRAINSHIM_OUT to a new file");
+              db_path_ + " holds schema version 5, this collector writes version 6: set TRAINSHIM_OUT to a new file");
   }
   EXPECT_EQ(rows("SELECT name FROM sqlite_master"),
             (std::vector<std::vector<std::string>>{{"meta"}, {"sqlite_autoindex_meta_1"}}));
@@ -854,6 +854,192 @@ TEST_F(CollectorTest, CollectiveOfAnImpossibleCommunicatorIsMalformed) {
   EXPECT_EQ(collector.pass(), 1u);
   EXPECT_EQ(rows("SELECT events, malformed FROM processes")[0], (std::vector<std::string>{"1", "1"}));
   EXPECT_EQ(rows("SELECT comm_size, rank_in_comm FROM events")[0], (std::vector<std::string>{"4", "2"}));
+}
+
+
+// An all-reduce of communicator 0xC0 on stream 0x5, as the calling thread records it, and its GPU
+// timing as the shim's polling thread (another thread, its own ring) writes it once the GPU has
+// finished: a copy of the call but for api, detail (the GPU ns), stacks and thread.
+EventRecord all_reduce(uint32_t sequence, uint64_t begin) {
+  EventRecord r = call_record(Api::ncclAllReduce, 77, 0x5, begin, 3, 4);
+  r.object = 0xC0;
+  r.sequence = sequence;
+  r.comm_size = 4;
+  r.rank_in_comm = 2;
+  r.bytes = 4096;
+  return r;
+}
+EventRecord timing_of(const EventRecord& call, uint64_t gpu_ns) {
+  EventRecord t = call;
+  t.api = static_cast<uint16_t>(Api::ncclGpuTiming);
+  t.detail = gpu_ns;
+  t.native_stack = t.python_stack = 0;
+  t.tid = 99;
+  return t;
+}
+const std::string kTimingRows =
+    "SELECT count(*) FROM events WHERE api = (SELECT id FROM apis WHERE name = 'ncclGpuTiming')";
+const std::string kTimingsCounted =
+    "SELECT coalesce(sum(count), 0) FROM calls WHERE api = (SELECT id FROM apis WHERE name = 'ncclGpuTiming')";
+
+TEST_F(CollectorTest, AGpuTimingReadPassesAfterItsCollectiveLandsInThatCollectivesRow) {
+  TestSegment seg(job_, Opts());
+  ASSERT_TRUE(seg.ring(0).push(all_reduce(1, 100)));
+  ASSERT_TRUE(seg.ring(0).push(all_reduce(2, 300)));
+  Collector collector(options());
+  EXPECT_EQ(collector.pass(), 2u);
+  EXPECT_EQ(rows("SELECT sequence, coalesce(gpu_ns, 'none') FROM events ORDER BY rowid"),
+            (std::vector<std::vector<std::string>>{{"1", "none"}, {"2", "none"}}));
+  // The second all-reduce finishes first on the GPU; the first one, two passes later.
+  ASSERT_TRUE(seg.ring(1).push(timing_of(all_reduce(2, 300), 2'345'678)));
+  EXPECT_EQ(collector.pass(), 1u);
+  EXPECT_EQ(collector.pass(), 0u);
+  ASSERT_TRUE(seg.ring(1).push(timing_of(all_reduce(1, 100), 1'234'567)));
+  EXPECT_EQ(collector.pass(), 1u);
+  EXPECT_EQ(rows("SELECT sequence, gpu_ns, flags, exchange, native_stack, tid FROM events ORDER BY rowid"),
+            (std::vector<std::vector<std::string>>{{"1", "1234567", "0", "0", "3", "77"},
+                                                   {"2", "2345678", "0", "0", "3", "77"}}))
+      << "each in its own collective's row, the call's stacks and thread kept";
+  EXPECT_EQ(value(kTimingRows), 0) << "no row of its own";
+  EXPECT_EQ(value(kTimingsCounted), 2) << "still counted";
+  EXPECT_EQ(rows("SELECT events FROM processes")[0][0], "4");
+}
+
+// The collective's ring is read behind its moving head: its timing, in the polling thread's ring,
+// can be read first. It waits in a row of its own, folded into the collective's once that is read.
+TEST_F(CollectorTest, AGpuTimingReadBeforeItsCollectiveIsFoldedIntoItsRowOnceTheCollectiveComes) {
+  TestSegment seg(job_, Opts());
+  ASSERT_TRUE(seg.ring(1).push(timing_of(all_reduce(1, 100), 5'000)));
+  Collector collector(options());
+  EXPECT_EQ(collector.pass(), 1u);
+  EXPECT_EQ(value(kTimingRows), 1) << "held until its collective comes";
+  ASSERT_TRUE(seg.ring(0).push(all_reduce(1, 100)));
+  ASSERT_TRUE(seg.ring(0).push(all_reduce(2, 300)));
+  EXPECT_EQ(collector.pass(), 2u);
+  EXPECT_EQ(value(kTimingRows), 0);
+  EXPECT_EQ(rows("SELECT sequence, coalesce(gpu_ns, 'none') FROM events ORDER BY rowid"),
+            (std::vector<std::vector<std::string>>{{"1", "5000"}, {"2", "none"}}));
+  // A timing whose collective never comes (lost to a full ring) is dropped when its process ends,
+  // still counted.
+  ASSERT_TRUE(seg.ring(1).push(timing_of(all_reduce(3, 500), 7'000)));
+  EXPECT_EQ(collector.pass(), 1u);
+  EXPECT_EQ(value(kTimingRows), 1);
+  seg.producer_exits();
+  EXPECT_EQ(collector.pass(), 0u);
+  EXPECT_EQ(value(kTimingRows), 0);
+  EXPECT_EQ(value(kTimingsCounted), 2);
+  EXPECT_EQ(value("SELECT count(*) FROM events"), 2);
+}
+
+// A group's operation is timed once, on its first call; a point-to-point group that exchanged with
+// every rank (all_to_all) says so in its timing, with the exchange's number.
+TEST_F(CollectorTest, AGroupsTimingLandsInItsFirstCallsRowWithTheExchangeItWas) {
+  TestSegment seg(job_, Opts());
+  EventRecord send = all_reduce(0, 100);
+  send.api = static_cast<uint16_t>(Api::ncclSend);
+  send.flags = kInGroup | kPointToPoint | kSend;
+  send.peer = 1;
+  send.sequence = 7;  // its number among this rank's sends to rank 1
+  EventRecord recv = send;
+  recv.api = static_cast<uint16_t>(Api::ncclRecv);
+  recv.flags = kInGroup | kPointToPoint;
+  recv.begin_ticks = 110;
+  recv.end_ticks = 120;
+  EventRecord later_send = send;
+  later_send.peer = 3;
+  later_send.sequence = 2;
+  later_send.begin_ticks = 130;
+  later_send.end_ticks = 140;
+  // Two all-reduces of one group on one stream: one operation (they share the number).
+  EventRecord grouped = all_reduce(9, 150);
+  grouped.flags = kInGroup;
+  EventRecord grouped_second = all_reduce(9, 160);
+  grouped_second.flags = kInGroup;
+  for (const EventRecord& r : {send, recv, later_send, grouped, grouped_second}) ASSERT_TRUE(seg.ring(0).push(r));
+  Collector collector(options());
+  EXPECT_EQ(collector.pass(), 5u);
+  EventRecord timing = timing_of(send, 9'000);
+  timing.flags |= kExchange | kGroupInProgress;
+  timing.sequence = 4;  // the exchange's number on the communicator
+  ASSERT_TRUE(seg.ring(1).push(timing));
+  ASSERT_TRUE(seg.ring(1).push(timing_of(grouped, 3'000)));
+  EXPECT_EQ(collector.pass(), 2u);
+  EXPECT_EQ(rows("SELECT sequence, peer, flags, coalesce(gpu_ns, 'none'), exchange FROM events ORDER BY rowid"),
+            (std::vector<std::vector<std::string>>{
+                {"7", "1", std::to_string(kInGroup | kPointToPoint | kSend | kExchange | kGroupInProgress), "9000",
+                 "4"},
+                {"7", "1", std::to_string(kInGroup | kPointToPoint), "none", "0"},
+                {"2", "3", std::to_string(kInGroup | kPointToPoint | kSend), "none", "0"},
+                {"9", "0", std::to_string(kInGroup), "3000", "0"},
+                {"9", "0", std::to_string(kInGroup), "none", "0"}}));
+}
+
+// A collector replacing a dead one carries on with what the dead one's rows wait for: a timing
+// read after the restart lands in its collective's row, one the dead one held is folded when its
+// collective comes, and a Python stack published after the restart names the strings published
+// before it.
+TEST_F(CollectorTest, ACollectorReplacingADeadOneFoldsLaterTimingsAndNamesLaterStacks) {
+  TestSegment seg(job_, Opts());
+  ASSERT_TRUE(seg.ring(0).push(all_reduce(1, 100)));
+  ASSERT_TRUE(seg.ring(1).push(timing_of(all_reduce(2, 300), 6'000)));  // its collective not read yet
+  const auto text = [](uint32_t id, const std::string& s) {
+    SideRecord r{};
+    r.kind = uint16_t(SideKind::String);
+    r.id = id;
+    r.count = uint16_t(s.size());
+    std::memcpy(r.text, s.data(), s.size());
+    return r;
+  };
+  ASSERT_TRUE(seg.side_ring().push(text(1, "/job/train.py")));
+  ASSERT_TRUE(seg.side_ring().push(text(2, "train_step")));
+  {
+    Collector first(options());
+    EXPECT_EQ(first.pass(), 2u);
+  }
+  EXPECT_EQ(value(kTimingRows), 1);
+  ASSERT_TRUE(seg.ring(0).push(all_reduce(2, 300)));
+  ASSERT_TRUE(seg.ring(1).push(timing_of(all_reduce(1, 100), 4'000)));
+  SideRecord stack{};
+  stack.kind = uint16_t(SideKind::PythonStack);
+  stack.id = 1;
+  stack.count = 1;
+  stack.python[0] = {1, 2, 57, 0};
+  ASSERT_TRUE(seg.side_ring().push(stack));
+
+  Collector second(options());
+  EXPECT_EQ(second.pass(), 2u);
+  EXPECT_EQ(value("SELECT count(*) FROM processes"), 1);
+  EXPECT_EQ(rows("SELECT sequence, coalesce(gpu_ns, 'none') FROM events ORDER BY rowid"),
+            (std::vector<std::vector<std::string>>{{"1", "4000"}, {"2", "6000"}}));
+  EXPECT_EQ(value(kTimingRows), 0);
+  EXPECT_EQ(value(kTimingsCounted), 2);
+  EXPECT_EQ(rows("SELECT file, function, line FROM python_frames"),
+            (std::vector<std::vector<std::string>>{{"/job/train.py", "train_step", "57"}}));
+  EXPECT_EQ(rows("SELECT id, text FROM python_strings ORDER BY id"),
+            (std::vector<std::vector<std::string>>{{"1", "/job/train.py"}, {"2", "train_step"}}));
+}
+
+// What waits for its other half is bounded: an entry is forgotten once kMaxAwaitedTimings later
+// ones came, an early timing's row handed back to be deleted.
+TEST(TimingFolder, AnEntryIsForgottenOnceTheBoundOfLaterOnesCame) {
+  constexpr auto kMax = TimingFolder::kMaxAwaitedTimings;
+  TimingFolder folder;
+  for (uint32_t seq = 1; seq <= kMax + 1; ++seq) folder.await(all_reduce(seq, 0), seq * 1000, int64_t(seq));
+  EXPECT_EQ(folder.awaiting(), kMax);
+  EXPECT_EQ(folder.take_collective(timing_of(all_reduce(1, 0), 1), 1000), std::nullopt) << "forgotten";
+  EXPECT_EQ(folder.take_collective(timing_of(all_reduce(2, 0), 1), 2000), std::optional<int64_t>(2));
+  EXPECT_EQ(folder.take_collective(timing_of(all_reduce(2, 0), 1), 2000), std::nullopt) << "taken once";
+
+  for (uint32_t seq = 1; seq <= kMax + 1; ++seq)
+    folder.hold_early(timing_of(all_reduce(seq, 0), seq), seq * 1000, int64_t(100'000 + seq));
+  EXPECT_EQ(folder.take_dropped_early(), std::vector<int64_t>{100'001});
+  EXPECT_EQ(folder.take_dropped_early(), std::vector<int64_t>{});
+  const std::optional<TimingFolder::Early> early = folder.take_early(all_reduce(7, 0), 7000);
+  ASSERT_TRUE(early.has_value());
+  EXPECT_EQ(early->row, 100'007);
+  EXPECT_EQ(early->timing.gpu_ns, 7u);
+  EXPECT_EQ(folder.clear().size(), kMax - 1) << "the rows of the early timings still held";
+  EXPECT_EQ(folder.awaiting() + folder.early(), 0u);
 }
 
 }  // namespace

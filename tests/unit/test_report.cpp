@@ -318,7 +318,7 @@ TEST_F(ReportTest, DatabasesOfTwoNodesMergeIntoOneReport) {
 TEST_F(ReportTest, EmptyRun) {
   { Database db(path_, "emptyjob"); }
   RunDatabase db(path_);
-  EXPECT_EQ(db.meta("schema_version"), "5");
+  EXPECT_EQ(db.meta("schema_version"), "6");
   const Report report = load_report(db);
   EXPECT_EQ(report.job, "emptyjob");
   EXPECT_TRUE(report.processes.empty());
@@ -409,15 +409,15 @@ std::string refusal(const std::string& path) {
 }
 
 TEST_F(ReportTest, OlderSchemaVersionIsRefusedWithWhatToDo) {
-  write_meta_only(path_, "4", "0.4.0");
-  EXPECT_EQ(refusal(path_), path_ + ": written by an older trainshim (schema 4); this trainshim reads schema 5 and "
+  write_meta_only(path_, "5", "0.1.0");
+  EXPECT_EQ(refusal(path_), path_ + ": written by an older trainshim (schema 5); this trainshim reads schema 6 and "
                                     "newer: re-run the job, or read it with the trainshim that wrote it");
 }
 
 TEST_F(ReportTest, NewerSchemaVersionIsRefusedNamingBothVersions) {
   write_meta_only(path_, "99", "7.1.0");
   EXPECT_EQ(refusal(path_), path_ + ": written by a newer trainshim 7.1.0 (schema 99); this trainshim reads schemas "
-                                    "5 to 5: read it with that trainshim or a newer one");
+                                    "6 to 6: read it with that trainshim or a newer one");
 }
 
 TEST_F(ReportTest, SchemaVersionThatIsNoNumberIsNotATrainshimDatabase) {
@@ -433,7 +433,7 @@ TEST_F(ReportTest, NewerSchemaVersionIsRefused) {
   ASSERT_EQ(sqlite3_exec(raw, "UPDATE meta SET value = '99' WHERE key = 'schema_version'", nullptr, nullptr, nullptr),
             SQLITE_OK);
   sqlite3_close(raw);
-  EXPECT_NE(refusal(path_).find("(schema 99); this trainshim reads schemas 5 to 5"), std::string::npos)
+  EXPECT_NE(refusal(path_).find("(schema 99); this trainshim reads schemas 6 to 6"), std::string::npos)
       << refusal(path_);
   // The collector refuses to add to it as well.
   EXPECT_THROW(Database(path_, "future"), std::runtime_error);

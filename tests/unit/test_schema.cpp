@@ -44,8 +44,15 @@ TEST(Schema, StatementsAreMadeFromTheList) {
   EXPECT_EQ(insert_statement("processes"),
             "INSERT INTO processes(segment, pid, host, rank, local_rank, world_size, job, command, start_realtime_ns, "
             "start_monotonic_ns) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-  EXPECT_EQ(column_list("recent_events"), column_list("events"));
-  EXPECT_EQ(column_count("events"), 20u);
+  // events: the columns of recent_events, then the GPU timing folded into a collective's row.
+  EXPECT_EQ(column_list("events"), column_list("recent_events") + ", gpu_ns, exchange");
+  EXPECT_EQ(column_count("recent_events"), 20u);
+  EXPECT_EQ(insert_parameter("events", "flags"), 19);
+  EXPECT_EQ(insert_parameter("events", "gpu_ns"), 21);
+  EXPECT_EQ(insert_parameter("events", "exchange"), 22);
+  EXPECT_EQ(insert_parameter("processes", "events"), 0) << "filled by updates";
+  EXPECT_EQ(insert_statement("python_strings", OnConflict::Ignore),
+            "INSERT OR IGNORE INTO python_strings(process_id, id, text) VALUES(?, ?, ?)");
   EXPECT_EQ(column_list("segment_positions", "p."), "p.process_id, p.ring, p.position");
 }
 
@@ -81,8 +88,8 @@ TEST(Schema, TheDdlCreatesEveryTableWithItsKey) {
 }
 
 TEST(Schema, VersionsAreThoseOfTheContract) {
-  EXPECT_EQ(kSchemaVersion, 5);
-  EXPECT_EQ(kOldestReadableSchema, 5);
+  EXPECT_EQ(kSchemaVersion, 6);
+  EXPECT_EQ(kOldestReadableSchema, 6);
   EXPECT_EQ(kWriterVersion, "0.1.0");
 }
 
