@@ -125,8 +125,9 @@ GpuTiming gpu_timing_of(const EventRecord& timing);
 // operation's first call, for a group) whose api, detail, stacks and thread are its own, and, for
 // a group, whose flags and (for an exchange) sequence may say more: it is matched by what it copies
 // unchanged (communicator, stream, sequence, peer, point-to-point and send bits) and, among the
-// calls that share those, by the nearest begin: the same clock reading, converted in the same or
-// another pass (by another collector after a restart: within microseconds).
+// calls that share those (the calls of one operation of a group; the point-to-point calls of
+// earlier exchanges, for an exchange's timing), by the nearest begin: the same clock reading,
+// converted in another pass, or by another collector after a restart.
 //
 // Both sides are rows of `events`: a collective waiting for its timing (its row will be updated),
 // a timing waiting for its collective (its own row, deleted once folded into the collective's),
