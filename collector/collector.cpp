@@ -20,6 +20,9 @@ Collector::Collector(CollectorOptions options)
 Collector::~Collector() {
   try {
     for (auto& [name, t] : segments_) store_recent(t);
+    database_.log("info", fmt::format("passes: {}; commits: {}; recent-window writes: {}; discoveries: {}",
+                                      timings_.pass.summary(), timings_.commit.summary(),
+                                      timings_.recent.summary(), timings_.discover.summary()));
     database_.commit();
   } catch (const std::exception& e) {
     fmt::print(stderr, "trainshim-collector: error: the recent copies and polls were not written: {}\n", e.what());
@@ -77,7 +80,12 @@ void Collector::discover() {
 }
 
 uint64_t Collector::pass(Discovery discovery) {
-  if (discovery == Discovery::Look) discover();
+  using clock = std::chrono::steady_clock;
+  const clock::time_point began = clock::now();
+  if (discovery == Discovery::Look) {
+    discover();
+    timings_.discover.add(clock::now() - began);
+  }
   clock_.refine();
   uint64_t stored = 0;
   // Segments done with once this pass is committed: their producers are gone, or they shrank.
@@ -149,12 +157,16 @@ uint64_t Collector::pass(Discovery discovery) {
       store_positions(t);
     }
   }
-  if (std::chrono::steady_clock::now() - recent_written_ >= options_.recent_flush) {
+  if (clock::now() - recent_written_ >= options_.recent_flush) {
+    const clock::time_point flush = clock::now();
     for (auto& [name, t] : segments_) store_recent(t);
-    recent_written_ = std::chrono::steady_clock::now();
+    recent_written_ = clock::now();
+    timings_.recent.add(recent_written_ - flush);
   }
   watch_hangs();
+  const clock::time_point commit = clock::now();
   database_.commit();
+  timings_.commit.add(clock::now() - commit);
   // Only what is committed leaves the rings (a collector killed before the commit leaves it all
   // there for the next, which starts from the positions committed with the records).
   for (auto& [name, t] : segments_) t.reader->release();
@@ -163,6 +175,7 @@ uint64_t Collector::pass(Discovery discovery) {
     if (!it->second.reader->truncated()) it->second.reader->unlink();
     segments_.erase(it);
   }
+  timings_.pass.add(clock::now() - began);
   return stored;
 }
 

@@ -12,6 +12,7 @@
 #include "database.hpp"
 #include "hang_watch.hpp"
 #include "ingest.hpp"
+#include "pass_timings.hpp"
 #include "process_stacks.hpp"
 #include "segment_reader.hpp"
 
@@ -54,6 +55,14 @@ class Collector {
   uint64_t segments_dropped() const { return segments_dropped_; }
   // The job's segments in shared memory as the last pass listed them.
   const std::set<std::string>& listed() const { return listed_; }
+  // How long the passes and their parts took so far.
+  struct Timings {
+    DurationHistogram pass;      // a whole pass
+    DurationHistogram discover;  // listing /dev/shm and opening new segments
+    DurationHistogram recent;    // rewriting the recent windows
+    DurationHistogram commit;    // the pass's COMMIT
+  };
+  const Timings& timings() const { return timings_; }
   // To standard error and to the database's log.
   void report(const std::string& level, const std::string& message);
 
@@ -82,6 +91,7 @@ class Collector {
   std::set<std::string> listed_;    // by the last pass
   HangWatch hangs_;
   uint64_t segments_dropped_ = 0;
+  Timings timings_;
   std::chrono::steady_clock::time_point recent_written_ = std::chrono::steady_clock::now();
 };
 

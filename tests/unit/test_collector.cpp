@@ -1042,5 +1042,33 @@ TEST(TimingFolder, AnEntryIsForgottenOnceTheBoundOfLaterOnesCame) {
   EXPECT_EQ(folder.awaiting() + folder.early(), 0u);
 }
 
+TEST(DurationHistogram, SummarySaysCountMeanLongestAndTheNonEmptyBucketsAboveTheFirst) {
+  using std::chrono::microseconds;
+  DurationHistogram h;
+  EXPECT_EQ(h.summary(), "0");
+  for (int us : {100, 200, 300, 5'000, 70'000}) h.add(microseconds(us));
+  EXPECT_EQ(h.count(), 5u);
+  EXPECT_EQ(h.longest_ns(), 70'000'000u);
+  EXPECT_EQ(h.buckets(), (std::array<uint64_t, 6>{2, 1, 0, 1, 0, 1}));
+  EXPECT_EQ(h.summary(), "5, mean 15.120 ms, longest 70.000 ms, 0.25-1 ms: 1, 4-16 ms: 1, 64 ms and more: 1");
+}
+
+TEST_F(CollectorTest, TheCollectorLogsHowLongItsPassesTookWhenItStops) {
+  TestSegment seg(job_, Opts());
+  ASSERT_TRUE(seg.ring(0).push(copy_record(1, 2, 64, Direction::HostToDevice, HostMemory::Pinned)));
+  {
+    Collector collector(options());
+    EXPECT_EQ(collector.pass(), 1u);
+    EXPECT_EQ(collector.pass(), 0u);
+    EXPECT_EQ(collector.timings().pass.count(), 2u);
+    EXPECT_EQ(collector.timings().commit.count(), 2u);
+    EXPECT_EQ(collector.timings().discover.count(), 2u);
+    EXPECT_EQ(collector.timings().recent.count(), 0u) << "the window is written every 10 s";
+  }
+  EXPECT_EQ(value("SELECT count(*) FROM collector_log WHERE level = 'info' AND message LIKE 'passes: 2, mean %; "
+                  "commits: 2, mean %; recent-window writes: 0; discoveries: 2, mean %'"),
+            1);
+}
+
 }  // namespace
 }  // namespace trainshim::collector
