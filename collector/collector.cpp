@@ -20,9 +20,12 @@ Collector::Collector(CollectorOptions options)
 Collector::~Collector() {
   try {
     for (auto& [name, t] : segments_) store_recent(t);
-    database_.log("info", fmt::format("passes: {}; commits: {}; recent-window writes: {}; discoveries: {}",
-                                      timings_.pass.summary(), timings_.commit.summary(),
-                                      timings_.recent.summary(), timings_.discover.summary()));
+    recent_writer_.write(RecentWriter::kEverything);
+    database_.log("info", fmt::format("passes: {}; pass to pass: {}; commits: {}; recent-window slices: {}; "
+                                      "discoveries: {}; WAL checkpoints: {}",
+                                      timings_.pass.summary(), timings_.cycle.summary(), timings_.commit.summary(),
+                                      timings_.recent.summary(), timings_.discover.summary(),
+                                      database_.checkpoints()));
     database_.commit();
   } catch (const std::exception& e) {
     fmt::print(stderr, "trainshim-collector: error: the recent copies and polls were not written: {}\n", e.what());
@@ -65,6 +68,7 @@ void Collector::discover() {
           t.stacks->restore_string(string_id, std::move(text));
         database_.restore_timings(id, t.ingest->timings());
       }
+      recent_writer_.track(id, t.ingest->recent());
       t.positions = t.reader->positions();
       segments_.emplace(name, std::move(t));
     } catch (const std::exception& e) {
@@ -82,6 +86,8 @@ void Collector::discover() {
 uint64_t Collector::pass(Discovery discovery) {
   using clock = std::chrono::steady_clock;
   const clock::time_point began = clock::now();
+  if (last_pass_began_) timings_.cycle.add(began - *last_pass_began_);
+  last_pass_began_ = began;
   if (discovery == Discovery::Look) {
     discover();
     timings_.discover.add(clock::now() - began);
@@ -130,6 +136,7 @@ uint64_t Collector::pass(Discovery discovery) {
       database_.update_process(t.process_id, kept);
       store_recent(t);
       database_.forget_timings(t.ingest->timings());
+      recent_writer_.finish(t.process_id);
       ++segments_dropped_;
       report("warning", fmt::format("dropped segment /dev/shm/{}: it shrank while being read (something running as "
                                     "this user truncated it), {} records stored from it this pass; the rest of that "
@@ -151,6 +158,7 @@ uint64_t Collector::pass(Discovery discovery) {
     if (gone) {
       store_recent(t);
       database_.forget_timings(t.ingest->timings());
+      recent_writer_.finish(t.process_id);
       database_.forget_segment_positions(t.process_id);
       finished.push_back(it->first);
     } else {
@@ -158,10 +166,15 @@ uint64_t Collector::pass(Discovery discovery) {
     }
   }
   if (clock::now() - recent_written_ >= options_.recent_flush) {
-    const clock::time_point flush = clock::now();
     for (auto& [name, t] : segments_) store_recent(t);
     recent_written_ = clock::now();
-    timings_.recent.add(recent_written_ - flush);
+  }
+  if (recent_writer_.queued()) {
+    const clock::time_point write = clock::now();
+    // A slice while records wait in a live producer's rings for this commit; all once none is left.
+    const bool live = finished.size() < segments_.size();
+    recent_writer_.write(live ? RecentWriter::kRowsPerPass : RecentWriter::kEverything);
+    timings_.recent.add(clock::now() - write);
   }
   watch_hangs();
   const clock::time_point commit = clock::now();
@@ -199,12 +212,7 @@ void Collector::store_positions(Tracked& t) {
   t.positions = now;
 }
 
-void Collector::store_recent(Tracked& t) {
-  RecentWindow& window = t.ingest->recent();
-  if (!window.changed()) return;
-  database_.replace_recent_events(t.process_id, window);
-  window.mark_written();
-}
+void Collector::store_recent(Tracked& t) { recent_writer_.queue(t.process_id, t.ingest->recent()); }
 
 void Collector::watch_hangs() {
   for (const Hang& h : hangs_.check(int64_t(clock_ns(CLOCK_MONOTONIC)))) {
