@@ -82,13 +82,14 @@ char g_destination[64];
 // of 16,384 calls fills a ring within a millisecond whatever the collector does.
 constexpr uint64_t kLongestCatchUpNs = 1'000'000;
 
-// One producer thread: `calls` copies at `rate` per second, `batch` at a time. Adds to `held_off_ns`
-// the time it gave up catching up on.
-uint64_t produce(double rate, uint64_t calls, uint64_t batch, uint64_t start_ns, uint64_t& held_off_ns) {
+// One producer thread: `calls` copies at `rate` per second, `batch` at a time, or fewer if it was
+// held off and `end_ns` came first. Adds to `held_off_ns` the time it gave up catching up on.
+uint64_t produce(double rate, uint64_t calls, uint64_t batch, uint64_t start_ns, uint64_t end_ns,
+                 uint64_t& held_off_ns) {
   const auto stream = reinterpret_cast<cudaStream_t>(0x1000);
   uint64_t made = 0;
   uint64_t origin_ns = start_ns, made_at_origin = 0;
-  while (made < calls) {
+  while (made < calls && now_ns() < end_ns) {
     uint64_t due = origin_ns + uint64_t(double(made - made_at_origin) * 1e9 / rate);
     if (const uint64_t now = now_ns(); now > due + kLongestCatchUpNs) {
       held_off_ns += now - due;
@@ -134,7 +135,8 @@ int main(int argc, char** argv) {
     workers.emplace_back([&, t] {
       // Producers on cpu 0, 2, 3, ...: cpu 1 is the collector's.
       pin(0, t == 0 ? 0 : t + 1);
-      made[t] = produce(per_thread_rate, per_thread_calls, batch, start, held_off_ns[t]);
+      made[t] = produce(per_thread_rate, per_thread_calls, batch, start, start + uint64_t(seconds * 1e9),
+                        held_off_ns[t]);
     });
   for (auto& w : workers) w.join();
   const uint64_t elapsed = now_ns() - start;
