@@ -2,8 +2,8 @@
 // Copies the collector's write-ahead log into its database file from a connection and a thread of
 // its own. Records leave a ring only once their pass is committed, so a commit must never wait for
 // the disk: SQLite's automatic checkpoint runs inside the commit that crosses its threshold and
-// syncs the log and the database file, which stalled passes for 4-60 ms (a ring of 16,384 records
-// lasts 16 ms at 1 M records/s). A passive checkpoint runs beside the writer without blocking it.
+// syncs the log and the database file: one commit in 350 took 4-21 ms at 1 M records/s (a ring of
+// 16,384 records lasts 16 ms there). A passive checkpoint runs beside the writer without blocking it.
 #include <sqlite3.h>
 #include <sys/types.h>
 
