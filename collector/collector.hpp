@@ -5,6 +5,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -12,7 +13,9 @@
 #include "database.hpp"
 #include "hang_watch.hpp"
 #include "ingest.hpp"
+#include "pass_timings.hpp"
 #include "process_stacks.hpp"
+#include "recent_writer.hpp"
 #include "segment_reader.hpp"
 
 namespace trainshim::collector {
@@ -32,7 +35,8 @@ struct CollectorOptions {
   std::chrono::milliseconds hang{120'000};
   // The most recent copies and polls kept per process in `recent_events` (0: none).
   uint32_t recent_events = kDefaultRecentEvents;
-  // How often the recent window is rewritten while a process runs.
+  // How often what the recent window gained is queued for writing while a process runs (written a
+  // slice per pass: recent_writer.hpp).
   std::chrono::milliseconds recent_flush{10'000};
 };
 
@@ -54,6 +58,15 @@ class Collector {
   uint64_t segments_dropped() const { return segments_dropped_; }
   // The job's segments in shared memory as the last pass listed them.
   const std::set<std::string>& listed() const { return listed_; }
+  // How long the passes and their parts took so far.
+  struct Timings {
+    DurationHistogram pass;      // a whole pass
+    DurationHistogram cycle;     // from one pass's start to the next's: the pass, the pause, the wait for a core
+    DurationHistogram discover;  // listing /dev/shm and opening new segments
+    DurationHistogram recent;    // writing slices of the recent windows
+    DurationHistogram commit;    // the pass's COMMIT
+  };
+  const Timings& timings() const { return timings_; }
   // To standard error and to the database's log.
   void report(const std::string& level, const std::string& message);
 
@@ -69,6 +82,7 @@ class Collector {
   void discover();
   // This pass's aggregates and kept records of `t` into the database.
   void store(Tracked& t);
+  // Queues what `t`'s recent window gained.
   void store_recent(Tracked& t);
   // Where reading stopped, with the records read up to there.
   void store_positions(Tracked& t);
@@ -76,12 +90,15 @@ class Collector {
 
   CollectorOptions options_;
   Database database_;
+  RecentWriter recent_writer_{database_};
   ClockCalibration clock_;
   std::map<std::string, Tracked> segments_;
   std::set<std::string> rejected_;  // reported once, then left alone
   std::set<std::string> listed_;    // by the last pass
   HangWatch hangs_;
   uint64_t segments_dropped_ = 0;
+  Timings timings_;
+  std::optional<std::chrono::steady_clock::time_point> last_pass_began_;
   std::chrono::steady_clock::time_point recent_written_ = std::chrono::steady_clock::now();
 };
 

@@ -140,7 +140,10 @@ Database::Database(const std::string& path, const std::string& job, const std::s
   sqlite3_busy_timeout(db_, 2000);
   try {
     exec("PRAGMA journal_mode=WAL");
-    exec("PRAGMA synchronous=NORMAL");
+    // A commit never waits for the disk (records stay in their ring until it returns): the WAL is
+    // synced by the checkpointer before it is copied, and a power loss can lose at most the commits
+    // since, as it loses the rings in /dev/shm. Turned back to NORMAL for the last checkpoint.
+    exec("PRAGMA synchronous=OFF");
     // Looked at before anything is created: a database of another version is left as it is.
     const std::string found = found_schema_version(db_);
     if (!found.empty() && found != std::to_string(kSchemaVersion))
@@ -215,6 +218,7 @@ Database::Database(const std::string& path, const std::string& job, const std::s
     insert_python_string_ = prepare(insert_statement("python_strings", OnConflict::Ignore).c_str());
     insert_recent_ = prepare(insert_statement("recent_events").c_str());
     delete_recent_ = prepare("DELETE FROM recent_events WHERE process_id = ?");
+    delete_recent_rows_ = prepare("DELETE FROM recent_events WHERE rowid BETWEEN ? AND ? AND process_id = ?");
     upsert_calls_ = prepare(insert_statement("calls", OnConflict::Merge).c_str());
     upsert_position_ = prepare(insert_statement("segment_positions", OnConflict::Merge).c_str());
     insert_process_ = prepare(insert_statement("processes").c_str());
@@ -230,6 +234,8 @@ Database::Database(const std::string& path, const std::string& job, const std::s
     insert_log_ = prepare(insert_statement("collector_log").c_str());
     // A hang is written when found and rewritten while it lasts (how long the ranks have waited).
     upsert_hang_ = prepare(insert_statement("hangs", OnConflict::Merge).c_str());
+    checkpointer_ = std::make_unique<WalCheckpointer>(path, held.st_dev, held.st_ino);
+    checkpointer_->watch(db_);
   } catch (...) {
     finalize_all();
     sqlite3_close(db_);
@@ -240,6 +246,8 @@ Database::Database(const std::string& path, const std::string& job, const std::s
 Database::~Database() {
   if (in_transaction_) sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
   finalize_all();
+  checkpointer_.reset();
+  sqlite3_exec(db_, "PRAGMA synchronous=NORMAL", nullptr, nullptr, nullptr);
   // A finished database is one file: WAL only speeds up the drain. Left in WAL mode, every
   // read-only connection of the CLI would create a -wal and a -shm it cannot remove. Fails
   // harmlessly (stays WAL) while a reader has it open.
@@ -249,8 +257,8 @@ Database::~Database() {
 
 void Database::finalize_all() {
   for (auto* s : {insert_event_, fold_timing_, delete_event_, upsert_calls_, insert_recent_, delete_recent_,
-                  upsert_position_, insert_process_, update_process_, insert_log_, insert_module_, insert_python_string_,
-                  insert_native_frame_, insert_python_frame_, insert_python_stack_, upsert_hang_})
+                  delete_recent_rows_, upsert_position_, insert_process_, update_process_, insert_log_, insert_module_,
+                  insert_python_string_, insert_native_frame_, insert_python_frame_, insert_python_stack_, upsert_hang_})
     sqlite3_finalize(s);
 }
 
@@ -436,6 +444,30 @@ void Database::replace_recent_events(int64_t process_id, const RecentWindow& win
     bind_event(insert_recent_, process_id, e.record, e.begin_ns, e.end_ns, e.follows_copy);
     step_and_reset(db_, insert_recent_);
   });
+}
+
+int64_t Database::add_recent_event(int64_t process_id, const StoredEvent& e) {
+  begin_if_needed();
+  bind_event(insert_recent_, process_id, e.record, e.begin_ns, e.end_ns, e.follows_copy);
+  step_and_reset(db_, insert_recent_);
+  return sqlite3_last_insert_rowid(db_);
+}
+
+void Database::forget_recent_events(int64_t process_id, int64_t first, int64_t last) {
+  begin_if_needed();
+  sqlite3_bind_int64(delete_recent_rows_, 1, first);
+  sqlite3_bind_int64(delete_recent_rows_, 2, last);
+  sqlite3_bind_int64(delete_recent_rows_, 3, process_id);
+  step_and_reset(db_, delete_recent_rows_);
+}
+
+std::vector<int64_t> Database::recent_event_rowids(int64_t process_id) {
+  sqlite3_stmt* s = prepare("SELECT rowid FROM recent_events WHERE process_id = ? ORDER BY rowid");
+  sqlite3_bind_int64(s, 1, process_id);
+  std::vector<int64_t> rowids;
+  while (sqlite3_step(s) == SQLITE_ROW) rowids.push_back(sqlite3_column_int64(s, 0));
+  sqlite3_finalize(s);
+  return rowids;
 }
 
 std::optional<int64_t> Database::find_unended_process(const std::string& segment, const SegmentHeader& h) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -12,6 +13,7 @@
 #include "ingest.hpp"
 #include "trainshim/protocol.hpp"
 #include "trainshim/schema.hpp"
+#include "wal_checkpointer.hpp"
 
 namespace trainshim::collector {
 
@@ -70,6 +72,12 @@ class Database {
   void forget_timings(TimingFolder& folder);
   // Replaces the process's `recent_events` with the window's.
   void replace_recent_events(int64_t process_id, const RecentWindow& window);
+  // One row of `recent_events`; returns its rowid (rowid order is the table's time order).
+  int64_t add_recent_event(int64_t process_id, const StoredEvent& event);
+  // The process's rows of `recent_events` with rowids first..last.
+  void forget_recent_events(int64_t process_id, int64_t first, int64_t last);
+  // The rowids of the process's rows of `recent_events`, in order.
+  std::vector<int64_t> recent_event_rowids(int64_t process_id);
   void add_module(int64_t process_id, uint32_t id, const std::string& path, uint64_t base, const std::string& build_id);
   struct NativeFrame {
     uint64_t address;
@@ -99,8 +107,11 @@ class Database {
                    const std::string& waiting, const std::string& missing, int64_t waited_ns,
                    const std::string& message);
 
-  // Writes are grouped in transactions; commit makes them visible to readers.
+  // Writes are grouped in transactions; commit makes them visible to readers. A commit never
+  // checkpoints the WAL: a thread of the database's own does (wal_checkpointer.hpp).
   void commit();
+  // Checkpoints that thread has run so far.
+  uint64_t checkpoints() const { return checkpointer_->checkpoints(); }
 
  private:
   void exec(const char* sql);
@@ -120,6 +131,7 @@ class Database {
   sqlite3_stmt* upsert_calls_ = nullptr;
   sqlite3_stmt* insert_recent_ = nullptr;
   sqlite3_stmt* delete_recent_ = nullptr;
+  sqlite3_stmt* delete_recent_rows_ = nullptr;
   sqlite3_stmt* upsert_position_ = nullptr;
   sqlite3_stmt* insert_process_ = nullptr;
   sqlite3_stmt* update_process_ = nullptr;
@@ -130,6 +142,7 @@ class Database {
   sqlite3_stmt* insert_python_frame_ = nullptr;
   sqlite3_stmt* upsert_hang_ = nullptr;
   bool in_transaction_ = false;
+  std::unique_ptr<WalCheckpointer> checkpointer_;
 };
 
 }  // namespace trainshim::collector

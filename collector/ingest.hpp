@@ -99,6 +99,8 @@ class RecentWindow {
     for (const StoredEvent& e : events) push(e);
     written_ = next_;
   }
+  // Every event pushed so far, restored ones included: what came since a moment is the difference.
+  uint64_t pushed() const { return next_; }
   // Whether anything came since the last `mark_written`.
   bool changed() const { return next_ != written_; }
   void mark_written() { written_ = next_; }

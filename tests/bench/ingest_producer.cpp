@@ -1,8 +1,8 @@
 // Makes hooked device-to-device copies at a steady rate, for scripts/bench/ingest: run under
 // LD_PRELOAD=libtrainshim.so on the stub runtime, with the collector the shim starts. The copies
-// go out in batches at clock deadlines, so the rate is steady over the run however the producer
-// and the collector are scheduled. Prints what it made; the script compares that with what the
-// database stored.
+// go out in batches at clock deadlines, so the rate is steady over the run however the collector
+// is scheduled; a producer thread held off its core does not burst to catch up (kLongestCatchUpNs).
+// Prints what it made; the script compares that with what the database stored.
 // Usage: ingest_producer RATE_PER_S SECONDS [THREADS]
 #include <cuda_runtime_api.h>
 #include <dirent.h>
@@ -77,12 +77,25 @@ int pin_collector(const std::string& job, int cpu) {
 char g_source[64];
 char g_destination[64];
 
-// One producer thread: `calls` copies at `rate` per second, `batch` at a time.
-uint64_t produce(double rate, uint64_t calls, uint64_t batch, uint64_t start_ns) {
+// A thread held off its core for longer than this goes on at its rate from where it is instead of
+// making up for the lost time in one burst: a job held off is slower, it does not burst, and a burst
+// of 16,384 calls fills a ring within a millisecond whatever the collector does.
+constexpr uint64_t kLongestCatchUpNs = 1'000'000;
+
+// One producer thread: `calls` copies at `rate` per second, `batch` at a time, or fewer if it was
+// held off and `end_ns` came first. Adds to `held_off_ns` the time it gave up catching up on.
+uint64_t produce(double rate, uint64_t calls, uint64_t batch, uint64_t start_ns, uint64_t end_ns,
+                 uint64_t& held_off_ns) {
   const auto stream = reinterpret_cast<cudaStream_t>(0x1000);
   uint64_t made = 0;
-  while (made < calls) {
-    const uint64_t due = start_ns + uint64_t(double(made) * 1e9 / rate);
+  uint64_t origin_ns = start_ns, made_at_origin = 0;
+  while (made < calls && now_ns() < end_ns) {
+    uint64_t due = origin_ns + uint64_t(double(made - made_at_origin) * 1e9 / rate);
+    if (const uint64_t now = now_ns(); now > due + kLongestCatchUpNs) {
+      held_off_ns += now - due;
+      origin_ns = due = now;
+      made_at_origin = made;
+    }
     while (now_ns() < due) {
     }
     const uint64_t n = std::min(batch, calls - made);
@@ -114,7 +127,7 @@ int main(int argc, char** argv) {
   // A batch every 100 µs or so: the steady rate the collector sees, never one burst that
   // overruns a ring while the rate is low.
   const uint64_t batch = std::max<uint64_t>(1, uint64_t(per_thread_rate / 10'000));
-  std::vector<uint64_t> made(threads);
+  std::vector<uint64_t> made(threads), held_off_ns(threads);
   std::vector<std::thread> workers;
   // Steady state: the collector has had time to open its database and make its first passes.
   const uint64_t start = now_ns() + 500'000'000;
@@ -122,13 +135,17 @@ int main(int argc, char** argv) {
     workers.emplace_back([&, t] {
       // Producers on cpu 0, 2, 3, ...: cpu 1 is the collector's.
       pin(0, t == 0 ? 0 : t + 1);
-      made[t] = produce(per_thread_rate, per_thread_calls, batch, start);
+      made[t] = produce(per_thread_rate, per_thread_calls, batch, start, start + uint64_t(seconds * 1e9),
+                        held_off_ns[t]);
     });
   for (auto& w : workers) w.join();
   const uint64_t elapsed = now_ns() - start;
   uint64_t total = 1;  // the first call
   for (uint64_t m : made) total += m;
-  std::printf("made=%llu seconds=%.3f achieved_per_s=%.0f collector_pinned=%d\n", (unsigned long long)total,
-              double(elapsed) / 1e9, double(total - 1) / (double(elapsed) / 1e9), collector ? 1 : 0);
+  uint64_t held_off = 0;
+  for (uint64_t h : held_off_ns) held_off += h;
+  std::printf("made=%llu seconds=%.3f achieved_per_s=%.0f held_off_ms=%.0f collector_pinned=%d\n",
+              (unsigned long long)total, double(elapsed) / 1e9, double(total - 1) / (double(elapsed) / 1e9),
+              double(held_off) / 1e6, collector ? 1 : 0);
   return 0;
 }

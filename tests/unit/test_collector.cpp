@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collector.hpp"
@@ -591,6 +592,94 @@ TEST_F(CollectorTest, RecentEventsOfARunningProcessAreRewrittenOnTheirPeriod) {
             (std::vector<std::vector<std::string>>{{"1"}, {"3"}}));
 }
 
+// While a producer runs, a pass writes at most RecentWriter::kRowsPerPass rows of the window (a
+// whole window in one pass held its commit, and so the rings, for 20-45 ms): the table trails the
+// window, holds at most its capacity, oldest first, each copy once.
+TEST_F(CollectorTest, ALiveProcesssRecentWindowIsWrittenASlicePerPass) {
+  static_assert(RecentWriter::kRowsPerPass == 256);
+  Opts big;
+  big.capacity = 1024;
+  TestSegment seg(job_, big);
+  const auto push = [&](uint64_t first, uint64_t last) {
+    for (uint64_t i = first; i <= last; ++i)
+      ASSERT_TRUE(seg.ring(0).push(copy_record(i, i + 1, 8, Direction::DeviceToDevice, HostMemory::Unknown)));
+  };
+  const std::string span = "SELECT count(*), count(DISTINCT begin_ns), min(begin_ns), max(begin_ns) FROM recent_events";
+  using Row = std::vector<std::string>;
+  CollectorOptions o = options();
+  o.recent_events = 500;
+  o.recent_flush = std::chrono::milliseconds(0);
+  {
+    Collector collector(o);
+    push(1, 600);
+    EXPECT_EQ(collector.pass(), 600u);
+    EXPECT_EQ(rows(span)[0], (Row{"256", "256", "101", "356"})) << "the newest 500 queued, 256 written";
+    EXPECT_EQ(collector.pass(), 0u);
+    EXPECT_EQ(rows(span)[0], (Row{"500", "500", "101", "600"}));
+    // The reader stays SegmentReader::kReaderLag records behind a head that moved since its last pass.
+    static_assert(SegmentReader::kReaderLag == 64);
+    push(601, 900);
+    EXPECT_EQ(collector.pass(), 236u);
+    EXPECT_EQ(rows(span)[0], (Row{"500", "500", "337", "836"})) << "the oldest 236 gave way";
+    EXPECT_EQ(collector.pass(), 64u);
+    EXPECT_EQ(rows(span)[0], (Row{"500", "500", "401", "900"}));
+    push(901, 1500);
+    EXPECT_EQ(collector.pass(), 536u);
+    EXPECT_EQ(rows(span)[0], (Row{"500", "500", "657", "1192"})) << "of the newest 500 (937-1436), 256 written";
+    EXPECT_EQ(collector.pass(), 64u);
+  }
+  EXPECT_EQ(rows(span)[0], (Row{"500", "500", "1001", "1500"})) << "the rest written at exit";
+  EXPECT_EQ(value("SELECT count(*) FROM recent_events WHERE rowid > (SELECT min(rowid) FROM recent_events r "
+                  "WHERE r.begin_ns > recent_events.begin_ns)"),
+            0)
+      << "rowid order is time order";
+  EXPECT_EQ(value("SELECT sum(count) FROM calls"), 1500);
+}
+
+// A window written a slice at a time is taken up by a collector that replaces a dead one: it goes
+// on from the rows there, never holding more than the capacity.
+TEST_F(CollectorTest, AReplacingCollectorTrimsTheRecentRowsItFoundBeforeAddingItsOwn) {
+  Opts big;
+  big.capacity = 1024;
+  TestSegment seg(job_, big);
+  for (uint64_t i = 1; i <= 400; ++i)
+    ASSERT_TRUE(seg.ring(0).push(copy_record(i, i + 1, 8, Direction::DeviceToDevice, HostMemory::Unknown)));
+  CollectorOptions o = options();
+  o.recent_events = 300;
+  o.recent_flush = std::chrono::milliseconds(0);
+  {
+    Collector collector(o);
+    EXPECT_EQ(collector.pass(), 400u);
+  }
+  using Row = std::vector<std::string>;
+  const std::string span = "SELECT count(*), min(begin_ns), max(begin_ns) FROM recent_events";
+  EXPECT_EQ(rows(span)[0], (Row{"300", "101", "400"}));
+  for (uint64_t i = 401; i <= 500; ++i)
+    ASSERT_TRUE(seg.ring(0).push(copy_record(i, i + 1, 8, Direction::DeviceToDevice, HostMemory::Unknown)));
+  Collector again(o);
+  EXPECT_EQ(again.pass(), 100u);
+  EXPECT_EQ(rows(span)[0], (Row{"300", "201", "500"}));
+}
+
+// The WAL is copied into the database file by the database's own thread, never by the commit that
+// fills it (SQLite's automatic checkpoint syncs the disk inside that commit, for milliseconds).
+TEST_F(CollectorTest, TheWalIsCheckpointedByTheDatabasesThreadNotByACommit) {
+  Database db(db_path_, job_);
+  TestSegment seg(job_, Opts());
+  const int64_t process = db.add_process(seg.name(), *seg.header());
+  db.commit();
+  const auto file_bytes = [&] { return fs::file_size(db_path_); };
+  const uintmax_t before = file_bytes();
+  for (uint64_t i = 0; i < 100'000; ++i)
+    db.add_event(process, call_record(Api::cudaDeviceSynchronize, 77, 0, i), i, i + 1);
+  db.commit();
+  EXPECT_GE(fs::file_size(db_path_ + "-wal"), uintmax_t(WalCheckpointer::kPages) * 4096);
+  for (int i = 0; i < 3000 && db.checkpoints() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(db.checkpoints(), 1u) << "woken once by the commit that left 1000 pages or more";
+  EXPECT_GT(file_bytes(), before + uintmax_t(WalCheckpointer::kPages) * 4096) << "the rows reached the database file";
+  EXPECT_EQ(Sql(db_path_).integer("SELECT count(*) FROM events"), 100'000);
+}
+
 // A database of an older schema is left as it is, and the refusal names both versions.
 TEST_F(CollectorTest, DatabaseOfAnotherSchemaIsRefusedUntouched) {
   {
@@ -1040,6 +1129,35 @@ TEST(TimingFolder, AnEntryIsForgottenOnceTheBoundOfLaterOnesCame) {
   EXPECT_EQ(early->timing.gpu_ns, 7u);
   EXPECT_EQ(folder.clear().size(), kMax - 1) << "the rows of the early timings still held";
   EXPECT_EQ(folder.awaiting() + folder.early(), 0u);
+}
+
+TEST(DurationHistogram, SummarySaysCountMeanLongestAndTheNonEmptyBucketsAboveTheFirst) {
+  using std::chrono::microseconds;
+  DurationHistogram h;
+  EXPECT_EQ(h.summary(), "0");
+  for (int us : {100, 200, 300, 5'000, 70'000}) h.add(microseconds(us));
+  EXPECT_EQ(h.count(), 5u);
+  EXPECT_EQ(h.longest_ns(), 70'000'000u);
+  EXPECT_EQ(h.buckets(), (std::array<uint64_t, 6>{2, 1, 0, 1, 0, 1}));
+  EXPECT_EQ(h.summary(), "5, mean 15.120 ms, longest 70.000 ms, 0.25-1 ms: 1, 4-16 ms: 1, 64 ms and more: 1");
+}
+
+TEST_F(CollectorTest, TheCollectorLogsHowLongItsPassesTookWhenItStops) {
+  TestSegment seg(job_, Opts());
+  ASSERT_TRUE(seg.ring(0).push(copy_record(1, 2, 64, Direction::HostToDevice, HostMemory::Pinned)));
+  {
+    Collector collector(options());
+    EXPECT_EQ(collector.pass(), 1u);
+    EXPECT_EQ(collector.pass(), 0u);
+    EXPECT_EQ(collector.timings().pass.count(), 2u);
+    EXPECT_EQ(collector.timings().cycle.count(), 1u);
+    EXPECT_EQ(collector.timings().commit.count(), 2u);
+    EXPECT_EQ(collector.timings().discover.count(), 2u);
+    EXPECT_EQ(collector.timings().recent.count(), 0u) << "the window is queued every 10 s";
+  }
+  EXPECT_EQ(value("SELECT count(*) FROM collector_log WHERE level = 'info' AND message LIKE 'passes: 2, mean %; "
+                  "pass to pass: 1, mean %; commits: 2, mean %; recent-window slices: 0; discoveries: 2, mean %; WAL checkpoints: 0'"),
+            1);
 }
 
 }  // namespace
