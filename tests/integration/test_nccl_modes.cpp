@@ -96,31 +96,42 @@ TEST(NcclModes, ShrunkCommunicatorIsMatched) {
 // its neighbours), so rank 3's lateness reaches the all-to-all through rank 0, which then arrives
 // last there: two ranks make the others wait and neither dominates, so no straggler is named.
 TEST(NcclModes, GroupsAreTimedAsOneOperation) {
-  Scratch s;
-  const json waits = run_mode(s, "groups").at("collective_waits");
-  EXPECT_EQ(waits.at("matched"), 9) << "per step: one all-reduce, one group of two all-reduces, one all-to-all";
-  EXPECT_EQ(waits.at("incomplete"), 0);
-  EXPECT_EQ(waits.at("duplicates"), 0);
-  EXPECT_TRUE(waits.at("straggler").is_null()) << waits.dump(1);
-  const json& p2p = waits.at("p2p");
-  EXPECT_EQ(p2p.at("exchanges"), 4 * 3) << "one all-to-all per rank and step";
-  EXPECT_EQ(p2p.at("sends"), 4 * 3 * 5) << "per rank and step: one ring send, four all-to-all sends";
-  EXPECT_EQ(p2p.at("recvs"), 4 * 3 * 5);
-  EXPECT_EQ(p2p.at("matched"), 4 * 3 * 5);
-  EXPECT_EQ(p2p.at("unmatched"), 0);
-  EXPECT_EQ(p2p.at("timed"), 4 * 3 * 2) << "one timing per group of point-to-point calls";
-  for (int rank = 0; rank < 4; ++rank) {
-    SCOPED_TRACE("rank " + std::to_string(rank));
-    EXPECT_EQ(query_int(s.db(), "SELECT count(*) " + kTimings + of_rank(rank) + " AND (e.flags & 8) = 0"), 6);
-    EXPECT_EQ(query_int(s.db(), "SELECT count(*) " + kTimings + of_rank(rank) + " AND (e.flags & 12) = 12"), 6);
-    if (rank < 3) {
-      // The ring group right after rank 3's 300 ms of work, once per step.
-      EXPECT_EQ(query_int(s.db(), "SELECT count(*) " + kTimings + of_rank(rank) +
-                                      " AND (e.flags & 8) <> 0 AND e.gpu_ns >= 150000000"), 3);
+  // Four ranks on two cores: one can be held back by the scheduler long enough to be named. The
+  // counts must hold in every run; a straggler named in each of three runs fails.
+  std::string seen;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    Scratch s;
+    const json waits = run_mode(s, "groups").at("collective_waits");
+    EXPECT_EQ(waits.at("matched"), 9) << "per step: one all-reduce, one group of two all-reduces, one all-to-all";
+    EXPECT_EQ(waits.at("incomplete"), 0);
+    EXPECT_EQ(waits.at("duplicates"), 0);
+    const json& p2p = waits.at("p2p");
+    EXPECT_EQ(p2p.at("exchanges"), 4 * 3) << "one all-to-all per rank and step";
+    EXPECT_EQ(p2p.at("sends"), 4 * 3 * 5) << "per rank and step: one ring send, four all-to-all sends";
+    EXPECT_EQ(p2p.at("recvs"), 4 * 3 * 5);
+    EXPECT_EQ(p2p.at("matched"), 4 * 3 * 5);
+    EXPECT_EQ(p2p.at("unmatched"), 0);
+    EXPECT_EQ(p2p.at("timed"), 4 * 3 * 2) << "one timing per group of point-to-point calls";
+    for (int rank = 0; rank < 4; ++rank) {
+      SCOPED_TRACE("rank " + std::to_string(rank));
+      EXPECT_EQ(query_int(s.db(), "SELECT count(*) " + kTimings + of_rank(rank) + " AND (e.flags & 8) = 0"), 6);
+      EXPECT_EQ(query_int(s.db(), "SELECT count(*) " + kTimings + of_rank(rank) + " AND (e.flags & 12) = 12"), 6);
+      if (rank < 3) {
+        // The ring group right after rank 3's 300 ms of work, once per step.
+        EXPECT_EQ(query_int(s.db(), "SELECT count(*) " + kTimings + of_rank(rank) +
+                                        " AND (e.flags & 8) <> 0 AND e.gpu_ns >= 150000000"),
+                  3);
+      }
     }
+    EXPECT_EQ(query_int(s.db(), "SELECT count(*) " + kCollectives + " AND (e.flags & 4) = 0 AND (e.flags & 8) <> 0"),
+              0)
+        << "every point-to-point call here was made in a group";
+    if (waits.at("straggler").is_null()) return;
+    seen += waits.dump(1) + "\n";
   }
-  EXPECT_EQ(query_int(s.db(), "SELECT count(*) " + kCollectives + " AND (e.flags & 4) = 0 AND (e.flags & 8) <> 0"), 0)
-      << "every point-to-point call here was made in a group";
+  ADD_FAILURE() << "a straggler was named in each of three runs (rank 3's planted delay is waited for in a "
+                   "point-to-point group, which names no straggler):\n"
+                << seen;
 }
 
 // Ranks 0 and 1 exchange with send/recv on the collective communicator every third step; ranks 2
