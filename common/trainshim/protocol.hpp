@@ -222,7 +222,7 @@ inline constexpr uint64_t ring_bytes(uint32_t capacity) {
 inline constexpr uint64_t side_ring_bytes(uint32_t capacity) {
   return sizeof(RingControl) + uint64_t{capacity} * sizeof(SideSlot);
 }
-// Where the rings after the first start; `ring_count` >= 1.
+// The event rings together: the first, then the others; `ring_count` >= 1.
 inline constexpr uint64_t event_rings_bytes(uint32_t ring_count, uint32_t first_ring_capacity, uint32_t ring_capacity) {
   return ring_bytes(first_ring_capacity) + uint64_t{ring_count - 1} * ring_bytes(ring_capacity);
 }

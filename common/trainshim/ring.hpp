@@ -151,8 +151,8 @@ struct SegmentGeometry {
   uint32_t capacity_of(uint32_t ring) const { return ring == 0 ? first_ring_capacity : ring_capacity; }
   // From the start of the mapping.
   uint64_t ring_offset(uint32_t ring) const {
-    return ring == 0 ? sizeof(SegmentHeader)
-                     : sizeof(SegmentHeader) + ring_bytes(first_ring_capacity) + uint64_t{ring - 1} * ring_bytes(ring_capacity);
+    if (ring == 0) return sizeof(SegmentHeader);
+    return sizeof(SegmentHeader) + ring_bytes(first_ring_capacity) + uint64_t{ring - 1} * ring_bytes(ring_capacity);
   }
   uint64_t side_ring_offset() const {
     return sizeof(SegmentHeader) + event_rings_bytes(ring_count, first_ring_capacity, ring_capacity);

@@ -48,9 +48,9 @@ namespace bip = boost::interprocess;
 constexpr uint32_t kDefaultRings = 8;
 constexpr uint32_t kDefaultRingEvents = 16384;
 // The first ring is taken by the first thread to record, in a training process the one making
-// almost every call: 65,536 records (6 MiB) last while the collector commits at several million
-// calls a second, which 16,384 do not; the other rings keep the smaller size, so that a segment
-// still fits a container's /dev/shm.
+// almost every call: at 3 M calls/s 65,536 records (6 MiB) last 22 ms of a collector's pause,
+// 16,384 only 5 ms. The other rings keep the smaller size, so that a segment still fits a
+// container's /dev/shm.
 constexpr uint32_t kDefaultFirstRingEvents = 65536;
 constexpr uint32_t kDefaultSideRecords = 2048;
 

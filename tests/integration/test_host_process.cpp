@@ -73,8 +73,8 @@ TEST(HostProcess, FullDevShmTurnsRecordingOffAndTheJobRunsUnchanged) {
 TEST(HostProcess, NumbersOutOfRangeInTheEnvironmentGetTheDefaultAndAWarning) {
   Scratch s;
   const auto result = run_with_messages("TRAINSHIM_SPAWN_COLLECTOR=0 TRAINSHIM_RING_EVENTS=-1 TRAINSHIM_RINGS=1e3 "
-                                        "TRAINSHIM_SIDE_RECORDS=99999999999999999999 TRAINSHIM_FIRST_RING_EVENTS=4194305 " +
-                                        preload_env(s.job) + " " +
+                                        "TRAINSHIM_SIDE_RECORDS=99999999999999999999 "
+                                        "TRAINSHIM_FIRST_RING_EVENTS=4194305 " + preload_env(s.job) + " " +
                                         program("host_copies_prog") + " 10 1");
   ASSERT_EQ(result.exit_code, 0) << result.out;
   EXPECT_EQ(occurrences(result.out, "trainshim: TRAINSHIM_RINGS=\"1e3\" is not a whole number from 1 to 256: using "
@@ -100,8 +100,8 @@ TEST(HostProcess, NumbersOutOfRangeInTheEnvironmentGetTheDefaultAndAWarning) {
 TEST(HostProcess, ValidNumbersInTheEnvironmentAreUsedSilently) {
   Scratch s;
   const auto result = run_with_messages("TRAINSHIM_SPAWN_COLLECTOR=0 TRAINSHIM_RING_EVENTS=1000 TRAINSHIM_RINGS=3 "
-                                        "TRAINSHIM_SIDE_RECORDS=64 TRAINSHIM_FIRST_RING_EVENTS=5000 " + preload_env(s.job) +
-                                        " " +
+                                        "TRAINSHIM_SIDE_RECORDS=64 TRAINSHIM_FIRST_RING_EVENTS=5000 " +
+                                        preload_env(s.job) + " " +
                                         program("host_copies_prog") + " 10 1");
   ASSERT_EQ(result.exit_code, 0) << result.out;
   EXPECT_EQ(result.out, "done 1 x 10\n");
