@@ -216,7 +216,7 @@ DrainCounts SegmentReader::drain(const std::function<void(const EventRecord&)>& 
       // A ring of fewer than kLagRingSlots cannot spare the room: it is read to its head.
       const uint64_t head = ring.head();
       uint64_t end = head;
-      if (!producer_gone && head != head_seen_[i] && geometry_.ring_capacity >= kLagRingSlots)
+      if (!producer_gone && head != head_seen_[i] && ring.capacity() >= kLagRingSlots)
         end = head - read_[i] > kReaderLag ? head - kReaderLag : read_[i];
       head_seen_[i] = head;
       drain_ring(ring, read_[i], end, released_[i], sink, validate_record, producer_gone, counts);
@@ -256,7 +256,7 @@ void SegmentReader::resume(const Positions& committed) {
   const uint32_t side = geometry_.ring_count;
   guarded([&] {
     for (uint32_t i = 0; i < geometry_.ring_count && i < committed.rings.size(); ++i)
-      read_[i] = resumed_cursor(ring_of(mapping_, geometry_, i), read_[i], released_[i], geometry_.ring_capacity,
+      read_[i] = resumed_cursor(ring_of(mapping_, geometry_, i), read_[i], released_[i], geometry_.capacity_of(i),
                                 committed.rings[i], gone);
     read_[side] = resumed_cursor(side_ring_of(mapping_, geometry_), read_[side], released_[side],
                                  geometry_.side_capacity, committed.side, gone);

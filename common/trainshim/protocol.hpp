@@ -3,8 +3,12 @@
 // record. A segment is written by one process (the shim) and read by the collector, which treats
 // every byte as untrusted and validates it (validate_header, validate_record).
 //
-// Segment layout:  [SegmentHeader][RingControl, Slot x ring_capacity] x ring_count
+// Segment layout:  [SegmentHeader][RingControl, Slot x first_ring_capacity]
+//                  [RingControl, Slot x ring_capacity] x (ring_count - 1)
 //                  [RingControl, SideSlot x side_capacity]
+// The first ring is the one the first thread to record takes: in a training process that thread
+// (Python's main thread) makes almost every call, so its ring is the one sized to last while the
+// collector commits, without making every ring that large.
 // Event records are fixed-size and frequent; side records (stacks, modules, strings) are large,
 // written once per distinct value and referred to by id from the events.
 //
@@ -23,7 +27,7 @@
 namespace trainshim {
 
 inline constexpr uint64_t kSegmentMagic = 0x314753485352'5254ULL;  // "TRSHSG1" little-endian
-inline constexpr uint32_t kFormatVersion = 6;  // 6: rings owned by one thread; slots freed by the tail alone
+inline constexpr uint32_t kFormatVersion = 7;  // 7: the first ring sized apart (first_ring_capacity)
 
 enum class Direction : uint8_t { None, HostToDevice, DeviceToHost, DeviceToDevice, HostToHost, Peer };
 enum class HostMemory : uint8_t { Unknown, Pinned, Pageable, Device };
@@ -188,7 +192,8 @@ struct alignas(64) SegmentHeader {
   uint32_t header_bytes;           // sizeof(SegmentHeader)
   uint64_t segment_bytes;          // whole mapping
   uint32_t ring_count;
-  uint32_t ring_capacity;          // slots per ring, a power of two
+  uint32_t first_ring_capacity;    // slots of ring 0, a power of two
+  uint32_t ring_capacity;          // slots of each other ring, a power of two
   uint32_t slot_bytes;             // sizeof(Slot)
   uint32_t side_capacity;          // slots of the side ring, a power of two
   uint32_t side_slot_bytes;        // sizeof(SideSlot)
@@ -197,6 +202,7 @@ struct alignas(64) SegmentHeader {
   int32_t local_rank;
   int32_t world_size;
   uint32_t clock_kind;             // ClockKind
+  uint32_t reserved;               // 0; keeps the 64-bit fields below 8-byte aligned
   uint64_t anchor_ticks;           // clock reading taken together with the two below
   uint64_t anchor_monotonic_ns;
   uint64_t anchor_realtime_ns;
@@ -216,19 +222,29 @@ inline constexpr uint64_t ring_bytes(uint32_t capacity) {
 inline constexpr uint64_t side_ring_bytes(uint32_t capacity) {
   return sizeof(RingControl) + uint64_t{capacity} * sizeof(SideSlot);
 }
-inline constexpr uint64_t segment_bytes(uint32_t ring_count, uint32_t capacity, uint32_t side_capacity) {
-  return sizeof(SegmentHeader) + uint64_t{ring_count} * ring_bytes(capacity) + side_ring_bytes(side_capacity);
+// The event rings together: the first, then the others; `ring_count` >= 1.
+inline constexpr uint64_t event_rings_bytes(uint32_t ring_count, uint32_t first_ring_capacity, uint32_t ring_capacity) {
+  return ring_bytes(first_ring_capacity) + uint64_t{ring_count - 1} * ring_bytes(ring_capacity);
+}
+inline constexpr uint64_t segment_bytes(uint32_t ring_count, uint32_t first_ring_capacity, uint32_t ring_capacity,
+                                        uint32_t side_capacity) {
+  return sizeof(SegmentHeader) + event_rings_bytes(ring_count, first_ring_capacity, ring_capacity) +
+         side_ring_bytes(side_capacity);
 }
 static_assert(sizeof(SegmentHeader) % 64 == 0, "rings must start cache-line aligned");
+static_assert(offsetof(SegmentHeader, anchor_ticks) % 8 == 0 && offsetof(SegmentHeader, dropped_not_ready) % 8 == 0,
+              "the header's 64-bit fields are naturally aligned");
 
 // What a segment is and how it is laid out, as a producer writes it into a new header; the rest
 // (who produced it, its clock anchors, its state) is the producer's own.
-inline void write_layout(SegmentHeader& header, uint32_t ring_count, uint32_t ring_capacity, uint32_t side_capacity) {
+inline void write_layout(SegmentHeader& header, uint32_t ring_count, uint32_t first_ring_capacity,
+                         uint32_t ring_capacity, uint32_t side_capacity) {
   header.magic = kSegmentMagic;
   header.format_version = kFormatVersion;
   header.header_bytes = sizeof(SegmentHeader);
-  header.segment_bytes = segment_bytes(ring_count, ring_capacity, side_capacity);
+  header.segment_bytes = segment_bytes(ring_count, first_ring_capacity, ring_capacity, side_capacity);
   header.ring_count = ring_count;
+  header.first_ring_capacity = first_ring_capacity;
   header.ring_capacity = ring_capacity;
   header.slot_bytes = sizeof(Slot);
   header.side_capacity = side_capacity;
@@ -267,9 +283,11 @@ inline HeaderProblem validate_header(const SegmentHeader& h, uint64_t mapped_byt
   if (h.format_version != kFormatVersion) return HeaderProblem::BadVersion;
   auto power_of_two = [](uint32_t n) { return n != 0 && (n & (n - 1)) == 0; };
   if (h.header_bytes != sizeof(SegmentHeader) || h.slot_bytes != sizeof(Slot) ||
-      h.side_slot_bytes != sizeof(SideSlot) || !power_of_two(h.ring_capacity) || !power_of_two(h.side_capacity) ||
+      h.side_slot_bytes != sizeof(SideSlot) || !power_of_two(h.first_ring_capacity) ||
+      !power_of_two(h.ring_capacity) || !power_of_two(h.side_capacity) || h.first_ring_capacity > kMaxRingCapacity ||
       h.ring_capacity > kMaxRingCapacity || h.side_capacity > kMaxSideCapacity || h.ring_count == 0 ||
-      h.ring_count > kMaxRings || h.segment_bytes != segment_bytes(h.ring_count, h.ring_capacity, h.side_capacity) ||
+      h.ring_count > kMaxRings ||
+      h.segment_bytes != segment_bytes(h.ring_count, h.first_ring_capacity, h.ring_capacity, h.side_capacity) ||
       h.segment_bytes > mapped_bytes || (h.clock_kind != static_cast<uint32_t>(ClockKind::Tsc) &&
                                          h.clock_kind != static_cast<uint32_t>(ClockKind::Monotonic)))
     return HeaderProblem::BadGeometry;

@@ -143,24 +143,36 @@ using SideRingView = BasicRing<SideSlot>;
 // only this copy: whoever can write the segment can change the header's fields afterwards.
 struct SegmentGeometry {
   uint32_t ring_count;
+  uint32_t first_ring_capacity;
   uint32_t ring_capacity;
   uint32_t side_capacity;
   uint64_t segment_bytes;
+
+  uint32_t capacity_of(uint32_t ring) const { return ring == 0 ? first_ring_capacity : ring_capacity; }
+  // From the start of the mapping.
+  uint64_t ring_offset(uint32_t ring) const {
+    if (ring == 0) return sizeof(SegmentHeader);
+    return sizeof(SegmentHeader) + ring_bytes(first_ring_capacity) + uint64_t{ring - 1} * ring_bytes(ring_capacity);
+  }
+  uint64_t side_ring_offset() const {
+    return sizeof(SegmentHeader) + event_rings_bytes(ring_count, first_ring_capacity, ring_capacity);
+  }
 };
 
 inline SegmentGeometry geometry_of(const SegmentHeader& header) {
-  return {header.ring_count, header.ring_capacity, header.side_capacity, header.segment_bytes};
+  return {header.ring_count, header.first_ring_capacity, header.ring_capacity, header.side_capacity,
+          header.segment_bytes};
 }
 
 // `segment`: the start of the mapping.
 inline RingView ring_of(void* segment, const SegmentGeometry& g, uint32_t index) {
-  auto* base = static_cast<char*>(segment) + sizeof(SegmentHeader) + index * ring_bytes(g.ring_capacity);
+  auto* base = static_cast<char*>(segment) + g.ring_offset(index);
   return RingView(reinterpret_cast<RingControl*>(base), reinterpret_cast<Slot*>(base + sizeof(RingControl)),
-                  g.ring_capacity);
+                  g.capacity_of(index));
 }
 
 inline SideRingView side_ring_of(void* segment, const SegmentGeometry& g) {
-  auto* base = static_cast<char*>(segment) + sizeof(SegmentHeader) + uint64_t{g.ring_count} * ring_bytes(g.ring_capacity);
+  auto* base = static_cast<char*>(segment) + g.side_ring_offset();
   return SideRingView(reinterpret_cast<RingControl*>(base), reinterpret_cast<SideSlot*>(base + sizeof(RingControl)),
                       g.side_capacity);
 }

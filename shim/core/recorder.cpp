@@ -47,6 +47,11 @@ namespace bip = boost::interprocess;
 
 constexpr uint32_t kDefaultRings = 8;
 constexpr uint32_t kDefaultRingEvents = 16384;
+// The first ring is taken by the first thread to record, in a training process the one making
+// almost every call: at 3 M calls/s 65,536 records (6 MiB) last 22 ms of a collector's pause,
+// 16,384 only 5 ms. The other rings keep the smaller size, so that a segment still fits a
+// container's /dev/shm.
+constexpr uint32_t kDefaultFirstRingEvents = 65536;
 constexpr uint32_t kDefaultSideRecords = 2048;
 
 // The descriptor that holds this image's segment's liveness lock (protocol.hpp), open for the
@@ -276,7 +281,7 @@ void reserve(bip::shared_memory_object& shm, const std::string& name, uint64_t b
   std::snprintf(size, sizeof size, "%.1f MiB", double(bytes) / double(1 << 20));
   if (error == ENOSPC)
     throw Refused(dir + " has no room for " + size + ": recording is off, the job runs unchanged; enlarge " + dir +
-                  " (docker --shm-size) or lower TRAINSHIM_RING_EVENTS/TRAINSHIM_RINGS");
+                  " (docker --shm-size) or lower TRAINSHIM_FIRST_RING_EVENTS/TRAINSHIM_RING_EVENTS/TRAINSHIM_RINGS");
   throw Refused("cannot reserve " + std::string(size) + " in " + dir + ": " + std::strerror(error) +
                 "; recording is off, the job runs unchanged");
 }
@@ -304,9 +309,12 @@ SegmentHeader* create_segment(const Identity& id) {
   const uint32_t rings = environment_count("TRAINSHIM_RINGS", kDefaultRings, kMaxRings);
   const uint32_t capacity =
       round_up_power_of_two(environment_count("TRAINSHIM_RING_EVENTS", kDefaultRingEvents, kMaxRingCapacity));
+  // Unless asked otherwise, the first ring is never smaller than the others.
+  const uint32_t first_capacity = round_up_power_of_two(environment_count(
+      "TRAINSHIM_FIRST_RING_EVENTS", std::max(kDefaultFirstRingEvents, capacity), kMaxRingCapacity));
   const uint32_t side_capacity =
       round_up_power_of_two(environment_count("TRAINSHIM_SIDE_RECORDS", kDefaultSideRecords, kMaxSideCapacity));
-  const uint64_t bytes = segment_bytes(rings, capacity, side_capacity);
+  const uint64_t bytes = segment_bytes(rings, first_capacity, capacity, side_capacity);
 
   bip::permissions owner_only;
   owner_only.set_permissions(0600);
@@ -328,7 +336,7 @@ SegmentHeader* create_segment(const Identity& id) {
   hold_liveness_lock(shm, name);
 
   auto* header = static_cast<SegmentHeader*>(region->get_address());
-  write_layout(*header, rings, capacity, side_capacity);
+  write_layout(*header, rings, first_capacity, capacity, side_capacity);
   header->pid = getpid();
   header->rank = id.rank;
   header->local_rank = id.local_rank;

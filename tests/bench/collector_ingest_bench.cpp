@@ -73,14 +73,14 @@ constexpr uint32_t kRings = 4, kCapacity = 1 << 16, kSide = 64;
 void BM_CollectorPass(benchmark::State& state) {
   const std::string job = "bench_ingest_" + std::to_string(getpid());
   const std::string name = segment_name(getuid(), job, getpid());
-  const uint64_t bytes = segment_bytes(kRings, kCapacity, kSide);
+  const uint64_t bytes = segment_bytes(kRings, kCapacity, kCapacity, kSide);
   const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
   if (fd < 0 || ftruncate(fd, off_t(bytes)) != 0) {
     state.SkipWithError("cannot create the segment");
     return;
   }
   auto* header = static_cast<SegmentHeader*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
-  write_layout(*header, kRings, kCapacity, kSide);
+  write_layout(*header, kRings, kCapacity, kCapacity, kSide);
   header->pid = getpid();
   header->rank = 0;
   header->clock_kind = uint32_t(kClockKind);

@@ -51,7 +51,7 @@ int64_t arrival_ns(uint32_t rank, uint32_t sequence, uint32_t straggler) {
 std::unique_ptr<trainshim::SegmentHeader> header_for(uint32_t rank, uint32_t local_rank, uint32_t world,
                                                      uint32_t node) {
   auto h = std::make_unique<trainshim::SegmentHeader>();
-  trainshim::write_layout(*h, 8, 16384, 2048);
+  trainshim::write_layout(*h, 8, 65536, 16384, 2048);
   h->pid = int32_t(10'000 + local_rank);
   h->rank = int32_t(rank);
   h->local_rank = int32_t(local_rank);

@@ -14,7 +14,8 @@ import struct
 import sys
 
 # Offsets in SegmentHeader (common/trainshim/protocol.hpp).
-HEADER_BYTES_AT, SEGMENT_BYTES_AT, RING_COUNT_AT, RING_CAPACITY_AT, SIDE_CAPACITY_AT = 12, 16, 24, 28, 36
+HEADER_BYTES_AT, SEGMENT_BYTES_AT, RING_COUNT_AT, FIRST_RING_CAPACITY_AT, RING_CAPACITY_AT, SIDE_CAPACITY_AT = (
+    12, 16, 24, 28, 32, 40)
 SIDE_KIND_MODULE = 3
 RING_CONTROL_BYTES, SLOT_BYTES, SIDE_SLOT_BYTES, SIDE_RECORD_BYTES = 192, 96, 1032, 1024
 NOTHING, CHANGE, TRUNCATE = 0, 1, 2
@@ -29,8 +30,9 @@ def u32(image, at):
 
 
 def side_records(image):
-    rings, capacity = u32(image, RING_COUNT_AT), u32(image, RING_CAPACITY_AT)
-    side_ring = u32(image, HEADER_BYTES_AT) + rings * (RING_CONTROL_BYTES + capacity * SLOT_BYTES)
+    rings, first, capacity = u32(image, RING_COUNT_AT), u32(image, FIRST_RING_CAPACITY_AT), u32(image, RING_CAPACITY_AT)
+    side_ring = (u32(image, HEADER_BYTES_AT) + RING_CONTROL_BYTES + first * SLOT_BYTES +
+                 (rings - 1) * (RING_CONTROL_BYTES + capacity * SLOT_BYTES))
     records = []
     for slot in range(u32(image, SIDE_CAPACITY_AT)):
         at = side_ring + RING_CONTROL_BYTES + slot * SIDE_SLOT_BYTES
@@ -75,6 +77,8 @@ def main(scratch, corpus):
                       control(CHANGE, struct.pack("<I", 0xFFFFFFFF), RING_COUNT_AT) + image)
                 write(os.path.join(seeds, "review-s8-geometry-ring-capacity"),
                       control(CHANGE, struct.pack("<I", 1 << 22), RING_CAPACITY_AT) + image)
+                write(os.path.join(seeds, "review-s8-geometry-first-ring-capacity"),
+                      control(CHANGE, struct.pack("<I", 1 << 22), FIRST_RING_CAPACITY_AT) + image)
                 write(os.path.join(seeds, "review-s8-truncate-rings"), control(TRUNCATE, position=4096) + image)
                 write(os.path.join(seeds, "review-s8-truncate-header"), control(TRUNCATE, position=0) + image)
         elif name.endswith(".db"):

@@ -163,7 +163,7 @@ TEST(HeldUp, MutatedRealSegmentsNeverCrashTheCollector) {
   Scratch s;
   const std::string seed_job = s.job + "seed";
   const auto seeded = run(preload_env(seed_job) + " TRAINSHIM_SPAWN_COLLECTOR=0 TRAINSHIM_RINGS=2 TRAINSHIM_RING_EVENTS=64 "
-                          "TRAINSHIM_SIDE_RECORDS=64 " + held() + " hammer 20 2");
+                          "TRAINSHIM_FIRST_RING_EVENTS=64 TRAINSHIM_SIDE_RECORDS=64 " + held() + " hammer 20 2");
   ASSERT_EQ(seeded.exit_code, 0);
   const auto segments = shm_entries(own_prefix(seed_job));
   ASSERT_EQ(segments.size(), 1u);
@@ -496,6 +496,8 @@ TEST(HeldUp, UnusableRingSettingsFallBackToTheDefaults) {
   EXPECT_EQ(segment_size("TRAINSHIM_RINGS=0"), defaults);
   EXPECT_EQ(segment_size("TRAINSHIM_SIDE_RECORDS=abc"), defaults);
   EXPECT_EQ(segment_size("TRAINSHIM_RINGS=0 TRAINSHIM_SIDE_RECORDS=abc"), defaults);
+  EXPECT_NE(segment_size("TRAINSHIM_FIRST_RING_EVENTS=16"), defaults) << "the size does not show the first ring";
+  EXPECT_EQ(segment_size("TRAINSHIM_FIRST_RING_EVENTS=-5"), defaults);
 }
 
 // Row "CLI: random file, /etc/passwd, empty file, DB truncated at each 4 KiB boundary, byte-mutated

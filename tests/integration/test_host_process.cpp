@@ -60,9 +60,9 @@ TEST(HostProcess, FullDevShmTurnsRecordingOffAndTheJobRunsUnchanged) {
       "TRAINSHIM_SPAWN_COLLECTOR=0 " + preload_env(s.job) + " " + program("host_copies_prog") +
       " 20000 1; echo rc=$?; ls -A /dev/shm | wc -l"));
   ASSERT_EQ(result.exit_code, 0) << result.out;
-  EXPECT_EQ(occurrences(result.out, "trainshim: /dev/shm has no room for 14.0 MiB: recording is off, the job runs "
+  EXPECT_EQ(occurrences(result.out, "trainshim: /dev/shm has no room for 18.5 MiB: recording is off, the job runs "
                                     "unchanged; enlarge /dev/shm (docker --shm-size) or lower "
-                                    "TRAINSHIM_RING_EVENTS/TRAINSHIM_RINGS\n"),
+                                    "TRAINSHIM_FIRST_RING_EVENTS/TRAINSHIM_RING_EVENTS/TRAINSHIM_RINGS\n"),
             1)
       << result.out;
   EXPECT_EQ(occurrences(result.out, "trainshim:"), 1) << result.out;
@@ -73,7 +73,8 @@ TEST(HostProcess, FullDevShmTurnsRecordingOffAndTheJobRunsUnchanged) {
 TEST(HostProcess, NumbersOutOfRangeInTheEnvironmentGetTheDefaultAndAWarning) {
   Scratch s;
   const auto result = run_with_messages("TRAINSHIM_SPAWN_COLLECTOR=0 TRAINSHIM_RING_EVENTS=-1 TRAINSHIM_RINGS=1e3 "
-                                        "TRAINSHIM_SIDE_RECORDS=99999999999999999999 " + preload_env(s.job) + " " +
+                                        "TRAINSHIM_SIDE_RECORDS=99999999999999999999 "
+                                        "TRAINSHIM_FIRST_RING_EVENTS=4194305 " + preload_env(s.job) + " " +
                                         program("host_copies_prog") + " 10 1");
   ASSERT_EQ(result.exit_code, 0) << result.out;
   EXPECT_EQ(occurrences(result.out, "trainshim: TRAINSHIM_RINGS=\"1e3\" is not a whole number from 1 to 256: using "
@@ -82,29 +83,53 @@ TEST(HostProcess, NumbersOutOfRangeInTheEnvironmentGetTheDefaultAndAWarning) {
                                     "4194304: using the default 16384\n"), 1) << result.out;
   EXPECT_EQ(occurrences(result.out, "trainshim: TRAINSHIM_SIDE_RECORDS=\"99999999999999999999\" is not a whole "
                                     "number from 1 to 65536: using the default 2048\n"), 1) << result.out;
-  EXPECT_EQ(occurrences(result.out, "trainshim:"), 3) << result.out;
+  EXPECT_EQ(occurrences(result.out, "trainshim: TRAINSHIM_FIRST_RING_EVENTS=\"4194305\" is not a whole number from 1 "
+                                    "to 4194304: using the default 65536\n"), 1) << result.out;
+  EXPECT_EQ(occurrences(result.out, "trainshim:"), 4) << result.out;
 
   // The geometry the process used.
   SegmentHeader header{};
   ASSERT_TRUE(take_only_segment(s.job, header));
   EXPECT_EQ(header.ring_count, 8u);
+  EXPECT_EQ(header.first_ring_capacity, 65536u);
   EXPECT_EQ(header.ring_capacity, 16384u);
   EXPECT_EQ(header.side_capacity, 2048u);
-  EXPECT_EQ(header.segment_bytes, segment_bytes(8, 16384, 2048));
+  EXPECT_EQ(header.segment_bytes, 19'417'344u);
 }
 
 TEST(HostProcess, ValidNumbersInTheEnvironmentAreUsedSilently) {
   Scratch s;
   const auto result = run_with_messages("TRAINSHIM_SPAWN_COLLECTOR=0 TRAINSHIM_RING_EVENTS=1000 TRAINSHIM_RINGS=3 "
-                                        "TRAINSHIM_SIDE_RECORDS=64 " + preload_env(s.job) + " " +
+                                        "TRAINSHIM_SIDE_RECORDS=64 TRAINSHIM_FIRST_RING_EVENTS=5000 " +
+                                        preload_env(s.job) + " " +
                                         program("host_copies_prog") + " 10 1");
   ASSERT_EQ(result.exit_code, 0) << result.out;
   EXPECT_EQ(result.out, "done 1 x 10\n");
   SegmentHeader header{};
   ASSERT_TRUE(take_only_segment(s.job, header));
   EXPECT_EQ(header.ring_count, 3u);
-  EXPECT_EQ(header.ring_capacity, 1024u);  // rounded up to a power of two
+  EXPECT_EQ(header.first_ring_capacity, 8192u);  // rounded up to a power of two
+  EXPECT_EQ(header.ring_capacity, 1024u);
   EXPECT_EQ(header.side_capacity, 64u);
+  EXPECT_EQ(header.segment_bytes, segment_bytes(3, 8192, 1024, 64));
+}
+
+// Rings asked larger than the first ring's default make the first ring as large; a first ring
+// asked smaller than the others is used as asked.
+TEST(HostProcess, TheFirstRingIsNeverSmallerThanTheOthersUnlessAsked) {
+  for (const std::string first : {"", "16"}) {
+    SCOPED_TRACE("TRAINSHIM_FIRST_RING_EVENTS=" + first);
+    Scratch s;
+    const auto result = run_with_messages("TRAINSHIM_SPAWN_COLLECTOR=0 TRAINSHIM_RINGS=2 TRAINSHIM_RING_EVENTS=131072 "
+                                          "TRAINSHIM_FIRST_RING_EVENTS=" + first + " " + preload_env(s.job) + " " +
+                                          program("host_copies_prog") + " 10 1");
+    ASSERT_EQ(result.exit_code, 0) << result.out;
+    EXPECT_EQ(result.out, "done 1 x 10\n");
+    SegmentHeader header{};
+    ASSERT_TRUE(take_only_segment(s.job, header));
+    EXPECT_EQ(header.first_ring_capacity, first.empty() ? 131072u : 16u);
+    EXPECT_EQ(header.ring_capacity, 131072u);
+  }
 }
 
 // The program unloads the runtime the shim forwarded to and loads another file of the same soname.

@@ -5,7 +5,7 @@
 //   inject    write it and exit: run as another local user, the injection of review §6
 //   truncate  hold the liveness lock as a live producer does, wait until a collector drained the
 //             event, then shrink the file to 0 bytes and exit (review §8, SIGBUS)
-//   geometry  as truncate, but rewrite ring_count/ring_capacity after validation (review §8)
+//   geometry  as truncate, but rewrite the ring count and capacities after validation (review §8)
 // With FORGE_COMM_SIZE set, the event is an all-reduce of that communicator size (review §9).
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   const uint32_t rings = 1, capacity = 4, side = 1;
-  const uint64_t bytes = segment_bytes(rings, capacity, side);
+  const uint64_t bytes = segment_bytes(rings, capacity, capacity, side);
   if (ftruncate(fd, off_t(bytes)) != 0) {
     std::perror("ftruncate");
     return 1;
@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
     std::perror("mmap");
     return 1;
   }
-  write_layout(*h, rings, capacity, side);
+  write_layout(*h, rings, capacity, capacity, side);
   h->pid = getpid();
   h->rank = 0;
   h->world_size = 1;
@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (action == "geometry") {
+    h->first_ring_capacity = kMaxRingCapacity;
     h->ring_capacity = kMaxRingCapacity;
     h->ring_count = kMaxRings;
   }

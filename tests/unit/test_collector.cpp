@@ -66,9 +66,9 @@ class TestSegment {
     name_ = segment_name(getuid(), job, o.pid) + o.suffix;
     bip::shared_memory_object::remove(name_.c_str());
     bip::shared_memory_object shm(bip::create_only, name_.c_str(), bip::read_write, owner_only());
-    shm.truncate(bip::offset_t(segment_bytes(o.rings, o.capacity, 4)));
+    shm.truncate(bip::offset_t(segment_bytes(o.rings, o.capacity, o.capacity, 4)));
     region_ = bip::mapped_region(shm, bip::read_write);
-    geometry_ = {o.rings, o.capacity, 4, segment_bytes(o.rings, o.capacity, 4)};
+    geometry_ = {o.rings, o.capacity, o.capacity, 4, segment_bytes(o.rings, o.capacity, o.capacity, 4)};
     // The producer's lock is a process's own POSIX lock, which this process could not hold for
     // itself next to the collector under test (closing any descriptor of the file would drop it):
     // an open-file-description lock stands for it, and the collector's query sees either.
@@ -91,7 +91,7 @@ class TestSegment {
 
   void fill_header() {
     SegmentHeader* h = header();
-    write_layout(*h, options_.rings, options_.capacity, 4);
+    write_layout(*h, options_.rings, options_.capacity, options_.capacity, 4);
     h->pid = options_.pid;
     h->rank = 3;
     h->local_rank = 1;
@@ -863,9 +863,10 @@ TEST_F(CollectorTest, GeometryRewrittenAfterOpeningIsNeverUsed) {
 
   SegmentHeader* h = seg.header();
   h->ring_count = kMaxRings;
+  h->first_ring_capacity = kMaxRingCapacity;
   h->ring_capacity = kMaxRingCapacity;
   h->side_capacity = kMaxSideCapacity;
-  h->segment_bytes = segment_bytes(kMaxRings, kMaxRingCapacity, kMaxSideCapacity);
+  h->segment_bytes = segment_bytes(kMaxRings, kMaxRingCapacity, kMaxRingCapacity, kMaxSideCapacity);
   ASSERT_TRUE(seg.ring(1).push(copy_record(3, 4, 20, Direction::HostToDevice, HostMemory::Pinned)));
   EXPECT_EQ(collector.pass(), 1u);
   EXPECT_EQ(rows("SELECT events, dropped_ring_full, dropped_side_full, malformed FROM processes")[0],

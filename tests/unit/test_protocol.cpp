@@ -11,13 +11,14 @@ namespace trainshim {
 namespace {
 
 constexpr uint32_t kRings = 2;
+constexpr uint32_t kFirstCapacity = 64;
 constexpr uint32_t kCapacity = 16;
 constexpr uint32_t kSide = 4;
 
 // Filled as shim/core/recorder.cpp create_segment fills a new segment's header.
 std::unique_ptr<SegmentHeader> good_header() {
   auto h = std::make_unique<SegmentHeader>();
-  write_layout(*h, kRings, kCapacity, kSide);
+  write_layout(*h, kRings, kFirstCapacity, kCapacity, kSide);
   h->pid = 1234;
   h->rank = 0;
   h->local_rank = 0;
@@ -33,7 +34,7 @@ std::unique_ptr<SegmentHeader> good_header() {
   return h;
 }
 
-const uint64_t kMapped = segment_bytes(kRings, kCapacity, kSide);
+const uint64_t kMapped = segment_bytes(kRings, kFirstCapacity, kCapacity, kSide);
 
 TEST(ValidateHeader, GoodHeaderIsOk) {
   auto h = good_header();
@@ -70,19 +71,19 @@ TEST(ValidateHeader, InconsistentGeometry) {
   {
     auto h = good_header();
     h->ring_capacity = 12;  // not a power of two
-    h->segment_bytes = segment_bytes(kRings, 12, kSide);
-    EXPECT_EQ(validate_header(*h, segment_bytes(kRings, 12, kSide)), HeaderProblem::BadGeometry);
+    h->segment_bytes = segment_bytes(kRings, kFirstCapacity, 12, kSide);
+    EXPECT_EQ(validate_header(*h, h->segment_bytes), HeaderProblem::BadGeometry);
   }
   {
     auto h = good_header();
     h->ring_capacity = 0;
-    h->segment_bytes = segment_bytes(kRings, 0, kSide);
+    h->segment_bytes = segment_bytes(kRings, kFirstCapacity, 0, kSide);
     EXPECT_EQ(validate_header(*h, kMapped), HeaderProblem::BadGeometry);
   }
   {
     auto h = good_header();
     h->ring_count = 0;
-    h->segment_bytes = segment_bytes(0, kCapacity, kSide);
+    h->segment_bytes = segment_bytes(0, kFirstCapacity, kCapacity, kSide);
     EXPECT_EQ(validate_header(*h, kMapped), HeaderProblem::BadGeometry);
   }
   {
@@ -114,15 +115,66 @@ TEST(ValidateHeader, InconsistentGeometry) {
   {
     auto h = good_header();
     h->ring_count = kMaxRings + 1;
-    h->segment_bytes = segment_bytes(kMaxRings + 1, kCapacity, kSide);
+    h->segment_bytes = segment_bytes(kMaxRings + 1, kFirstCapacity, kCapacity, kSide);
     EXPECT_EQ(validate_header(*h, h->segment_bytes), HeaderProblem::BadGeometry);
   }
   {
     auto h = good_header();
     h->ring_count = 1;
     h->ring_capacity = kMaxRingCapacity * 2;
-    h->segment_bytes = segment_bytes(1, kMaxRingCapacity * 2, kSide);
+    h->segment_bytes = segment_bytes(1, kFirstCapacity, kMaxRingCapacity * 2, kSide);
     EXPECT_EQ(validate_header(*h, h->segment_bytes), HeaderProblem::BadGeometry);
+  }
+}
+
+// The first ring's capacity is forged as the others' is: each header below is consistent with its
+// own segment_bytes and mapping unless said, so that only the capacity can be what refuses it.
+TEST(ValidateHeader, ForgedFirstRingCapacityIsRefused) {
+  {
+    auto h = good_header();
+    h->first_ring_capacity = 48;  // not a power of two
+    h->segment_bytes = segment_bytes(kRings, 48, kCapacity, kSide);
+    EXPECT_EQ(validate_header(*h, h->segment_bytes), HeaderProblem::BadGeometry);
+  }
+  {
+    auto h = good_header();
+    h->first_ring_capacity = 0;
+    h->segment_bytes = segment_bytes(kRings, 0, kCapacity, kSide);
+    EXPECT_EQ(validate_header(*h, h->segment_bytes), HeaderProblem::BadGeometry);
+  }
+  {
+    auto h = good_header();
+    h->first_ring_capacity = kMaxRingCapacity * 2;  // a power of two, too large
+    h->segment_bytes = segment_bytes(kRings, kMaxRingCapacity * 2, kCapacity, kSide);
+    EXPECT_EQ(validate_header(*h, h->segment_bytes), HeaderProblem::BadGeometry);
+  }
+  {
+    // The largest allowed is read.
+    auto h = good_header();
+    h->first_ring_capacity = kMaxRingCapacity;
+    h->segment_bytes = segment_bytes(kRings, kMaxRingCapacity, kCapacity, kSide);
+    EXPECT_EQ(validate_header(*h, h->segment_bytes), HeaderProblem::Ok);
+  }
+  {
+    // A larger first ring than segment_bytes accounts for, in a mapping large enough for it: the
+    // rings after it would lie past the end the header states.
+    auto h = good_header();
+    h->first_ring_capacity = kFirstCapacity * 2;
+    EXPECT_EQ(validate_header(*h, segment_bytes(kRings, kFirstCapacity * 2, kCapacity, kSide)),
+              HeaderProblem::BadGeometry);
+  }
+  {
+    // A segment_bytes that counts every ring at the others' capacity.
+    auto h = good_header();
+    h->segment_bytes = segment_bytes(kRings, kCapacity, kCapacity, kSide);
+    EXPECT_EQ(validate_header(*h, kMapped), HeaderProblem::BadGeometry);
+  }
+  {
+    // Consistent, but the mapping is shorter than the first ring makes the segment.
+    auto h = good_header();
+    h->first_ring_capacity = kFirstCapacity * 2;
+    h->segment_bytes = segment_bytes(kRings, kFirstCapacity * 2, kCapacity, kSide);
+    EXPECT_EQ(validate_header(*h, kMapped), HeaderProblem::BadGeometry);
   }
 }
 
@@ -391,7 +443,12 @@ TEST(ApiTable, ClassAndEnumNames) {
 
 TEST(Layout, SegmentSizes) {
   EXPECT_EQ(ring_bytes(16), 192u + 16u * 96u);
-  EXPECT_EQ(segment_bytes(2, 16, kSide), sizeof(SegmentHeader) + 2u * (192u + 16u * 96u) + 192u + kSide * 1032u);
+  EXPECT_EQ(segment_bytes(2, 16, 16, kSide), sizeof(SegmentHeader) + 2u * (192u + 16u * 96u) + 192u + kSide * 1032u);
+  EXPECT_EQ(segment_bytes(3, 64, 16, kSide),
+            sizeof(SegmentHeader) + (192u + 64u * 96u) + 2u * (192u + 16u * 96u) + 192u + kSide * 1032u);
+  // The shim's default: 8 rings, the first of 65,536 records, the others of 16,384, 2,048 side records.
+  EXPECT_EQ(sizeof(SegmentHeader), 576u);
+  EXPECT_EQ(segment_bytes(8, 65536, 16384, 2048), 19'417'344u);
   EXPECT_EQ(sizeof(SideSlot), 1032u);
   EXPECT_EQ(sizeof(SegmentHeader) % 64, 0u);
 }

@@ -24,10 +24,11 @@ namespace {
 class HeapSegment {
  public:
   HeapSegment(uint32_t rings, uint32_t capacity) {
-    const uint64_t bytes = segment_bytes(rings, capacity, 4);
+    const uint64_t bytes = segment_bytes(rings, capacity, capacity, 4);
     memory_ = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
     std::memset(memory_, 0, bytes);
     header()->ring_count = rings;
+    header()->first_ring_capacity = capacity;
     header()->ring_capacity = capacity;
     header()->side_capacity = 4;
     header()->segment_bytes = bytes;

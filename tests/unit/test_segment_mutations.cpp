@@ -23,11 +23,11 @@ namespace {
 
 namespace bip = boost::interprocess;
 
-constexpr uint32_t kRings = 2, kCapacity = 16, kSideCapacity = 8;
+constexpr uint32_t kRings = 2, kFirstCapacity = 32, kCapacity = 16, kSideCapacity = 8;
 constexpr uint64_t kModuleBase = 0x400000;
 
 void fill_header(SegmentHeader* h, const std::string& job) {
-  write_layout(*h, kRings, kCapacity, kSideCapacity);
+  write_layout(*h, kRings, kFirstCapacity, kCapacity, kSideCapacity);
   h->pid = 4242;  // no process holds the segment's lock: a collector drains it in one pass, as at a job's end
   h->rank = 0;
   h->world_size = 2;
@@ -73,7 +73,7 @@ std::string seed_bytes(const std::string& job) {
   bip::permissions owner_only;
   owner_only.set_permissions(0600);
   bip::shared_memory_object shm(bip::create_only, name.c_str(), bip::read_write, owner_only);
-  shm.truncate(bip::offset_t(segment_bytes(kRings, kCapacity, kSideCapacity)));
+  shm.truncate(bip::offset_t(segment_bytes(kRings, kFirstCapacity, kCapacity, kSideCapacity)));
   bip::mapped_region region(shm, bip::read_write);
   auto* header = static_cast<SegmentHeader*>(region.get_address());
   fill_header(header, job);
@@ -179,7 +179,7 @@ TEST_F(SegmentMutations, SeededMutationsAreReadWithoutACrash) {
   Collector collector(options(job, ":memory:"));
   std::mt19937 random(97);
   auto below = [&](std::size_t n) { return std::uniform_int_distribution<std::size_t>(0, n - 1)(random); };
-  const std::size_t structured = sizeof(SegmentHeader) + kRings * ring_bytes(kCapacity);
+  const std::size_t structured = sizeof(SegmentHeader) + event_rings_bytes(kRings, kFirstCapacity, kCapacity);
   const std::array<unsigned char, 5> special = {0, 0xff, 0x7f, 0x80, 1};
   for (int i = 1; i <= 1000; ++i) {
     SCOPED_TRACE("mutation " + std::to_string(i));

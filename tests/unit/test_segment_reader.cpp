@@ -6,10 +6,13 @@
 
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
+#include <atomic>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "core/recorder.hpp"
 #include "segment_reader.hpp"
 #include "trainshim/names.hpp"
 #include "trainshim/ring.hpp"
@@ -26,14 +29,15 @@ constexpr uint32_t kSideCapacity = 4;
 // A live producer's segment in /dev/shm, written through the ring API as the shim writes it.
 class Segment {
  public:
-  explicit Segment(uint32_t capacity = kCapacity) {
+  explicit Segment(uint32_t capacity = kCapacity) : Segment(kRings, capacity, capacity) {}
+  Segment(uint32_t rings, uint32_t first_capacity, uint32_t capacity) {
     static int counter = 0;
     name_ = segment_name(getuid(), "reader_" + std::to_string(getpid()) + "_" + std::to_string(++counter), getpid());
     bip::shared_memory_object::remove(name_.c_str());
     bip::permissions owner_only;
     owner_only.set_permissions(0600);
     bip::shared_memory_object shm(bip::create_only, name_.c_str(), bip::read_write, owner_only);
-    shm.truncate(bip::offset_t(segment_bytes(kRings, capacity, kSideCapacity)));
+    shm.truncate(bip::offset_t(segment_bytes(rings, first_capacity, capacity, kSideCapacity)));
     region_ = bip::mapped_region(shm, bip::read_write);
     // The producer's liveness lock (an open-file-description lock stands for its POSIX one).
     liveness_fd_ = open((std::string(kShmDir) + "/" + name_).c_str(), O_RDWR | O_CLOEXEC);
@@ -42,7 +46,7 @@ class Segment {
     lock.l_len = 1;
     EXPECT_EQ(fcntl(liveness_fd_, F_OFD_SETLK, &lock), 0);
     SegmentHeader* h = header();
-    write_layout(*h, kRings, capacity, kSideCapacity);
+    write_layout(*h, rings, first_capacity, capacity, kSideCapacity);
     h->pid = getpid();
     h->clock_kind = static_cast<uint32_t>(ClockKind::Monotonic);
     h->producer_state.store(static_cast<uint32_t>(ProducerState::Live), std::memory_order_release);
@@ -270,6 +274,71 @@ TEST(SegmentReader, ReaderStaysBehindAMovingHeadUntilItStops) {
   expected = range(0, 200);
   for (uint64_t v = 0; v < 3; ++v) expected.push_back(v);
   EXPECT_EQ(drain_values(late), expected);
+}
+
+}  // namespace
+}  // namespace trainshim::collector
+
+namespace trainshim::collector {
+namespace {
+
+// The shim's default geometry (8 rings, the first of 65,536 records, the others of 16,384),
+// written by the shim's recorder and read back by the collector's reader: the first thread to
+// record takes ring 0 and fills it past what a 16,384-record ring holds; the fourth thread takes
+// ring 3 and overfills it. Every record comes back from the ring it was written to, and the
+// overflow is counted, not stored.
+TEST(SegmentReader, RecordsOfTheLargerFirstRingAndOfAnotherRingRoundTrip) {
+  constexpr uint32_t kFirst = 65536, kOthers = 16384;
+  constexpr uint64_t kOnFirst = 40000, kOnFourth = kOthers + 100;
+  Segment seg(8, kFirst, kOthers);
+  // The header, ring 0, rings 1-7, the side ring of kSideCapacity.
+  ASSERT_EQ(seg.header()->segment_bytes, 576u + (192u + 65536u * 96u) + 7u * (192u + 16384u * 96u) + 192u + 4u * 1032u);
+  shim::Recorder recorder(seg.header());
+  auto record = [&](uint64_t from, uint64_t count) {
+    for (uint64_t v = from; v < from + count; ++v)
+      recorder.record(shim::thread_state(), [v](EventRecord& r) {
+        r = EventRecord{};
+        r.api = static_cast<uint16_t>(Api::cudaMemcpyAsync);
+        r.begin_ticks = v;
+        r.end_ticks = v;
+        r.detail = v;
+      });
+  };
+  // Each thread keeps its ring until the last one has recorded, so that each takes the next ring.
+  std::atomic<int> bound{0};
+  std::atomic<bool> finish{false};
+  std::vector<std::thread> threads;
+  const uint64_t firsts[] = {1'000'000, 2'000'000, 3'000'000, 4'000'000};
+  const uint64_t counts[] = {kOnFirst, 1, 1, kOnFourth};
+  for (int t = 0; t < 4; ++t) {
+    while (bound.load() != t) std::this_thread::yield();
+    threads.emplace_back([&, t] {
+      record(firsts[t], counts[t]);
+      bound.fetch_add(1);
+      while (!finish.load()) std::this_thread::yield();
+    });
+  }
+  while (bound.load() != 4) std::this_thread::yield();
+  finish = true;
+  for (auto& thread : threads) thread.join();
+
+  EXPECT_EQ(seg.ring(0).capacity(), kFirst);
+  EXPECT_EQ(seg.ring(3).capacity(), kOthers);
+  SegmentReader reader(seg.name());
+  EXPECT_EQ(reader.geometry().first_ring_capacity, kFirst);
+  EXPECT_EQ(reader.geometry().ring_capacity, kOthers);
+  std::vector<std::vector<uint64_t>> by_thread(4);
+  reader.drain([&](const EventRecord& r) { by_thread[r.detail / 1'000'000 - 1].push_back(r.detail); }, false);
+  EXPECT_EQ(by_thread[0], range(firsts[0], firsts[0] + kOnFirst)) << "ring 0 holds more than the others";
+  EXPECT_EQ(by_thread[1], range(firsts[1], firsts[1] + 1));
+  EXPECT_EQ(by_thread[2], range(firsts[2], firsts[2] + 1));
+  EXPECT_EQ(by_thread[3], range(firsts[3], firsts[3] + kOthers)) << "ring 3 holds 16,384";
+  EXPECT_EQ(reader.dropped_ring_full(), 100u);
+  const std::vector<uint64_t> expected_positions = {kOnFirst, 1, 1, kOthers, 0, 0, 0, 0};
+  EXPECT_EQ(reader.positions().rings, expected_positions);
+  reader.release();
+  EXPECT_EQ(seg.ring(0).tail(), kOnFirst);
+  EXPECT_EQ(seg.ring(3).tail(), kOthers);
 }
 
 }  // namespace
