@@ -9,6 +9,7 @@
 // complete, anything else before: zero-filled memory is an empty ring, and a slot claimed but
 // never finished (a producer that died mid-write) is told from a complete one. Only producers
 // write states; whether a slot is free follows from `tail`, which only the collector writes.
+#include <algorithm>
 #include <cstdint>
 
 #include "trainshim/protocol.hpp"
@@ -149,6 +150,9 @@ struct SegmentGeometry {
   uint64_t segment_bytes;
 
   uint32_t capacity_of(uint32_t ring) const { return ring == 0 ? first_ring_capacity : ring_capacity; }
+  uint32_t smallest_capacity() const {
+    return ring_count == 1 ? first_ring_capacity : std::min(first_ring_capacity, ring_capacity);
+  }
   // From the start of the mapping.
   uint64_t ring_offset(uint32_t ring) const {
     if (ring == 0) return sizeof(SegmentHeader);
