@@ -60,7 +60,7 @@ TEST(HostProcess, FullDevShmTurnsRecordingOffAndTheJobRunsUnchanged) {
       "TRAINSHIM_SPAWN_COLLECTOR=0 " + preload_env(s.job) + " " + program("host_copies_prog") +
       " 20000 1; echo rc=$?; ls -A /dev/shm | wc -l"));
   ASSERT_EQ(result.exit_code, 0) << result.out;
-  EXPECT_EQ(occurrences(result.out, "trainshim: /dev/shm has no room for 18.5 MiB: recording is off, the job runs "
+  EXPECT_EQ(occurrences(result.out, "trainshim: /dev/shm has no room for 24.5 MiB: recording is off, the job runs "
                                     "unchanged; enlarge /dev/shm (docker --shm-size) or lower "
                                     "TRAINSHIM_FIRST_RING_EVENTS/TRAINSHIM_RING_EVENTS/TRAINSHIM_RINGS\n"),
             1)
@@ -84,17 +84,17 @@ TEST(HostProcess, NumbersOutOfRangeInTheEnvironmentGetTheDefaultAndAWarning) {
   EXPECT_EQ(occurrences(result.out, "trainshim: TRAINSHIM_SIDE_RECORDS=\"99999999999999999999\" is not a whole "
                                     "number from 1 to 65536: using the default 2048\n"), 1) << result.out;
   EXPECT_EQ(occurrences(result.out, "trainshim: TRAINSHIM_FIRST_RING_EVENTS=\"4194305\" is not a whole number from 1 "
-                                    "to 4194304: using the default 65536\n"), 1) << result.out;
+                                    "to 4194304: using the default 131072\n"), 1) << result.out;
   EXPECT_EQ(occurrences(result.out, "trainshim:"), 4) << result.out;
 
   // The geometry the process used.
   SegmentHeader header{};
   ASSERT_TRUE(take_only_segment(s.job, header));
   EXPECT_EQ(header.ring_count, 8u);
-  EXPECT_EQ(header.first_ring_capacity, 65536u);
+  EXPECT_EQ(header.first_ring_capacity, 131072u);
   EXPECT_EQ(header.ring_capacity, 16384u);
   EXPECT_EQ(header.side_capacity, 2048u);
-  EXPECT_EQ(header.segment_bytes, 19'417'344u);
+  EXPECT_EQ(header.segment_bytes, 25'708'800u);
 }
 
 TEST(HostProcess, ValidNumbersInTheEnvironmentAreUsedSilently) {

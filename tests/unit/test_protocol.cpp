@@ -446,9 +446,9 @@ TEST(Layout, SegmentSizes) {
   EXPECT_EQ(segment_bytes(2, 16, 16, kSide), sizeof(SegmentHeader) + 2u * (192u + 16u * 96u) + 192u + kSide * 1032u);
   EXPECT_EQ(segment_bytes(3, 64, 16, kSide),
             sizeof(SegmentHeader) + (192u + 64u * 96u) + 2u * (192u + 16u * 96u) + 192u + kSide * 1032u);
-  // The shim's default: 8 rings, the first of 65,536 records, the others of 16,384, 2,048 side records.
+  // The shim's default: 8 rings, the first of 131,072 records, the others of 16,384, 2,048 side records.
   EXPECT_EQ(sizeof(SegmentHeader), 576u);
-  EXPECT_EQ(segment_bytes(8, 65536, 16384, 2048), 19'417'344u);
+  EXPECT_EQ(segment_bytes(8, 131072, 16384, 2048), 25'708'800u);
   EXPECT_EQ(sizeof(SideSlot), 1032u);
   EXPECT_EQ(sizeof(SegmentHeader) % 64, 0u);
 }

@@ -282,7 +282,7 @@ TEST(SegmentReader, ReaderStaysBehindAMovingHeadUntilItStops) {
 namespace trainshim::collector {
 namespace {
 
-// The shim's default geometry (8 rings, the first of 65,536 records, the others of 16,384),
+// A geometry shaped like the shim's default (8 rings, the first larger: 65,536 records, the others 16,384),
 // written by the shim's recorder and read back by the collector's reader: the first thread to
 // record takes ring 0 and fills it past what a 16,384-record ring holds; the fourth thread takes
 // ring 3 and overfills it. Every record comes back from the ring it was written to, and the
