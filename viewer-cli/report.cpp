@@ -242,7 +242,10 @@ void add_findings(Report& report) {
 
 std::string loss_advice(const LostEvents& lost) {
   std::vector<std::string> causes;
-  if (lost.ring_full > 0) causes.push_back("ring full: raise TRAINSHIM_RING_EVENTS (events per ring) or TRAINSHIM_RINGS");
+  if (lost.ring_full > 0)
+    causes.push_back(
+        "ring full: raise TRAINSHIM_FIRST_RING_EVENTS (the main thread's ring), TRAINSHIM_RING_EVENTS (the other "
+        "threads') or TRAINSHIM_RINGS");
   if (lost.side_ring_full > 0) causes.push_back("side ring full: raise TRAINSHIM_SIDE_RECORDS");
   if (lost.not_ready > 0)
     causes.push_back("before recording started: other threads called CUDA while the first call set recording up, "

@@ -210,13 +210,17 @@ TEST_F(ReportTest, PerRankFiguresTotalsAndFindings) {
   EXPECT_EQ(findings[3]["rank"], 1);
   EXPECT_EQ(findings[3]["calls"], 6200);
   EXPECT_TRUE(findings[3]["message"].get<std::string>().starts_with("rank 1 lost 6,200 records ("));
-  EXPECT_EQ(findings[3]["advice"], "ring full: raise TRAINSHIM_RING_EVENTS (events per ring) or TRAINSHIM_RINGS");
+  EXPECT_EQ(findings[3]["advice"],
+            "ring full: raise TRAINSHIM_FIRST_RING_EVENTS (the main thread's ring), TRAINSHIM_RING_EVENTS (the other "
+            "threads') or TRAINSHIM_RINGS");
 }
 
 // Larger rings help only records lost to a full ring; each cause gets its own advice, and a cause
 // that lost nothing gets none.
 TEST(LossAdvice, EachCauseGetsItsOwnAdvice) {
-  const std::string ring = "ring full: raise TRAINSHIM_RING_EVENTS (events per ring) or TRAINSHIM_RINGS";
+  const std::string ring =
+      "ring full: raise TRAINSHIM_FIRST_RING_EVENTS (the main thread's ring), TRAINSHIM_RING_EVENTS (the other "
+      "threads') or TRAINSHIM_RINGS";
   const std::string side = "side ring full: raise TRAINSHIM_SIDE_RECORDS";
   const std::string starting =
       "before recording started: other threads called CUDA while the first call set recording up, which larger "
