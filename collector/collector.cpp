@@ -254,7 +254,8 @@ void Collector::run(const std::atomic<bool>& stop) {
     if (stored) {
       pause = kShortestPause;
       uint64_t batch = std::numeric_limits<uint32_t>::max();
-      for (const auto& [name, t] : segments_) batch = std::min<uint64_t>(batch, t.reader->geometry().smallest_capacity() / 8);
+      for (const auto& [name, t] : segments_)
+        batch = std::min<uint64_t>(batch, t.reader->geometry().smallest_capacity() / 8);
       if (stored < batch) {
         const auto until_batch = (pass_began - previous_pass_began) * double(batch - stored) / double(stored);
         std::this_thread::sleep_for(std::min<clock::duration>(
