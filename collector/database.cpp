@@ -217,7 +217,6 @@ Database::Database(const std::string& path, const std::string& job, const std::s
     delete_event_ = prepare("DELETE FROM events WHERE rowid = ?");
     insert_python_string_ = prepare(insert_statement("python_strings", OnConflict::Ignore).c_str());
     insert_recent_ = prepare(insert_statement("recent_events").c_str());
-    delete_recent_ = prepare("DELETE FROM recent_events WHERE process_id = ?");
     delete_recent_rows_ = prepare("DELETE FROM recent_events WHERE rowid BETWEEN ? AND ? AND process_id = ?");
     upsert_calls_ = prepare(insert_statement("calls", OnConflict::Merge).c_str());
     upsert_position_ = prepare(insert_statement("segment_positions", OnConflict::Merge).c_str());
@@ -256,8 +255,8 @@ Database::~Database() {
 }
 
 void Database::finalize_all() {
-  for (auto* s : {insert_event_, fold_timing_, delete_event_, upsert_calls_, insert_recent_, delete_recent_,
-                  delete_recent_rows_, upsert_position_, insert_process_, update_process_, insert_log_, insert_module_,
+  for (auto* s : {insert_event_, fold_timing_, delete_event_, upsert_calls_, insert_recent_, delete_recent_rows_,
+                  upsert_position_, insert_process_, update_process_, insert_log_, insert_module_,
                   insert_python_string_, insert_native_frame_, insert_python_frame_, insert_python_stack_, upsert_hang_})
     sqlite3_finalize(s);
 }
@@ -434,16 +433,6 @@ void Database::add_calls(int64_t process_id, const CallKey& k, const CallTotals&
   static_assert(std::size(values) == schema::insert_column_count("calls"));
   for (int i = 0; i < int(std::size(values)); ++i) sqlite3_bind_int64(upsert_calls_, i + 1, values[i]);
   step_and_reset(db_, upsert_calls_);
-}
-
-void Database::replace_recent_events(int64_t process_id, const RecentWindow& window) {
-  begin_if_needed();
-  sqlite3_bind_int64(delete_recent_, 1, process_id);
-  step_and_reset(db_, delete_recent_);
-  window.for_each([&](const StoredEvent& e) {
-    bind_event(insert_recent_, process_id, e.record, e.begin_ns, e.end_ns, e.follows_copy);
-    step_and_reset(db_, insert_recent_);
-  });
 }
 
 int64_t Database::add_recent_event(int64_t process_id, const StoredEvent& e) {

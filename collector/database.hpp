@@ -70,8 +70,6 @@ class Database {
   void restore_timings(int64_t process_id, TimingFolder& folder);
   // The process ended: the timings whose collective never came are dropped (they stay counted).
   void forget_timings(TimingFolder& folder);
-  // Replaces the process's `recent_events` with the window's.
-  void replace_recent_events(int64_t process_id, const RecentWindow& window);
   // One row of `recent_events`; returns its rowid (rowid order is the table's time order).
   int64_t add_recent_event(int64_t process_id, const StoredEvent& event);
   // The process's rows of `recent_events` with rowids first..last.
@@ -130,7 +128,6 @@ class Database {
   sqlite3_stmt* insert_python_string_ = nullptr;
   sqlite3_stmt* upsert_calls_ = nullptr;
   sqlite3_stmt* insert_recent_ = nullptr;
-  sqlite3_stmt* delete_recent_ = nullptr;
   sqlite3_stmt* delete_recent_rows_ = nullptr;
   sqlite3_stmt* upsert_position_ = nullptr;
   sqlite3_stmt* insert_process_ = nullptr;

@@ -97,19 +97,14 @@ class RecentWindow {
   // What a collector that died had written: the window goes on from there, as written.
   void restore(const std::vector<StoredEvent>& events) {
     for (const StoredEvent& e : events) push(e);
-    written_ = next_;
   }
   // Every event pushed so far, restored ones included: what came since a moment is the difference.
   uint64_t pushed() const { return next_; }
-  // Whether anything came since the last `mark_written`.
-  bool changed() const { return next_ != written_; }
-  void mark_written() { written_ = next_; }
 
  private:
   uint32_t capacity_;
   std::vector<StoredEvent> events_;
   uint64_t next_ = 0;
-  uint64_t written_ = 0;
 };
 
 // What a collective's GPU timing adds to the collective's row.

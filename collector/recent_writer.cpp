@@ -8,11 +8,13 @@ void RecentWriter::track(int64_t process_id, const RecentWindow& window) {
   Process& p = processes_[process_id];
   p.capacity = window.capacity();
   p.queued_up_to = window.pushed();
-  for (const int64_t rowid : database_.recent_event_rowids(process_id)) {
-    if (!p.in_table.empty() && p.in_table.back().last + 1 == rowid) ++p.in_table.back().last;
-    else p.in_table.push_back({rowid, rowid});
-    ++p.rows_in_table;
-  }
+  for (const int64_t rowid : database_.recent_event_rowids(process_id)) p.note_row(rowid);
+}
+
+void RecentWriter::Process::note_row(int64_t rowid) {
+  if (!in_table.empty() && in_table.back().last + 1 == rowid) ++in_table.back().last;
+  else in_table.push_back({rowid, rowid});
+  ++rows_in_table;
 }
 
 void RecentWriter::queue(int64_t process_id, const RecentWindow& window) {
@@ -66,12 +68,7 @@ std::size_t RecentWriter::write(std::size_t budget) {
     const std::size_t n = std::min(budget - written, p.queue.size() - p.next);
     if (n > 0) {
       if (p.rows_in_table + n > p.capacity) forget_oldest(it->first, p, p.rows_in_table + n - p.capacity);
-      for (std::size_t i = p.next; i < p.next + n; ++i) {
-        const int64_t rowid = database_.add_recent_event(it->first, p.queue[i]);
-        if (!p.in_table.empty() && p.in_table.back().last + 1 == rowid) ++p.in_table.back().last;
-        else p.in_table.push_back({rowid, rowid});
-      }
-      p.rows_in_table += n;
+      for (std::size_t i = p.next; i < p.next + n; ++i) p.note_row(database_.add_recent_event(it->first, p.queue[i]));
       p.next += n;
       written += n;
     }

@@ -51,6 +51,8 @@ class RecentWriter {
     std::deque<Rows> in_table;  // oldest first
     uint64_t rows_in_table = 0;
     bool finished = false;
+    // A row of the process now in the table, newest so far.
+    void note_row(int64_t rowid);
   };
   void forget_oldest(int64_t process_id, Process& p, uint64_t count);
 

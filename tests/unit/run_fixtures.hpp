@@ -7,6 +7,7 @@
 
 #include "database.hpp"
 #include "ingest.hpp"
+#include "recent_writer.hpp"
 #include "trainshim/protocol.hpp"
 
 namespace trainshim::test {
@@ -32,10 +33,12 @@ inline std::unique_ptr<SegmentHeader> header_for(int rank, int pid, const char* 
 
 // Stores records as the collector does (Collector::store and store_recent): every record counted
 // in `calls`, the ones analyses need one by one in `events`, the most recent copies and polls of
-// each process in `recent_events`. Written by store(), before the database's commit.
+// each process in `recent_events` (through the collector's RecentWriter, whole at each store()).
+// Written by store(), before the database's commit.
 class Records {
  public:
-  explicit Records(collector::Database& db, uint32_t recent_events = 20000) : db_(db), recent_events_(recent_events) {}
+  explicit Records(collector::Database& db, uint32_t recent_events = 20000)
+      : db_(db), recent_events_(recent_events), recent_writer_(db) {}
 
   void add(int64_t process, const EventRecord& record, uint64_t begin_ns, uint64_t end_ns) {
     ingest(process).add(record, begin_ns, end_ns);
@@ -45,22 +48,24 @@ class Records {
     for (auto& [process, ingest] : processes_) {
       db_.add_pass(process, *ingest);
       ingest->clear_pass();
-      if (ingest->recent().changed()) {
-        db_.replace_recent_events(process, ingest->recent());
-        ingest->recent().mark_written();
-      }
+      recent_writer_.queue(process, ingest->recent());
     }
+    recent_writer_.write(collector::RecentWriter::kEverything);
   }
 
  private:
   collector::ProcessIngest& ingest(int64_t process) {
     auto& slot = processes_[process];
-    if (!slot) slot = std::make_unique<collector::ProcessIngest>(recent_events_);
+    if (!slot) {
+      slot = std::make_unique<collector::ProcessIngest>(recent_events_);
+      recent_writer_.track(process, slot->recent());
+    }
     return *slot;
   }
 
   collector::Database& db_;
   uint32_t recent_events_;
+  collector::RecentWriter recent_writer_;
   std::map<int64_t, std::unique_ptr<collector::ProcessIngest>> processes_;
 };
 
