@@ -1,0 +1,247 @@
+// The `trainshim` command's outputs compared whole, byte for byte, with the files beside this one.
+// Update them after an intended change of the output with
+//   TRAINSHIM_UPDATE_GOLDEN=1 ctest -R Golden
+// (run from the build directory), then read `git diff tests/golden` before committing it.
+//
+// The run databases are written here, in process, by the collector's own Database (a three-rank
+// job with every section of the report filled); the command is the built `trainshim` binary, run
+// in the databases' directory on names without a directory, so that no path of a temporary
+// directory, time of day or pid reaches the output.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "database.hpp"
+#include "hang_watch.hpp"
+#include "run_fixtures.hpp"
+#include "temp_dir.hpp"
+
+namespace trainshim {
+namespace {
+
+using collector::Database;
+
+constexpr uint64_t kWorld = 0xA11;  // the communicator of the three ranks
+constexpr int kRanks = 3;
+constexpr int kSteps = 4;
+constexpr uint64_t kStepNs = 20'000'000;
+constexpr uint64_t kFirstStepNs = 10'000'000;
+constexpr uint32_t kLoadBatchLine = 41;
+
+// Native and Python stacks, by their ids in each process.
+enum Stack : uint32_t { kItem = 1, kSynchronize = 2, kQuery = 3, kLoadBatch = 4, kNonzero = 5 };
+
+void add_stacks(Database& db, int64_t process) {
+  db.add_native_frame(process, kItem, 0, {0x1000, "/opt/torch/lib/libtorch_cuda.so", "at::native::_local_scalar_dense(at::Tensor const&)", "", 0});
+  db.add_native_frame(process, kItem, 1, {0x2000, "/opt/torch/lib/libtorch_python.so", "THPVariable_item", "", 0});
+  db.add_python_frame(process, kItem, 0, "/src/train.py", "train_step", 57, "loss_val = loss.item()");
+  db.add_python_frame(process, kItem, 1, "/src/train.py", "main", 90, "train_step(model, batch)");
+  db.add_native_frame(process, kSynchronize, 0, {0x3000, "/opt/torch/lib/libc10_cuda.so", "c10::cuda::device_synchronize()", "", 0});
+  db.add_native_frame(process, kSynchronize, 1, {0x4000, "/opt/torch/lib/libtorch_python.so", "THCPModule_cudaSynchronize", "", 0});
+  db.add_python_frame(process, kSynchronize, 0, "/src/train.py", "train_step", 71, "torch.cuda.synchronize()");
+  db.add_python_frame(process, kSynchronize, 1, "/src/train.py", "main", 90, "train_step(model, batch)");
+  db.add_python_frame(process, kQuery, 0, "/src/train.py", "wait_for_copy", 80, "while not done.query(): pass");
+  db.add_python_frame(process, kLoadBatch, 0, "/src/data.py", "load_batch", int(kLoadBatchLine), "batch = batch.to(device)");
+  db.add_python_frame(process, kLoadBatch, 1, "/src/train.py", "main", 88, "batch = load_batch(it)");
+  db.add_native_frame(process, kNonzero, 0, {0x5000, "/opt/torch/lib/libtorch_cpu.so", "at::_ops::nonzero::call(at::Tensor const&)", "", 0});
+  db.add_python_frame(process, kNonzero, 0, "/src/train.py", "train_step", 64, "idx = mask.nonzero()");
+}
+
+EventRecord call(Api api, uint32_t tid) {
+  EventRecord r{};
+  r.api = static_cast<uint16_t>(api);
+  r.tid = tid;
+  return r;
+}
+
+EventRecord copy(Api api, uint32_t tid, uint64_t bytes, Direction d, HostMemory m) {
+  EventRecord r = call(api, tid);
+  r.bytes = bytes;
+  r.direction = static_cast<uint8_t>(d);
+  r.host_memory = static_cast<uint8_t>(m);
+  r.stream = 0x7f00;
+  return r;
+}
+
+EventRecord sync(Api api, uint32_t tid, uint32_t native_stack, uint32_t python_stack) {
+  EventRecord r = call(api, tid);
+  r.native_stack = native_stack;
+  r.python_stack = python_stack;
+  return r;
+}
+
+EventRecord all_reduce(int rank, uint32_t sequence) {
+  EventRecord r = call(Api::ncclAllReduce, 100 + uint32_t(rank));
+  r.object = kWorld;
+  r.sequence = sequence;
+  r.comm_size = kRanks;
+  r.rank_in_comm = uint32_t(rank);
+  r.bytes = 1 << 20;
+  r.detail = 7;  // ncclSum (0) << 8 | ncclFloat32 (7)
+  return r;
+}
+
+// Run A (`after` false), and run B, the same job after a change: rank 0 reads its loss twice a
+// step and copies from pinned memory, rank 1 calls nonzero() each step, rank 2 is no longer late.
+//
+// Each step of each rank: an H2D copy, a sync, one all-reduce of 1 MiB timed on the GPU. Rank 0
+// reads its loss (Tensor.item()) and polls a stream; rank 1 reads its loss and calls
+// torch.cuda.synchronize(); rank 2 waits 3 ms in an unclassified sync loading its batch just
+// before each all-reduce, so that the other two ranks wait 4 ms for it there (the straggler).
+// Ranks 0 and 1 then enter all-reduce #5, which rank 2 never reaches: a hang the collector's
+// HangWatch reports. Rank 2 lost records to a full ring; rank 1 had collectives it could not time.
+void write_run(const std::string& path, bool after) {
+  Database db(path, "unitjob");
+  collector::HangWatch hangs(2'000'000'000);
+  test::Records records(db);
+  for (int rank = kRanks - 1; rank >= 0; --rank) {  // added out of order: the outputs order by rank
+    auto header = test::header_for(rank, 100 + rank, rank == 2 ? "nodeB" : "nodeA");
+    header->world_size = kRanks;
+    const int64_t p = db.add_process("seg-" + std::to_string(100 + rank), *header);
+    add_stacks(db, p);
+    const uint32_t main_thread = 100 + uint32_t(rank);
+    int64_t events = 0;
+    auto add = [&](const EventRecord& r, uint64_t begin, uint64_t duration) {
+      records.add(p, r, begin, begin + duration);
+      ++events;
+    };
+    for (uint32_t step = 0; step < kSteps; ++step) {
+      const uint64_t base = kFirstStepNs + step * kStepNs;
+      const bool pageable = rank == 0 && !after;
+      add(copy(Api::cudaMemcpyAsync, main_thread, 4 << 20, Direction::HostToDevice,
+               pageable ? HostMemory::Pageable : HostMemory::Pinned),
+          base, pageable ? 800'000 : 50'000);
+      if (rank == 0) {
+        add(sync(Api::cudaStreamSynchronize, main_thread, kItem, kItem), base + 1'000'000, 300'000);
+        if (after) add(sync(Api::cudaStreamSynchronize, main_thread, kItem, kItem), base + 1'500'000, 300'000);
+        add(sync(Api::cudaStreamQuery, main_thread, 0, kQuery), base + 2'000'000, 2'000);
+      }
+      if (rank == 1) {
+        add(sync(Api::cudaStreamSynchronize, main_thread, kItem, kItem), base + 1'000'000, 250'000);
+        if (after) add(sync(Api::cudaStreamSynchronize, main_thread, kNonzero, kNonzero), base + 1'500'000, 100'000);
+        add(sync(Api::cudaDeviceSynchronize, main_thread, kSynchronize, kSynchronize), base + 2'000'000, 400'000);
+      }
+      if (rank == 2)
+        add(sync(Api::cudaStreamSynchronize, main_thread, 0, kLoadBatch), base + 2'000'000, after ? 300'000 : 3'000'000);
+      // The last rank to arrive has the shortest GPU duration: every rank's ends together.
+      const EventRecord collective = all_reduce(rank, step + 1);
+      const uint64_t at = base + 5'000'000;
+      add(collective, at, 100'000);
+      hangs.observe(rank, collective, int64_t(at), "train.py:95");
+      EventRecord timing = collective;
+      timing.api = static_cast<uint16_t>(Api::ncclGpuTiming);
+      timing.detail = rank == 2 && !after ? 1'000'000 : 5'000'000;
+      add(timing, at, 100'000);
+      hangs.observe(rank, timing, int64_t(at), "");
+    }
+    const uint64_t end = kFirstStepNs + kSteps * kStepNs;
+    if (rank == 2) {
+      hangs.note_activity(rank, "cudaStreamSynchronize", "/src/data.py:" + std::to_string(kLoadBatchLine), int64_t(end));
+    } else {
+      const EventRecord hung = all_reduce(rank, kSteps + 1);
+      add(hung, end, 100'000);
+      hangs.observe(rank, hung, int64_t(end), "train.py:95");
+    }
+    db.update_process(p, {.events = uint64_t(events),
+                          .dropped_ring_full = rank == 2 ? 17u : 0u,
+                          .untimed_no_event = rank == 1 ? 2u : 0u,
+                          .python_stacks = python_stacks_word(PythonStacks::Available, 11),
+                          .ended = rank != 0});
+  }
+  // As the collector's watch_hangs() stores what it finds, 30 s after the hung all-reduce began.
+  for (const collector::Hang& h : hangs.check(int64_t(kFirstStepNs + kSteps * kStepNs) + 30'000'000'000))
+    db.record_hang(fmt::format("{:016x}", h.communicator), h.sequence, h.op, collector::rank_list(h.waiting),
+                   collector::rank_list(h.missing), h.waited_ns, h.message);
+  records.store();
+  db.commit();
+}
+
+struct Output {
+  std::string text;
+  int exit_code = -1;
+};
+
+// `trainshim ARGUMENTS`, run in `dir`: its standard output and exit code. TRAINSHIM_STEP, which
+// would name the step, is left out of its environment.
+Output trainshim(const std::string& dir, const std::string& arguments) {
+  const std::string command = "cd '" + dir + "' && env -u TRAINSHIM_STEP '" TRAINSHIM_CLI "' " + arguments;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) throw std::runtime_error("cannot run " + command);
+  Output out;
+  char buffer[65536];
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.text.append(buffer, n);
+  const int status = pclose(pipe);
+  out.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+bool updating() {
+  const char* update = std::getenv("TRAINSHIM_UPDATE_GOLDEN");
+  return update && *update && std::string(update) != "0";
+}
+
+// The whole output against tests/golden/<name>; with TRAINSHIM_UPDATE_GOLDEN=1 the file is
+// rewritten instead.
+void expect_golden(const std::string& name, const std::string& actual) {
+  const std::filesystem::path file = std::filesystem::path(TRAINSHIM_GOLDEN_DIR) / name;
+  if (updating()) {
+    std::ofstream(file, std::ios::binary) << actual;
+    std::printf("rewrote %s\n", file.c_str());
+    return;
+  }
+  std::ifstream in(file, std::ios::binary);
+  ASSERT_TRUE(in) << file << " is missing: write it with TRAINSHIM_UPDATE_GOLDEN=1 ctest -R Golden";
+  std::ostringstream expected;
+  expected << in.rdbuf();
+  EXPECT_EQ(actual, expected.str()) << "the output differs from " << file
+                                    << "; if the change is intended: TRAINSHIM_UPDATE_GOLDEN=1 ctest -R Golden";
+}
+
+class Golden : public test::TempDirTest {
+ protected:
+  void SetUp() override {
+    write_run(dir_ + "/a.db", false);
+    write_run(dir_ + "/b.db", true);
+  }
+};
+
+TEST_F(Golden, ReportText) {
+  const Output out = trainshim(dir_, "report a.db");
+  EXPECT_EQ(out.exit_code, 0);
+  expect_golden("report.txt", out.text);
+}
+
+TEST_F(Golden, ReportJson) {
+  const Output out = trainshim(dir_, "report --json a.db");
+  EXPECT_EQ(out.exit_code, 0);
+  expect_golden("report.json", out.text);
+}
+
+TEST_F(Golden, DiffText) {
+  const Output out = trainshim(dir_, "diff a.db b.db");
+  EXPECT_EQ(out.exit_code, 0);
+  expect_golden("diff.txt", out.text);
+}
+
+// Run A breaks the default policy (its straggler's waits, the lost records): exit code 1.
+TEST_F(Golden, AuditJunit) {
+  const Output out = trainshim(dir_, "audit a.db --format junit");
+  EXPECT_EQ(out.exit_code, 1);
+  expect_golden("audit.junit.xml", out.text);
+}
+
+TEST_F(Golden, ChromeTrace) {
+  const Output out = trainshim(dir_, "export a.db --format chrome -o -");
+  EXPECT_EQ(out.exit_code, 0);
+  expect_golden("trace.json", out.text);
+}
+
+}  // namespace
+}  // namespace trainshim
