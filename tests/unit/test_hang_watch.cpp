@@ -125,5 +125,100 @@ TEST(HangWatch, UnseenRanksOfTheLargestCommunicatorAreCountedNotListed) {
                              "1048574 ranks of the communicator not seen on this node");
 }
 
+// Rank 1's collectives are never timed (finished stays 0): its missing timing says nothing, so it
+// is never listed as waiting; rank 0, whose collectives 1..4 were timed, is.
+TEST(HangWatch, AMemberWhoseCollectivesWereNeverTimedIsNotWaiting) {
+  HangWatch w(10 * kS);
+  for (uint32_t rank : {0u, 1u})
+    for (uint32_t seq = 1; seq <= 5; ++seq) {
+      w.observe(int(rank), call(Api::ncclAllReduce, rank, seq), int64_t(seq) * kS, "");
+      if (rank == 0 && seq < 5) w.observe(0, call(Api::ncclGpuTiming, rank, seq), int64_t(seq) * kS, "");
+    }
+  const auto hangs = w.check(30 * kS);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_EQ(hangs[0].waiting, (std::vector<int>{0}));
+  EXPECT_TRUE(hangs[0].missing.empty());
+  EXPECT_EQ(hangs[0].message, "ncclAllReduce #5 on communicator 0000000000c0ffee: rank 0 waiting for 25 s; "
+                              "2 ranks of the communicator not seen on this node");
+}
+
+// No member was ever timed: nobody can be told waiting, so there is no hang to report.
+TEST(HangWatch, NoHangWhenNoMemberWasEverTimed) {
+  HangWatch w(10 * kS);
+  for (uint32_t rank : {0u, 1u})
+    for (uint32_t seq = 1; seq <= 5; ++seq) w.observe(int(rank), call(Api::ncclAllReduce, rank, seq), int64_t(seq) * kS, "");
+  EXPECT_TRUE(w.check(30 * kS).empty());
+}
+
+// Every rank of a two-rank communicator is on this node; rank 1 never entered #3. It is named
+// missing, with what it did last; rank 0 waits.
+TEST(HangWatch, ARankThatNeverEnteredIsMissingWithItsLastActivity) {
+  HangWatch w(10 * kS);
+  for (uint32_t rank : {0u, 1u})
+    for (uint32_t seq = 1; seq <= 2; ++seq) {
+      EventRecord entered = call(Api::ncclAllReduce, rank, seq);
+      entered.comm_size = 2;
+      w.observe(int(rank), entered, int64_t(seq) * kS, "train.py:95");
+      EventRecord timed = call(Api::ncclGpuTiming, rank, seq);
+      timed.comm_size = 2;
+      w.observe(int(rank), timed, int64_t(seq) * kS, "");
+    }
+  EventRecord third = call(Api::ncclAllReduce, 0, 3);
+  third.comm_size = 2;
+  w.observe(0, third, 3 * kS, "train.py:95");
+  w.note_activity(1, "cudaStreamSynchronize", "data.py:41", 4 * kS);
+
+  EXPECT_TRUE(w.check(12 * kS).empty()) << "9 s: below the 10 s threshold";
+  const auto hangs = w.check(30 * kS);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_EQ(hangs[0].sequence, 3u);
+  EXPECT_EQ(hangs[0].op, "ncclAllReduce");
+  EXPECT_EQ(hangs[0].waited_ns, 27 * kS);
+  EXPECT_EQ(hangs[0].waiting, (std::vector<int>{0}));
+  EXPECT_EQ(hangs[0].missing, (std::vector<int>{1}));
+  EXPECT_EQ(hangs[0].message, "ncclAllReduce #3 on communicator 0000000000c0ffee: rank 0 waiting for 27 s; "
+                              "rank 1 never entered it; rank 1's last activity: cudaStreamSynchronize at data.py:41, "
+                              "26 s ago");
+}
+
+// Every rank of the communicator is here and entered it, and the GPU finished it for every one
+// that is timed: no hang, however long ago it began.
+TEST(HangWatch, ACollectiveFinishedEverywhereIsNoHang) {
+  HangWatch w(10 * kS);
+  for (uint32_t rank : {0u, 1u}) {
+    EventRecord entered = call(Api::ncclAllReduce, rank, 1);
+    entered.comm_size = 2;
+    w.observe(int(rank), entered, kS, "");
+    EventRecord timed = call(Api::ncclGpuTiming, rank, 1);
+    timed.comm_size = 2;
+    w.observe(int(rank), timed, kS, "");
+  }
+  EXPECT_TRUE(w.check(100 * kS).empty());
+}
+
+// A hang is reported at every check while it lasts (the collector updates its row), but fresh
+// (said to the user) only at the first; a later collective that hangs is fresh again.
+TEST(HangWatch, AHangIsFreshOnlyAtTheFirstCheckThatFindsIt) {
+  HangWatch w = two_local_ranks_in_fifth(0);
+  const auto first = w.check(30 * kS);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_TRUE(first[0].fresh);
+  const auto second = w.check(40 * kS);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_FALSE(second[0].fresh);
+  EXPECT_EQ(second[0].sequence, 5u);
+  EXPECT_EQ(second[0].waited_ns, 35 * kS);
+
+  for (uint32_t rank : {0u, 1u}) {
+    w.observe(int(rank), call(Api::ncclGpuTiming, rank, 5), 41 * kS, "");
+    w.observe(int(rank), call(Api::ncclAllReduce, rank, 6), 42 * kS, "");
+  }
+  EXPECT_TRUE(w.check(45 * kS).empty()) << "#6 began 3 s ago";
+  const auto later = w.check(60 * kS);
+  ASSERT_EQ(later.size(), 1u);
+  EXPECT_EQ(later[0].sequence, 6u);
+  EXPECT_TRUE(later[0].fresh);
+}
+
 }  // namespace
 }  // namespace trainshim::collector
