@@ -1,4 +1,4 @@
-// Identity and names: who a process is in its job, and the shared-memory names derived from it.
+// Identity: who a process is in its job, read from its launcher's environment.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -159,22 +159,6 @@ TEST_F(IdentityTest, TorchrunPlaceholderWithoutALaunchDirectoryStaysThePlacehold
     set("TORCHELASTIC_ERROR_FILE", not_torchrun);
     EXPECT_EQ(launch_from_environment(), "") << not_torchrun;
   }
-}
-
-TEST(Names, SanitizeJob) {
-  EXPECT_EQ(sanitize_job("a/b c-d"), "a_b_c_d");
-  EXPECT_EQ(sanitize_job("Run_1.2"), "Run_1.2");
-  EXPECT_EQ(sanitize_job("../x"), ".._x");
-  EXPECT_EQ(sanitize_job(""), "job");
-  EXPECT_EQ(sanitize_job(std::string(150, 'z')), std::string(100, 'z'));
-}
-
-TEST(Names, SegmentAndLockNames) {
-  EXPECT_EQ(segment_prefix(1000, "run7"), "trainshim-1000-run7-");
-  EXPECT_EQ(segment_name(1000, "run7", 4242), "trainshim-1000-run7-4242");
-  EXPECT_EQ(collector_lock_path(1000, "run7"), "/dev/shm/trainshim-1000-run7.lock");
-  // The lock file never looks like one of the job's segments.
-  EXPECT_FALSE(collector_lock_path(1000, "run7").substr(9).starts_with(segment_prefix(1000, "run7")));
 }
 
 }  // namespace
