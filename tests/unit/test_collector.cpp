@@ -20,6 +20,7 @@
 
 #include "collector.hpp"
 #include "segment_reader.hpp"
+#include "temp_dir.hpp"
 #include "trainshim/names.hpp"
 #include "trainshim/ring.hpp"
 
@@ -189,18 +190,10 @@ class Sql {
   sqlite3* db_ = nullptr;
 };
 
-class CollectorTest : public ::testing::Test {
+class CollectorTest : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/trainshim_unit_XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-    job_ = unique_job();
-    db_path_ = dir_ + "/run.db";
-  }
   void TearDown() override {
     for (const std::string& name : list_segments(getuid(), job_)) bip::shared_memory_object::remove(name.c_str());
-    fs::remove_all(dir_);
   }
   CollectorOptions options() const {
     CollectorOptions o;
@@ -212,7 +205,8 @@ class CollectorTest : public ::testing::Test {
   int64_t value(const std::string& sql) { return Sql(db_path_).integer(sql); }
   std::vector<std::vector<std::string>> rows(const std::string& sql) { return Sql(db_path_).rows(sql); }
 
-  std::string dir_, job_, db_path_;
+  const std::string job_ = unique_job();
+  const std::string db_path_ = dir_ + "/run.db";
 };
 
 TEST_F(CollectorTest, ListSegmentsFindsOnlyThisJobsSegments) {

@@ -23,6 +23,7 @@
 #include "report.hpp"
 #include "run_database.hpp"
 #include "run_fixtures.hpp"
+#include "temp_dir.hpp"
 
 namespace trainshim::cli {
 namespace {
@@ -68,15 +69,8 @@ void collective(test::Records& records, int64_t process, Api api, uint32_t tid, 
   records.add(process, r, begin, end);
 }
 
-class ExportTest : public ::testing::Test {
+class ExportTest : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/trainshim_export_XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-    path_ = dir_ + "/trainshim-unitjob.db";
-  }
-  void TearDown() override { fs::remove_all(dir_); }
 
   // Rank 1 is added first: the trace orders processes by rank, pid is the process row id.
   void write_two_rank_run() {
@@ -123,7 +117,8 @@ class ExportTest : public ::testing::Test {
   }
 
   static constexpr const char* kSource = "loss_val = loss.item()  # \"quoted\" back\\slash\ttab";
-  std::string dir_, path_, text_;
+  const std::string path_ = dir_ + "/trainshim-unitjob.db";
+  std::string text_;
   int64_t r0_ = 0, r1_ = 0;
 };
 

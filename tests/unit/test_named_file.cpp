@@ -9,29 +9,23 @@
 #include "named_file.hpp"
 #include "process_stacks.hpp"
 #include "symbolizer.hpp"
+#include "temp_dir.hpp"
 
 namespace trainshim::collector {
 namespace {
 
-class NamedFileTest : public ::testing::Test {
+class NamedFileTest : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("named_file_" + std::to_string(getpid()));
-    std::filesystem::create_directories(dir_);
-    fifo_ = (dir_ / "fifo").string();
-    ASSERT_EQ(mkfifo(fifo_.c_str(), 0600), 0);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::filesystem::path dir_;
-  std::string fifo_;
+  void SetUp() override { ASSERT_EQ(mkfifo(fifo_.c_str(), 0600), 0); }
+  const std::string fifo_ = dir_ + "/fifo";
 };
 
 // Each of these would block (a FIFO nobody writes to) or never end (/dev/zero) if opened as files.
 TEST_F(NamedFileTest, OnlyRegularFilesAreOpened) {
   EXPECT_EQ(open_regular_file(fifo_), -1);
   EXPECT_EQ(open_regular_file("/dev/zero"), -1);
-  EXPECT_EQ(open_regular_file(dir_.string()), -1);
-  EXPECT_EQ(open_regular_file((dir_ / "absent").string()), -1);
+  EXPECT_EQ(open_regular_file(dir_), -1);
+  EXPECT_EQ(open_regular_file(dir_ + "/absent"), -1);
   EXPECT_FALSE(read_regular_file(fifo_, 100).has_value());
   EXPECT_FALSE(read_regular_file("/dev/zero", 100).has_value());
   EXPECT_EQ(source_line(fifo_, 1), "");
@@ -43,12 +37,12 @@ TEST_F(NamedFileTest, OnlyRegularFilesAreOpened) {
 }
 
 TEST_F(NamedFileTest, FilesOverTheLimitAreNotRead) {
-  const std::string file = (dir_ / "ten.py").string();
+  const std::string file = dir_ + "/ten.py";
   std::ofstream(file) << "123456789\n";
   EXPECT_FALSE(read_regular_file(file, 9).has_value());
   EXPECT_EQ(read_regular_file(file, 10), "123456789\n");
   // Links are followed: installed Python sources are reached through them.
-  const std::string link = (dir_ / "link.py").string();
+  const std::string link = dir_ + "/link.py";
   std::filesystem::create_symlink(file, link);
   EXPECT_EQ(source_line(link, 1), "123456789");
 }

@@ -3,18 +3,17 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <string>
 
 #include "database.hpp"
 #include "report.hpp"
 #include "run_database.hpp"
 #include "run_fixtures.hpp"
+#include "temp_dir.hpp"
 
 namespace trainshim::cli {
 namespace {
 
-namespace fs = std::filesystem;
 using collector::Database;
 
 void sync_with_python_stack(test::Records& records, int64_t process, uint32_t python_stack, uint64_t begin) {
@@ -24,13 +23,9 @@ void sync_with_python_stack(test::Records& records, int64_t process, uint32_t py
   records.add(process, r, begin, begin + 1000);
 }
 
-class PythonReportTest : public ::testing::Test {
+class PythonReportTest : public test::TempDirTest {
  protected:
   void SetUp() override {
-    char pattern[] = "/tmp/trainshim_python_report_XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-    path_ = dir_ + "/run.db";
     Database db(path_, "unitjob");
     const int64_t rank0 = db.add_process("seg-100", *test::header_for(0, 100, "nodeA"));
     const int64_t rank1 = db.add_process("seg-101", *test::header_for(1, 101, "nodeA"));
@@ -49,8 +44,7 @@ class PythonReportTest : public ::testing::Test {
     db.update_process(rank1, {.python_stacks = python_stacks_word(PythonStacks::FreeThreaded, 13), .ended = true});
     db.commit();
   }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string dir_, path_;
+  const std::string path_ = dir_ + "/run.db";
 };
 
 const nlohmann::ordered_json* site_at_line(const nlohmann::ordered_json& rank, int line) {

@@ -18,6 +18,7 @@
 #include "run_database.hpp"
 #include "run_fixtures.hpp"
 #include "stripped_libraries.hpp"
+#include "temp_dir.hpp"
 
 namespace trainshim::cli {
 namespace {
@@ -40,15 +41,8 @@ void event(test::Records& records, int64_t process, Api api, uint64_t bytes, uin
   records.add(process, r, clock, clock + duration);
 }
 
-class ReportTest : public ::testing::Test {
+class ReportTest : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/trainshim_report_XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-    path_ = dir_ + "/trainshim-unitjob.db";
-  }
-  void TearDown() override { fs::remove_all(dir_); }
 
   // Rank 1 is added first: the report orders by rank, with unranked processes last.
   void write_two_rank_run() {
@@ -85,7 +79,7 @@ class ReportTest : public ::testing::Test {
     db.commit();
   }
 
-  std::string dir_, path_;
+  const std::string path_ = dir_ + "/trainshim-unitjob.db";
 };
 
 Json copy_row(const char* d, const char* m, int64_t calls, int64_t bytes, int64_t ns) {

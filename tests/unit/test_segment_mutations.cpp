@@ -15,6 +15,7 @@
 #include <string>
 
 #include "collector.hpp"
+#include "temp_dir.hpp"
 #include "trainshim/names.hpp"
 #include "trainshim/ring.hpp"
 
@@ -136,15 +137,8 @@ int64_t count(const std::string& db, const std::string& sql) {
   return value;
 }
 
-class SegmentMutations : public ::testing::Test {
+class SegmentMutations : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/trainshim_mutations_XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   CollectorOptions options(const std::string& job, const std::string& database) const {
     CollectorOptions o;
     o.job = job;
@@ -153,8 +147,6 @@ class SegmentMutations : public ::testing::Test {
     o.hang = std::chrono::milliseconds(1);  // every pass also reports hangs, and stores them
     return o;
   }
-
-  std::string dir_;
 };
 
 TEST_F(SegmentMutations, SeededMutationsAreReadWithoutACrash) {

@@ -3,31 +3,23 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <string>
 
 #include "database.hpp"
 #include "report.hpp"
 #include "run_database.hpp"
 #include "run_fixtures.hpp"
+#include "temp_dir.hpp"
 
 namespace trainshim::cli {
 namespace {
 
-namespace fs = std::filesystem;
 using collector::Database;
 
 constexpr uint64_t kWorld = 0xA11, kGraphed = 0xC0;
 
-class WaitsTest : public ::testing::Test {
+class WaitsTest : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/trainshim_waits_XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-    path_ = dir_ + "/trainshim-unitjob.db";
-  }
-  void TearDown() override { fs::remove_all(dir_); }
 
   void add(test::Records& records, int64_t process, Api api, uint32_t rank, uint64_t comm, uint32_t sequence, uint32_t flags,
            uint32_t peer = 0, uint64_t detail = 0) {
@@ -44,7 +36,7 @@ class WaitsTest : public ::testing::Test {
     records.add(process, r, clock_, clock_ + 100);
   }
 
-  std::string dir_, path_;
+  const std::string path_ = dir_ + "/trainshim-unitjob.db";
   uint64_t clock_ = 1'000'000;
 };
 
