@@ -225,6 +225,13 @@ TEST(Docs, InterposedFunctionsAreApiDefsEntries) {
               "docs/recording.md");
 }
 
+TEST(Docs, EveryApiClassHasItsRecordFieldsDocumented) {
+  Names classes;
+  for (const ApiInfo& api : kApis) classes.insert(std::string(api_class_name(api.api_class)));
+  expect_same(classes, documented("docs/architecture.md", "<!-- list:api-classes -->"), "API classes",
+              "docs/architecture.md");
+}
+
 // What the code reads: a string literal that is a whole variable name in the C++ of the product and
 // of the benchmarks, and in scripts a shell expansion or a Python environ lookup.
 Names variables_read() {
