@@ -233,7 +233,7 @@ TEST(Docs, EveryApiClassHasItsRecordFieldsDocumented) {
 }
 
 // What the code reads: a string literal that is a whole variable name in the C++ of the product and
-// of the benchmarks, and in scripts a shell expansion or a Python environ lookup.
+// of the tests and benchmarks, and in scripts a shell expansion or a Python environ lookup.
 Names variables_read() {
   namespace fs = std::filesystem;
   Names names;
@@ -248,7 +248,7 @@ Names variables_read() {
       for (std::sregex_iterator it(text.begin(), text.end(), pattern), last; it != last; ++it) names.insert((*it)[1]);
     }
   };
-  for (const char* dir : {"common", "shim", "collector", "viewer-cli", "tests/bench"}) scan(dir, cpp_literal, true);
+  for (const char* dir : {"common", "shim", "collector", "viewer-cli", "tests"}) scan(dir, cpp_literal, true);
   scan("scripts", script_read, false);
   return names;
 }
