@@ -16,7 +16,7 @@ struct AllowedSite {
   std::string reason;
 };
 
-// Limits; the defaults hold without a policy file (README: "The nightly audit").
+// Limits; the defaults hold without a policy file (docs/formats.md, "The policy").
 struct Policy {
   double hidden_syncs_per_step = 2.0;            // per rank, all hidden sync sites but allowed ones
   double blocked_share = 0.10;                   // per rank: hidden sync time / run time

@@ -1,37 +1,6 @@
 #pragma once
 // `trainshim diff A.db B.db`: two runs side by side (A before, B after), per sync site and per rank.
-//
-// Matching. A site is the same in both runs when its rank and its site_identity() (syncs.hpp) are: the operation,
-// the user's file, function and source text, never the line number, so a line moved by an
-// unrelated edit above it is the same site. Within one rank of one run, sites with the same key
-// (the same text on two lines of one function, or a hidden and an explicit site of one frame) are
-// summed into one, with the line of the one that blocked longest; the diff names a site (kind,
-// operation, file, function, source) as run B has it, else as run A has it. Processes
-// are matched by rank; processes with the same rank (unranked ones, rank -1, in particular) pair
-// in report order (host, then pid). A rank present in one run only has all its sites appeared or
-// disappeared.
-//
-// Rates. When both runs of a rank found steps, rates are per step; otherwise per second of the
-// rank's span (first event to last), for both runs so that they compare. The share of a site is
-// its blocked time over the rank's span, as in the report ("of step": per step, blocked time over
-// step time is the same ratio).
-//
-// Site status, in this order:
-//   appeared      only in B;  disappeared  only in A;
-//   otherwise, with rate = calls per unit (step or second) and share = blocked share of the span:
-//     the rate changed      when |B - A| > kRateRelative * A  AND  |B - A| > kRateAbsolute;
-//     the share changed     when |B - A| > kSharePoints (an absolute difference of fractions);
-//   more_frequent / less_frequent  when the rate changed and the share did not change the other way;
-//   costlier / cheaper             when the share changed and the rate did not (or changed the
-//                                   other way: the blocked time, which the step pays, decides);
-//   unchanged                      otherwise.
-// Worse: more_frequent, costlier. Better: less_frequent, cheaper.
-//
-// Rank figures (no status of their own beyond the changes below): collective wait per unit
-// (RankWaits::waited_ns over the rank's steps, or per second), last-to-arrive fraction, whether it
-// is the straggler, pageable bytes copied per unit (every copy whose host memory is pageable).
-//   wait changed      when |B - A| > kRateRelative * A  AND  |B - A| > kWaitAbsoluteNs per unit;
-//   pageable changed  when |B - A| > kRateRelative * A  AND  |B - A| > kPageableAbsoluteBytes per unit.
+// How sites and ranks are matched and judged: docs/formats.md, "The diff".
 #include <nlohmann/json.hpp>
 
 #include <cstdint>

@@ -1,0 +1,298 @@
+// The documentation against the code it describes: the keys of the JSON documents, the list of
+// interposed functions and the environment variables. Each documented list is a Markdown table
+// after a marker line (<!-- keys:NAME -->, <!-- list:NAME -->); its first column holds the names in
+// backticks. A key is written as its path: `ranks[].copies[].bytes` (`[]`: an element of an array),
+// and `{a,b}.x` stands for `a.x` and `b.x`.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "audit.hpp"
+#include "diff.hpp"
+#include "report.hpp"
+#include "trainshim/api.hpp"
+
+namespace trainshim::cli {
+namespace {
+
+using Json = nlohmann::ordered_json;
+using Names = std::set<std::string>;
+
+const std::string kSourceDir = TRAINSHIM_SOURCE_DIR;
+
+std::string file_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// `{a,b}.x` -> `a.x`, `b.x`; several groups expand one after the other.
+std::vector<std::string> expand_braces(const std::string& pattern) {
+  const auto open = pattern.find('{');
+  if (open == std::string::npos) return {pattern};
+  const auto close = pattern.find('}', open);
+  if (close == std::string::npos) return {pattern};
+  std::vector<std::string> out;
+  std::stringstream choices(pattern.substr(open + 1, close - open - 1));
+  for (std::string choice; std::getline(choices, choice, ',');)
+    for (const std::string& rest : expand_braces(pattern.substr(close + 1)))
+      out.push_back(pattern.substr(0, open) + choice + rest);
+  return out;
+}
+
+// The names in backticks in the first column of the table that follows `marker` in `text`.
+// Records the failure and returns nothing when the marker or its table is missing.
+Names first_column(const std::string& text, const std::string& marker, const std::string& where) {
+  Names names;
+  const auto at = text.find(marker);
+  if (at == std::string::npos) {
+    ADD_FAILURE() << where << " lacks the line " << marker;
+    return names;
+  }
+  std::stringstream lines(text.substr(at + marker.size()));
+  std::string line;
+  bool in_table = false;
+  int row = 0;
+  while (std::getline(lines, line)) {
+    if (line.empty() && !in_table) continue;
+    if (line.rfind('|', 0) != 0) break;
+    in_table = true;
+    if (row++ < 2) continue;  // the header and the separator
+    const auto end = line.find('|', 1);
+    const std::string cell = line.substr(1, end == std::string::npos ? std::string::npos : end - 1);
+    static const std::regex quoted("`([^`]+)`");
+    for (std::sregex_iterator it(cell.begin(), cell.end(), quoted), last; it != last; ++it)
+      for (const std::string& name : expand_braces((*it)[1])) names.insert(name);
+  }
+  if (!in_table) ADD_FAILURE() << where << ": no table after " << marker;
+  return names;
+}
+
+Names documented(const std::string& doc, const std::string& marker) {
+  return first_column(file_text(kSourceDir + "/" + doc), marker, doc);
+}
+
+// Every key path of `value`, containers included; array elements as `[]`.
+void collect_paths(const Json& value, const std::string& path, Names& out) {
+  if (value.is_object()) {
+    for (const auto& [key, child] : value.items()) {
+      const std::string child_path = path.empty() ? key : path + "." + key;
+      out.insert(child_path);
+      collect_paths(child, child_path, out);
+    }
+  } else if (value.is_array()) {
+    for (const Json& element : value) collect_paths(element, path + "[]", out);
+  }
+}
+
+Names paths_of(const Json& document) {
+  Names out;
+  collect_paths(document, "", out);
+  return out;
+}
+
+Names minus(const Names& a, const Names& b) {
+  Names out;
+  for (const std::string& name : a)
+    if (!b.count(name)) out.insert(name);
+  return out;
+}
+
+std::string listed(const Names& names) {
+  std::string out;
+  for (const std::string& name : names) out += "\n  " + name;
+  return out;
+}
+
+void expect_same(const Names& code, const Names& docs, const std::string& what, const std::string& doc) {
+  EXPECT_EQ(minus(code, docs), Names{}) << what << " missing in " << doc << ":" << listed(minus(code, docs));
+  EXPECT_EQ(minus(docs, code), Names{}) << what << " in " << doc << " that the code does not have:"
+                                        << listed(minus(docs, code));
+}
+
+// A report with one of everything, so that every key the renderers can write is written (and no
+// optional object is null).
+Report full_report() {
+  SyncSite site;
+  site.classification = {"Tensor.item()", SyncKind::Hidden, "reads a value", "log less often", "at::_ops::item::call",
+                         "item"};
+  site.file = "/src/train.py";
+  site.function = "train_step";
+  site.source = "loss_val = loss.item()";
+  site.line = 57;
+  site.python = {{"/src/train.py", "train_step", "loss_val = loss.item()", 57}};
+  site.native = {{"/usr/lib/libtorch_cpu.so", "at::_ops::item::call(at::Tensor const&)", "", 0}};
+  site.calls = 100;
+  site.blocked_ns = 5'000'000;
+  SyncSite upload = site;
+  upload.classification = {"pageable H2D copy", SyncKind::Hidden, "", "", "", "pageable_copy"};
+  upload.bytes = 1 << 20;
+
+  ProcessReport p;
+  p.rank = 0;
+  p.local_rank = 0;
+  p.world_size = 2;
+  p.pid = 4242;
+  p.host = "node1";
+  p.command = "python train.py";
+  p.python_version = "3.11";
+  p.python_stacks_unavailable = "no reason";
+  p.events = 1000;
+  p.copies = {{"h2d", "pageable", 100, 1 << 20, 1'000'000}};
+  p.syncs = {{"cudaStreamSynchronize", 100, 5'000'000}};
+  p.collectives = {{"all_reduce", 100, 4096, 2'000'000}};
+  p.lost.ring_full = 1;
+  RankSyncs& rs = p.synchronisations;
+  rs.steps = {100, "one step per call of the most frequent sync site", 10'000'000};
+  rs.span_ns = 1'000'000'000;
+  rs.hidden = {site};
+  rs.explicit_ = {site};
+  rs.pageable = {upload};
+  rs.polls = {site};
+
+  Report r;
+  r.job = "job";
+  r.database = "run.db";
+  r.processes = {p};
+  ProcessReport p1 = p;
+  p1.rank = 1;
+  p1.pid = 4243;
+  r.processes.push_back(p1);
+  r.total_copies = p.copies;
+  r.total_syncs = p.syncs;
+  r.total_collectives = p.collectives;
+  r.waits.analysis.matched = 100;
+  r.waits.analysis.ranks = {RankWaits{0, 100, 50'000'000, 90, 45'000'000}, RankWaits{1, 100, 1'000'000, 10, 100'000}};
+  r.waits.analysis.straggler = 0;
+  r.waits.straggler_host = {{"/src/train.py", "load", 35, 1.0}};
+  r.waits.captured = {{0x1234, 3, 2}};
+  r.hangs = {{"e28f86238006191a", "ncclAllReduce", "ranks 0 waiting", 4, 312'000'000'000, {0}, {1}}};
+  r.findings = {{"hidden_sync", 0, 100, 0, 5'000'000, "rank 0 waits", "log less often"}};
+  return r;
+}
+
+TEST(Docs, ReportJsonKeysAreTheDocumentedOnes) {
+  expect_same(paths_of(render_json(full_report())), documented("docs/formats.md", "<!-- keys:report -->"),
+              "report keys", "docs/formats.md");
+}
+
+TEST(Docs, DiffJsonKeysAreTheDocumentedOnes) {
+  const Report before = full_report();
+  Report after = full_report();
+  after.processes[0].synchronisations.hidden[0].calls = 300;  // every site and rank present in both runs
+  expect_same(paths_of(render_diff_json(diff_reports(before, after))),
+              documented("docs/formats.md", "<!-- keys:diff -->"), "diff keys", "docs/formats.md");
+}
+
+TEST(Docs, AuditAndBaselineJsonKeysAreTheDocumentedOnes) {
+  const Report report = full_report();
+  const nlohmann::json baseline = baseline_of(report);
+  Policy strict;
+  strict.hidden_syncs_per_step = 0;  // a violation, so that its keys are written
+  const Json audit_json = render_audit_json(audit(report, strict, nullptr));
+  ASSERT_FALSE(audit_json.at("passed").get<bool>());
+  expect_same(paths_of(audit_json), documented("docs/formats.md", "<!-- keys:audit -->"), "audit keys",
+              "docs/formats.md");
+  expect_same(paths_of(Json(baseline)), documented("docs/formats.md", "<!-- keys:baseline -->"), "baseline keys",
+              "docs/formats.md");
+}
+
+TEST(Docs, TheAuditRulesAreTheDocumentedOnes) {
+  const Report report = full_report();
+  const nlohmann::json baseline = baseline_of(report);
+  Names rules;
+  for (const nlohmann::json* against : {static_cast<const nlohmann::json*>(nullptr), &baseline})
+    for (const RuleResult& rule : audit(report, Policy{}, against).rules) rules.insert(rule.rule);
+  expect_same(rules, documented("docs/formats.md", "<!-- list:audit-rules -->"), "audit rules", "docs/formats.md");
+}
+
+TEST(Docs, InterposedFunctionsAreApiDefsEntries) {
+  Names entries;
+#define TS_API(name, ...) entries.insert(#name);
+#define TS_RECORD(...)
+#include "trainshim/api.def"
+#undef TS_RECORD
+#undef TS_API
+  ASSERT_EQ(entries.size(), kApiCount - 1) << "every Api but the one record (ncclGpuTiming)";
+  expect_same(entries, documented("docs/recording.md", "<!-- list:interposed -->"), "functions of api.def",
+              "docs/recording.md");
+}
+
+TEST(Docs, EveryApiClassHasItsRecordFieldsDocumented) {
+  Names classes;
+  for (const ApiInfo& api : kApis) classes.insert(std::string(api_class_name(api.api_class)));
+  expect_same(classes, documented("docs/architecture.md", "<!-- list:api-classes -->"), "API classes",
+              "docs/architecture.md");
+}
+
+// What the code reads: a string literal that is a whole variable name in the C++ of the product and
+// of the tests and benchmarks, and in scripts a shell expansion or a Python environ lookup.
+Names variables_read() {
+  namespace fs = std::filesystem;
+  Names names;
+  static const std::regex cpp_literal("\"(TRAINSHIM_[A-Z0-9_]+)\"");
+  static const std::regex script_read(R"((?:\$\{?|environ\.get\(\"|environ\[\")(TRAINSHIM_[A-Z0-9_]+))");
+  auto scan = [&](const std::string& dir, const std::regex& pattern, bool cpp) {
+    for (const auto& entry : fs::recursive_directory_iterator(kSourceDir + "/" + dir)) {
+      if (!entry.is_regular_file()) continue;
+      const std::string ext = entry.path().extension().string();
+      if (cpp != (ext == ".cpp" || ext == ".hpp" || ext == ".h")) continue;
+      const std::string text = file_text(entry.path());
+      for (std::sregex_iterator it(text.begin(), text.end(), pattern), last; it != last; ++it) names.insert((*it)[1]);
+    }
+  };
+  for (const char* dir : {"common", "shim", "collector", "viewer-cli", "tests"}) scan(dir, cpp_literal, true);
+  scan("scripts", script_read, false);
+  return names;
+}
+
+TEST(Docs, EveryEnvironmentVariableIsDocumentedAndExists) {
+  const Names read = variables_read();
+  ASSERT_TRUE(read.count("TRAINSHIM_JOB") && read.count("TRAINSHIM_FUZZ_SECONDS")) << listed(read);
+  expect_same(read, documented("README.md", "<!-- list:environment -->"), "TRAINSHIM_* variables", "README.md");
+}
+
+// docs/safety.md names the test that keeps each promise: `Suite.Name`, or `Suite.*` for a suite.
+TEST(Docs, TheTestsSafetyMdNamesExist) {
+  namespace fs = std::filesystem;
+  Names defined, suites;
+  static const std::regex test_macro(R"(TEST(?:_F|_P)?\(\s*(\w+),\s*(\w+)\))");
+  for (const auto& entry : fs::recursive_directory_iterator(kSourceDir + "/tests")) {
+    if (!entry.is_regular_file() || entry.path().extension() != ".cpp") continue;
+    const std::string text = file_text(entry.path());
+    for (std::sregex_iterator it(text.begin(), text.end(), test_macro), last; it != last; ++it) {
+      defined.insert((*it)[1].str() + "." + (*it)[2].str());
+      suites.insert((*it)[1]);
+    }
+  }
+  const std::string doc = file_text(kSourceDir + "/docs/safety.md");
+  static const std::regex named("`([A-Z][A-Za-z0-9]*)\\.([A-Z][A-Za-z0-9]*|\\*)`");
+  Names missing;
+  int seen = 0;
+  for (std::sregex_iterator it(doc.begin(), doc.end(), named), last; it != last; ++it, ++seen) {
+    const std::string suite = (*it)[1], name = (*it)[2];
+    if (name == "*" ? !suites.count(suite) : !defined.count(suite + "." + name)) missing.insert(suite + "." + name);
+  }
+  EXPECT_GT(seen, 50);
+  EXPECT_EQ(missing, Names{}) << "tests named in docs/safety.md that do not exist:" << listed(missing);
+}
+
+TEST(Docs, BracesInADocumentedPathExpand) {
+  EXPECT_EQ(expand_braces("{ranks[],totals}.copies[].{calls,bytes}"),
+            (std::vector<std::string>{"ranks[].copies[].calls", "ranks[].copies[].bytes", "totals.copies[].calls",
+                                      "totals.copies[].bytes"}));
+  EXPECT_EQ(first_column("<!-- keys:x -->\n\n| key | meaning |\n|---|---|\n| `a`, `b.{c,d}` | x |\n| `e` | y |\n\n"
+                         "| `not` | this table |\n",
+                         "<!-- keys:x -->", "text"),
+            (Names{"a", "b.c", "b.d", "e"}));
+}
+
+}  // namespace
+}  // namespace trainshim::cli
