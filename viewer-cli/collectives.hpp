@@ -1,6 +1,7 @@
 #pragma once
-// All-reduce wait: how long each rank waited in its collectives for the last rank to arrive, from
-// the GPU-side duration every rank measured around every collective (timing events on its stream).
+// The collective-wait analysis, on timings already read (waits.hpp reads them from the databases):
+// how long each rank waited in its collectives for the last rank to arrive, from the GPU-side
+// duration every rank measured around every collective (timing events on its stream).
 //
 // For collective `sequence` of communicator `comm`, every member rank measured a duration; the
 // collective completes on all ranks at about the same moment, so the rank that arrived last has

@@ -1,14 +1,12 @@
 #pragma once
 // `trainshim diff A.db B.db`: two runs side by side (A before, B after), per sync site and per rank.
 // How sites and ranks are matched and judged: docs/formats.md, "The diff".
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "report.hpp"
+#include "report_model.hpp"
 
 namespace trainshim::cli {
 
@@ -84,12 +82,5 @@ struct RunDiff {
 };
 
 RunDiff diff_reports(const Report& a, const Report& b);
-
-// A compact table, appeared/disappeared/worse first, then the ranks, ending with the summary line.
-std::string render_diff_text(const RunDiff& diff);
-// "3 sites appeared, 1 disappeared, 2 got worse" (no trailing newline).
-std::string summary_line(const DiffSummary& summary);
-// The trainshim-diff/1 document.
-nlohmann::ordered_json render_diff_json(const RunDiff& diff);
 
 }  // namespace trainshim::cli

@@ -1,23 +1,15 @@
 #include "export.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
-#include <iostream>
 #include <limits>
 #include <map>
 #include <optional>
-#include <random>
-#include <streambuf>
+#include <stdexcept>
+#include <string>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
@@ -72,16 +64,18 @@ class TraceWriter {
     check();
   }
   void check() const {
+    // Not the user's mistake: the disk filled up or the reader went away (exit code 1).
     if (!out_)
-      throw UsageError("cannot write the trace: the output failed (disk full, or the reader closed the pipe?): "
-                       "write it to a path with free space (-o trace.json)");
+      throw std::runtime_error("cannot write the trace: the output failed (disk full, or the reader closed the pipe?): "
+                               "write it to a path with free space (-o trace.json)");
   }
 
   std::ostream& out_;
   bool first_ = true;
 };
 
-struct Process {
+// A row of `processes`, as the trace names the process and shows its lost-event counters.
+struct TraceProcess {
   int64_t id, pid, rank;
   std::string host, command;
   int64_t ring_full, not_ready, unpublished, malformed, side_full, untimed_capturing, untimed_no_event;
@@ -110,7 +104,7 @@ using CollectiveMap = std::unordered_map<CollectiveKey, CollectiveInfo, Collecti
 
 std::string hex(int64_t id) { return fmt::format("{:016x}", uint64_t(id)); }
 
-std::string process_name(const Process& p) {
+std::string process_name(const TraceProcess& p) {
   return p.rank >= 0 ? fmt::format("rank {} ({}, pid {})", p.rank, p.host, p.pid)
                      : fmt::format("process ({}, pid {})", p.host, p.pid);
 }
@@ -123,7 +117,7 @@ Json metadata(const char* name, int64_t pid, int64_t tid, Json args) {
 class ProcessExporter {
  public:
   ProcessExporter(const RunDatabase& db, const Vocabulary& names, const CollectiveMap& collectives, TraceWriter& writer,
-                  int64_t origin_ns, const Process& process, uint32_t ordinal)
+                  int64_t origin_ns, const TraceProcess& process, uint32_t ordinal)
       : db_(db), names_(names), collectives_(collectives), writer_(writer), origin_(origin_ns), p_(process),
         ordinal_(ordinal) {}
 
@@ -353,7 +347,7 @@ class ProcessExporter {
   const CollectiveMap& collectives_;
   TraceWriter& writer_;
   const int64_t origin_;
-  const Process& p_;
+  const TraceProcess& p_;
   const uint32_t ordinal_;
   int64_t first_ns_ = std::numeric_limits<int64_t>::max(), last_ns_ = std::numeric_limits<int64_t>::min();
   std::unordered_set<int64_t> tids_;
@@ -390,7 +384,7 @@ std::string window_words(const RecentWindow& w) {
 void export_chrome_trace(const RunDatabase& db, std::ostream& out) {
   const Vocabulary& names = db.vocabulary();
 
-  std::vector<Process> processes;
+  std::vector<TraceProcess> processes;
   std::unordered_map<int64_t, uint32_t> ordinal;
   {
     Statement q(db, "SELECT id, pid, host, rank, command, dropped_ring_full, dropped_not_ready, lost_unpublished, "
@@ -445,100 +439,6 @@ void export_chrome_trace(const RunDatabase& db, std::ostream& out) {
   for (std::size_t i = 0; i < processes.size(); ++i)
     ProcessExporter(db, names, collectives, writer, origin, processes[i], uint32_t(i)).run();
   writer.close();
-}
-
-namespace {
-
-// The trace is written beside `output` under a name of its own, then renamed over it: a reader
-// never sees half a trace. The name is new (O_EXCL) and never a link another user planted in a
-// shared directory (O_NOFOLLOW): a <output>.partial.<random> created here, by this process.
-class PartialFile : public std::streambuf {
- public:
-  explicit PartialFile(const std::string& output) {
-    std::random_device random;
-    for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
-      path_ = fmt::format("{}.partial.{:08x}", output, random());
-      fd_ = open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-      if (fd_ < 0 && errno != EEXIST) break;
-    }
-    if (fd_ < 0)
-      throw UsageError(fmt::format("{}: cannot create the trace ({}): pass a writable path with -o", path_,
-                                   std::strerror(errno)));
-    setp(buffer_, buffer_ + sizeof buffer_);
-  }
-  ~PartialFile() override { close(); }
-  const std::string& path() const { return path_; }
-  // False if anything could not be written.
-  bool close() {
-    if (fd_ < 0) return ok_;
-    ok_ = flush() && ok_;
-    ok_ = ::close(fd_) == 0 && ok_;
-    fd_ = -1;
-    return ok_;
-  }
-
- protected:
-  int overflow(int c) override {
-    if (!flush()) return traits_type::eof();
-    if (c != traits_type::eof()) {
-      *pptr() = char(c);
-      pbump(1);
-    }
-    return traits_type::not_eof(c);
-  }
-  int sync() override { return flush() ? 0 : -1; }
-
- private:
-  bool flush() {
-    for (const char* p = pbase(); p < pptr();) {
-      const ssize_t n = write(fd_, p, std::size_t(pptr() - p));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        ok_ = false;
-        return false;
-      }
-      p += n;
-    }
-    setp(buffer_, buffer_ + sizeof buffer_);
-    return true;
-  }
-
-  std::string path_;
-  int fd_ = -1;
-  bool ok_ = true;
-  char buffer_[1 << 16];
-};
-
-}  // namespace
-
-int export_command(const std::string& database, const std::string& format, const std::string& output) {
-  if (format != "chrome")
-    throw UsageError(fmt::format("unknown export format '{}': the format trainshim writes is chrome "
-                                 "(--format chrome, for Perfetto UI and chrome://tracing)", format));
-  if (output.empty()) throw UsageError("no output: pass -o trace.json (or -o - for standard output)");
-  RunDatabase db(database);
-  if (output == "-") {
-    export_chrome_trace(db, std::cout);
-    return 0;
-  }
-  PartialFile partial(output);
-  std::ostream file(&partial);
-  try {
-    export_chrome_trace(db, file);
-    file.flush();
-    if (!file || !partial.close())
-      throw UsageError(fmt::format("{}: cannot write the trace: pass a path with free space with -o", partial.path()));
-    std::error_code ec;
-    std::filesystem::rename(partial.path(), output, ec);
-    if (ec)
-      throw UsageError(fmt::format("cannot rename {} to {} ({}): pass a writable path with -o", partial.path(), output,
-                                   ec.message()));
-  } catch (...) {
-    partial.close();
-    std::remove(partial.path().c_str());
-    throw;
-  }
-  return 0;
 }
 
 }  // namespace trainshim::cli

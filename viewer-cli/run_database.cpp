@@ -107,7 +107,7 @@ std::string RunDatabase::meta(const std::string& key) const {
 
 Statement::Statement(const RunDatabase& db, const char* sql) : db_(db) {
   if (sqlite3_prepare_v2(db.handle(), sql, -1, &stmt_, nullptr) != SQLITE_OK)
-    throw UsageError(fmt::format("{}: damaged or incomplete database: {}", db.path(), sqlite3_errmsg(db.handle())));
+    throw InputError(fmt::format("{}: damaged or incomplete database: {}", db.path(), sqlite3_errmsg(db.handle())));
 }
 
 Statement::~Statement() { sqlite3_finalize(stmt_); }
@@ -126,7 +126,7 @@ bool Statement::step() {
   const int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
-  throw UsageError(fmt::format("{}: damaged database: {}", db_.path(), sqlite3_errmsg(db_.handle())));
+  throw InputError(fmt::format("{}: damaged database: {}", db_.path(), sqlite3_errmsg(db_.handle())));
 }
 
 int64_t Statement::integer(int column) const { return sqlite3_column_int64(stmt_, column); }

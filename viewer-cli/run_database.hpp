@@ -3,16 +3,12 @@
 #include <sqlite3.h>
 
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
-namespace trainshim::cli {
+#include "errors.hpp"
 
-// A user-facing error: the message says what was wrong and what to do; exit code 2.
-struct UsageError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
+namespace trainshim::cli {
 
 class Statement;
 
@@ -49,7 +45,8 @@ class RunDatabase {
   Vocabulary vocabulary_;
 };
 
-// A prepared query; columns read by index.
+// A prepared query; columns read by index. Preparing it and step() throw InputError when the
+// database turns out damaged or cut short.
 class Statement {
  public:
   Statement(const RunDatabase& db, const char* sql);

@@ -23,7 +23,7 @@ constexpr std::size_t kMaxWindows = 2000;
 // The key of a communicator's exchanges in the analysis: apart from its collectives' numbers.
 uint64_t exchange_series(uint64_t comm) { return (comm ^ 0x65786368616e6765ULL) * 0x9e3779b97f4a7c15ULL; }
 
-std::vector<HostActivity> host_activity(const ProcessRef& p, const std::vector<LateCollective>& late) {
+std::vector<HostActivity> host_activity(const ProcessCollectives& p, const std::vector<LateCollective>& late) {
   // Its recorded calls with a Python stack, in begin order: the waits and NCCL calls kept one by one
   // and the recent copies and polls. The collectives themselves are where the others waited, not
   // what kept this host busy.
@@ -131,18 +131,18 @@ std::map<int64_t, CollectiveCalls> load_collective_calls(const RunDatabase& db, 
   return out;
 }
 
-WaitReport load_waits(std::vector<ProcessRef>& processes) {
+WaitReport load_waits(std::vector<ProcessCollectives>& processes) {
   WaitReport out;
   // Every rank's timings in one allocation: grown rank by rank, 10 M timings (1,024 ranks) cost
   // more in copies of the doublings than the analysis, and twice the memory at the last one.
   std::vector<CollectiveTiming> timings;
   std::size_t expected = 0;
-  for (const ProcessRef& p : processes) expected += p.collectives.timings.size();
+  for (const ProcessCollectives& p : processes) expected += p.collectives.timings.size();
   timings.reserve(expected);
   std::map<uint64_t, CapturedCollectives> captured;
   // Point-to-point calls by (communicator, sender, receiver, n): 1 = send seen, 2 = receive seen.
   std::map<std::tuple<uint64_t, uint32_t, uint32_t, uint32_t>, int> pairs;
-  for (ProcessRef& p : processes) {
+  for (ProcessCollectives& p : processes) {
     CollectiveCalls& c = p.collectives;
     timings.insert(timings.end(), c.timings.begin(), c.timings.end());
     std::vector<CollectiveTiming>().swap(c.timings);
@@ -181,7 +181,7 @@ WaitReport load_waits(std::vector<ProcessRef>& processes) {
   for (const auto& [id, c] : captured) out.captured.push_back(c);
   out.analysis = analyze_collectives(timings);
   if (out.analysis.straggler >= 0)
-    for (const ProcessRef& p : processes)
+    for (const ProcessCollectives& p : processes)
       if (p.rank == out.analysis.straggler) {
         out.straggler_host = host_activity(p, out.analysis.straggler_late);
         break;

@@ -1,6 +1,7 @@
 #pragma once
-// The all-reduce wait section of the report: who waits for whom, the straggler, and what the
-// straggler's host was doing while the others waited for it.
+// The report's collective waits read from the databases: each process's collective calls and GPU
+// timings loaded and handed to the analysis of collectives.hpp, plus what the analysis does not
+// see (what the straggler's host was doing, untimed and captured collectives, point-to-point).
 #include <cstdint>
 #include <map>
 #include <string>
@@ -42,7 +43,8 @@ struct CollectiveCalls {
 // when no launcher numbered it (its rank in each communicator stands in).
 std::map<int64_t, CollectiveCalls> load_collective_calls(const RunDatabase& db, const std::map<int64_t, int>& ranks);
 
-struct ProcessRef {
+// One process's collective calls, with the database and rank they belong to, handed to load_waits.
+struct ProcessCollectives {
   const RunDatabase* db;
   int64_t process_id;
   int rank;
@@ -85,6 +87,6 @@ struct WaitReport {
 };
 
 // Takes the processes' timings over (they are the bulk of a large job's data).
-WaitReport load_waits(std::vector<ProcessRef>& processes);
+WaitReport load_waits(std::vector<ProcessCollectives>& processes);
 
 }  // namespace trainshim::cli

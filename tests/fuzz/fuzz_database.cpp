@@ -13,9 +13,13 @@
 #include <string>
 
 #include "audit.hpp"
+#include "audit_render.hpp"
 #include "diff.hpp"
+#include "diff_render.hpp"
 #include "export.hpp"
-#include "report.hpp"
+#include "report_json.hpp"
+#include "report_model.hpp"
+#include "report_text.hpp"
 #include "run_database.hpp"
 
 namespace {

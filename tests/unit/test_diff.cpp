@@ -7,7 +7,8 @@
 #include <vector>
 
 #include "diff.hpp"
-#include "report.hpp"
+#include "diff_render.hpp"
+#include "report_model.hpp"
 
 namespace trainshim::cli {
 namespace {

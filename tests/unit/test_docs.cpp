@@ -14,8 +14,11 @@
 #include <vector>
 
 #include "audit.hpp"
+#include "audit_render.hpp"
 #include "diff.hpp"
-#include "report.hpp"
+#include "diff_render.hpp"
+#include "report_json.hpp"
+#include "report_model.hpp"
 #include "trainshim/api.hpp"
 
 namespace trainshim::cli {

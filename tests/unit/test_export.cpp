@@ -19,8 +19,10 @@
 #include <vector>
 
 #include "database.hpp"
+#include "commands/commands.hpp"
 #include "export.hpp"
-#include "report.hpp"
+#include "report_json.hpp"
+#include "report_model.hpp"
 #include "run_database.hpp"
 #include "run_fixtures.hpp"
 #include "temp_dir.hpp"
@@ -307,7 +309,7 @@ TEST_F(ExportTest, EmptyDatabaseIsAValidTraceWithoutSlices) {
 TEST_F(ExportTest, CommandWritesTheFileAndRefusesBadArguments) {
   write_two_rank_run();
   const std::string out = dir_ + "/trace.json";
-  EXPECT_EQ(export_command(path_, "chrome", out), 0);
+  export_trace(path_, out);
   std::ifstream in(out);
   const Json trace = Json::parse(in);
   EXPECT_EQ(with_phase(trace, "X").size(), 13u);
@@ -321,11 +323,8 @@ TEST_F(ExportTest, CommandWritesTheFileAndRefusesBadArguments) {
     }
     return std::string("no UsageError");
   };
-  EXPECT_NE(message([&] { export_command(path_, "pprof", out); }).find("--format chrome"), std::string::npos);
-  EXPECT_NE(message([&] { export_command(dir_ + "/missing.db", "chrome", out); }).find("no such database"),
-            std::string::npos);
-  EXPECT_NE(message([&] { export_command(path_, "chrome", dir_ + "/no/such/dir/trace.json"); }).find("-o"),
-            std::string::npos);
+  EXPECT_NE(message([&] { export_trace(dir_ + "/missing.db", out); }).find("no such database"), std::string::npos);
+  EXPECT_NE(message([&] { export_trace(path_, dir_ + "/no/such/dir/trace.json"); }).find("-o"), std::string::npos);
 }
 
 // Copies and polls are kept one by one only in a window of each process's most recent ones: the

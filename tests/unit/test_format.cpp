@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "format.hpp"
-#include "report.hpp"
+#include "report_model.hpp"
 
 namespace trainshim::cli {
 namespace {

@@ -14,7 +14,10 @@
 #include <tuple>
 
 #include "database.hpp"
-#include "report.hpp"
+#include "findings.hpp"
+#include "report_json.hpp"
+#include "report_model.hpp"
+#include "report_text.hpp"
 #include "run_database.hpp"
 #include "run_fixtures.hpp"
 #include "stripped_libraries.hpp"

@@ -6,7 +6,9 @@
 #include <string>
 
 #include "database.hpp"
-#include "report.hpp"
+#include "report_json.hpp"
+#include "report_model.hpp"
+#include "report_text.hpp"
 #include "run_database.hpp"
 #include "run_fixtures.hpp"
 #include "temp_dir.hpp"

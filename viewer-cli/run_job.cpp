@@ -1,4 +1,4 @@
-#include "run_command.hpp"
+#include "run_job.hpp"
 
 #include <fmt/format.h>
 #include <signal.h>
@@ -6,17 +6,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <cmath>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <iostream>
-#include <thread>
 
-#include "output_text.hpp"
-#include "report.hpp"
-#include "run_database.hpp"
+#include "errors.hpp"
 #include "trainshim/collector_launch.hpp"
 #include "trainshim/names.hpp"
 
@@ -34,6 +30,14 @@ int wait_status(pid_t pid) {
   return 1;
 }
 
+}  // namespace
+
+std::string own_directory() {
+  std::error_code ec;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string(".") : self.parent_path().string();
+}
+
 std::string collector_executable() {
   if (const char* path = std::getenv("TRAINSHIM_COLLECTOR"); path && *path) return path;
   return own_directory() + "/trainshim-collector";
@@ -47,26 +51,20 @@ bool job_has_segment(uid_t uid, const std::string& job) {
   return false;
 }
 
-std::string absolute(const std::string& path) { return std::filesystem::absolute(path).lexically_normal().string(); }
-
-}  // namespace
-
-std::string own_directory() {
-  std::error_code ec;
-  const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string(".") : self.parent_path().string();
+std::string absolute_path(const std::string& path) {
+  return std::filesystem::absolute(path).lexically_normal().string();
 }
 
-int run_command(const RunOptions& options) {
+JobRun run_job(const std::vector<std::string>& command, const std::string& database) {
   const char* job_env = std::getenv("TRAINSHIM_JOB");
   const std::string job = sanitize_job(job_env && *job_env ? std::string(job_env)
                                                            : fmt::format("run_{}_{}", getpid(), std::time(nullptr)));
-  std::string out = options.out;
+  std::string out = database;
   if (out.empty()) {
     const char* env = std::getenv("TRAINSHIM_OUT");
     out = env && *env ? env : fmt::format("trainshim-{}.db", job);
   }
-  out = absolute(out);
+  out = absolute_path(out);
   const std::string shim = own_directory() + "/libtrainshim.so";
   if (access(shim.c_str(), R_OK) != 0)
     throw UsageError(fmt::format("{} not found: trainshim run expects the shim beside the trainshim executable", shim));
@@ -93,7 +91,7 @@ int run_command(const RunOptions& options) {
   setenv("LD_PRELOAD", preload_value.c_str(), 1);
 
   std::vector<char*> argv;
-  for (const auto& a : options.command) argv.push_back(const_cast<char*>(a.c_str()));
+  for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
@@ -109,7 +107,7 @@ int run_command(const RunOptions& options) {
   unsetenv("LD_PRELOAD");
   int status = 127;
   if (rc != 0) {
-    fmt::print(stderr, "trainshim: cannot run {}: {}\n", options.command[0], std::strerror(rc));
+    fmt::print(stderr, "trainshim: cannot run {}: {}\n", command[0], std::strerror(rc));
   } else {
     status = wait_status(child);
   }
@@ -118,40 +116,7 @@ int run_command(const RunOptions& options) {
     const int collector_status = wait_status(launched.pid);
     if (collector_status != 0) fmt::print(stderr, "trainshim: the collector exited with status {}\n", collector_status);
   }
-  if (options.report && access(out.c_str(), R_OK) == 0) {
-    RunDatabase db(out);
-    const Report report = load_report(db, options.step);
-    std::cout << (options.json ? json_text(render_json(report)) + "\n" : terminal_text(render_text(report)));
-  } else if (options.report) {
-    fmt::print(stderr, "trainshim: no database was written ({}): nothing was recorded\n", out);
-  }
-  return status;
-}
-
-int collect_command(const std::string& job, const std::string& out, double idle_exit_seconds) {
-  if (!std::isfinite(idle_exit_seconds) || idle_exit_seconds <= 0)
-    throw UsageError(fmt::format("--idle-exit {}: give a number of seconds above 0", idle_exit_seconds));
-  // Waits as the collector would for a first segment, but writes no empty database for a job id
-  // that matches nothing (a mistyped id, another user's job).
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(idle_exit_seconds);
-  while (!job_has_segment(getuid(), job)) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      fmt::print(stderr, "trainshim: no segment of job {} was found in {} (waited {} s): nothing to collect, no "
-                         "database written. Segments are named {}<pid>; check the job id (--job, else "
-                         "TRAINSHIM_JOB, torchrun's run id, Slurm's job id, else the process group)\n",
-                 job, kShmDir, idle_exit_seconds, segment_prefix(getuid(), job));
-      return 1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  std::vector<std::string> args{"--job", job, "--exit-when-idle", fmt::format("{}", idle_exit_seconds)};
-  if (!out.empty()) args.insert(args.end(), {"--out", absolute(out)});
-  std::vector<char*> argv{const_cast<char*>("trainshim-collector")};
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const std::string path = collector_executable();
-  execv(path.c_str(), argv.data());
-  throw UsageError(fmt::format("cannot run {}: {}", path, std::strerror(errno)));
+  return {status, out};
 }
 
 }  // namespace trainshim::cli

@@ -1,7 +1,6 @@
 #pragma once
-// What `trainshim report` says about a run, computed from its database, and its two renderings.
-#include <nlohmann/json.hpp>
-
+// What `trainshim report` says about a run, read from its databases: the model report_text and
+// report_json render, and audit and diff compare.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -81,12 +80,9 @@ struct Report {
 // Several databases (one per node of a job) merge into one report.
 Report load_report(const std::vector<const RunDatabase*>& databases, const std::string& step_name = "");
 Report load_report(const RunDatabase& db, const std::string& step_name = "");
-std::string render_text(const Report& report);
-nlohmann::ordered_json render_json(const Report& report);
 
-// What to do about lost records, for each cause that lost some: only a full ring is helped by a
-// larger one.
-std::string loss_advice(const LostEvents& lost);
+// The steps the first process of `rank` found, 0 when none (or no such rank).
+int64_t steps_of_rank(const Report& report, int rank);
 
 // "all_reduce" for ncclAllReduce.
 std::string collective_op_name(const std::string& api);

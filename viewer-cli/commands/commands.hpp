@@ -1,0 +1,32 @@
+#pragma once
+// The subcommands of `trainshim`, one file each in this directory: a file reads its command's
+// arguments, calls the library (trainshim_cli_core) and writes the output. main.cpp lists them.
+#include <functional>
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+namespace trainshim::cli {
+
+// A subcommand added to the application, and its work once its arguments are parsed: the exit code.
+struct Command {
+  CLI::App* app;
+  std::function<int()> run;
+};
+
+Command add_run_command(CLI::App& app);
+Command add_report_command(CLI::App& app);
+Command add_audit_command(CLI::App& app);
+Command add_diff_command(CLI::App& app);
+Command add_export_command(CLI::App& app);
+Command add_collect_command(CLI::App& app);
+
+// What `trainshim export DB -o OUTPUT` does: the trace of `database` written to `output` ("-":
+// standard output). A file is written beside its final name and renamed into place once complete,
+// so a failed export leaves no half-written trace. Throws UsageError for an output that cannot be
+// created or renamed into place, std::runtime_error when writing fails (a full disk).
+void export_trace(const std::string& database, const std::string& output);
+
+}  // namespace trainshim::cli

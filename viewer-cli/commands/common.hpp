@@ -1,0 +1,28 @@
+#pragma once
+// What several commands take or print alike: the database argument, --step, --format (and --json)
+// and the report.
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+#include "report_model.hpp"
+
+namespace trainshim::cli {
+
+// The database the user named, else the newest ./trainshim-*.db; UsageError if there is none.
+std::string database_argument(const std::string& given);
+
+// --step's value, else $TRAINSHIM_STEP, else empty (steps are detected).
+std::string step_name(const std::string& given);
+// Adds --step to `command`.
+void add_step_option(CLI::App& command, std::string& step);
+
+// Adds --format, one of `formats` (the first is the default), checked as CLI11 checks any value;
+// where "json" is one of them, also --json, which means --format json.
+void add_format_option(CLI::App& command, std::string& format, const std::vector<std::string>& formats);
+
+// The report on standard output, as "text" or "json".
+void print_report(const Report& report, const std::string& format);
+
+}  // namespace trainshim::cli

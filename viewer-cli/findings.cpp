@@ -1,0 +1,147 @@
+#include "findings.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "format.hpp"
+#include "present.hpp"
+
+namespace trainshim::cli {
+
+namespace {
+
+// "2.0 times per step", or per second in a run without steps.
+std::string rate_words(int64_t calls, const RankSyncs& rs) {
+  if (rs.steps.count) return fmt::format("{:.1f} times per step", *per_step(double(calls), rs.steps.count));
+  return fmt::format("{:.1f} times per second", per_second(double(calls), rs.span_ns));
+}
+
+std::string share_words(int64_t blocked_ns, const RankSyncs& rs) {
+  return rs.span_ns > 0 ? fmt::format(", {:.1f} % of {}", 100 * share_of_span(blocked_ns, rs.span_ns),
+                                      rs.steps.count ? "step time" : "the run")
+                        : std::string();
+}
+
+void add_straggler_finding(Report& report) {
+  const CollectiveAnalysis& a = report.waits.analysis;
+  if (a.straggler < 0) return;
+  const RankWaits* s = nullptr;
+  for (const auto& r : a.ranks)
+    if (r.rank == a.straggler) s = &r;
+  if (!s) return;
+  const int64_t steps = steps_of_rank(report, a.straggler);
+  Finding f;
+  f.kind = "straggler";
+  f.rank = a.straggler;
+  f.calls = s->last_count;
+  f.cost_ns = s->imposed_ns;
+  f.message = fmt::format("rank {} arrives last at {:.1f} % of its collectives and costs the other ranks {}", a.straggler,
+                          s->collectives ? 100.0 * double(s->last_count) / double(s->collectives) : 0.0,
+                          steps ? human_duration(s->imposed_ns / steps) + " per step"
+                                : human_duration(s->imposed_ns) + " in all");
+  f.advice = report.waits.straggler_host.empty()
+                 ? fmt::format("find what rank {} does on the host before its collectives (data loading, logging, "
+                               "evaluation on one rank)", a.straggler)
+                 : fmt::format("while rank {} was late its host was in {}: balance that work across ranks or move it "
+                               "off the critical path", a.straggler, host_activity_words(report.waits.straggler_host));
+  report.findings.push_back(std::move(f));
+}
+
+}  // namespace
+
+void add_findings(Report& report) {
+  for (const HangRow& h : report.hangs) {
+    Finding f;
+    f.kind = "hang";
+    f.rank = h.missing.empty() ? -1 : h.missing.front();
+    f.cost_ns = h.waited_ns;
+    f.message = h.message;
+    f.advice = "look at what the missing rank was doing last: a rank that skips a collective (an evaluation or a "
+               "checkpoint on one rank, a data-dependent branch) leaves every other rank waiting";
+    report.findings.push_back(std::move(f));
+  }
+  add_straggler_finding(report);
+  for (const ProcessReport& p : report.processes) {
+    for (const CopyRow& c : p.copies) {
+      if (c.host_memory != "pageable" || (c.direction != "h2d" && c.direction != "d2h")) continue;
+      Finding f;
+      f.kind = "pageable_copy";
+      f.rank = p.rank;
+      f.calls = c.calls;
+      f.bytes = c.bytes;
+      f.cost_ns = c.host_ns;
+      const bool h2d = c.direction == "h2d";
+      f.message = fmt::format("{} copied {} {} {} pageable memory in {} calls ({} of host time)", rank_words(p.rank, p.pid),
+                              human_bytes(c.bytes), h2d ? "H2D" : "D2H", h2d ? "from" : "into",
+                              with_thousands(c.calls), human_duration(c.host_ns));
+      f.advice = h2d ? "pin the host buffer (DataLoader pin_memory=True, or tensor.pin_memory()) and copy "
+                       "with non_blocking=True so the copy overlaps compute"
+                     : "copy into a pinned buffer with non_blocking=True; into pageable memory every D2H copy "
+                       "blocks the host until the GPU reaches it";
+      report.findings.push_back(std::move(f));
+    }
+    const RankSyncs& rs = p.synchronisations;
+    for (const SyncSite& site : rs.hidden) {
+      Finding f;
+      f.kind = "hidden_sync";
+      f.rank = p.rank;
+      f.calls = site.calls;
+      f.cost_ns = site.blocked_ns;
+      f.message = fmt::format("{}: {} at {} blocks the host {} ({} in all{})", rank_words(p.rank, p.pid),
+                              site.classification.operation, site_location(site), rate_words(site.calls, rs),
+                              human_duration(site.blocked_ns), share_words(site.blocked_ns, rs));
+      f.advice = site.classification.advice;
+      report.findings.push_back(std::move(f));
+    }
+    if (p.lost.total() > 0) {
+      Finding f;
+      f.kind = "dropped_events";
+      f.rank = p.rank;
+      f.calls = p.lost.total();
+      f.message = fmt::format("{} lost {} records ({} ring full, {} before recording started, {} unfinished "
+                              "at exit, {} malformed, {} stacks or modules on a full side ring): its figures are "
+                              "lower bounds",
+                              rank_words(p.rank, p.pid), with_thousands(p.lost.total()), with_thousands(p.lost.ring_full),
+                              with_thousands(p.lost.not_ready), with_thousands(p.lost.unpublished),
+                              with_thousands(p.lost.malformed), with_thousands(p.lost.side_ring_full));
+      f.advice = loss_advice(p.lost);
+      report.findings.push_back(std::move(f));
+    }
+  }
+  for (const std::string& library : report.stripped_libraries) {
+    Finding f;
+    f.kind = "stripped_library";
+    f.message = fmt::format("{} has no symbol table (.symtab): PyTorch's binding frames have no names there, so "
+                            "operations are named from its exported op-entry frames alone and "
+                            "torch.cuda.Event/Stream.synchronize() can show as unclassified", library);
+    f.advice = "profile with the PyPI wheel of the same version, or a build that strips debug information only "
+               "(strip --strip-debug)";
+    report.findings.push_back(std::move(f));
+  }
+  std::stable_sort(report.findings.begin(), report.findings.end(),
+                   [](const Finding& a, const Finding& b) { return a.cost_ns > b.cost_ns; });
+}
+
+
+std::string loss_advice(const LostEvents& lost) {
+  std::vector<std::string> causes;
+  if (lost.ring_full > 0)
+    causes.push_back(
+        "ring full: raise TRAINSHIM_FIRST_RING_EVENTS (the main thread's ring), TRAINSHIM_RING_EVENTS (the other "
+        "threads') or TRAINSHIM_RINGS");
+  if (lost.side_ring_full > 0) causes.push_back("side ring full: raise TRAINSHIM_SIDE_RECORDS");
+  if (lost.not_ready > 0)
+    causes.push_back("before recording started: other threads called CUDA while the first call set recording up, "
+                     "which larger rings do not change; make one CUDA call before starting threads to record them");
+  if (lost.unpublished > 0)
+    causes.push_back("unfinished at exit: a thread was inside a CUDA call when its process ended or was killed");
+  if (lost.malformed > 0)
+    causes.push_back("malformed: records that failed validation were skipped; check that nothing else writes into "
+                     "/dev/shm/trainshim-*");
+  return fmt::format("{}", fmt::join(causes, "; "));
+}
+
+}  // namespace trainshim::cli

@@ -1,0 +1,173 @@
+#include "report_json.hpp"
+
+#include <fmt/format.h>
+
+#include "present.hpp"
+
+namespace trainshim::cli {
+
+namespace {
+
+nlohmann::ordered_json copies_json(const std::vector<CopyRow>& rows) {
+  auto out = nlohmann::ordered_json::array();
+  for (const auto& c : rows)
+    out.push_back({{"direction", c.direction}, {"host_memory", c.host_memory}, {"calls", c.calls},
+                   {"bytes", c.bytes}, {"host_ns", c.host_ns}});
+  return out;
+}
+nlohmann::ordered_json syncs_json(const std::vector<SyncRow>& rows) {
+  auto out = nlohmann::ordered_json::array();
+  for (const auto& s : rows) out.push_back({{"api", s.api}, {"calls", s.calls}, {"blocked_ns", s.blocked_ns}});
+  return out;
+}
+nlohmann::ordered_json collectives_json(const std::vector<CollectiveRow>& rows) {
+  auto out = nlohmann::ordered_json::array();
+  for (const auto& c : rows)
+    out.push_back({{"op", c.op}, {"calls", c.calls}, {"bytes", c.bytes}, {"host_ns", c.host_ns}});
+  return out;
+}
+nlohmann::ordered_json lost_json(const LostEvents& l) {
+  return {{"ring_full", l.ring_full}, {"not_ready", l.not_ready}, {"unpublished", l.unpublished},
+          {"malformed", l.malformed}, {"side_ring_full", l.side_ring_full}};
+}
+
+nlohmann::ordered_json sites_json(const std::vector<SyncSite>& sites, const RankSyncs& rs) {
+  auto out = nlohmann::ordered_json::array();
+  for (const auto& site : sites) {
+    auto python = nlohmann::ordered_json::array();
+    for (const auto& f : site.python)
+      python.push_back({{"file", f.file}, {"line", f.line}, {"function", f.function}, {"source", f.source}});
+    auto native = nlohmann::ordered_json::array();
+    for (const auto& f : site.native)
+      native.push_back({{"function", f.function}, {"module", f.module}, {"file", f.file}, {"line", f.line}});
+    out.push_back({{"operation", site.classification.operation},
+                   {"cause", site.classification.cause},
+                   {"advice", site.classification.advice},
+                   {"rule", site.classification.rule},
+                   {"native_frame", site.classification.native_frame},
+                   {"file", site.file},
+                   {"line", site.line},
+                   {"function", site.function},
+                   {"source", site.source},
+                   {"in_backward", site.in_backward},
+                   {"calls", site.calls},
+                   {"per_step", optional_json(per_step(double(site.calls), rs.steps.count))},
+                   {"per_second", per_second(double(site.calls), rs.span_ns)},
+                   {"blocked_ns", site.blocked_ns},
+                   {"bytes", site.bytes},
+                   {"share_of_step", share_of_span(site.blocked_ns, rs.span_ns)},
+                   {"python_stack", python},
+                   {"native_stack", native}});
+  }
+  return out;
+}
+
+}  // namespace
+
+nlohmann::ordered_json render_json(const Report& report) {
+  nlohmann::ordered_json doc;
+  doc["format"] = "trainshim-report/1";
+  doc["job"] = {{"id", report.job}, {"database", report.database}, {"processes", report.processes.size()}};
+  doc["ranks"] = nlohmann::ordered_json::array();
+  for (const auto& p : report.processes) {
+    doc["ranks"].push_back({{"rank", rank_json(p.rank)},
+                            {"local_rank", rank_json(p.local_rank)},
+                            {"world_size", rank_json(p.world_size)},
+                            {"pid", p.pid},
+                            {"host", p.host},
+                            {"command", p.command},
+                            {"ended", p.ended},
+                            {"python_version", p.python_version.empty() ? nlohmann::ordered_json(nullptr)
+                                                                        : nlohmann::ordered_json(p.python_version)},
+                            {"python_stacks_unavailable", p.python_stacks_unavailable.empty()
+                                                              ? nlohmann::ordered_json(nullptr)
+                                                              : nlohmann::ordered_json(p.python_stacks_unavailable)},
+                            {"events", p.events},
+                            {"copies", copies_json(p.copies)},
+                            {"syncs", syncs_json(p.syncs)},
+                            {"collectives", collectives_json(p.collectives)},
+                            {"dropped_events", p.lost.total()},
+                            {"lost", lost_json(p.lost)},
+                            {"steps", {{"count", p.synchronisations.steps.count},
+                                       {"rule", p.synchronisations.steps.rule},
+                                       {"step_ns", p.synchronisations.steps.step_ns},
+                                       {"span_ns", p.synchronisations.span_ns}}},
+                            {"hidden_syncs", sites_json(p.synchronisations.hidden, p.synchronisations)},
+                            {"explicit_syncs", sites_json(p.synchronisations.explicit_, p.synchronisations)},
+                            {"pageable_sites", sites_json(p.synchronisations.pageable, p.synchronisations)},
+                            {"polls", sites_json(p.synchronisations.polls, p.synchronisations)}});
+  }
+  doc["totals"] = {{"copies", copies_json(report.total_copies)},
+                   {"syncs", syncs_json(report.total_syncs)},
+                   {"collectives", collectives_json(report.total_collectives)},
+                   {"dropped_events", report.total_lost.total()}};
+  {
+    const WaitReport& w = report.waits;
+    const CollectiveAnalysis& a = w.analysis;
+    auto ranks = nlohmann::ordered_json::array();
+    for (const RankWaits& r : a.ranks) {
+      const int64_t steps = steps_of_rank(report, r.rank);
+      ranks.push_back({{"rank", r.rank},
+                       {"collectives", r.collectives},
+                       {"waited_ns", r.waited_ns},
+                       {"per_step_ns", steps ? nlohmann::ordered_json(r.waited_ns / steps) : nullptr},
+                       {"last_count", r.last_count},
+                       {"last_fraction", r.collectives ? double(r.last_count) / double(r.collectives) : 0.0},
+                       {"imposed_ns", r.imposed_ns}});
+    }
+    nlohmann::ordered_json straggler = nullptr;
+    if (a.straggler >= 0) {
+      auto activity = nlohmann::ordered_json::array();
+      for (const auto& h : w.straggler_host)
+        activity.push_back({{"file", h.file}, {"line", h.line}, {"function", h.function}, {"share", h.share}});
+      int64_t imposed = 0;
+      for (const RankWaits& r : a.ranks)
+        if (r.rank == a.straggler) imposed = r.imposed_ns;
+      const int64_t steps = steps_of_rank(report, a.straggler);
+      straggler = {{"rank", a.straggler},
+                   {"imposed_ns", imposed},
+                   {"imposed_per_step_ns", steps ? nlohmann::ordered_json(imposed / steps) : nullptr},
+                   {"host_activity", activity}};
+    }
+    auto captured = nlohmann::ordered_json::array();
+    for (const CapturedCollectives& c : w.captured)
+      captured.push_back({{"communicator", fmt::format("{:016x}", c.communicator)},
+                          {"collectives", c.collectives},
+                          {"ranks", c.ranks},
+                          {"replays_measured", false}});
+    doc["collective_waits"] = {{"matched", a.matched},
+                               {"incomplete", a.incomplete},
+                               {"communicators", a.communicators},
+                               {"inconsistent", a.inconsistent},
+                               {"duplicates", a.duplicates},
+                               {"untimed", {{"capturing", w.untimed_capturing},
+                                            {"no_event", w.untimed_no_event},
+                                            {"in_group_in_progress", w.untimed_in_group_in_progress}}},
+                               {"captured", captured},
+                               {"p2p", {{"sends", w.p2p.sends},
+                                        {"recvs", w.p2p.recvs},
+                                        {"matched", w.p2p.matched},
+                                        {"unmatched", w.p2p.unmatched},
+                                        {"timed", w.p2p.timed},
+                                        {"gpu_ns", w.p2p.gpu_ns},
+                                        {"exchanges", w.p2p.exchanges}}},
+                               {"ranks", ranks},
+                               {"straggler", straggler}};
+  }
+  doc["hangs"] = nlohmann::ordered_json::array();
+  for (const HangRow& h : report.hangs)
+    doc["hangs"].push_back({{"communicator", h.communicator},
+                            {"sequence", h.sequence},
+                            {"op", h.op},
+                            {"waiting_ranks", h.waiting},
+                            {"missing_ranks", h.missing},
+                            {"waited_ns", h.waited_ns},
+                            {"message", h.message}});
+  doc["findings"] = nlohmann::ordered_json::array();
+  for (const auto& f : report.findings)
+    doc["findings"].push_back({{"kind", f.kind}, {"rank", rank_json(f.rank)}, {"calls", f.calls}, {"bytes", f.bytes},
+                               {"cost_ns", f.cost_ns}, {"message", f.message}, {"advice", f.advice}});
+  return doc;
+}
+
+}  // namespace trainshim::cli

@@ -1,0 +1,156 @@
+#include "report_text.hpp"
+
+#include <fmt/format.h>
+
+#include "format.hpp"
+#include "present.hpp"
+
+namespace trainshim::cli {
+
+namespace {
+
+void render_tables(std::string& out, const std::vector<CopyRow>& copies, const std::vector<SyncRow>& syncs,
+                   const std::vector<CollectiveRow>& collectives, int64_t lost) {
+  if (!copies.empty()) {
+    out += fmt::format("  {:<14}{:<7}{:<10}{:>12}{:>12}{:>12}\n", "copies", "dir", "memory", "calls", "bytes", "host time");
+    for (const auto& c : copies)
+      out += fmt::format("  {:<14}{:<7}{:<10}{:>12}{:>12}{:>12}\n", "", c.direction, c.host_memory,
+                         with_thousands(c.calls), human_bytes(c.bytes), human_duration(c.host_ns));
+  }
+  if (!syncs.empty()) {
+    out += fmt::format("  {:<14}{:<29}{:>12}{:>12}\n", "syncs", "api", "calls", "blocked");
+    for (const auto& s : syncs)
+      out += fmt::format("  {:<14}{:<29}{:>12}{:>12}\n", "", s.api, with_thousands(s.calls), human_duration(s.blocked_ns));
+  }
+  if (!collectives.empty()) {
+    out += fmt::format("  {:<14}{:<17}{:>12}{:>12}{:>12}\n", "collectives", "op", "calls", "bytes", "host time");
+    for (const auto& c : collectives)
+      out += fmt::format("  {:<14}{:<17}{:>12}{:>12}{:>12}\n", "", c.op, with_thousands(c.calls),
+                         human_bytes(c.bytes), human_duration(c.host_ns));
+  }
+  if (copies.empty() && syncs.empty() && collectives.empty()) out += "  no copies, syncs or collectives recorded\n";
+  out += fmt::format("  dropped events: {}\n", with_thousands(lost));
+}
+
+void render_sites(std::string& out, const std::vector<SyncSite>& sites, const RankSyncs& rs) {
+  for (const auto& site : sites) {
+    const std::string rate = rs.steps.count ? fmt::format("{:.1f}", *per_step(double(site.calls), rs.steps.count))
+                                            : fmt::format("{:.1f}/s", per_second(double(site.calls), rs.span_ns));
+    out += fmt::format("  {:<46} {:>9} {:>9} {:>10} {:>8.1f} %\n", site.classification.operation,
+                       with_thousands(site.calls), rate, human_duration(site.blocked_ns),
+                       100 * share_of_span(site.blocked_ns, rs.span_ns));
+    out += fmt::format("      at {}{}\n", site_location(site), site.in_backward ? " (in backward, autograd thread)" : "");
+    if (!site.source.empty()) out += fmt::format("         {}\n", site.source);
+  }
+}
+
+void render_sync_sections(std::string& out, const ProcessReport& p) {
+  const RankSyncs& rs = p.synchronisations;
+  if (rs.hidden.empty() && rs.explicit_.empty() && rs.polls.empty()) return;
+  const std::string steps = rs.steps.count ? fmt::format("{} steps", with_thousands(rs.steps.count)) : "no steps found";
+  out += fmt::format("  steps: {} ({})\n", steps, rs.steps.rule);
+  const char* rate_header = rs.steps.count ? "per step" : "per sec";
+  const char* share_header = rs.steps.count ? "of step" : "of run";
+  if (!rs.hidden.empty()) {
+    out += fmt::format("  {:<46} {:>9} {:>9} {:>10} {:>10}\n", "Hidden synchronisations", "calls", rate_header,
+                       "blocked", share_header);
+    render_sites(out, rs.hidden, rs);
+  }
+  if (!rs.explicit_.empty()) {
+    out += fmt::format("  {:<46} {:>9} {:>9} {:>10} {:>10}\n", "Explicit synchronisations (asked for)", "calls",
+                       rate_header, "blocked", share_header);
+    render_sites(out, rs.explicit_, rs);
+  }
+  if (!rs.polls.empty()) {
+    out += fmt::format("  {:<46} {:>9} {:>9} {:>10} {:>10}\n", "Polls (ask, never wait)", "calls", "per sec",
+                       "in calls", share_header);
+    for (const auto& site : rs.polls) {
+      out += fmt::format("  {:<46} {:>9} {:>9.1f} {:>10} {:>8.1f} %\n", site.classification.operation,
+                         with_thousands(site.calls), per_second(double(site.calls), rs.span_ns), human_duration(site.blocked_ns),
+                         100 * share_of_span(site.blocked_ns, rs.span_ns));
+      out += fmt::format("      at {}\n", site_location(site));
+    }
+  }
+}
+
+void render_hangs(std::string& out, const Report& report) {
+  if (report.hangs.empty()) return;
+  out += "\nHangs (seen by the collector while the job ran)\n";
+  for (const HangRow& h : report.hangs) out += fmt::format("  {}\n", h.message);
+}
+
+void render_waits(std::string& out, const Report& report) {
+  const WaitReport& w = report.waits;
+  const CollectiveAnalysis& a = w.analysis;
+  if (a.matched == 0 && a.incomplete == 0 && w.untimed_capturing == 0 && w.untimed_no_event == 0 &&
+      w.untimed_in_group_in_progress == 0 && w.p2p.sends + w.p2p.recvs == 0)
+    return;
+  out += fmt::format("\nCollective waits ({} ranks, {} collectives matched on {} communicator{}{})\n", a.ranks.size(),
+                     with_thousands(a.matched), a.communicators, a.communicators == 1 ? "" : "s",
+                     a.incomplete ? fmt::format(", {} not seen on every rank", with_thousands(a.incomplete)) : "");
+  out += fmt::format("  {:<6}{:>12}{:>12}{:>16}\n", "rank", "waited", "per step", "last to arrive");
+  for (const RankWaits& r : a.ranks) {
+    const int64_t steps = steps_of_rank(report, r.rank);
+    out += fmt::format("  {:<6}{:>12}{:>12}{:>14.1f} %", r.rank, human_duration(r.waited_ns),
+                       steps ? human_duration(r.waited_ns / steps) : std::string("-"),
+                       r.collectives ? 100.0 * double(r.last_count) / double(r.collectives) : 0.0);
+    if (r.rank == a.straggler)
+      out += fmt::format("   <- straggler: costs the other ranks {}",
+                         steps ? human_duration(r.imposed_ns / steps) + " per step" : human_duration(r.imposed_ns));
+    out += "\n";
+  }
+  if (a.straggler >= 0 && !w.straggler_host.empty())
+    out += fmt::format("  While rank {} was late, its host was in: {}\n", a.straggler,
+                       host_activity_words(w.straggler_host));
+  if (a.straggler < 0 && a.matched > 0) out += "  No straggler: no rank makes the others wait consistently.\n";
+  if (w.untimed_capturing)
+    out += fmt::format("  {} collectives were not timed: their stream was being captured into a CUDA graph\n",
+                       with_thousands(w.untimed_capturing));
+  if (w.untimed_no_event)
+    out += fmt::format("  {} collectives were not timed: no timing event was free\n", with_thousands(w.untimed_no_event));
+  if (w.untimed_in_group_in_progress)
+    out += fmt::format("  {} NCCL operations were not timed: their launch went to NCCL's own thread (non-blocking "
+                       "communicator, ncclInProgress) and the program did not wait for it with "
+                       "ncclCommGetAsyncError\n",
+                       with_thousands(w.untimed_in_group_in_progress));
+  for (const CapturedCollectives& c : w.captured)
+    out += fmt::format("  communicator {:016x}: {} collectives captured into CUDA graphs; their replays are not "
+                       "measured\n", c.communicator, with_thousands(c.collectives));
+  if (w.p2p.sends + w.p2p.recvs)
+    out += fmt::format("  point-to-point: {} sends, {} receives, {} pairs matched, {} calls unmatched, {} timed on "
+                       "the GPU ({}), of which {} exchanges with every rank (all_to_all), matched as collectives\n",
+                       with_thousands(w.p2p.sends), with_thousands(w.p2p.recvs), with_thousands(w.p2p.matched),
+                       with_thousands(w.p2p.unmatched), with_thousands(w.p2p.timed), human_duration(w.p2p.gpu_ns),
+                       with_thousands(w.p2p.exchanges));
+}
+
+}  // namespace
+
+std::string render_text(const Report& report) {
+  std::string out = fmt::format("trainshim report: job {} ({} process{}), {}\n", report.job, report.processes.size(),
+                                report.processes.size() == 1 ? "" : "es", report.database);
+  if (report.processes.empty()) {
+    out += "\nNo process of this job made a CUDA or NCCL call that trainshim records.\n";
+    return out;
+  }
+  for (const auto& p : report.processes) {
+    out += fmt::format("\nrank {}  pid {}  host {}{}\n  {}\n", rank_label(p.rank), p.pid, p.host,
+                       p.ended ? "" : "  (still running)", p.command);
+    if (!p.python_stacks_unavailable.empty())
+      out += fmt::format("  Python stacks unavailable: {}; sites are named by native frames\n", p.python_stacks_unavailable);
+    render_tables(out, p.copies, p.syncs, p.collectives, p.lost.total());
+    render_sync_sections(out, p);
+  }
+  render_hangs(out, report);
+  render_waits(out, report);
+  if (report.processes.size() > 1) {
+    out += fmt::format("\nall ranks\n");
+    render_tables(out, report.total_copies, report.total_syncs, report.total_collectives, report.total_lost.total());
+  }
+  out += "\nFindings\n";
+  if (report.findings.empty()) out += "  none: no pageable copies and no lost events\n";
+  for (const auto& f : report.findings) out += fmt::format("  * {}\n    -> {}\n", f.message, f.advice);
+  return out;
+}
+
+}  // namespace trainshim::cli
