@@ -17,9 +17,11 @@
 // exit (also a kill) and at exec (the descriptor is close-on-exec), and a forked child does not
 // inherit it. The collector only asks (F_OFD_GETLK) and never takes a lock, so the answer holds
 // across pid namespaces (containers sharing /dev/shm), where pids say nothing.
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string_view>
 
 #include "trainshim/api.hpp"
@@ -249,6 +251,42 @@ inline void write_layout(SegmentHeader& header, uint32_t ring_count, uint32_t fi
   header.slot_bytes = sizeof(Slot);
   header.side_capacity = side_capacity;
   header.side_slot_bytes = sizeof(SideSlot);
+}
+
+// Who produced a segment, and its clock anchors (read together, in this order).
+struct SegmentProducer {
+  int32_t pid = 0;
+  int32_t rank = -1;  // -1: not launched by a known launcher
+  int32_t local_rank = -1;
+  int32_t world_size = -1;
+  ClockKind clock_kind = ClockKind::Monotonic;
+  uint64_t anchor_monotonic_ns = 0;
+  uint64_t anchor_ticks = 0;
+  uint64_t anchor_realtime_ns = 0;
+  std::string_view host, job, command;  // cut to fit their fields
+};
+
+// A new segment's header, all but its counters and its producer_state, which the producer
+// publishes last.
+inline void init_segment_header(SegmentHeader& header, uint32_t ring_count, uint32_t first_ring_capacity,
+                                uint32_t ring_capacity, uint32_t side_capacity, const SegmentProducer& producer) {
+  write_layout(header, ring_count, first_ring_capacity, ring_capacity, side_capacity);
+  header.pid = producer.pid;
+  header.rank = producer.rank;
+  header.local_rank = producer.local_rank;
+  header.world_size = producer.world_size;
+  header.clock_kind = static_cast<uint32_t>(producer.clock_kind);
+  header.anchor_ticks = producer.anchor_ticks;
+  header.anchor_monotonic_ns = producer.anchor_monotonic_ns;
+  header.anchor_realtime_ns = producer.anchor_realtime_ns;
+  const auto copy_text = [](char* field, std::size_t capacity, std::string_view text) {
+    const std::size_t n = std::min(capacity - 1, text.size());
+    std::memcpy(field, text.data(), n);
+    field[n] = '\0';
+  };
+  copy_text(header.host, sizeof header.host, producer.host);
+  copy_text(header.job, sizeof header.job, producer.job);
+  copy_text(header.command, sizeof header.command, producer.command);
 }
 
 inline constexpr uint32_t kMaxRings = 256;

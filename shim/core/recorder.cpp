@@ -109,12 +109,6 @@ std::string read_small_file(const char* path) {
   return out;
 }
 
-void copy_text(char* dst, std::size_t capacity, std::string_view text) {
-  const std::size_t n = std::min(capacity - 1, text.size());
-  std::memcpy(dst, text.data(), n);
-  dst[n] = '\0';
-}
-
 // The file that maps `address`, as the kernel names it: an absolute path, whatever the process's
 // working directory is now. (A relative LD_PRELOAD was resolved against the directory the
 // process started in, and dladdr still reports it relative.)
@@ -336,23 +330,23 @@ SegmentHeader* create_segment(const Identity& id) {
   hold_liveness_lock(shm, name);
 
   auto* header = static_cast<SegmentHeader*>(region->get_address());
-  write_layout(*header, rings, first_capacity, capacity, side_capacity);
-  header->pid = getpid();
-  header->rank = id.rank;
-  header->local_rank = id.local_rank;
-  header->world_size = id.world_size;
-  header->clock_kind = static_cast<uint32_t>(kClockKind);
-  header->anchor_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
-  header->anchor_ticks = ticks();
-  header->anchor_realtime_ns = clock_ns(CLOCK_REALTIME);
   char host[64] = {};
   gethostname(host, sizeof host - 1);
-  copy_text(header->host, sizeof header->host, host);
-  copy_text(header->job, sizeof header->job, id.job);
   std::string command = read_small_file("/proc/self/cmdline");
   while (!command.empty() && command.back() == '\0') command.pop_back();
   for (char& c : command) if (c == '\0') c = ' ';
-  copy_text(header->command, sizeof header->command, command);
+  init_segment_header(*header, rings, first_capacity, capacity, side_capacity,
+                      {.pid = getpid(),
+                       .rank = id.rank,
+                       .local_rank = id.local_rank,
+                       .world_size = id.world_size,
+                       .clock_kind = kClockKind,
+                       .anchor_monotonic_ns = clock_ns(CLOCK_MONOTONIC),
+                       .anchor_ticks = ticks(),
+                       .anchor_realtime_ns = clock_ns(CLOCK_REALTIME),
+                       .host = host,
+                       .job = id.job,
+                       .command = command});
   header->producer_state.store(static_cast<uint32_t>(ProducerState::Live), std::memory_order_release);
   return header;
 }

@@ -80,13 +80,15 @@ void BM_CollectorPass(benchmark::State& state) {
     return;
   }
   auto* header = static_cast<SegmentHeader*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
-  write_layout(*header, kRings, kCapacity, kCapacity, kSide);
-  header->pid = getpid();
-  header->rank = 0;
-  header->clock_kind = uint32_t(kClockKind);
-  header->anchor_ticks = ticks();
-  header->anchor_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
-  std::strcpy(header->job, job.c_str());
+  init_segment_header(*header, kRings, kCapacity, kCapacity, kSide,
+                      {.pid = getpid(),
+                       .rank = 0,
+                       .local_rank = 0,
+                       .world_size = 0,
+                       .clock_kind = kClockKind,
+                       .anchor_monotonic_ns = clock_ns(CLOCK_MONOTONIC),
+                       .anchor_ticks = ticks(),
+                       .job = job});
   // The producer's liveness lock, held through another open file description.
   const int lock_fd = open((std::string(kShmDir) + "/" + name).c_str(), O_RDWR | O_CLOEXEC);
   struct flock lock {};

@@ -51,17 +51,20 @@ int64_t arrival_ns(uint32_t rank, uint32_t sequence, uint32_t straggler) {
 std::unique_ptr<trainshim::SegmentHeader> header_for(uint32_t rank, uint32_t local_rank, uint32_t world,
                                                      uint32_t node) {
   auto h = std::make_unique<trainshim::SegmentHeader>();
-  trainshim::write_layout(*h, 8, 65536, 16384, 2048);
-  h->pid = int32_t(10'000 + local_rank);
-  h->rank = int32_t(rank);
-  h->local_rank = int32_t(local_rank);
-  h->world_size = int32_t(world);
-  h->clock_kind = static_cast<uint32_t>(trainshim::ClockKind::Monotonic);
-  h->anchor_monotonic_ns = 1'000'000'000;
-  h->anchor_realtime_ns = 1'780'000'000'000'000'000;
-  std::snprintf(h->host, sizeof h->host, "node%03u", node);
-  std::snprintf(h->job, sizeof h->job, "reportmany");
-  std::snprintf(h->command, sizeof h->command, "python train.py --local-rank %u", local_rank);
+  char host[16];
+  std::snprintf(host, sizeof host, "node%03u", node);
+  const std::string command = "python train.py --local-rank " + std::to_string(local_rank);
+  trainshim::init_segment_header(*h, 8, 65536, 16384, 2048,
+                                 {.pid = int32_t(10'000 + local_rank),
+                                  .rank = int32_t(rank),
+                                  .local_rank = int32_t(local_rank),
+                                  .world_size = int32_t(world),
+                                  .clock_kind = trainshim::ClockKind::Monotonic,
+                                  .anchor_monotonic_ns = 1'000'000'000,
+                                  .anchor_realtime_ns = 1'780'000'000'000'000'000,
+                                  .host = host,
+                                  .job = "reportmany",
+                                  .command = command});
   return h;
 }
 

@@ -102,9 +102,8 @@ void write_run(const std::string& path, bool after) {
   collector::HangWatch hangs(2'000'000'000);
   test::Records records(db);
   for (int rank = kRanks - 1; rank >= 0; --rank) {  // added out of order: the outputs order by rank
-    auto header = test::header_for(rank, 100 + rank, rank == 2 ? "nodeB" : "nodeA");
-    header->world_size = kRanks;
-    const int64_t p = db.add_process("seg-" + std::to_string(100 + rank), *header);
+    const int64_t p = db.add_process("seg-" + std::to_string(100 + rank),
+                                     *test::header_for(rank, 100 + rank, rank == 2 ? "nodeB" : "nodeA", kRanks));
     add_stacks(db, p);
     const uint32_t main_thread = 100 + uint32_t(rank);
     int64_t events = 0;

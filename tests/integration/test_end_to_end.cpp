@@ -36,6 +36,7 @@ void expect_sync(const json& rank, const std::string& api, int calls) {
   EXPECT_EQ(row.at("calls"), calls) << api;
 }
 
+// tests/programs/accounting.cpp on four ranks: each rank's figures are the program's calls.
 TEST(EndToEnd, CppJobAcrossFourRanksIsCountedExactly) {
   Scratch s;
   const auto result = run("TRAINSHIM_JOB=" + s.job + " " + trainshim_cli() + " run --json --out " + s.db() + " -- " +
@@ -49,18 +50,20 @@ TEST(EndToEnd, CppJobAcrossFourRanksIsCountedExactly) {
     const json& r = rank_entry(report, rank);
     EXPECT_EQ(r.at("world_size"), 4);
     EXPECT_EQ(r.at("copies").size(), 4u);
-    expect_copy(r, "h2d", "pageable", 10, 10 * 4096);
-    expect_copy(r, "h2d", "pinned", 5, 5 * 8192);
-    expect_copy(r, "d2h", "pageable", 3, 3 * 1000);
-    expect_copy(r, "d2d", "device", 2, 2 * 16 * 4);
+    expect_copy(r, "h2d", "pageable", 10, 10 * 4096);  // cudaMemcpy from the std::vector
+    expect_copy(r, "h2d", "pinned", 5, 5 * 8192);      // cudaMemcpyAsync from cudaMallocHost memory
+    expect_copy(r, "d2h", "pageable", 3, 3 * 1000);    // cudaMemcpyAsync into the std::vector
+    expect_copy(r, "d2d", "device", 2, 2 * 16 * 4);    // cudaMemcpy2D: width 16 bytes x height 4
     EXPECT_EQ(r.at("syncs").size(), 3u);
+    // 4 in the loop, and 1 after the all-reduces: only a job of more than one rank makes them.
     expect_sync(r, "cudaStreamSynchronize", 5);
     expect_sync(r, "cudaDeviceSynchronize", 1);
+    // cudaFree waits for the device (a sync): the two device buffers. cudaFreeHost is no sync.
     expect_sync(r, "cudaFree", 2);
     ASSERT_EQ(r.at("collectives").size(), 1u);
     EXPECT_EQ(r.at("collectives")[0].at("op"), "all_reduce");
     EXPECT_EQ(r.at("collectives")[0].at("calls"), 6);
-    EXPECT_EQ(r.at("collectives")[0].at("bytes"), 6 * 256 * 4);
+    EXPECT_EQ(r.at("collectives")[0].at("bytes"), 6 * 256 * 4);  // 256 floats each
     EXPECT_EQ(r.at("dropped_events"), 0);
   }
   const json totals = report.at("totals");

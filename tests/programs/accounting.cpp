@@ -1,5 +1,6 @@
 // A job with known numbers: every rank makes exactly these calls, so the report must show
-// exactly these counts and bytes (tests/integration/test_accounting.cpp asserts them).
+// exactly these counts and bytes (EndToEnd.CppJobAcrossFourRanksIsCountedExactly in
+// tests/integration/test_end_to_end.cpp asserts them, each with where it comes from here).
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 

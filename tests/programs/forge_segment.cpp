@@ -48,17 +48,18 @@ int main(int argc, char** argv) {
     std::perror("mmap");
     return 1;
   }
-  write_layout(*h, rings, capacity, capacity, side);
-  h->pid = getpid();
-  h->rank = 0;
-  h->world_size = 1;
-  h->clock_kind = uint32_t(kClockKind);
-  h->anchor_monotonic_ns = clock_ns(CLOCK_MONOTONIC);
-  h->anchor_ticks = ticks();
-  h->anchor_realtime_ns = clock_ns(CLOCK_REALTIME);
-  std::strcpy(h->host, "FORGED-HOST");
-  std::strcpy(h->job, "forged");
-  std::strcpy(h->command, "\033[31mFORGED\033[0m rm -rf / # injected by another user");
+  init_segment_header(*h, rings, capacity, capacity, side,
+                      {.pid = getpid(),
+                       .rank = 0,
+                       .local_rank = 0,
+                       .world_size = 1,
+                       .clock_kind = kClockKind,
+                       .anchor_monotonic_ns = clock_ns(CLOCK_MONOTONIC),
+                       .anchor_ticks = ticks(),
+                       .anchor_realtime_ns = clock_ns(CLOCK_REALTIME),
+                       .host = "FORGED-HOST",
+                       .job = "forged",
+                       .command = "\033[31mFORGED\033[0m rm -rf / # injected by another user"});
   EventRecord r{};
   if (const char* comm_size = std::getenv("FORGE_COMM_SIZE")) {
     r.api = uint16_t(Api::ncclAllReduce);

@@ -1,9 +1,8 @@
 #pragma once
 // What the unit tests of the CLI need to write a run database by hand.
-#include <cstdio>
-#include <cstring>
 #include <map>
 #include <memory>
+#include <string>
 
 #include "database.hpp"
 #include "ingest.hpp"
@@ -12,22 +11,22 @@
 
 namespace trainshim::test {
 
-// The header of a process of a two-rank job "unitjob" (rank -1: no launcher), on a monotonic
-// clock so that event times are nanoseconds as written.
-inline std::unique_ptr<SegmentHeader> header_for(int rank, int pid, const char* host) {
+// The header of a process of a job "unitjob" of `world_size` ranks (rank -1: no launcher), on a
+// monotonic clock so that event times are nanoseconds as written. Its rings are never read.
+inline std::unique_ptr<SegmentHeader> header_for(int rank, int pid, const char* host, int world_size = 2) {
   auto h = std::make_unique<SegmentHeader>();
-  h->magic = kSegmentMagic;
-  h->format_version = kFormatVersion;
-  h->pid = pid;
-  h->rank = rank;
-  h->local_rank = rank < 0 ? -1 : rank;
-  h->world_size = rank < 0 ? -1 : 2;
-  h->clock_kind = static_cast<uint32_t>(ClockKind::Monotonic);
-  h->anchor_monotonic_ns = 1000;
-  h->anchor_realtime_ns = 2000;
-  std::strcpy(h->host, host);
-  std::strcpy(h->job, "unitjob");
-  std::snprintf(h->command, sizeof h->command, "python train.py --rank %d", rank);
+  const std::string command = "python train.py --rank " + std::to_string(rank);
+  init_segment_header(*h, 1, 1, 1, 1,
+                      {.pid = pid,
+                       .rank = rank,
+                       .local_rank = rank < 0 ? -1 : rank,
+                       .world_size = rank < 0 ? -1 : world_size,
+                       .clock_kind = ClockKind::Monotonic,
+                       .anchor_monotonic_ns = 1000,
+                       .anchor_realtime_ns = 2000,
+                       .host = host,
+                       .job = "unitjob",
+                       .command = command});
   return h;
 }
 

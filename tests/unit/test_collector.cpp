@@ -91,19 +91,18 @@ class TestSegment {
   TestSegment& operator=(const TestSegment&) = delete;
 
   void fill_header() {
-    SegmentHeader* h = header();
-    write_layout(*h, options_.rings, options_.capacity, options_.capacity, 4);
-    h->pid = options_.pid;
-    h->rank = 3;
-    h->local_rank = 1;
-    h->world_size = 8;
-    h->clock_kind = static_cast<uint32_t>(ClockKind::Monotonic);  // ticks are nanoseconds
-    h->anchor_ticks = 5000;
-    h->anchor_monotonic_ns = 5000;
-    h->anchor_realtime_ns = 1'700'000'000'000'000'000;
-    std::strcpy(h->host, "unit-host");
-    std::strncpy(h->job, job_.c_str(), sizeof h->job - 1);
-    std::strcpy(h->command, "python train.py --epochs 1");
+    init_segment_header(*header(), options_.rings, options_.capacity, options_.capacity, 4,
+                        {.pid = options_.pid,
+                         .rank = 3,
+                         .local_rank = 1,
+                         .world_size = 8,
+                         .clock_kind = ClockKind::Monotonic,  // ticks are nanoseconds
+                         .anchor_monotonic_ns = 5000,
+                         .anchor_ticks = 5000,
+                         .anchor_realtime_ns = 1'700'000'000'000'000'000,
+                         .host = "unit-host",
+                         .job = job_,
+                         .command = "python train.py --epochs 1"});
   }
   void publish() {
     header()->producer_state.store(static_cast<uint32_t>(ProducerState::Live), std::memory_order_release);

@@ -18,18 +18,10 @@ constexpr uint32_t kSide = 4;
 // Filled as shim/core/recorder.cpp create_segment fills a new segment's header.
 std::unique_ptr<SegmentHeader> good_header() {
   auto h = std::make_unique<SegmentHeader>();
-  write_layout(*h, kRings, kFirstCapacity, kCapacity, kSide);
-  h->pid = 1234;
-  h->rank = 0;
-  h->local_rank = 0;
-  h->world_size = 1;
-  h->clock_kind = static_cast<uint32_t>(ClockKind::Tsc);
-  h->anchor_monotonic_ns = 1;
-  h->anchor_ticks = 2;
-  h->anchor_realtime_ns = 3;
-  std::strcpy(h->host, "node");
-  std::strcpy(h->job, "job");
-  std::strcpy(h->command, "python train.py");
+  init_segment_header(*h, kRings, kFirstCapacity, kCapacity, kSide,
+                      {.pid = 1234, .rank = 0, .local_rank = 0, .world_size = 1, .clock_kind = ClockKind::Tsc,
+                       .anchor_monotonic_ns = 1, .anchor_ticks = 2, .anchor_realtime_ns = 3, .host = "node",
+                       .job = "job", .command = "python train.py"});
   h->producer_state.store(static_cast<uint32_t>(ProducerState::Live), std::memory_order_release);
   return h;
 }
@@ -45,6 +37,46 @@ TEST(ValidateHeader, GoodHeaderIsOk) {
   EXPECT_EQ(validate_header(*h, kMapped), HeaderProblem::Ok);
   h->producer_state.store(static_cast<uint32_t>(ProducerState::Exited));
   EXPECT_EQ(validate_header(*h, kMapped), HeaderProblem::Ok);
+}
+
+// What the producer writes of a new header, all but its state, which it publishes last.
+TEST(InitSegmentHeader, WritesTheLayoutAndTheProducerButPublishesNothing) {
+  auto h = std::make_unique<SegmentHeader>();
+  init_segment_header(*h, kRings, kFirstCapacity, kCapacity, kSide,
+                      {.pid = 77, .rank = 5, .local_rank = 1, .world_size = 8, .clock_kind = ClockKind::Tsc,
+                       .anchor_monotonic_ns = 10, .anchor_ticks = 20, .anchor_realtime_ns = 30, .host = "node7",
+                       .job = "job7", .command = "python train.py"});
+  EXPECT_EQ(h->magic, kSegmentMagic);
+  EXPECT_EQ(h->format_version, kFormatVersion);
+  EXPECT_EQ(h->segment_bytes, kMapped);
+  EXPECT_EQ(h->ring_count, kRings);
+  EXPECT_EQ(h->first_ring_capacity, kFirstCapacity);
+  EXPECT_EQ(h->ring_capacity, kCapacity);
+  EXPECT_EQ(h->side_capacity, kSide);
+  EXPECT_EQ(h->pid, 77);
+  EXPECT_EQ(h->rank, 5);
+  EXPECT_EQ(h->local_rank, 1);
+  EXPECT_EQ(h->world_size, 8);
+  EXPECT_EQ(h->clock_kind, static_cast<uint32_t>(ClockKind::Tsc));
+  EXPECT_EQ(h->anchor_monotonic_ns, 10u);
+  EXPECT_EQ(h->anchor_ticks, 20u);
+  EXPECT_EQ(h->anchor_realtime_ns, 30u);
+  EXPECT_STREQ(h->host, "node7");
+  EXPECT_STREQ(h->job, "job7");
+  EXPECT_STREQ(h->command, "python train.py");
+  EXPECT_EQ(validate_header(*h, kMapped), HeaderProblem::NotPublished);
+  h->producer_state.store(static_cast<uint32_t>(ProducerState::Live), std::memory_order_release);
+  EXPECT_EQ(validate_header(*h, kMapped), HeaderProblem::Ok);
+}
+
+// A command longer than its field is cut to 255 bytes and a NUL; so are host and job names.
+TEST(InitSegmentHeader, TextsAreCutToTheirFields) {
+  auto h = std::make_unique<SegmentHeader>();
+  const std::string command(300, 'c'), host(64, 'h'), job(128, 'j');
+  init_segment_header(*h, kRings, kFirstCapacity, kCapacity, kSide, {.host = host, .job = job, .command = command});
+  EXPECT_EQ(std::string(h->command), std::string(255, 'c'));
+  EXPECT_EQ(std::string(h->host), std::string(63, 'h'));
+  EXPECT_EQ(std::string(h->job), std::string(127, 'j'));
 }
 
 TEST(ValidateHeader, MappingSmallerThanHeaderIsTooSmall) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <boost/interprocess/shared_memory_object.hpp>
+#include <cerrno>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -81,6 +82,10 @@ TEST_F(RecorderRoundTrip, TheCollectorDrainsExactlyTheRecordsTheShimWrote) {
   EXPECT_EQ(header.local_rank, 1);
   EXPECT_EQ(header.world_size, 4);
   EXPECT_EQ(std::string(header.job), job_);
+  char host[64] = {};
+  gethostname(host, sizeof host - 1);
+  EXPECT_EQ(std::string(header.host), host);
+  EXPECT_TRUE(std::string(header.command).starts_with(program_invocation_name)) << header.command;
   EXPECT_EQ(header.ring_count, 2u);
   EXPECT_EQ(header.first_ring_capacity, 64u);
   EXPECT_EQ(header.ring_capacity, 32u);

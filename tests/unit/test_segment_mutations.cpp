@@ -28,17 +28,19 @@ constexpr uint32_t kRings = 2, kFirstCapacity = 32, kCapacity = 16, kSideCapacit
 constexpr uint64_t kModuleBase = 0x400000;
 
 void fill_header(SegmentHeader* h, const std::string& job) {
-  write_layout(*h, kRings, kFirstCapacity, kCapacity, kSideCapacity);
-  h->pid = 4242;  // no process holds the segment's lock: a collector drains it in one pass, as at a job's end
-  h->rank = 0;
-  h->world_size = 2;
-  h->clock_kind = static_cast<uint32_t>(ClockKind::Monotonic);
-  h->anchor_ticks = 1000;
-  h->anchor_monotonic_ns = 1000;
-  h->anchor_realtime_ns = 1'700'000'000'000'000'000;
-  std::strcpy(h->host, "mutation-host");
-  std::strncpy(h->job, job.c_str(), sizeof h->job - 1);
-  std::strcpy(h->command, "python train.py");
+  // No process holds the segment's lock: a collector drains it in one pass, as at a job's end.
+  init_segment_header(*h, kRings, kFirstCapacity, kCapacity, kSideCapacity,
+                      {.pid = 4242,
+                       .rank = 0,
+                       .local_rank = 0,
+                       .world_size = 2,
+                       .clock_kind = ClockKind::Monotonic,
+                       .anchor_monotonic_ns = 1000,
+                       .anchor_ticks = 1000,
+                       .anchor_realtime_ns = 1'700'000'000'000'000'000,
+                       .host = "mutation-host",
+                       .job = job,
+                       .command = "python train.py"});
   h->producer_state.store(static_cast<uint32_t>(ProducerState::Exited));
 }
 

@@ -46,9 +46,8 @@ class Segment {
     lock.l_len = 1;
     EXPECT_EQ(fcntl(liveness_fd_, F_OFD_SETLK, &lock), 0);
     SegmentHeader* h = header();
-    write_layout(*h, rings, first_capacity, capacity, kSideCapacity);
-    h->pid = getpid();
-    h->clock_kind = static_cast<uint32_t>(ClockKind::Monotonic);
+    init_segment_header(*h, rings, first_capacity, capacity, kSideCapacity,
+                        {.pid = getpid(), .clock_kind = ClockKind::Monotonic});
     h->producer_state.store(static_cast<uint32_t>(ProducerState::Live), std::memory_order_release);
   }
   ~Segment() {
