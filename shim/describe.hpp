@@ -200,7 +200,7 @@ inline Draft collective(size_t count, ncclDataType_t type, int op, ncclComm_t co
   d.sequence = next_sequence(as_integer(comm));
   d.stream = as_integer(stream);
   d.comm = as_integer(comm);
-  d.detail = (uint64_t(uint32_t(op)) << 8) | uint64_t(type);
+  d.detail = collective_detail(uint32_t(op), uint64_t(type));
   return d;
 }
 
@@ -219,7 +219,7 @@ inline Draft point_to_point(bool send, size_t count, ncclDataType_t type, int pe
   d.flags = send ? kPointToPoint | kSend : uint32_t{kPointToPoint};
   d.stream = as_integer(stream);
   d.comm = as_integer(comm);
-  d.detail = uint64_t(type);
+  d.detail = collective_detail(0, uint64_t(type));
   return d;
 }
 
