@@ -9,7 +9,7 @@
 
 #include "core/communicators.hpp"
 #include "core/host_memory.hpp"
-#include "core/recorder.hpp"
+#include "core/pinned_ranges.hpp"
 #include "core/resolve.hpp"
 #include "trainshim/protocol.hpp"
 
