@@ -33,7 +33,7 @@ void HangWatch::observe(int rank, const EventRecord& r, int64_t begin_ns, const 
   }
   // Point-to-point calls are numbered per peer: they are no step of the communicator's sequence.
   if ((!collective && !timing) || r.sequence == 0 || r.comm_size == 0 || (r.flags & kPointToPoint)) return;
-  Communicator& c = communicators_[r.object];
+  Communicator& c = communicators_[comm_id(r)];
   c.size = r.comm_size;
   Member& m = c.members[r.rank_in_comm];
   m.rank = who;

@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "collector.hpp"
-#include "trainshim/collector_launch.hpp"
 #include "trainshim/collector_lock.hpp"
 #include "trainshim/names.hpp"
 

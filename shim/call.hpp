@@ -11,6 +11,8 @@
 
 namespace trainshim::shim {
 
+inline constexpr uint32_t kPollStackEvery = 256;
+
 template <Api A>
 class Call {
   static constexpr ApiClass kClass = kApis[static_cast<std::size_t>(A)].api_class;
@@ -106,12 +108,16 @@ class Call {
   describe::Draft draft;
 
  private:
+  // Which events carry the caller's native and Python stacks: syncs, collectives, frees of memory
+  // (cudaFree(nullptr) only creates the context, PyTorch's initializeCudaContext: no wait),
+  // pageable copies, and one in kPollStackEvery of a thread's polls (a polling loop calls
+  // thousands of times from one place).
   bool wants_stacks() {
-    // cudaFree(nullptr) only creates the context (PyTorch's initializeCudaContext): no wait.
+    if constexpr (kClass == ApiClass::Sync || kClass == ApiClass::Collective) return true;
     if constexpr (kClass == ApiClass::Free) return draft.object != 0;
-    if constexpr (kClass == ApiClass::Poll) return thread_->polls++ % kPollStackEvery == 0;
     if constexpr (kClass == ApiClass::Copy) return draft.host_memory == HostMemory::Pageable;
-    return captures_stacks(kClass);
+    if constexpr (kClass == ApiClass::Poll) return thread_->polls++ % kPollStackEvery == 0;
+    return false;
   }
 
   Recorder* recorder_ = nullptr;

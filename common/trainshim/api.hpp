@@ -58,14 +58,6 @@ inline constexpr std::array<ApiInfo, kApiCount> kApis = {{
 
 inline constexpr const ApiInfo& api_info(Api api) { return kApis[static_cast<std::size_t>(api)]; }
 
-// Events of these classes carry the caller's native and Python stacks (pageable copies too). A
-// thread's polls carry them only now and then (shim/call.hpp): a polling loop calls thousands of
-// times from one place.
-inline constexpr bool captures_stacks(ApiClass c) {
-  return c == ApiClass::Sync || c == ApiClass::Collective || c == ApiClass::Free;
-}
-inline constexpr uint32_t kPollStackEvery = 256;
-
 inline constexpr std::string_view api_class_name(ApiClass c) {
   switch (c) {
     case ApiClass::Copy: return "copy";

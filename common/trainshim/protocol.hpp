@@ -28,7 +28,7 @@
 
 namespace trainshim {
 
-inline constexpr uint64_t kSegmentMagic = 0x314753485352'5254ULL;  // "TRSHSG1" little-endian
+inline constexpr uint64_t kSegmentMagic = 0x314753485352'5254ULL;  // the bytes "TRRSHSG1" (little-endian)
 inline constexpr uint32_t kFormatVersion = 7;  // 7: the first ring sized apart (first_ring_capacity)
 
 enum class Direction : uint8_t { None, HostToDevice, DeviceToHost, DeviceToDevice, HostToHost, Peer };
@@ -89,6 +89,42 @@ struct EventRecord {
   uint32_t flags;         // CollectiveFlag bits (collectives, their timings, group ends); 0 otherwise
 };
 static_assert(sizeof(EventRecord) == 88);
+
+// The generic fields read by what they mean for the record's class (the table above); 0 where
+// the class does not carry it. A record's api must have passed validate_record.
+inline constexpr ApiClass api_class_of(const EventRecord& r) { return kApis[r.api].api_class; }
+// The communicator id, the same on every rank: what collectives are matched by across ranks.
+inline constexpr uint64_t comm_id(const EventRecord& r) {
+  switch (api_class_of(r)) {
+    case ApiClass::Collective:
+    case ApiClass::CollectiveTiming: return r.object;
+    case ApiClass::CommInit: return r.detail;
+    default: return 0;
+  }
+}
+// The communicator handle in this process (ncclComm_t as an integer).
+inline constexpr uint64_t comm_handle(const EventRecord& r) {
+  const ApiClass c = api_class_of(r);
+  return c == ApiClass::CommInit || c == ApiClass::CommEnd ? r.object : 0;
+}
+// A collective's reduction (ncclRedOp_t; 0 for collectives that have none) and data type
+// (ncclDataType_t), packed in `detail` by collective_detail.
+inline constexpr uint64_t collective_detail(uint32_t op, uint64_t data_type) { return uint64_t{op} << 8 | data_type; }
+inline constexpr int collective_op(const EventRecord& r) {
+  return api_class_of(r) == ApiClass::Collective ? int(uint32_t(r.detail >> 8)) : 0;
+}
+inline constexpr int collective_data_type(const EventRecord& r) {
+  return api_class_of(r) == ApiClass::Collective ? int(r.detail & 0xff) : 0;
+}
+// A timing record's GPU-side duration of its collective (of the whole group for a grouped call).
+inline constexpr uint64_t gpu_ns(const EventRecord& r) {
+  return api_class_of(r) == ApiClass::CollectiveTiming ? r.detail : 0;
+}
+// A group end's operations: a collective number of a communicator, or a communicator's
+// point-to-point calls.
+inline constexpr uint64_t group_operations(const EventRecord& r) {
+  return api_class_of(r) == ApiClass::GroupEnd ? r.detail : 0;
+}
 
 // What the shim knows of how a collective was (or was not) timed on the GPU.
 enum CollectiveFlag : uint32_t {

@@ -69,6 +69,9 @@ Entry* find(uint64_t handle) {
   return nullptr;
 }
 
+// Its outputs are communicator ids, which every rank computes in its own process and the
+// collector matches across ranks: its exact arithmetic is part of the format, kept apart from
+// the in-process hashes (stacks.cpp, the collector's and the CLI's tables), which may change.
 uint64_t mix(uint64_t a, uint64_t b) {
   uint64_t h = (a ^ 0x9e3779b97f4a7c15ULL) + b * 0xff51afd7ed558ccdULL;
   h ^= h >> 33;

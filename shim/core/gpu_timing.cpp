@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "lazy_global.hpp"
 #include "own_calls.hpp"
 #include "resolve.hpp"
 #include "trainshim/ring.hpp"
@@ -86,16 +87,9 @@ struct Timing {
   bool poller_prepared = false;   // the polling thread's device and capture mode are set
 };
 
-std::atomic<Timing*> g_timing{nullptr};
+LazyGlobal<Timing> g_timing;
 
-Timing& timing() {
-  Timing* current = g_timing.load(std::memory_order_acquire);
-  if (current) return *current;
-  auto* fresh = new Timing;
-  if (g_timing.compare_exchange_strong(current, fresh, std::memory_order_acq_rel)) return *fresh;
-  delete fresh;
-  return *current;
-}
+Timing& timing() { return g_timing.get(); }
 
 // An event of the device's pool; a new one is created on that device, the thread's current device
 // being switched for the creation only. Within the caller's OwnCalls.
@@ -202,7 +196,7 @@ void* poll(void* arg) {
 // after the runtime initialised, this runs before the runtime's own exit handlers, on the
 // program's thread.
 void flush_at_exit() {
-  Timing* t = g_timing.load(std::memory_order_acquire);
+  Timing* t = g_timing.made();
   if (!t || !t->recorder || !runtime()) return;
   OwnCalls calls;
   if (calls.allowed()) poll_once(*t);
@@ -275,7 +269,7 @@ void timing_cancel(TimingToken token) {
 
 void reset_timing_after_fork() {
   // The polling thread and the events belong to the parent.
-  g_timing.store(nullptr, std::memory_order_release);
+  g_timing.forget();
 }
 
 }  // namespace trainshim::shim

@@ -5,7 +5,7 @@
 #include <atomic>
 
 #include "own_calls.hpp"
-#include "recorder.hpp"
+#include "pinned_ranges.hpp"
 #include "resolve.hpp"
 
 namespace trainshim::shim {

@@ -96,4 +96,11 @@ void PinnedRanges::reset_after_fork() {
   sequence_.store((sequence_.load(relaxed) | 1) + 1, std::memory_order_release);
 }
 
+namespace {
+// Constant-initialised: no constructor runs, whenever the first hooked call comes.
+constinit PinnedRanges g_pinned;
+}  // namespace
+
+PinnedRanges& pinned_ranges() { return g_pinned; }
+
 }  // namespace trainshim::shim

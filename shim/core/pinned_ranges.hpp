@@ -36,4 +36,7 @@ class PinnedRanges {
   std::atomic<uintptr_t> ends_[kCapacity]{};
 };
 
+// The process's table, filled by the pinned-memory hooks and read by every copy.
+PinnedRanges& pinned_ranges();
+
 }  // namespace trainshim::shim

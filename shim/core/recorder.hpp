@@ -3,7 +3,6 @@
 #include <atomic>
 #include <cstdint>
 
-#include "pinned_ranges.hpp"
 #include "trainshim/protocol.hpp"
 #include "trainshim/ring.hpp"
 
@@ -83,7 +82,5 @@ inline Recorder* active_recorder() {
   if (detail::g_state.load(std::memory_order_acquire) == detail::Ready) return detail::g_recorder;
   return detail::start_recording();
 }
-
-PinnedRanges& pinned_ranges();
 
 }  // namespace trainshim::shim

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "lazy_global.hpp"
 #include "python_stack.hpp"
 #include "trainshim/ring.hpp"
 
@@ -65,6 +66,8 @@ class IdTable {
 IdTable g_native_stacks;
 IdTable g_python_stacks;
 
+// Keys of this process's stack tables only, never stored: unlike the communicator ids
+// (communicators.cpp), its output may change freely.
 inline uint64_t mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
   return h * 0xff51afd7ed558ccdULL;
@@ -82,16 +85,7 @@ struct SlowPath {
 
 // Created on the first new stack, not at load: the shim does nothing in a process that makes no
 // CUDA call.
-std::atomic<SlowPath*> g_slow{nullptr};
-
-SlowPath& slow_path() {
-  SlowPath* current = g_slow.load(std::memory_order_acquire);
-  if (current) return *current;
-  auto* fresh = new SlowPath;
-  if (g_slow.compare_exchange_strong(current, fresh, std::memory_order_acq_rel)) return *fresh;
-  delete fresh;
-  return *current;
-}
+LazyGlobal<SlowPath> g_slow;
 
 // The text range of this library: its own frames are not the caller's.
 struct OwnRange {
@@ -210,6 +204,23 @@ uint32_t intern(SegmentHeader* header, SlowPath& slow, const std::string& text) 
   return slow.next_string++;
 }
 
+// The id of the stack with this key. A stack seen for the first time is published first, as the
+// side record that `fill` writes (under the slow path's lock; its id is set here).
+template <class Fill>
+uint32_t stack_id(IdTable& table, SegmentHeader* header, uint64_t key, Fill&& fill) {
+  IdTable::Entry* entry = table.find_or_insert(key);
+  if (!entry) return 0;
+  const uint32_t id = entry->id.load(std::memory_order_acquire);
+  if (entry->published.load(std::memory_order_acquire)) return id;
+  SlowPath& slow = g_slow.get();
+  std::lock_guard lock(slow.lock);
+  SideRecord r{};
+  r.id = id;
+  fill(slow, r);
+  if (publish(header, r)) entry->published.store(true, std::memory_order_release);
+  return id;
+}
+
 __attribute__((noinline)) uint32_t native_stack(SegmentHeader* header) {
   uint64_t ips[kMaxNativeFrames + 8];
   const int n = unw_backtrace(reinterpret_cast<void**>(ips), int(kMaxNativeFrames + 8));
@@ -220,20 +231,12 @@ __attribute__((noinline)) uint32_t native_stack(SegmentHeader* header) {
   if (count <= 0) return 0;
   uint64_t key = uint64_t(count);
   for (int i = 0; i < count; ++i) key = mix(key, ips[first + i]);
-  IdTable::Entry* entry = g_native_stacks.find_or_insert(key);
-  if (!entry) return 0;
-  const uint32_t id = entry->id.load(std::memory_order_acquire);
-  if (entry->published.load(std::memory_order_acquire)) return id;
-  SlowPath& slow = slow_path();
-  std::lock_guard lock(slow.lock);
-  publish_new_modules(header, slow);
-  SideRecord r{};
-  r.kind = static_cast<uint16_t>(SideKind::NativeStack);
-  r.id = id;
-  r.count = uint16_t(count);
-  std::memcpy(r.native, ips + first, sizeof(uint64_t) * size_t(count));
-  if (publish(header, r)) entry->published.store(true, std::memory_order_release);
-  return id;
+  return stack_id(g_native_stacks, header, key, [&](SlowPath& slow, SideRecord& r) {
+    publish_new_modules(header, slow);
+    r.kind = static_cast<uint16_t>(SideKind::NativeStack);
+    r.count = uint16_t(count);
+    std::memcpy(r.native, ips + first, sizeof(uint64_t) * size_t(count));
+  });
 }
 
 uint32_t python_stack(SegmentHeader* header) {
@@ -244,29 +247,21 @@ uint32_t python_stack(SegmentHeader* header) {
   uint64_t key = mix(uint64_t(count) | (1ULL << 63) | (captured.borrowed ? 1ULL << 62 : 0), uint64_t(captured.omitted));
   for (int i = 0; i < count; ++i)
     key = mix(mix(key, reinterpret_cast<uintptr_t>(frames[i].code)), uint64_t(uint32_t(frames[i].offset)));
-  IdTable::Entry* entry = g_python_stacks.find_or_insert(key);
-  if (!entry) return 0;
-  const uint32_t id = entry->id.load(std::memory_order_acquire);
-  if (entry->published.load(std::memory_order_acquire)) return id;
-  SlowPath& slow = slow_path();
-  std::lock_guard lock(slow.lock);
-  SideRecord r{};
-  r.kind = static_cast<uint16_t>(SideKind::PythonStack);
-  r.id = id;
-  r.count = uint16_t(count);
-  r.value = (captured.borrowed ? kPythonStackBorrowed : 0) | uint64_t(uint32_t(captured.omitted)) << 32;
-  for (int i = 0; i < count; ++i) {
-    auto [cached, fresh] = slow.code_names.try_emplace(frames[i].code, 0u, 0u);
-    if (fresh || !cached->second.first) {
-      python::CodeInfo info;
-      if (python::describe_code(frames[i].code, captured.borrowed, info))
-        cached->second = {intern(header, slow, info.file), intern(header, slow, info.function)};
+  return stack_id(g_python_stacks, header, key, [&](SlowPath& slow, SideRecord& r) {
+    r.kind = static_cast<uint16_t>(SideKind::PythonStack);
+    r.count = uint16_t(count);
+    r.value = (captured.borrowed ? kPythonStackBorrowed : 0) | uint64_t(uint32_t(captured.omitted)) << 32;
+    for (int i = 0; i < count; ++i) {
+      auto [cached, fresh] = slow.code_names.try_emplace(frames[i].code, 0u, 0u);
+      if (fresh || !cached->second.first) {
+        python::CodeInfo info;
+        if (python::describe_code(frames[i].code, captured.borrowed, info))
+          cached->second = {intern(header, slow, info.file), intern(header, slow, info.function)};
+      }
+      r.python[i] = {cached->second.first, cached->second.second,
+                     python::line_of(frames[i].code, frames[i].offset, captured.borrowed), 0};
     }
-    r.python[i] = {cached->second.first, cached->second.second,
-                   python::line_of(frames[i].code, frames[i].offset, captured.borrowed), 0};
-  }
-  if (publish(header, r)) entry->published.store(true, std::memory_order_release);
-  return id;
+  });
 }
 
 }  // namespace
@@ -284,7 +279,7 @@ void reset_stacks_after_fork() {
   g_python_stacks.reset();
   // The parent's lock may have been held at fork(): the child starts with fresh tables (the
   // parent's copy is left, not destroyed, for the same reason).
-  g_slow.store(nullptr, std::memory_order_release);
+  g_slow.forget();
 }
 
 }  // namespace trainshim::shim

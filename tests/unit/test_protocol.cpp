@@ -15,7 +15,7 @@ constexpr uint32_t kFirstCapacity = 64;
 constexpr uint32_t kCapacity = 16;
 constexpr uint32_t kSide = 4;
 
-// Filled as shim/core/recorder.cpp create_segment fills a new segment's header.
+// Filled as shim/core/segment.cpp create_segment fills a new segment's header.
 std::unique_ptr<SegmentHeader> good_header() {
   auto h = std::make_unique<SegmentHeader>();
   init_segment_header(*h, kRings, kFirstCapacity, kCapacity, kSide,
