@@ -299,7 +299,10 @@ struct SegmentProducer {
   uint64_t anchor_monotonic_ns = 0;
   uint64_t anchor_ticks = 0;
   uint64_t anchor_realtime_ns = 0;
-  std::string_view host, job, command;  // cut to fit their fields
+  // Cut to fit their fields.
+  std::string_view host = {};
+  std::string_view job = {};
+  std::string_view command = {};
 };
 
 // A new segment's header, all but its counters and its producer_state, which the producer
