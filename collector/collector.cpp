@@ -74,11 +74,8 @@ void Collector::discover() {
       t.positions = t.reader->positions();
       segments_.emplace(name, std::move(t));
     } catch (const std::exception& e) {
-      // A producer sizes its segment, then fills and publishes the header: a segment that is
-      // merely young is tried again on the next pass.
-      const std::string_view why = e.what();
-      if (why == header_problem_text(HeaderProblem::NotPublished) || why == header_problem_text(HeaderProblem::TooSmall))
-        continue;
+      // A segment that is merely young is tried again on the next pass.
+      if (const auto* error = dynamic_cast<const SegmentError*>(&e); error && error->young()) continue;
       rejected_.insert(name);
       report("warning", fmt::format("skipped segment /dev/shm/{}: {}", name, e.what()));
     }
