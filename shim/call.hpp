@@ -107,11 +107,8 @@ class Call {
 
  private:
   bool wants_stacks() {
-    // cudaFree(nullptr) only creates the context (PyTorch's initializeCudaContext): no wait.
-    if constexpr (kClass == ApiClass::Free) return draft.object != 0;
     if constexpr (kClass == ApiClass::Poll) return thread_->polls++ % kPollStackEvery == 0;
-    if constexpr (kClass == ApiClass::Copy) return draft.host_memory == HostMemory::Pageable;
-    return captures_stacks(kClass);
+    return captures_stacks(kClass, draft.direction, draft.host_memory, is_synchronous_copy(A), draft.object == 0);
   }
 
   Recorder* recorder_ = nullptr;

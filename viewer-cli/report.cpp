@@ -58,25 +58,25 @@ std::string share_words(int64_t blocked_ns, const RankSyncs& rs) {
 void load_process_details(const RunDatabase& db, int64_t id, ProcessReport& p) {
   const Vocabulary& names = db.vocabulary();
   Statement copies(db,
-                   "SELECT direction, host_memory, sum(count), sum(bytes), sum(total_ns) FROM calls WHERE process_id = ? "
-                   "AND api IN (SELECT id FROM apis WHERE class = 'copy') GROUP BY direction, host_memory "
-                   "ORDER BY direction, host_memory");
+                   ("SELECT direction, host_memory, sum(count), sum(bytes), sum(total_ns) FROM calls WHERE process_id = ? "
+                    "AND api IN (SELECT id FROM apis WHERE class IN " + api_classes_sql(ApiClass::Copy) + ") "
+                    "GROUP BY direction, host_memory ORDER BY direction, host_memory").c_str());
   copies.bind(1, id);
   while (copies.step())
-    p.copies.push_back({Vocabulary::name(names.direction, copies.integer(0)),
-                        Vocabulary::name(names.host_memory, copies.integer(1)), copies.integer(2), copies.integer(3),
-                        copies.integer(4)});
+    p.copies.push_back({names.direction(copies.integer(0)), names.host_memory(copies.integer(1)), copies.integer(2),
+                        copies.integer(3), copies.integer(4)});
 
   Statement syncs(db,
-                  "SELECT a.name, sum(c.count), sum(c.total_ns) FROM calls c JOIN apis a ON a.id = c.api "
-                  "WHERE c.process_id = ? AND a.class IN ('sync', 'free', 'poll') GROUP BY c.api ORDER BY a.name");
+                  ("SELECT a.name, sum(c.count), sum(c.total_ns) FROM calls c JOIN apis a ON a.id = c.api "
+                   "WHERE c.process_id = ? AND a.class IN " + api_classes_sql(waits_or_polls) +
+                   " GROUP BY c.api ORDER BY a.name").c_str());
   syncs.bind(1, id);
-  while (syncs.step()) p.syncs.push_back({syncs.text(0), syncs.integer(1), syncs.integer(2)});
+  while (syncs.step()) p.api_waits.push_back({syncs.text(0), syncs.integer(1), syncs.integer(2)});
 
   Statement collectives(db,
-                        "SELECT a.name, sum(c.count), sum(c.bytes), sum(c.total_ns) FROM calls c "
-                        "JOIN apis a ON a.id = c.api WHERE c.process_id = ? AND a.class = 'collective' "
-                        "GROUP BY c.api ORDER BY a.name");
+                        ("SELECT a.name, sum(c.count), sum(c.bytes), sum(c.total_ns) FROM calls c "
+                         "JOIN apis a ON a.id = c.api WHERE c.process_id = ? AND a.class IN " +
+                         api_classes_sql(ApiClass::Collective) + " GROUP BY c.api ORDER BY a.name").c_str());
   collectives.bind(1, id);
   while (collectives.step())
     p.collectives.push_back({collective_op_name(collectives.text(0)), collectives.integer(1),
@@ -128,7 +128,7 @@ std::vector<Row> merge(const std::vector<ProcessReport>& processes, std::vector<
 
 int64_t steps_of_rank(const Report& report, int rank) {
   for (const auto& p : report.processes)
-    if (p.rank == rank) return p.synchronisations.steps.count;
+    if (p.rank == rank) return p.sync_sites.steps.count;
   return 0;
 }
 
@@ -179,14 +179,16 @@ void add_findings(Report& report) {
   add_straggler_finding(report);
   for (const ProcessReport& p : report.processes) {
     for (const CopyRow& c : p.copies) {
-      if (c.host_memory != "pageable" || (c.direction != "h2d" && c.direction != "d2h")) continue;
+      if (c.host_memory != HostMemory::Pageable ||
+          (c.direction != Direction::HostToDevice && c.direction != Direction::DeviceToHost))
+        continue;
       Finding f;
       f.kind = "pageable_copy";
       f.rank = p.rank;
       f.calls = c.calls;
       f.bytes = c.bytes;
       f.cost_ns = c.host_ns;
-      const bool h2d = c.direction == "h2d";
+      const bool h2d = c.direction == Direction::HostToDevice;
       f.message = fmt::format("{} copied {} {} {} pageable memory in {} calls ({} of host time)", rank_words(p),
                               human_bytes(c.bytes), h2d ? "H2D" : "D2H", h2d ? "from" : "into",
                               with_thousands(c.calls), human_duration(c.host_ns));
@@ -196,7 +198,7 @@ void add_findings(Report& report) {
                        "blocks the host until the GPU reaches it";
       report.findings.push_back(std::move(f));
     }
-    const RankSyncs& rs = p.synchronisations;
+    const RankSyncs& rs = p.sync_sites;
     for (const SyncSite& site : rs.hidden) {
       Finding f;
       f.kind = "hidden_sync";
@@ -214,12 +216,8 @@ void add_findings(Report& report) {
       f.kind = "dropped_events";
       f.rank = p.rank;
       f.calls = p.lost.total();
-      f.message = fmt::format("{} lost {} records ({} ring full, {} before recording started, {} unfinished "
-                              "at exit, {} malformed, {} stacks or modules on a full side ring): its figures are "
-                              "lower bounds",
-                              rank_words(p), with_thousands(p.lost.total()), with_thousands(p.lost.ring_full),
-                              with_thousands(p.lost.not_ready), with_thousands(p.lost.unpublished),
-                              with_thousands(p.lost.malformed), with_thousands(p.lost.side_ring_full));
+      f.message = fmt::format("{} lost {} records ({}): its figures are lower bounds", rank_words(p),
+                              with_thousands(p.lost.total()), lost_words(p.lost));
       f.advice = loss_advice(p.lost);
       report.findings.push_back(std::move(f));
     }
@@ -242,15 +240,15 @@ void add_findings(Report& report) {
 
 std::string loss_advice(const LostEvents& lost) {
   std::vector<std::string> causes;
-  if (lost.ring_full > 0)
+  if (lost.dropped_ring_full > 0)
     causes.push_back(
         "ring full: raise TRAINSHIM_FIRST_RING_EVENTS (the main thread's ring), TRAINSHIM_RING_EVENTS (the other "
         "threads') or TRAINSHIM_RINGS");
-  if (lost.side_ring_full > 0) causes.push_back("side ring full: raise TRAINSHIM_SIDE_RECORDS");
-  if (lost.not_ready > 0)
+  if (lost.dropped_side_full > 0) causes.push_back("side ring full: raise TRAINSHIM_SIDE_RECORDS");
+  if (lost.dropped_not_ready > 0)
     causes.push_back("before recording started: other threads called CUDA while the first call set recording up, "
                      "which larger rings do not change; make one CUDA call before starting threads to record them");
-  if (lost.unpublished > 0)
+  if (lost.lost_unpublished > 0)
     causes.push_back("unfinished at exit: a thread was inside a CUDA call when its process ended or was killed");
   if (lost.malformed > 0)
     causes.push_back("malformed: records that failed validation were skipped; check that nothing else writes into "
@@ -279,9 +277,8 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
     else if (report.job != job) report.job += "+" + job;
     report.database += (report.database.empty() ? "" : ", ") + db->path();
     Statement processes(*db,
-                        "SELECT id, rank, local_rank, world_size, pid, host, command, ended, events, dropped_ring_full, "
-                        "dropped_not_ready, lost_unpublished, malformed, dropped_side_full, python_version, "
-                        "python_stacks_unavailable FROM processes");
+                        ("SELECT id, rank, local_rank, world_size, pid, host, command, ended, events, python_version, "
+                         "python_stacks_unavailable, " + lost_columns() + " FROM processes").c_str());
     while (processes.step()) {
       ProcessReport p;
       p.db = db;
@@ -294,10 +291,9 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
       p.command = processes.text(6);
       p.ended = processes.integer(7) != 0;
       p.events = processes.integer(8);
-      p.lost = {processes.integer(9), processes.integer(10), processes.integer(11), processes.integer(12),
-                processes.integer(13)};
-      p.python_version = processes.text(14);
-      p.python_stacks_unavailable = processes.text(15);
+      p.python_version = processes.text(9);
+      p.python_stacks_unavailable = processes.text(10);
+      p.lost = read_lost(processes, 11);
       report.processes.push_back(std::move(p));
     }
   }
@@ -320,8 +316,8 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
       if (p.db != db) continue;
       CollectiveCalls& c = collectives.at(p.id);
       load_process_details(*db, p.id, p);
-      p.synchronisations = load_syncs(*db, p.id, step_name, std::exchange(c.sequence, {}));
-      read[i].push_back({db, p.id, p.rank, p.synchronisations.steps.count, std::move(c)});
+      p.sync_sites = load_syncs(*db, p.id, step_name, std::exchange(c.sequence, {}));
+      read[i].push_back({db, p.id, p.rank, p.sync_sites.steps.count, std::move(c)});
     }
   });
   std::vector<ProcessRef> refs;
@@ -354,17 +350,13 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
         report.stripped_libraries.push_back(std::move(library));
 
   report.total_copies = merge(report.processes, &ProcessReport::copies,
-                              [](const CopyRow& r) { return std::make_pair(r.direction, r.host_memory); });
-  report.total_syncs = merge(report.processes, &ProcessReport::syncs, [](const SyncRow& r) { return r.api; });
+                              [](const CopyRow& r) {
+                                return std::make_pair(direction_name(r.direction), host_memory_name(r.host_memory));
+                              });
+  report.total_syncs = merge(report.processes, &ProcessReport::api_waits, [](const SyncRow& r) { return r.api; });
   report.total_collectives =
       merge(report.processes, &ProcessReport::collectives, [](const CollectiveRow& r) { return r.op; });
-  for (const auto& p : report.processes) {
-    report.total_lost.ring_full += p.lost.ring_full;
-    report.total_lost.not_ready += p.lost.not_ready;
-    report.total_lost.unpublished += p.lost.unpublished;
-    report.total_lost.malformed += p.lost.malformed;
-    report.total_lost.side_ring_full += p.lost.side_ring_full;
-  }
+  for (const auto& p : report.processes) report.total_lost += p.lost;
   add_findings(report);
   return report;
 }
@@ -376,7 +368,8 @@ void render_tables(std::string& out, const std::vector<CopyRow>& copies, const s
   if (!copies.empty()) {
     out += fmt::format("  {:<14}{:<7}{:<10}{:>12}{:>12}{:>12}\n", "copies", "dir", "memory", "calls", "bytes", "host time");
     for (const auto& c : copies)
-      out += fmt::format("  {:<14}{:<7}{:<10}{:>12}{:>12}{:>12}\n", "", c.direction, c.host_memory,
+      out += fmt::format("  {:<14}{:<7}{:<10}{:>12}{:>12}{:>12}\n", "", direction_name(c.direction),
+                         host_memory_name(c.host_memory),
                          with_thousands(c.calls), human_bytes(c.bytes), human_duration(c.host_ns));
   }
   if (!syncs.empty()) {
@@ -407,7 +400,7 @@ void render_sites(std::string& out, const std::vector<SyncSite>& sites, const Ra
 }
 
 void render_sync_sections(std::string& out, const ProcessReport& p) {
-  const RankSyncs& rs = p.synchronisations;
+  const RankSyncs& rs = p.sync_sites;
   if (rs.hidden.empty() && rs.explicit_.empty() && rs.polls.empty()) return;
   const std::string steps = rs.steps.count ? fmt::format("{} steps", with_thousands(rs.steps.count)) : "no steps found";
   out += fmt::format("  steps: {} ({})\n", steps, rs.steps.rule);
@@ -444,7 +437,7 @@ void render_hangs(std::string& out, const Report& report) {
 void render_waits(std::string& out, const Report& report) {
   const WaitReport& w = report.waits;
   const CollectiveAnalysis& a = w.analysis;
-  if (a.matched == 0 && a.incomplete == 0 && w.untimed_capturing == 0 && w.untimed_no_event == 0 &&
+  if (a.matched == 0 && a.incomplete == 0 && w.untimed.total() == 0 &&
       w.untimed_in_group_in_progress == 0 && w.p2p.sends + w.p2p.recvs == 0)
     return;
   out += fmt::format("\nCollective waits ({} ranks, {} collectives matched on {} communicator{}{})\n", a.ranks.size(),
@@ -465,11 +458,7 @@ void render_waits(std::string& out, const Report& report) {
     out += fmt::format("  While rank {} was late, its host was in: {}\n", a.straggler,
                        host_activity_words(w.straggler_host));
   if (a.straggler < 0 && a.matched > 0) out += "  No straggler: no rank makes the others wait consistently.\n";
-  if (w.untimed_capturing)
-    out += fmt::format("  {} collectives were not timed: their stream was being captured into a CUDA graph\n",
-                       with_thousands(w.untimed_capturing));
-  if (w.untimed_no_event)
-    out += fmt::format("  {} collectives were not timed: no timing event was free\n", with_thousands(w.untimed_no_event));
+  out += untimed_lines(w.untimed);
   if (w.untimed_in_group_in_progress)
     out += fmt::format("  {} NCCL operations were not timed: their launch went to NCCL's own thread (non-blocking "
                        "communicator, ncclInProgress) and the program did not wait for it with "
@@ -500,7 +489,7 @@ std::string render_text(const Report& report) {
                        p.ended ? "" : "  (still running)", p.command);
     if (!p.python_stacks_unavailable.empty())
       out += fmt::format("  Python stacks unavailable: {}; sites are named by native frames\n", p.python_stacks_unavailable);
-    render_tables(out, p.copies, p.syncs, p.collectives, p.lost.total());
+    render_tables(out, p.copies, p.api_waits, p.collectives, p.lost.total());
     render_sync_sections(out, p);
   }
   render_hangs(out, report);
@@ -520,7 +509,7 @@ namespace {
 nlohmann::ordered_json copies_json(const std::vector<CopyRow>& rows) {
   auto out = nlohmann::ordered_json::array();
   for (const auto& c : rows)
-    out.push_back({{"direction", c.direction}, {"host_memory", c.host_memory}, {"calls", c.calls},
+    out.push_back({{"direction", direction_name(c.direction)}, {"host_memory", host_memory_name(c.host_memory)}, {"calls", c.calls},
                    {"bytes", c.bytes}, {"host_ns", c.host_ns}});
   return out;
 }
@@ -534,10 +523,6 @@ nlohmann::ordered_json collectives_json(const std::vector<CollectiveRow>& rows) 
   for (const auto& c : rows)
     out.push_back({{"op", c.op}, {"calls", c.calls}, {"bytes", c.bytes}, {"host_ns", c.host_ns}});
   return out;
-}
-nlohmann::ordered_json lost_json(const LostEvents& l) {
-  return {{"ring_full", l.ring_full}, {"not_ready", l.not_ready}, {"unpublished", l.unpublished},
-          {"malformed", l.malformed}, {"side_ring_full", l.side_ring_full}};
 }
 nlohmann::ordered_json rank_json(int rank) { return rank < 0 ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(rank); }
 
@@ -594,18 +579,18 @@ nlohmann::ordered_json render_json(const Report& report) {
                                                               : nlohmann::ordered_json(p.python_stacks_unavailable)},
                             {"events", p.events},
                             {"copies", copies_json(p.copies)},
-                            {"syncs", syncs_json(p.syncs)},
+                            {"syncs", syncs_json(p.api_waits)},
                             {"collectives", collectives_json(p.collectives)},
                             {"dropped_events", p.lost.total()},
                             {"lost", lost_json(p.lost)},
-                            {"steps", {{"count", p.synchronisations.steps.count},
-                                       {"rule", p.synchronisations.steps.rule},
-                                       {"step_ns", p.synchronisations.steps.step_ns},
-                                       {"span_ns", p.synchronisations.span_ns}}},
-                            {"hidden_syncs", sites_json(p.synchronisations.hidden, p.synchronisations)},
-                            {"explicit_syncs", sites_json(p.synchronisations.explicit_, p.synchronisations)},
-                            {"pageable_sites", sites_json(p.synchronisations.pageable, p.synchronisations)},
-                            {"polls", sites_json(p.synchronisations.polls, p.synchronisations)}});
+                            {"steps", {{"count", p.sync_sites.steps.count},
+                                       {"rule", p.sync_sites.steps.rule},
+                                       {"step_ns", p.sync_sites.steps.step_ns},
+                                       {"span_ns", p.sync_sites.span_ns}}},
+                            {"hidden_syncs", sites_json(p.sync_sites.hidden, p.sync_sites)},
+                            {"explicit_syncs", sites_json(p.sync_sites.explicit_, p.sync_sites)},
+                            {"pageable_sites", sites_json(p.sync_sites.pageable_copies, p.sync_sites)},
+                            {"polls", sites_json(p.sync_sites.polls, p.sync_sites)}});
   }
   doc["totals"] = {{"copies", copies_json(report.total_copies)},
                    {"syncs", syncs_json(report.total_syncs)},
@@ -650,9 +635,7 @@ nlohmann::ordered_json render_json(const Report& report) {
                                {"communicators", a.communicators},
                                {"inconsistent", a.inconsistent},
                                {"duplicates", a.duplicates},
-                               {"untimed", {{"capturing", w.untimed_capturing},
-                                            {"no_event", w.untimed_no_event},
-                                            {"in_group_in_progress", w.untimed_in_group_in_progress}}},
+                               {"untimed", untimed_json(w)},
                                {"captured", captured},
                                {"p2p", {{"sends", w.p2p.sends},
                                         {"recvs", w.p2p.recvs},
