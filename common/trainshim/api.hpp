@@ -111,7 +111,9 @@ inline constexpr const ApiInfo& api_info(Api api) { return kApis[static_cast<std
 inline constexpr bool is_synchronous_copy(ApiClass c, std::string_view api_name) {
   return c == ApiClass::Copy && api_name.find("Async") == std::string_view::npos;
 }
-inline constexpr bool is_synchronous_copy(Api api) { return is_synchronous_copy(api_info(api).api_class, api_info(api).name); }
+inline constexpr bool is_synchronous_copy(Api api) {
+  return is_synchronous_copy(api_info(api).api_class, api_info(api).name);
+}
 
 // What a host sync is: a call in which the host waits for the device. Every sync, and cudaFree
 // (which waits for the whole device) unless it frees nothing (cudaFree(nullptr), PyTorch's way of

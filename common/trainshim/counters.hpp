@@ -18,7 +18,8 @@ struct CounterInfo {
 };
 
 inline constexpr std::array kCounters = {
-#define TS_COUNTER(kind, column, json_key, words, meaning) CounterInfo{CounterKind::kind, #column, json_key, words, meaning},
+#define TS_COUNTER(kind, column, json_key, words, meaning) \
+  CounterInfo{CounterKind::kind, #column, json_key, words, meaning},
 #include "trainshim/counters.def"
 };
 
