@@ -60,7 +60,8 @@ void Collector::discover() {
         reader->resume(committed);
         report("info", fmt::format("resumed reading /dev/shm/{} (process row {})", name, id));
       }
-      Tracked t{std::move(reader), id, {}, std::make_unique<ProcessStacks>(database_, id),
+      Tracked t{std::move(reader), id, resumed ? database_.process_counters(id) : Database::ProcessCounters{},
+                std::make_unique<ProcessStacks>(database_, id),
                 std::make_unique<ProcessIngest>(options_.recent_events), {}};
       if (resumed) {
         t.ingest->recent().restore(database_.recent_events(id));
@@ -74,11 +75,8 @@ void Collector::discover() {
       t.positions = t.reader->positions();
       segments_.emplace(name, std::move(t));
     } catch (const std::exception& e) {
-      // A producer sizes its segment, then fills and publishes the header: a segment that is
-      // merely young is tried again on the next pass.
-      const std::string_view why = e.what();
-      if (why == header_problem_text(HeaderProblem::NotPublished) || why == header_problem_text(HeaderProblem::TooSmall))
-        continue;
+      // A segment that is merely young is tried again on the next pass.
+      if (const auto* error = dynamic_cast<const SegmentError*>(&e); error && error->young()) continue;
       rejected_.insert(name);
       report("warning", fmt::format("skipped segment /dev/shm/{}: {}", name, e.what()));
     }
@@ -117,25 +115,16 @@ uint64_t Collector::pass(Discovery discovery) {
     stored += counts.records;
     counts.unpublished += side.unpublished;
     counts.malformed += side.malformed;
-    Database::ProcessCounters delta{.events = counts.records,
-                                    .dropped_ring_full = reader.dropped_ring_full(),
-                                    .dropped_not_ready = reader.dropped_not_ready(),
-                                    .lost_unpublished = counts.unpublished,
-                                    .malformed = counts.malformed,
-                                    .dropped_side_full = reader.dropped_side_full(),
-                                    .untimed_capturing = reader.untimed_capturing(),
-                                    .untimed_no_event = reader.untimed_no_event(),
-                                    .python_stacks = reader.python_stacks(),
-                                    .ended = gone};
+    // What the collector drained adds up; the producer's own counters are its running totals.
+    Database::ProcessCounters drained = t.totals;
+    drained.events += counts.records;
+    drained.lost_unpublished += counts.unpublished;
+    drained.malformed += counts.malformed;
     if (counts.malformed)
       report("warning", fmt::format("{} malformed records skipped in /dev/shm/{}", counts.malformed, it->first));
     if (reader.truncated()) {
-      // Its producer's counters can no longer be read: keep the last ones, add what was drained.
-      Database::ProcessCounters kept = t.totals;
-      kept.events = counts.records;
-      kept.lost_unpublished = counts.unpublished;
-      kept.malformed = counts.malformed;
-      database_.update_process(t.process_id, kept);
+      // Its producer's counters can no longer be read: keep the last ones.
+      database_.update_process(t.process_id, drained);
       store_recent(t);
       database_.forget_timings(t.ingest->timings());
       recent_writer_.finish(t.process_id);
@@ -148,13 +137,17 @@ uint64_t Collector::pass(Discovery discovery) {
       finished.push_back(it->first);
       continue;
     }
-    if (counts.records || counts.malformed || counts.unpublished || gone ||
-        delta.dropped_ring_full != t.totals.dropped_ring_full || delta.dropped_not_ready != t.totals.dropped_not_ready ||
-        delta.dropped_side_full != t.totals.dropped_side_full ||
-        delta.untimed_capturing != t.totals.untimed_capturing || delta.untimed_no_event != t.totals.untimed_no_event ||
-        delta.python_stacks != t.totals.python_stacks) {
-      database_.update_process(t.process_id, delta);
-      t.totals = delta;
+    Database::ProcessCounters now = drained;
+    now.dropped_ring_full = reader.dropped_ring_full();
+    now.dropped_not_ready = reader.dropped_not_ready();
+    now.dropped_side_full = reader.dropped_side_full();
+    now.untimed_capturing = reader.untimed_capturing();
+    now.untimed_no_event = reader.untimed_no_event();
+    now.python_stacks = reader.python_stacks();
+    now.ended = gone;
+    if (now != t.totals) {
+      database_.update_process(t.process_id, now);
+      t.totals = now;
     }
     // A gone producer's segment is drained in one pass (its slots cannot fill any more).
     if (gone) {

@@ -74,7 +74,7 @@ class Collector {
   struct Tracked {
     std::unique_ptr<SegmentReader> reader;
     int64_t process_id;
-    Database::ProcessCounters totals;
+    Database::ProcessCounters totals;  // as last written to its row
     std::unique_ptr<ProcessStacks> stacks;
     std::unique_ptr<ProcessIngest> ingest;
     SegmentReader::Positions positions;  // as last written to segment_positions

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "trainshim/counters.hpp"
+
 namespace trainshim::collector {
 
 namespace {
@@ -34,6 +36,20 @@ std::string found_schema_version(sqlite3* db) {
     found = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
   sqlite3_finalize(s);
   return found;
+}
+
+// "dropped_ring_full, dropped_not_ready, ...": the counter columns of `processes`, in order.
+std::string counter_columns() {
+  std::string columns;
+  for (const CounterInfo& c : kCounters) (columns += columns.empty() ? "" : ", ") += c.column;
+  return columns;
+}
+
+// A process's row is written whole: what the collector counts (events, the counters) as totals.
+std::string update_process_statement() {
+  std::string sql = "UPDATE processes SET events=?";
+  for (const CounterInfo& c : kCounters) ((sql += ", ") += c.column) += "=?";
+  return sql + ", ended=?, python_version=?, python_stacks_unavailable=? WHERE id=?";
 }
 
 }  // namespace
@@ -221,10 +237,7 @@ Database::Database(const std::string& path, const std::string& job, const std::s
     upsert_calls_ = prepare(insert_statement("calls", OnConflict::Merge).c_str());
     upsert_position_ = prepare(insert_statement("segment_positions", OnConflict::Merge).c_str());
     insert_process_ = prepare(insert_statement("processes").c_str());
-    update_process_ = prepare(
-        "UPDATE processes SET events=events+?, dropped_ring_full=?, dropped_not_ready=?, "
-        "lost_unpublished=lost_unpublished+?, malformed=malformed+?, dropped_side_full=?, untimed_capturing=?, "
-        "untimed_no_event=?, ended=?, python_version=?, python_stacks_unavailable=? WHERE id=?");
+    update_process_ = prepare(update_process_statement().c_str());
     // A stack published twice (two threads met it at once) is the same stack: keep the first.
     insert_module_ = prepare(insert_statement("modules", OnConflict::Ignore).c_str());
     insert_native_frame_ = prepare(insert_statement("native_frames", OnConflict::Ignore).c_str());
@@ -407,10 +420,10 @@ void Database::restore_timings(int64_t process_id, TimingFolder& folder) {
     }
     sqlite3_finalize(s);
   };
-  read(fmt::format("gpu_ns IS NULL AND (flags & {}) = 0 AND api IN (SELECT id FROM apis WHERE class = 'collective')",
-                   kUntimedCapturing | kUntimedNoEvent),
+  read(fmt::format("gpu_ns IS NULL AND (flags & {}) = 0 AND api IN (SELECT id FROM apis WHERE class = '{}')",
+                   kUntimedCapturing | kUntimedNoEvent, api_class_name(ApiClass::Collective)),
        [&](const EventRecord& r, uint64_t begin_ns, int64_t row) { folder.await(r, begin_ns, row); });
-  read("api IN (SELECT id FROM apis WHERE class = 'collective_timing')",
+  read(fmt::format("api IN (SELECT id FROM apis WHERE class = '{}')", api_class_name(ApiClass::CollectiveTiming)),
        [&](const EventRecord& r, uint64_t begin_ns, int64_t row) { folder.hold_early(r, begin_ns, row); });
 }
 
@@ -573,15 +586,32 @@ std::pair<std::string, std::string> python_words(uint32_t word) {
 
 void Database::update_process(int64_t process_id, const ProcessCounters& c) {
   begin_if_needed();
-  const int64_t values[] = {int64_t(c.events),          int64_t(c.dropped_ring_full), int64_t(c.dropped_not_ready),
-                            int64_t(c.lost_unpublished), int64_t(c.malformed),         int64_t(c.dropped_side_full),
-                            int64_t(c.untimed_capturing), int64_t(c.untimed_no_event), c.ended ? 1 : 0};
-  for (int i = 0; i < 9; ++i) sqlite3_bind_int64(update_process_, i + 1, values[i]);
+  const int64_t values[] = {int64_t(c.events),
+#define TS_COUNTER(kind, column, json_key, words, meaning) int64_t(c.column),
+#include "trainshim/counters.def"
+                            c.ended ? 1 : 0};
+  int parameter = 0;
+  for (const int64_t value : values) sqlite3_bind_int64(update_process_, ++parameter, value);
   const auto [version, unavailable] = python_words(c.python_stacks);
-  sqlite3_bind_text(update_process_, 10, version.c_str(), int(version.size()), SQLITE_TRANSIENT);
-  sqlite3_bind_text(update_process_, 11, unavailable.c_str(), int(unavailable.size()), SQLITE_TRANSIENT);
-  sqlite3_bind_int64(update_process_, 12, process_id);
+  sqlite3_bind_text(update_process_, ++parameter, version.c_str(), int(version.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_text(update_process_, ++parameter, unavailable.c_str(), int(unavailable.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_int64(update_process_, ++parameter, process_id);
   step_and_reset(db_, update_process_);
+}
+
+Database::ProcessCounters Database::process_counters(int64_t process_id) {
+  sqlite3_stmt* s = prepare(("SELECT events, " + counter_columns() + ", ended FROM processes WHERE id = ?").c_str());
+  sqlite3_bind_int64(s, 1, process_id);
+  ProcessCounters c;
+  if (sqlite3_step(s) == SQLITE_ROW) {
+    int column = 0;
+    c.events = uint64_t(sqlite3_column_int64(s, column++));
+#define TS_COUNTER(kind, name, json_key, words, meaning) c.name = uint64_t(sqlite3_column_int64(s, column++));
+#include "trainshim/counters.def"
+    c.ended = sqlite3_column_int64(s, column) != 0;
+  }
+  sqlite3_finalize(s);
+  return c;
 }
 
 namespace {

@@ -92,14 +92,19 @@ class Database {
   // omitted: frames left out between the innermost and the outermost kept.
   void add_python_stack(int64_t process_id, uint32_t stack_id, bool borrowed, uint32_t omitted);
 
+  // What a process's row counts: written whole whenever it changes.
   struct ProcessCounters {
-    uint64_t events = 0, dropped_ring_full = 0, dropped_not_ready = 0, lost_unpublished = 0, malformed = 0;
-    uint64_t dropped_side_full = 0;
-    uint64_t untimed_capturing = 0, untimed_no_event = 0;
+    uint64_t events = 0;
+#define TS_COUNTER(kind, column, json_key, words, meaning) uint64_t column = 0;
+#include "trainshim/counters.def"
     uint32_t python_stacks = 0;  // SegmentHeader::python_stacks
     bool ended = false;
+    bool operator==(const ProcessCounters&) const = default;
   };
   void update_process(int64_t process_id, const ProcessCounters& counters);
+  // The counts of a process's row as written so far (a collector that resumes a dead one's row
+  // goes on from them); python_stacks is 0, it is stored only as words.
+  ProcessCounters process_counters(int64_t process_id);
   void log(const std::string& level, const std::string& message);
   void record_hang(const std::string& communicator, uint32_t sequence, const std::string& op,
                    const std::string& waiting, const std::string& missing, int64_t waited_ns,

@@ -82,45 +82,47 @@ SegmentReader::SegmentReader(const std::string& name) : name_(name) {
   fd_ = shm_open(name.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0);
   if (fd_ < 0) {
     if (errno == ELOOP)
-      throw std::runtime_error("not trusted: a symbolic link (not followed); another local user may be injecting "
-                               "records into this job: check who created " + path + ", then remove it");
-    throw std::runtime_error(std::string("cannot open: ") + std::strerror(errno));
+      throw SegmentError(SegmentError::Reason::Untrusted,
+                         "not trusted: a symbolic link (not followed); another local user may be injecting records "
+                         "into this job: check who created " + path + ", then remove it");
+    throw SegmentError(SegmentError::Reason::Unreadable, std::string("cannot open: ") + std::strerror(errno));
   }
   try {
     struct stat st {};
-    if (fstat(fd_, &st) != 0) throw std::runtime_error(std::string("cannot stat: ") + std::strerror(errno));
+    if (fstat(fd_, &st) != 0)
+      throw SegmentError(SegmentError::Reason::Unreadable, std::string("cannot stat: ") + std::strerror(errno));
     if (!S_ISREG(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077) != 0)
-      throw std::runtime_error(fmt::format(
+      throw SegmentError(SegmentError::Reason::Untrusted, fmt::format(
           "not trusted: {}owned by uid {}, mode {} (only a regular file of this user, uid {}, that no one else may "
           "read or write is read); another local user may be injecting records into this job: check who created "
           "{}, then remove it",
           S_ISREG(st.st_mode) ? "" : "not a regular file, ", st.st_uid, mode_text(st.st_mode), getuid(), path));
     if (uint64_t(st.st_size) < sizeof(SegmentHeader))
-      throw std::runtime_error(std::string(header_problem_text(HeaderProblem::TooSmall)));
+      throw SegmentError(HeaderProblem::TooSmall);
     mapped_bytes_ = uint64_t(st.st_size);
     mapping_ = mmap(nullptr, mapped_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
     if (mapping_ == MAP_FAILED) {
       mapping_ = nullptr;
-      throw std::runtime_error(std::string("cannot map: ") + std::strerror(errno));
+      throw SegmentError(SegmentError::Reason::Unreadable, std::string("cannot map: ") + std::strerror(errno));
     }
     if (!guarded([this] { copy_header(*static_cast<const SegmentHeader*>(mapping_), header_); }))
-      throw std::runtime_error("segment shrank while being opened");
+      throw SegmentError(SegmentError::Reason::Shrank, "segment shrank while being opened");
     const HeaderProblem problem = validate_header(header_, mapped_bytes_);
-    if (problem != HeaderProblem::Ok) throw std::runtime_error(std::string(header_problem_text(problem)));
+    if (problem != HeaderProblem::Ok) throw SegmentError(problem);
     geometry_ = geometry_of(header_);
     read_.assign(geometry_.ring_count + 1, 0);
     if (!guarded([this] {
           for (uint32_t i = 0; i < geometry_.ring_count; ++i) read_[i] = ring_of(mapping_, geometry_, i).tail();
           read_[geometry_.ring_count] = side_ring_of(mapping_, geometry_).tail();
         }))
-      throw std::runtime_error("segment shrank while being opened");
+      throw SegmentError(SegmentError::Reason::Shrank, "segment shrank while being opened");
     released_ = read_;
     // What a segment held when it was opened is read at once.
     head_seen_.assign(geometry_.ring_count, 0);
     if (!guarded([this] {
           for (uint32_t i = 0; i < geometry_.ring_count; ++i) head_seen_[i] = ring_of(mapping_, geometry_, i).head();
         }))
-      throw std::runtime_error("segment shrank while being opened");
+      throw SegmentError(SegmentError::Reason::Shrank, "segment shrank while being opened");
   } catch (...) {
     if (mapping_) munmap(mapping_, mapped_bytes_);
     close(fd_);

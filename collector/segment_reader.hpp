@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -25,13 +26,37 @@ struct DrainCounts {
   uint64_t unpublished = 0;  // claimed by a producer that died before finishing the write
 };
 
+// Why a segment cannot be read, with the message that says so.
+class SegmentError : public std::runtime_error {
+ public:
+  enum class Reason {
+    Untrusted,   // a link, another user's file, a mode open to others
+    Unreadable,  // cannot be opened, stated or mapped
+    Shrank,      // truncated while being opened
+    BadHeader,   // header_problem() says what
+  };
+  SegmentError(Reason reason, const std::string& message, HeaderProblem problem = HeaderProblem::Ok)
+      : std::runtime_error(message), reason_(reason), problem_(problem) {}
+  explicit SegmentError(HeaderProblem problem)
+      : SegmentError(Reason::BadHeader, std::string(header_problem_text(problem)), problem) {}
+  Reason reason() const { return reason_; }
+  HeaderProblem header_problem() const { return problem_; }
+  // A producer sizes its segment, then fills and publishes the header: a segment that is merely
+  // young may be readable on a later pass.
+  bool young() const { return problem_ == HeaderProblem::NotPublished || problem_ == HeaderProblem::TooSmall; }
+
+ private:
+  Reason reason_;
+  HeaderProblem problem_;
+};
+
 class SegmentReader {
  public:
   // Slots before a moving head that drain() leaves for a later pass (see drain()).
   static constexpr uint64_t kReaderLag = 64;
   static constexpr uint64_t kLagRingSlots = 16 * kReaderLag;
 
-  // Throws std::runtime_error with the reason when the segment cannot be read or is not trusted.
+  // Throws SegmentError when the segment cannot be read or is not trusted.
   explicit SegmentReader(const std::string& name);
   ~SegmentReader();
   SegmentReader(const SegmentReader&) = delete;

@@ -16,6 +16,7 @@ inline constexpr uint32_t kPollStackEvery = 256;
 template <Api A>
 class Call {
   static constexpr ApiClass kClass = kApis[static_cast<std::size_t>(A)].api_class;
+  static constexpr bool kSynchronousCopy = is_synchronous_copy(A);
 
  public:
   Call() {
@@ -108,16 +109,12 @@ class Call {
   describe::Draft draft;
 
  private:
-  // Which events carry the caller's native and Python stacks: syncs, collectives, frees of memory
-  // (cudaFree(nullptr) only creates the context, PyTorch's initializeCudaContext: no wait),
-  // pageable copies, and one in kPollStackEvery of a thread's polls (a polling loop calls
-  // thousands of times from one place).
+  // Which events carry the caller's native and Python stacks: captures_stacks (api.hpp), and one in
+  // kPollStackEvery of a thread's polls (a polling loop calls thousands of times from one place).
+  // cudaFree(nullptr) only creates the context (PyTorch's initializeCudaContext): no wait.
   bool wants_stacks() {
-    if constexpr (kClass == ApiClass::Sync || kClass == ApiClass::Collective) return true;
-    if constexpr (kClass == ApiClass::Free) return draft.object != 0;
-    if constexpr (kClass == ApiClass::Copy) return draft.host_memory == HostMemory::Pageable;
     if constexpr (kClass == ApiClass::Poll) return thread_->polls++ % kPollStackEvery == 0;
-    return false;
+    return captures_stacks(kClass, draft.direction, draft.host_memory, kSynchronousCopy, draft.object == 0);
   }
 
   Recorder* recorder_ = nullptr;

@@ -27,8 +27,8 @@ const char* unit(const RankSyncs& rs) { return rs.steps.count ? "per step" : "in
 
 // A D2H copy into pageable memory is a sync, judged with the sync sites; the pageable sites of the
 // baseline rules are the uploads.
-bool counts_as(const char* kind, const SyncSite& s) {
-  return std::string(kind) != "pageable" || s.classification.operation == "pageable H2D copy";
+bool counts_as(const SyncSite& s) {
+  return s.kind != SiteKind::PageableCopy || s.copy_direction == Direction::HostToDevice;
 }
 
 int64_t rank_waited(const Report& report, int rank) {
@@ -54,10 +54,10 @@ nlohmann::ordered_json baseline_of(const Report& report) {
   // Each site once, at its highest rate over the ranks.
   std::map<std::string, nlohmann::ordered_json> sites;
   for (const ProcessReport& p : report.processes) {
-    const RankSyncs& rs = p.synchronisations;
+    const RankSyncs& rs = p.sync_sites;
     auto add = [&](const std::vector<SyncSite>& list, const char* kind) {
       for (const SyncSite& s : list) {
-        if (!counts_as(kind, s)) continue;
+        if (!counts_as(s)) continue;
         const double rate = per_step_else_per_run(double(s.calls), rs);
         auto [it, fresh] = sites.try_emplace(std::string(kind) + "|" + site_identity(s));
         if (!fresh && it->second["calls_per_step"].get<double>() >= rate) continue;
@@ -67,7 +67,7 @@ nlohmann::ordered_json baseline_of(const Report& report) {
       }
     };
     add(rs.hidden, "hidden");
-    add(rs.pageable, "pageable");
+    add(rs.pageable_copies, "pageable");
   }
   nlohmann::ordered_json doc;
   doc["format"] = kBaselineFormat;
@@ -78,7 +78,7 @@ nlohmann::ordered_json baseline_of(const Report& report) {
   for (const ProcessReport& p : report.processes)
     if (p.rank >= 0)
       doc["ranks"].push_back(
-          {{"rank", p.rank}, {"wait_per_step_ns", per_step_else_per_run(double(rank_waited(report, p.rank)), p.synchronisations)}});
+          {{"rank", p.rank}, {"wait_per_step_ns", per_step_else_per_run(double(rank_waited(report, p.rank)), p.sync_sites)}});
   return doc;
 }
 
@@ -93,7 +93,7 @@ AuditResult audit(const Report& report, const Policy& policy, const nlohmann::js
   RuleResult dropped{"dropped_events", fmt::format("lost records per rank <= {}", policy.dropped_events), {}};
 
   for (const ProcessReport& p : report.processes) {
-    const RankSyncs& rs = p.synchronisations;
+    const RankSyncs& rs = p.sync_sites;
     double calls = 0, blocked_ns = 0, bytes = 0;
     std::string top;
     for (const SyncSite& s : rs.hidden) {
@@ -102,7 +102,7 @@ AuditResult audit(const Report& report, const Policy& policy, const nlohmann::js
       blocked_ns += double(s.blocked_ns);
       if (top.empty()) top = fmt::format("{} at {}", s.classification.operation, where(s));
     }
-    for (const SyncSite& s : rs.pageable) bytes += double(s.bytes);
+    for (const SyncSite& s : rs.pageable_copies) bytes += double(s.bytes);
     if (per_step_else_per_run(calls, rs) > policy.hidden_syncs_per_step)
       hidden.violations.push_back({hidden.rule, p.rank, top,
                                    fmt::format("{}: {:.1f} hidden syncs {}, limit {} (largest: {})", rank_words(p.rank, p.pid),
@@ -113,7 +113,8 @@ AuditResult audit(const Report& report, const Policy& policy, const nlohmann::js
                                                 "(largest: {})", rank_words(p.rank, p.pid), 100 * blocked_ns / double(rs.span_ns),
                                                 100 * policy.blocked_share, top)});
     if (per_step_else_per_run(bytes, rs) > policy.pageable_bytes_per_step)
-      pageable.violations.push_back({pageable.rule, p.rank, rs.pageable.empty() ? "" : where(rs.pageable.front()),
+      pageable.violations.push_back({pageable.rule, p.rank,
+                                     rs.pageable_copies.empty() ? "" : where(rs.pageable_copies.front()),
                                      fmt::format("{}: {} copied through pageable memory {}, limit {}", rank_words(p.rank, p.pid),
                                                  human_bytes(int64_t(per_step_else_per_run(bytes, rs))), unit(rs),
                                                  human_bytes(int64_t(policy.pageable_bytes_per_step)))});
@@ -147,10 +148,10 @@ AuditResult audit(const Report& report, const Policy& policy, const nlohmann::js
                                                     "{:.0f} % (and 1 ms)", 100 * policy.wait_tolerance), {}};
   std::set<std::string> reported;  // a site new on every rank is one finding
   for (const ProcessReport& p : report.processes) {
-    const RankSyncs& rs = p.synchronisations;
+    const RankSyncs& rs = p.sync_sites;
     auto check = [&](const std::vector<SyncSite>& list, const char* kind, RuleResult& appeared) {
       for (const SyncSite& s : list) {
-        if (!counts_as(kind, s) || (std::string(kind) == "hidden" && allowed(s, policy))) continue;
+        if (!counts_as(s) || (std::string(kind) == "hidden" && allowed(s, policy))) continue;
         // The baseline file holds the identity as JSON wrote it.
         const std::string key = std::string(kind) + "|" + valid_utf8(site_identity(s));
         const auto it = known.find(key);
@@ -169,7 +170,7 @@ AuditResult audit(const Report& report, const Policy& policy, const nlohmann::js
       }
     };
     check(rs.hidden, "hidden", new_syncs);
-    check(rs.pageable, "pageable", new_pageable);
+    check(rs.pageable_copies, "pageable", new_pageable);
     for (const auto& r : baseline->at("ranks")) {
       if (r.at("rank") != p.rank) continue;
       const double before = r.at("wait_per_step_ns").get<double>();

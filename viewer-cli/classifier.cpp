@@ -122,11 +122,11 @@ bool matches(std::string_view name, std::string_view pattern) {
 }
 
 bool direction_fits(Needs needs, const SyncShape& shape) {
-  const std::string& copy = shape.api_class == "copy" ? shape.direction : shape.follows_copy;
+  const Direction copy = shape.api_class == ApiClass::Copy ? shape.direction : shape.follows_copy;
   switch (needs) {
     case Needs::Any: return true;
-    case Needs::DeviceToHost: return copy == "d2h";
-    case Needs::HostToDevice: return copy == "h2d";
+    case Needs::DeviceToHost: return copy == Direction::DeviceToHost;
+    case Needs::HostToDevice: return copy == Direction::HostToDevice;
   }
   return false;
 }
@@ -161,8 +161,6 @@ bool inside_tensor_printing(const SyncShape& shape) {
   return false;
 }
 
-bool is_synchronous_copy_api(const std::string& api) { return !contains(api, "Async"); }
-
 }  // namespace
 
 std::string qualified_name(const std::string& demangled) {
@@ -196,16 +194,11 @@ std::string qualified_name(const std::string& demangled) {
   return name;
 }
 
-bool is_poll(const SyncShape& shape) { return shape.api_class == "poll"; }
+bool is_poll(const SyncShape& shape) { return shape.api_class == ApiClass::Poll; }
 
 bool is_sync(const SyncShape& shape) {
-  if (shape.api_class == "sync") return true;
-  if (shape.api_class == "free") return !shape.null_object;
-  if (shape.api_class != "copy") return false;
-  const std::string& d = shape.direction;
-  if (d != "h2d" && d != "d2h" && d != "h2h") return false;  // device-side, or a direction not known
-  if (is_synchronous_copy_api(shape.api)) return true;
-  return d == "h2h" || (d == "d2h" && shape.host_memory == "pageable");
+  return is_host_sync(shape.api_class, shape.direction, shape.host_memory,
+                      is_synchronous_copy(shape.api_class, shape.api), shape.null_object);
 }
 
 std::string poll_operation(const SyncShape& shape) {
@@ -236,16 +229,17 @@ Classification classify(const SyncShape& shape) {
   if (called_directly(shape))
     return {shape.api + "()", SyncKind::Explicit, "called directly by the program", std::string(kExplicitAdvice), "",
             "direct"};
-  if (shape.api_class == "copy" && shape.direction == "d2h" && shape.host_memory == "pageable")
+  if (shape.api_class == ApiClass::Copy && shape.direction == Direction::DeviceToHost &&
+      shape.host_memory == HostMemory::Pageable)
     return {"blocking D2H copy into pageable memory", SyncKind::Hidden,
             "a copy into pageable host memory cannot run asynchronously: the host waits for the GPU to reach it",
             "copy into a pinned buffer with non_blocking=True and synchronise once where the value is needed", "",
             "pageable_d2h"};
-  if (shape.api_class == "copy")
-    return {shape.api + "() " + shape.direction, SyncKind::Hidden,
+  if (shape.api_class == ApiClass::Copy)
+    return {shape.api + "() " + std::string(direction_name(shape.direction)), SyncKind::Hidden,
             "a synchronous copy returns only once the GPU has reached it",
             "use cudaMemcpyAsync on a stream with pinned host memory and synchronise once", "", "blocking_copy"};
-  if (shape.api_class == "free")
+  if (shape.api_class == ApiClass::Free)
     return {"cudaFree()", SyncKind::Hidden, "cudaFree waits for the whole device before releasing memory",
             "allocate once and reuse device buffers instead of freeing them in the loop", "", "free"};
   const std::string module = shape.native.empty() ? std::string() : basename(shape.native.front().module);

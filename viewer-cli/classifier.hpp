@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "trainshim/api.hpp"
+
 namespace trainshim::cli {
 
 struct NativeFrameView {
@@ -22,13 +24,13 @@ struct PythonFrameView {
 };
 
 struct SyncShape {
-  std::string api;          // cudaStreamSynchronize, cudaMemcpyAsync, ...
-  std::string api_class;    // sync | copy | free | poll | collective
-  std::string direction;    // for copies
-  std::string host_memory;  // for copies
+  std::string api;  // cudaStreamSynchronize, cudaMemcpyAsync, ...
+  ApiClass api_class = ApiClass::Sync;
+  Direction direction = Direction::None;         // for copies
+  HostMemory host_memory = HostMemory::Unknown;  // for copies
   // For a wait: the direction of the copy it follows on the same thread and stream (PyTorch's
-  // memcpy_and_sync is cudaMemcpyAsync then cudaStreamSynchronize), empty when it follows none.
-  std::string follows_copy;
+  // memcpy_and_sync is cudaMemcpyAsync then cudaStreamSynchronize), None when it follows none.
+  Direction follows_copy = Direction::None;
   bool null_object = false;  // cudaFree(nullptr): PyTorch's way of creating the context, no wait
   std::vector<NativeFrameView> native;  // innermost (the caller of the API) first
   std::vector<PythonFrameView> python;  // innermost first
@@ -47,10 +49,8 @@ struct Classification {
 
 Classification classify(const SyncShape& shape);
 
-// The one answer to "did the host wait for the GPU here?", used by every part that reports syncs.
-// Polls (cudaStreamQuery) never wait; cudaFree(nullptr) does not; a synchronous cudaMemcpy does in
-// every direction but device to device (CUDA's "API synchronization behavior"); an asynchronous
-// copy only into pageable memory or between host buffers.
+// "Did the host wait for the GPU here?": is_host_sync (api.hpp) of the shape, used by every part
+// that reports syncs.
 bool is_sync(const SyncShape& shape);
 bool is_poll(const SyncShape& shape);
 

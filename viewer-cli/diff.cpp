@@ -58,8 +58,8 @@ std::map<std::string, MergedSite> merged_sites(const RankSyncs& rs) {
 }
 
 RateUnit unit_of(const ProcessReport* a, const ProcessReport* b) {
-  const bool a_steps = !a || a->synchronisations.steps.count > 0;
-  const bool b_steps = !b || b->synchronisations.steps.count > 0;
+  const bool a_steps = !a || a->sync_sites.steps.count > 0;
+  const bool b_steps = !b || b->sync_sites.steps.count > 0;
   return (a || b) && a_steps && b_steps ? RateUnit::Step : RateUnit::Second;
 }
 
@@ -111,8 +111,8 @@ int status_order(SiteStatus s) {
 }
 
 void diff_sites(const ProcessReport* pa, const ProcessReport* pb, int rank, std::vector<SiteDiff>& out) {
-  const auto ma = pa ? merged_sites(pa->synchronisations) : std::map<std::string, MergedSite>{};
-  const auto mb = pb ? merged_sites(pb->synchronisations) : std::map<std::string, MergedSite>{};
+  const auto ma = pa ? merged_sites(pa->sync_sites) : std::map<std::string, MergedSite>{};
+  const auto mb = pb ? merged_sites(pb->sync_sites) : std::map<std::string, MergedSite>{};
   const RateUnit unit = unit_of(pa, pb);
   std::map<std::string, std::pair<const MergedSite*, const MergedSite*>> keys;
   for (const auto& [k, m] : ma) keys[k].first = &m;
@@ -130,8 +130,8 @@ void diff_sites(const ProcessReport* pa, const ProcessReport* pb, int rank, std:
     s.file = named.file;
     s.function = named.function;
     s.source = trimmed(named.source);
-    if (a) s.a = site_side(*a, pa->synchronisations);
-    if (b) s.b = site_side(*b, pb->synchronisations);
+    if (a) s.a = site_side(*a, pa->sync_sites);
+    if (b) s.b = site_side(*b, pb->sync_sites);
     s.rate_a = in_unit(unit, s.a.per_step, s.a.per_second);
     s.rate_b = in_unit(unit, s.b.per_step, s.b.per_second);
     s.status = site_status(s);
@@ -142,7 +142,7 @@ void diff_sites(const ProcessReport* pa, const ProcessReport* pb, int rank, std:
 RankSide rank_side(const ProcessReport* p, bool first_of_rank, const Report& report) {
   RankSide s;
   if (!p) return s;
-  const RankSyncs& rs = p->synchronisations;
+  const RankSyncs& rs = p->sync_sites;
   s.present = true;
   s.pid = p->pid;
   s.steps = rs.steps.count;
@@ -161,7 +161,7 @@ RankSide rank_side(const ProcessReport* p, bool first_of_rank, const Report& rep
   s.last_fraction = s.collectives ? double(s.last_count) / double(s.collectives) : 0;
   s.straggler = first_of_rank && p->rank >= 0 && report.waits.analysis.straggler == p->rank;
   for (const CopyRow& c : p->copies)
-    if (c.host_memory == "pageable") s.pageable_bytes += c.bytes;
+    if (c.host_memory == HostMemory::Pageable) s.pageable_bytes += c.bytes;
   s.pageable_bytes_per_step = per_step(double(s.pageable_bytes), s.steps);
   s.pageable_bytes_per_second = per_second(double(s.pageable_bytes), s.span_ns);
   return s;
@@ -169,18 +169,7 @@ RankSide rank_side(const ProcessReport* p, bool first_of_rank, const Report& rep
 
 }  // namespace
 
-std::string status_name(SiteStatus status) {
-  switch (status) {
-    case SiteStatus::Appeared: return "appeared";
-    case SiteStatus::Disappeared: return "disappeared";
-    case SiteStatus::MoreFrequent: return "more_frequent";
-    case SiteStatus::LessFrequent: return "less_frequent";
-    case SiteStatus::Costlier: return "costlier";
-    case SiteStatus::Cheaper: return "cheaper";
-    case SiteStatus::Unchanged: return "unchanged";
-  }
-  return "unchanged";
-}
+std::string status_name(SiteStatus status) { return std::string(kSiteStatusNames[std::size_t(status)]); }
 
 bool is_worse(SiteStatus status) { return status == SiteStatus::MoreFrequent || status == SiteStatus::Costlier; }
 bool is_better(SiteStatus status) { return status == SiteStatus::LessFrequent || status == SiteStatus::Cheaper; }

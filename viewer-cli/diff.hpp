@@ -2,8 +2,10 @@
 // `trainshim diff A.db B.db`: two runs side by side (A before, B after), per sync site and per rank.
 // How sites and ranks are matched and judged: docs/formats.md, "The diff".
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "report_model.hpp"
@@ -17,6 +19,10 @@ inline constexpr int64_t kWaitAbsoluteNs = 1'000'000;          // 1 ms per step 
 inline constexpr int64_t kPageableAbsoluteBytes = 1'048'576;  // 1 MiB per step (or per second)
 
 enum class SiteStatus { Appeared, Disappeared, MoreFrequent, LessFrequent, Costlier, Cheaper, Unchanged };
+// Entry i names value i.
+inline constexpr std::string_view kSiteStatusNames[] = {"appeared", "disappeared", "more_frequent", "less_frequent",
+                                                        "costlier", "cheaper",     "unchanged"};
+static_assert(std::size(kSiteStatusNames) == std::size_t(SiteStatus::Unchanged) + 1, "a name for every status");
 std::string status_name(SiteStatus status);  // "appeared", "more_frequent", ...
 bool is_worse(SiteStatus status);            // more_frequent, costlier
 bool is_better(SiteStatus status);           // less_frequent, cheaper

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "classifier.hpp"
+#include "counters.hpp"
 #include "format.hpp"
 #include "syncs.hpp"
 #include "trainshim/protocol.hpp"
@@ -29,8 +30,12 @@ using Json = nlohmann::ordered_json;
 
 // A timing is folded into its collective's row; one whose collective was not read yet has a row of
 // its own for a while.
-constexpr const char* kTimingApis = "(SELECT id FROM apis WHERE class = 'collective_timing')";
-constexpr const char* kCollectiveApis = "(SELECT id FROM apis WHERE class = 'collective')";
+std::string timing_apis() {
+  return "(SELECT id FROM apis WHERE class IN " + api_classes_sql(ApiClass::CollectiveTiming) + ")";
+}
+std::string collective_apis() {
+  return "(SELECT id FROM apis WHERE class IN " + api_classes_sql(ApiClass::Collective) + ")";
+}
 // Point-to-point calls are numbered per peer: their numbers are no collective's (flag 8).
 constexpr const char* kNotPointToPoint = "(flags & 8) = 0";
 static_assert(kPointToPoint == 8);
@@ -78,7 +83,8 @@ class TraceWriter {
 struct TraceProcess {
   int64_t id, pid, rank;
   std::string host, command;
-  int64_t ring_full, not_ready, unpublished, malformed, side_full, untimed_capturing, untimed_no_event;
+  LostEvents lost;
+  UntimedCollectives untimed;
 };
 
 struct CollectiveKey {
@@ -196,29 +202,32 @@ class ProcessExporter {
                                      "rank_in_comm, comm_size, result, native_stack, python_stack, sequence, follows_copy";
     Statement q(db_, fmt::format("SELECT {0} FROM events WHERE process_id = ?1 AND api NOT IN {1} UNION ALL "
                                  "SELECT {0} FROM recent_events WHERE process_id = ?1 ORDER BY begin_ns",
-                                 kColumns, kTimingApis).c_str());
+                                 kColumns, timing_apis()).c_str());
     q.bind(1, p_.id);
     while (q.step()) {
       const int64_t tid = q.integer(0), api = q.integer(1), begin = q.integer(2), end = q.integer(3);
       const int64_t bytes = q.integer(4), direction = q.integer(5), memory = q.integer(6), result = q.integer(12);
-      const std::string& api_name = Vocabulary::name(names_.api, api);
-      const std::string& cls = Vocabulary::name(names_.api_class, api);
-      const std::string& dir = Vocabulary::name(names_.direction, direction);
-      const std::string& mem = Vocabulary::name(names_.host_memory, memory);
+      const Vocabulary::ApiWord& api_word = names_.api(api);
+      const std::string& api_name = api_word.name;
+      const std::optional<ApiClass> cls = api_word.api_class;
+      const Direction copy_direction = names_.direction(direction);
+      const HostMemory host_memory = names_.host_memory(memory);
+      const std::string_view dir = direction_name(copy_direction), mem = host_memory_name(host_memory);
       thread(tid);
       seen(begin, end);
 
       std::string name;
       Json args = Json::object();
       args["api"] = api_name;
-      SyncShape probe;
-      probe.api = api_name;
-      probe.api_class = cls;
-      probe.direction = dir;
-      probe.host_memory = mem;
-      probe.null_object = q.integer(8) == 0;
-      probe.follows_copy = names_.follows_copy(q.integer(16));
-      if (is_sync(probe)) {
+      const bool null_object = q.integer(8) == 0;
+      if (cls && is_host_sync(*cls, copy_direction, host_memory, is_synchronous_copy(*cls, api_name), null_object)) {
+        SyncShape probe;
+        probe.api = api_name;
+        probe.api_class = *cls;
+        probe.direction = copy_direction;
+        probe.host_memory = host_memory;
+        probe.null_object = null_object;
+        probe.follows_copy = names_.direction(q.integer(16));
         const SyncInfo& info = sync_info(probe, api, direction, memory, q.integer(13), q.integer(14));
         name = info.name;
         if (!info.python_site.empty()) {
@@ -231,13 +240,13 @@ class ProcessExporter {
         args["direction"] = dir;
         args["host_memory"] = mem;
         args["kind"] = info.kind;
-      } else if (cls == "copy") {
+      } else if (cls == ApiClass::Copy) {
         name = fmt::format("memcpy {} {}", dir, mem);
         args["bytes"] = bytes;
         args["direction"] = dir;
         args["host_memory"] = mem;
         args["stream"] = fmt::format("0x{:x}", uint64_t(q.integer(7)));
-      } else if (cls == "collective") {
+      } else if (cls == ApiClass::Collective) {
         name = api_name;
         args["communicator"] = hex(q.integer(8));
         args["sequence"] = q.integer(15);
@@ -245,7 +254,7 @@ class ProcessExporter {
         args["rank_in_comm"] = q.integer(10);
         args["comm_size"] = q.integer(11);
         if (auto [site, source] = python_site(q.integer(14)); !site.empty()) args["python_site"] = site;
-      } else if (cls == "comm_init") {
+      } else if (cls == ApiClass::CommInit) {
         name = api_name;
         args["communicator"] = hex(q.integer(9));
         args["rank_in_comm"] = q.integer(10);
@@ -255,7 +264,7 @@ class ProcessExporter {
         if (bytes) args["bytes"] = bytes;
       }
       if (result != 0) args["result"] = result;
-      writer_.event(Json{{"ph", "X"}, {"cat", cls}, {"name", std::move(name)}, {"pid", p_.id}, {"tid", tid},
+      writer_.event(Json{{"ph", "X"}, {"cat", cls ? api_class_name(*cls) : "unknown"}, {"name", std::move(name)}, {"pid", p_.id}, {"tid", tid},
                          {"ts", us(begin)}, {"dur", duration_us(end - begin)}, {"args", std::move(args)}});
     }
   }
@@ -266,7 +275,7 @@ class ProcessExporter {
     Statement t(db_, fmt::format("SELECT object, sequence, begin_ns, gpu_ns, bytes, api FROM events WHERE "
                                  "process_id = ? AND api IN {} AND gpu_ns IS NOT NULL AND {} "
                                  "ORDER BY object, sequence, begin_ns",
-                                 kCollectiveApis, kNotPointToPoint).c_str());
+                                 collective_apis(), kNotPointToPoint).c_str());
     t.bind(1, p_.id);
     std::optional<CollectiveKey> flow_key;
     std::optional<int64_t> track_comm;
@@ -290,7 +299,7 @@ class ProcessExporter {
       const double ts = us(start), dur = duration_us(gpu_ns);
       writer_.event(Json{{"ph", "X"},
                          {"cat", "gpu_collective"},
-                         {"name", Vocabulary::name(names_.api, t.integer(5))},
+                         {"name", names_.api(t.integer(5)).name},
                          {"pid", p_.id},
                          {"tid", track_tid},
                          {"ts", ts},
@@ -327,17 +336,12 @@ class ProcessExporter {
                          {"name", "dropped events"},
                          {"pid", p_.id},
                          {"ts", ts},
-                         {"args",
-                          {{"ring_full", p_.ring_full},
-                           {"not_ready", p_.not_ready},
-                           {"unpublished", p_.unpublished},
-                           {"malformed", p_.malformed},
-                           {"side_ring_full", p_.side_full}}}});
+                         {"args", lost_json(p_.lost)}});
       writer_.event(Json{{"ph", "C"},
                          {"name", "untimed collectives"},
                          {"pid", p_.id},
                          {"ts", ts},
-                         {"args", {{"capturing", p_.untimed_capturing}, {"no_event", p_.untimed_no_event}}}});
+                         {"args", untimed_json(p_.untimed)}});
     }
   }
 
@@ -353,7 +357,7 @@ class ProcessExporter {
   std::unordered_set<int64_t> tids_;
   std::unordered_map<int64_t, std::vector<NativeFrameView>> native_cache_;
   std::unordered_map<int64_t, std::vector<PythonFrameView>> python_cache_;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, std::string>, SyncInfo> sync_cache_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, Direction>, SyncInfo> sync_cache_;
 };
 
 // Copies and polls are kept one by one only in a window of each process's most recent ones; every
@@ -364,11 +368,13 @@ struct RecentWindow {
 
 RecentWindow recent_window(const RunDatabase& db) {
   RecentWindow w;
+  const auto is_copy = [](const Statement& row) { return api_class_named(row.text(0)) == ApiClass::Copy; };
   Statement shown(db, "SELECT a.class, count(*) FROM recent_events r JOIN apis a ON a.id = r.api GROUP BY a.class");
-  while (shown.step()) (shown.text(0) == "copy" ? w.copies_shown : w.polls_shown) += shown.integer(1);
-  Statement recorded(db, "SELECT a.class, sum(c.count) FROM calls c JOIN apis a ON a.id = c.api "
-                         "WHERE a.class IN ('copy', 'poll') GROUP BY a.class");
-  while (recorded.step()) (recorded.text(0) == "copy" ? w.copies_recorded : w.polls_recorded) += recorded.integer(1);
+  while (shown.step()) (is_copy(shown) ? w.copies_shown : w.polls_shown) += shown.integer(1);
+  Statement recorded(db, ("SELECT a.class, sum(c.count) FROM calls c JOIN apis a ON a.id = c.api WHERE a.class IN " +
+                          api_classes_sql([](ApiClass c) { return c == ApiClass::Copy || c == ApiClass::Poll; }) +
+                          " GROUP BY a.class").c_str());
+  while (recorded.step()) (is_copy(recorded) ? w.copies_recorded : w.polls_recorded) += recorded.integer(1);
   return w;
 }
 
@@ -387,12 +393,12 @@ void export_chrome_trace(const RunDatabase& db, std::ostream& out) {
   std::vector<TraceProcess> processes;
   std::unordered_map<int64_t, uint32_t> ordinal;
   {
-    Statement q(db, "SELECT id, pid, host, rank, command, dropped_ring_full, dropped_not_ready, lost_unpublished, "
-                    "malformed, dropped_side_full, untimed_capturing, untimed_no_event FROM processes "
-                    "ORDER BY rank < 0, rank, pid, id");
+    constexpr int kLostColumn = 5, kUntimedColumn = kLostColumn + kLostCounters;
+    Statement q(db, ("SELECT id, pid, host, rank, command, " + lost_columns() + ", " + untimed_columns() +
+                     " FROM processes ORDER BY rank < 0, rank, pid, id").c_str());
     while (q.step()) {
-      processes.push_back({q.integer(0), q.integer(1), q.integer(3), q.text(2), q.text(4), q.integer(5), q.integer(6),
-                           q.integer(7), q.integer(8), q.integer(9), q.integer(10), q.integer(11)});
+      processes.push_back({q.integer(0), q.integer(1), q.integer(3), q.text(2), q.text(4), read_lost(q, kLostColumn),
+                           read_untimed(q, kUntimedColumn)});
       ordinal.emplace(processes.back().id, uint32_t(processes.size() - 1));
     }
   }
@@ -409,7 +415,7 @@ void export_chrome_trace(const RunDatabase& db, std::ostream& out) {
   {
     Statement q(db, fmt::format("SELECT process_id, object, sequence, min(gpu_ns) FROM events WHERE api IN {} AND "
                                 "gpu_ns IS NOT NULL AND {} GROUP BY process_id, object, sequence",
-                                kCollectiveApis, kNotPointToPoint).c_str());
+                                collective_apis(), kNotPointToPoint).c_str());
     while (q.step()) {
       const auto o = ordinal.find(q.integer(0));
       if (o == ordinal.end()) continue;

@@ -66,14 +66,16 @@ void add_findings(Report& report) {
   add_straggler_finding(report);
   for (const ProcessReport& p : report.processes) {
     for (const CopyRow& c : p.copies) {
-      if (c.host_memory != "pageable" || (c.direction != "h2d" && c.direction != "d2h")) continue;
+      if (c.host_memory != HostMemory::Pageable ||
+          (c.direction != Direction::HostToDevice && c.direction != Direction::DeviceToHost))
+        continue;
       Finding f;
       f.kind = "pageable_copy";
       f.rank = p.rank;
       f.calls = c.calls;
       f.bytes = c.bytes;
       f.cost_ns = c.host_ns;
-      const bool h2d = c.direction == "h2d";
+      const bool h2d = c.direction == Direction::HostToDevice;
       f.message = fmt::format("{} copied {} {} {} pageable memory in {} calls ({} of host time)", rank_words(p.rank, p.pid),
                               human_bytes(c.bytes), h2d ? "H2D" : "D2H", h2d ? "from" : "into",
                               with_thousands(c.calls), human_duration(c.host_ns));
@@ -83,7 +85,7 @@ void add_findings(Report& report) {
                        "blocks the host until the GPU reaches it";
       report.findings.push_back(std::move(f));
     }
-    const RankSyncs& rs = p.synchronisations;
+    const RankSyncs& rs = p.sync_sites;
     for (const SyncSite& site : rs.hidden) {
       Finding f;
       f.kind = "hidden_sync";
@@ -101,12 +103,8 @@ void add_findings(Report& report) {
       f.kind = "dropped_events";
       f.rank = p.rank;
       f.calls = p.lost.total();
-      f.message = fmt::format("{} lost {} records ({} ring full, {} before recording started, {} unfinished "
-                              "at exit, {} malformed, {} stacks or modules on a full side ring): its figures are "
-                              "lower bounds",
-                              rank_words(p.rank, p.pid), with_thousands(p.lost.total()), with_thousands(p.lost.ring_full),
-                              with_thousands(p.lost.not_ready), with_thousands(p.lost.unpublished),
-                              with_thousands(p.lost.malformed), with_thousands(p.lost.side_ring_full));
+      f.message = fmt::format("{} lost {} records ({}): its figures are lower bounds", rank_words(p.rank, p.pid),
+                              with_thousands(p.lost.total()), lost_words(p.lost));
       f.advice = loss_advice(p.lost);
       report.findings.push_back(std::move(f));
     }
@@ -128,15 +126,15 @@ void add_findings(Report& report) {
 
 std::string loss_advice(const LostEvents& lost) {
   std::vector<std::string> causes;
-  if (lost.ring_full > 0)
+  if (lost.dropped_ring_full > 0)
     causes.push_back(
         "ring full: raise TRAINSHIM_FIRST_RING_EVENTS (the main thread's ring), TRAINSHIM_RING_EVENTS (the other "
         "threads') or TRAINSHIM_RINGS");
-  if (lost.side_ring_full > 0) causes.push_back("side ring full: raise TRAINSHIM_SIDE_RECORDS");
-  if (lost.not_ready > 0)
+  if (lost.dropped_side_full > 0) causes.push_back("side ring full: raise TRAINSHIM_SIDE_RECORDS");
+  if (lost.dropped_not_ready > 0)
     causes.push_back("before recording started: other threads called CUDA while the first call set recording up, "
                      "which larger rings do not change; make one CUDA call before starting threads to record them");
-  if (lost.unpublished > 0)
+  if (lost.lost_unpublished > 0)
     causes.push_back("unfinished at exit: a thread was inside a CUDA call when its process ended or was killed");
   if (lost.malformed > 0)
     causes.push_back("malformed: records that failed validation were skipped; check that nothing else writes into "

@@ -11,7 +11,7 @@ namespace {
 nlohmann::ordered_json copies_json(const std::vector<CopyRow>& rows) {
   auto out = nlohmann::ordered_json::array();
   for (const auto& c : rows)
-    out.push_back({{"direction", c.direction}, {"host_memory", c.host_memory}, {"calls", c.calls},
+    out.push_back({{"direction", direction_name(c.direction)}, {"host_memory", host_memory_name(c.host_memory)}, {"calls", c.calls},
                    {"bytes", c.bytes}, {"host_ns", c.host_ns}});
   return out;
 }
@@ -25,10 +25,6 @@ nlohmann::ordered_json collectives_json(const std::vector<CollectiveRow>& rows) 
   for (const auto& c : rows)
     out.push_back({{"op", c.op}, {"calls", c.calls}, {"bytes", c.bytes}, {"host_ns", c.host_ns}});
   return out;
-}
-nlohmann::ordered_json lost_json(const LostEvents& l) {
-  return {{"ring_full", l.ring_full}, {"not_ready", l.not_ready}, {"unpublished", l.unpublished},
-          {"malformed", l.malformed}, {"side_ring_full", l.side_ring_full}};
 }
 
 nlohmann::ordered_json sites_json(const std::vector<SyncSite>& sites, const RankSyncs& rs) {
@@ -84,18 +80,18 @@ nlohmann::ordered_json render_json(const Report& report) {
                                                               : nlohmann::ordered_json(p.python_stacks_unavailable)},
                             {"events", p.events},
                             {"copies", copies_json(p.copies)},
-                            {"syncs", syncs_json(p.syncs)},
+                            {"syncs", syncs_json(p.api_waits)},
                             {"collectives", collectives_json(p.collectives)},
                             {"dropped_events", p.lost.total()},
                             {"lost", lost_json(p.lost)},
-                            {"steps", {{"count", p.synchronisations.steps.count},
-                                       {"rule", p.synchronisations.steps.rule},
-                                       {"step_ns", p.synchronisations.steps.step_ns},
-                                       {"span_ns", p.synchronisations.span_ns}}},
-                            {"hidden_syncs", sites_json(p.synchronisations.hidden, p.synchronisations)},
-                            {"explicit_syncs", sites_json(p.synchronisations.explicit_, p.synchronisations)},
-                            {"pageable_sites", sites_json(p.synchronisations.pageable, p.synchronisations)},
-                            {"polls", sites_json(p.synchronisations.polls, p.synchronisations)}});
+                            {"steps", {{"count", p.sync_sites.steps.count},
+                                       {"rule", p.sync_sites.steps.rule},
+                                       {"step_ns", p.sync_sites.steps.step_ns},
+                                       {"span_ns", p.sync_sites.span_ns}}},
+                            {"hidden_syncs", sites_json(p.sync_sites.hidden, p.sync_sites)},
+                            {"explicit_syncs", sites_json(p.sync_sites.explicit_, p.sync_sites)},
+                            {"pageable_sites", sites_json(p.sync_sites.pageable_copies, p.sync_sites)},
+                            {"polls", sites_json(p.sync_sites.polls, p.sync_sites)}});
   }
   doc["totals"] = {{"copies", copies_json(report.total_copies)},
                    {"syncs", syncs_json(report.total_syncs)},
@@ -140,9 +136,7 @@ nlohmann::ordered_json render_json(const Report& report) {
                                {"communicators", a.communicators},
                                {"inconsistent", a.inconsistent},
                                {"duplicates", a.duplicates},
-                               {"untimed", {{"capturing", w.untimed_capturing},
-                                            {"no_event", w.untimed_no_event},
-                                            {"in_group_in_progress", w.untimed_in_group_in_progress}}},
+                               {"untimed", untimed_json(w)},
                                {"captured", captured},
                                {"p2p", {{"sends", w.p2p.sends},
                                         {"recvs", w.p2p.recvs},

@@ -22,25 +22,25 @@ namespace {
 void load_process_details(const RunDatabase& db, int64_t id, ProcessReport& p) {
   const Vocabulary& names = db.vocabulary();
   Statement copies(db,
-                   "SELECT direction, host_memory, sum(count), sum(bytes), sum(total_ns) FROM calls WHERE process_id = ? "
-                   "AND api IN (SELECT id FROM apis WHERE class = 'copy') GROUP BY direction, host_memory "
-                   "ORDER BY direction, host_memory");
+                   ("SELECT direction, host_memory, sum(count), sum(bytes), sum(total_ns) FROM calls WHERE process_id = ? "
+                    "AND api IN (SELECT id FROM apis WHERE class IN " + api_classes_sql(ApiClass::Copy) + ") "
+                    "GROUP BY direction, host_memory ORDER BY direction, host_memory").c_str());
   copies.bind(1, id);
   while (copies.step())
-    p.copies.push_back({Vocabulary::name(names.direction, copies.integer(0)),
-                        Vocabulary::name(names.host_memory, copies.integer(1)), copies.integer(2), copies.integer(3),
-                        copies.integer(4)});
+    p.copies.push_back({names.direction(copies.integer(0)), names.host_memory(copies.integer(1)), copies.integer(2),
+                        copies.integer(3), copies.integer(4)});
 
   Statement syncs(db,
-                  "SELECT a.name, sum(c.count), sum(c.total_ns) FROM calls c JOIN apis a ON a.id = c.api "
-                  "WHERE c.process_id = ? AND a.class IN ('sync', 'free', 'poll') GROUP BY c.api ORDER BY a.name");
+                  ("SELECT a.name, sum(c.count), sum(c.total_ns) FROM calls c JOIN apis a ON a.id = c.api "
+                   "WHERE c.process_id = ? AND a.class IN " + api_classes_sql(waits_or_polls) +
+                   " GROUP BY c.api ORDER BY a.name").c_str());
   syncs.bind(1, id);
-  while (syncs.step()) p.syncs.push_back({syncs.text(0), syncs.integer(1), syncs.integer(2)});
+  while (syncs.step()) p.api_waits.push_back({syncs.text(0), syncs.integer(1), syncs.integer(2)});
 
   Statement collectives(db,
-                        "SELECT a.name, sum(c.count), sum(c.bytes), sum(c.total_ns) FROM calls c "
-                        "JOIN apis a ON a.id = c.api WHERE c.process_id = ? AND a.class = 'collective' "
-                        "GROUP BY c.api ORDER BY a.name");
+                        ("SELECT a.name, sum(c.count), sum(c.bytes), sum(c.total_ns) FROM calls c "
+                         "JOIN apis a ON a.id = c.api WHERE c.process_id = ? AND a.class IN " +
+                         api_classes_sql(ApiClass::Collective) + " GROUP BY c.api ORDER BY a.name").c_str());
   collectives.bind(1, id);
   while (collectives.step())
     p.collectives.push_back({collective_op_name(collectives.text(0)), collectives.integer(1),
@@ -94,7 +94,7 @@ std::vector<Row> merge(const std::vector<ProcessReport>& processes, std::vector<
 
 int64_t steps_of_rank(const Report& report, int rank) {
   for (const auto& p : report.processes)
-    if (p.rank == rank) return p.synchronisations.steps.count;
+    if (p.rank == rank) return p.sync_sites.steps.count;
   return 0;
 }
 
@@ -119,9 +119,8 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
     else if (report.job != job) report.job += "+" + job;
     report.database += (report.database.empty() ? "" : ", ") + db->path();
     Statement processes(*db,
-                        "SELECT id, rank, local_rank, world_size, pid, host, command, ended, events, dropped_ring_full, "
-                        "dropped_not_ready, lost_unpublished, malformed, dropped_side_full, python_version, "
-                        "python_stacks_unavailable FROM processes");
+                        ("SELECT id, rank, local_rank, world_size, pid, host, command, ended, events, python_version, "
+                         "python_stacks_unavailable, " + lost_columns() + " FROM processes").c_str());
     while (processes.step()) {
       ProcessReport p;
       p.db = db;
@@ -134,10 +133,9 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
       p.command = processes.text(6);
       p.ended = processes.integer(7) != 0;
       p.events = processes.integer(8);
-      p.lost = {processes.integer(9), processes.integer(10), processes.integer(11), processes.integer(12),
-                processes.integer(13)};
-      p.python_version = processes.text(14);
-      p.python_stacks_unavailable = processes.text(15);
+      p.python_version = processes.text(9);
+      p.python_stacks_unavailable = processes.text(10);
+      p.lost = read_lost(processes, 11);
       report.processes.push_back(std::move(p));
     }
   }
@@ -160,8 +158,8 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
       if (p.db != db) continue;
       CollectiveCalls& c = collectives.at(p.id);
       load_process_details(*db, p.id, p);
-      p.synchronisations = load_syncs(*db, p.id, step_name, std::exchange(c.sequence, {}));
-      read[i].push_back({db, p.id, p.rank, p.synchronisations.steps.count, std::move(c)});
+      p.sync_sites = load_syncs(*db, p.id, step_name, std::exchange(c.sequence, {}));
+      read[i].push_back({db, p.id, p.rank, p.sync_sites.steps.count, std::move(c)});
     }
   });
   std::vector<ProcessCollectives> refs;
@@ -194,17 +192,13 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
         report.stripped_libraries.push_back(std::move(library));
 
   report.total_copies = merge(report.processes, &ProcessReport::copies,
-                              [](const CopyRow& r) { return std::make_pair(r.direction, r.host_memory); });
-  report.total_syncs = merge(report.processes, &ProcessReport::syncs, [](const SyncRow& r) { return r.api; });
+                              [](const CopyRow& r) {
+                                return std::make_pair(direction_name(r.direction), host_memory_name(r.host_memory));
+                              });
+  report.total_syncs = merge(report.processes, &ProcessReport::api_waits, [](const SyncRow& r) { return r.api; });
   report.total_collectives =
       merge(report.processes, &ProcessReport::collectives, [](const CollectiveRow& r) { return r.op; });
-  for (const auto& p : report.processes) {
-    report.total_lost.ring_full += p.lost.ring_full;
-    report.total_lost.not_ready += p.lost.not_ready;
-    report.total_lost.unpublished += p.lost.unpublished;
-    report.total_lost.malformed += p.lost.malformed;
-    report.total_lost.side_ring_full += p.lost.side_ring_full;
-  }
+  for (const auto& p : report.processes) report.total_lost += p.lost;
   add_findings(report);
   return report;
 }

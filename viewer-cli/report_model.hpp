@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "counters.hpp"
 #include "run_database.hpp"
 #include "syncs.hpp"
 #include "waits.hpp"
@@ -12,8 +13,8 @@
 namespace trainshim::cli {
 
 struct CopyRow {
-  std::string direction;    // h2d | d2h | d2d | h2h | peer | none
-  std::string host_memory;  // pinned | pageable | device | unknown
+  Direction direction = Direction::None;
+  HostMemory host_memory = HostMemory::Unknown;
   int64_t calls = 0, bytes = 0, host_ns = 0;
 };
 
@@ -25,11 +26,6 @@ struct SyncRow {
 struct CollectiveRow {
   std::string op;  // all_reduce, ...
   int64_t calls = 0, bytes = 0, host_ns = 0;
-};
-
-struct LostEvents {
-  int64_t ring_full = 0, not_ready = 0, unpublished = 0, malformed = 0, side_ring_full = 0;
-  int64_t total() const { return ring_full + not_ready + unpublished + malformed + side_ring_full; }
 };
 
 struct ProcessReport {
@@ -44,10 +40,10 @@ struct ProcessReport {
   bool ended = false;
   int64_t events = 0;
   std::vector<CopyRow> copies;
-  std::vector<SyncRow> syncs;
+  std::vector<SyncRow> api_waits;  // per API: its syncs, frees and polls
   std::vector<CollectiveRow> collectives;
   LostEvents lost;
-  RankSyncs synchronisations;
+  RankSyncs sync_sites;  // its sync, pageable-copy and poll sites
 };
 
 struct Finding {

@@ -14,7 +14,8 @@ void render_tables(std::string& out, const std::vector<CopyRow>& copies, const s
   if (!copies.empty()) {
     out += fmt::format("  {:<14}{:<7}{:<10}{:>12}{:>12}{:>12}\n", "copies", "dir", "memory", "calls", "bytes", "host time");
     for (const auto& c : copies)
-      out += fmt::format("  {:<14}{:<7}{:<10}{:>12}{:>12}{:>12}\n", "", c.direction, c.host_memory,
+      out += fmt::format("  {:<14}{:<7}{:<10}{:>12}{:>12}{:>12}\n", "", direction_name(c.direction),
+                         host_memory_name(c.host_memory),
                          with_thousands(c.calls), human_bytes(c.bytes), human_duration(c.host_ns));
   }
   if (!syncs.empty()) {
@@ -45,7 +46,7 @@ void render_sites(std::string& out, const std::vector<SyncSite>& sites, const Ra
 }
 
 void render_sync_sections(std::string& out, const ProcessReport& p) {
-  const RankSyncs& rs = p.synchronisations;
+  const RankSyncs& rs = p.sync_sites;
   if (rs.hidden.empty() && rs.explicit_.empty() && rs.polls.empty()) return;
   const std::string steps = rs.steps.count ? fmt::format("{} steps", with_thousands(rs.steps.count)) : "no steps found";
   out += fmt::format("  steps: {} ({})\n", steps, rs.steps.rule);
@@ -82,7 +83,7 @@ void render_hangs(std::string& out, const Report& report) {
 void render_waits(std::string& out, const Report& report) {
   const WaitReport& w = report.waits;
   const CollectiveAnalysis& a = w.analysis;
-  if (a.matched == 0 && a.incomplete == 0 && w.untimed_capturing == 0 && w.untimed_no_event == 0 &&
+  if (a.matched == 0 && a.incomplete == 0 && w.untimed.total() == 0 &&
       w.untimed_in_group_in_progress == 0 && w.p2p.sends + w.p2p.recvs == 0)
     return;
   out += fmt::format("\nCollective waits ({} ranks, {} collectives matched on {} communicator{}{})\n", a.ranks.size(),
@@ -103,11 +104,7 @@ void render_waits(std::string& out, const Report& report) {
     out += fmt::format("  While rank {} was late, its host was in: {}\n", a.straggler,
                        host_activity_words(w.straggler_host));
   if (a.straggler < 0 && a.matched > 0) out += "  No straggler: no rank makes the others wait consistently.\n";
-  if (w.untimed_capturing)
-    out += fmt::format("  {} collectives were not timed: their stream was being captured into a CUDA graph\n",
-                       with_thousands(w.untimed_capturing));
-  if (w.untimed_no_event)
-    out += fmt::format("  {} collectives were not timed: no timing event was free\n", with_thousands(w.untimed_no_event));
+  out += untimed_lines(w.untimed);
   if (w.untimed_in_group_in_progress)
     out += fmt::format("  {} NCCL operations were not timed: their launch went to NCCL's own thread (non-blocking "
                        "communicator, ncclInProgress) and the program did not wait for it with "
@@ -138,7 +135,7 @@ std::string render_text(const Report& report) {
                        p.ended ? "" : "  (still running)", p.command);
     if (!p.python_stacks_unavailable.empty())
       out += fmt::format("  Python stacks unavailable: {}; sites are named by native frames\n", p.python_stacks_unavailable);
-    render_tables(out, p.copies, p.syncs, p.collectives, p.lost.total());
+    render_tables(out, p.copies, p.api_waits, p.collectives, p.lost.total());
     render_sync_sections(out, p);
   }
   render_hangs(out, report);

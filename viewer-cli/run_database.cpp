@@ -15,33 +15,44 @@ namespace {
 using schema::kOldestReadableSchema;
 using schema::kSchemaVersion;
 
-void load_names(const RunDatabase& db, const char* sql, std::vector<std::string>& names,
-                std::vector<std::string>* classes = nullptr) {
+// Each row's words by its id. The ids are enum values (a few dozen): a larger one is damage, not an
+// index to grow a table to.
+template <class Word>
+void load_words(const RunDatabase& db, const char* sql, std::vector<Word>& words, Word unknown,
+                void (*read)(const Statement&, Word&)) {
   Statement q(db, sql);
   while (q.step()) {
     const int64_t id = q.integer(0);
-    // The ids are enum values (a few dozen): a larger one is damage, not a name to index by.
     if (id < 0 || id > 65535) continue;
-    if (names.size() <= std::size_t(id)) {
-      names.resize(std::size_t(id) + 1, "unknown");
-      if (classes) classes->resize(std::size_t(id) + 1, "unknown");
-    }
-    names[std::size_t(id)] = q.text(1);
-    if (classes) (*classes)[std::size_t(id)] = q.text(2);
+    if (words.size() <= std::size_t(id)) words.resize(std::size_t(id) + 1, unknown);
+    read(q, words[std::size_t(id)]);
   }
+}
+
+template <class Word>
+const Word& word_of(const std::vector<Word>& words, int64_t id, const Word& unknown) {
+  return id >= 0 && std::size_t(id) < words.size() ? words[std::size_t(id)] : unknown;
 }
 
 }  // namespace
 
-const std::string& Vocabulary::name(const std::vector<std::string>& names, int64_t id) {
-  static const std::string unknown = "unknown";
-  return id >= 0 && std::size_t(id) < names.size() ? names[std::size_t(id)] : unknown;
+const Vocabulary::ApiWord& Vocabulary::api(int64_t id) const {
+  static const ApiWord unknown;
+  return word_of(apis, id, unknown);
 }
 
-const std::string& Vocabulary::follows_copy(int64_t id) const {
-  static const std::string none;
-  return id == 0 ? none : name(direction, id);
+Direction Vocabulary::direction(int64_t id) const { return word_of(directions, id, Direction::None); }
+
+HostMemory Vocabulary::host_memory(int64_t id) const { return word_of(host_memories, id, HostMemory::Unknown); }
+
+std::string api_classes_sql(bool (*keep)(ApiClass)) {
+  std::string sql;
+  for (uint8_t c = 0; c < kApiClassCount; ++c)
+    if (keep(ApiClass(c))) ((sql += sql.empty() ? "('" : ", '") += kApiClassNames[c]) += "'";
+  return sql + ")";
 }
+
+std::string api_classes_sql(ApiClass only) { return "('" + std::string(api_class_name(only)) + "')"; }
 
 RunDatabase::RunDatabase(const std::string& path) : path_(path) {
   struct stat st {};
@@ -61,9 +72,19 @@ RunDatabase::RunDatabase(const std::string& path) : path_(path) {
   sqlite3_busy_timeout(db_, 2000);
   try {
     check_schema();
-    load_names(*this, "SELECT id, name, class FROM apis", vocabulary_.api, &vocabulary_.api_class);
-    load_names(*this, "SELECT id, name FROM directions", vocabulary_.direction);
-    load_names(*this, "SELECT id, name FROM host_memories", vocabulary_.host_memory);
+    load_words<Vocabulary::ApiWord>(*this, "SELECT id, name, class FROM apis", vocabulary_.apis, {},
+                                    [](const Statement& row, Vocabulary::ApiWord& api) {
+                                      api.name = row.text(1);
+                                      api.api_class = api_class_named(row.text(2));
+                                    });
+    load_words<Direction>(*this, "SELECT id, name FROM directions", vocabulary_.directions, Direction::None,
+                          [](const Statement& row, Direction& d) {
+                            d = direction_named(row.text(1)).value_or(Direction::None);
+                          });
+    load_words<HostMemory>(*this, "SELECT id, name FROM host_memories", vocabulary_.host_memories, HostMemory::Unknown,
+                           [](const Statement& row, HostMemory& m) {
+                             m = host_memory_named(row.text(1)).value_or(HostMemory::Unknown);
+                           });
   } catch (...) {
     sqlite3_close(db_);
     db_ = nullptr;

@@ -3,25 +3,39 @@
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "errors.hpp"
+#include "trainshim/api.hpp"
 
 namespace trainshim::cli {
 
 class Statement;
 
-// The ids of the small lookup tables (apis, directions, host_memories) with their names, read once
-// so that the readers' hot loops compare integers and never build or join strings per row.
+// The ids of the small lookup tables (apis, directions, host_memories) as this build's words
+// (call_kinds.def), read once so that the readers' hot loops compare enums and never build or join
+// strings per row.
 struct Vocabulary {
-  std::vector<std::string> api, api_class, direction, host_memory;
+  struct ApiWord {
+    std::string name = "unknown";       // the function, as the database names it
+    std::optional<ApiClass> api_class;  // none: a class this build does not know
+  };
+  std::vector<ApiWord> apis;              // by id
+  std::vector<Direction> directions;      // by id
+  std::vector<HostMemory> host_memories;  // by id
 
-  // "unknown" for an id the table does not hold.
-  static const std::string& name(const std::vector<std::string>& names, int64_t id);
-  // The direction a wait follows ("h2d", ...), "" for 0: it follows no copy.
-  const std::string& follows_copy(int64_t id) const;
+  // For an id the table does not hold (or a name this build does not know): name "unknown" and no
+  // class; Direction::None; HostMemory::Unknown.
+  const ApiWord& api(int64_t id) const;
+  Direction direction(int64_t id) const;
+  HostMemory host_memory(int64_t id) const;
 };
+
+// "('sync', 'free', 'poll')": the names of the classes `keep` selects, for `apis.class IN ...`.
+std::string api_classes_sql(bool (*keep)(ApiClass));
+std::string api_classes_sql(ApiClass only);
 
 class RunDatabase {
  public:

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <tuple>
 
 namespace trainshim::cli {
@@ -32,13 +33,17 @@ SyncSite locate(const SyncShape& shape) {
 
 // Copies from or into pageable memory, grouped by direction and the user's line.
 std::vector<SyncSite> pageable_sites(const RunDatabase& db, int64_t process_id) {
-  Statement q(db,
-              "SELECT d.name, c.native_stack, c.python_stack, sum(c.count), sum(c.bytes), sum(c.total_ns) "
-              "FROM calls c JOIN directions d ON d.id = c.direction WHERE c.process_id = ? AND "
-              "c.api IN (SELECT id FROM apis WHERE class = 'copy') AND "
-              "c.host_memory = (SELECT id FROM host_memories WHERE name = 'pageable') AND d.name IN ('h2d', 'd2h') "
-              "GROUP BY d.name, c.native_stack, c.python_stack");
+  Statement q(db, fmt::format("SELECT c.direction, c.native_stack, c.python_stack, sum(c.count), sum(c.bytes), "
+                              "sum(c.total_ns) FROM calls c WHERE c.process_id = ? AND "
+                              "c.api IN (SELECT id FROM apis WHERE class IN {}) AND "
+                              "c.host_memory IN (SELECT id FROM host_memories WHERE name = '{}') AND "
+                              "c.direction IN (SELECT id FROM directions WHERE name IN ('{}', '{}')) "
+                              "GROUP BY c.direction, c.native_stack, c.python_stack",
+                              api_classes_sql(ApiClass::Copy), host_memory_name(HostMemory::Pageable),
+                              direction_name(Direction::HostToDevice), direction_name(Direction::DeviceToHost))
+                      .c_str());
   q.bind(1, process_id);
+  const Vocabulary& names = db.vocabulary();
   std::map<std::tuple<std::string, std::string, std::string, int>, SyncSite> sites;
   while (q.step()) {
     SyncShape shape;
@@ -46,7 +51,10 @@ std::vector<SyncSite> pageable_sites(const RunDatabase& db, int64_t process_id) 
     if (q.integer(2)) shape.python = load_python_stack(db, process_id, q.integer(2));
     SyncSite where = locate(shape);
     where.in_backward = q.integer(2) && python_stack_borrowed(db, process_id, q.integer(2));
-    where.classification.operation = q.text(0) == "h2d" ? "pageable H2D copy" : "pageable D2H copy";
+    where.kind = SiteKind::PageableCopy;
+    where.copy_direction = names.direction(q.integer(0));
+    where.classification.operation =
+        where.copy_direction == Direction::HostToDevice ? "pageable H2D copy" : "pageable D2H copy";
     where.classification.rule = "pageable_copy";
     auto [it, fresh] = sites.try_emplace({where.classification.operation, where.file, where.function, where.line}, where);
     it->second.calls += q.integer(3);
@@ -60,6 +68,10 @@ std::vector<SyncSite> pageable_sites(const RunDatabase& db, int64_t process_id) 
 }
 
 }  // namespace
+
+bool waits_by_class(ApiClass c) { return is_host_sync(c, Direction::None, HostMemory::Unknown, false); }
+bool waits_or_polls(ApiClass c) { return waits_by_class(c) || c == ApiClass::Poll; }
+bool may_wait_or_poll(ApiClass c) { return can_host_sync(c) || c == ApiClass::Poll; }
 
 std::vector<NativeFrameView> load_native_stack(const RunDatabase& db, int64_t process_id, int64_t stack_id) {
   std::vector<NativeFrameView> frames;
@@ -127,10 +139,9 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
   // Every aggregate of a wait, a poll or a copy (a blocking copy is a wait too), earliest first:
   // a site shows the stacks of its first call. The collector paired each wait with the copy it
   // follows and gave stackless polls the stacks of their thread's last sampled poll.
-  Statement q(db,
-              "SELECT api, direction, host_memory, native_stack, python_stack, null_object, follows_copy, count, "
-              "total_ns FROM calls WHERE process_id = ? AND "
-              "api IN (SELECT id FROM apis WHERE class IN ('sync', 'free', 'poll', 'copy')) ORDER BY first_begin_ns");
+  Statement q(db, ("SELECT api, direction, host_memory, native_stack, python_stack, null_object, follows_copy, count, "
+                   "total_ns FROM calls WHERE process_id = ? AND api IN (SELECT id FROM apis WHERE class IN " +
+                   api_classes_sql(may_wait_or_poll) + ") ORDER BY first_begin_ns").c_str());
   q.bind(1, process_id);
   // One site per (operation, user frame); a site counts its waits, or its copies if it has no wait.
   struct Accumulated {
@@ -142,12 +153,14 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
   std::map<SiteKey, SyncSite> polls;
   while (q.step()) {
     SyncShape& shape = shape_of(q.integer(3), q.integer(4));
-    shape.api = Vocabulary::name(names.api, q.integer(0));
-    shape.api_class = Vocabulary::name(names.api_class, q.integer(0));
-    shape.direction = Vocabulary::name(names.direction, q.integer(1));
-    shape.host_memory = Vocabulary::name(names.host_memory, q.integer(2));
+    const Vocabulary::ApiWord& api = names.api(q.integer(0));
+    if (!api.api_class) continue;
+    shape.api = api.name;
+    shape.api_class = *api.api_class;
+    shape.direction = names.direction(q.integer(1));
+    shape.host_memory = names.host_memory(q.integer(2));
     shape.null_object = q.integer(5) != 0;
-    shape.follows_copy = names.follows_copy(q.integer(6));
+    shape.follows_copy = names.direction(q.integer(6));
     const int64_t count = q.integer(7), blocked_ns = q.integer(8);
     const bool poll = is_poll(shape);
     if (!poll && !is_sync(shape)) continue;
@@ -157,6 +170,7 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
       const std::string operation = poll_operation(shape);
       auto [site, first] = polls.try_emplace({operation, 0, where.file, where.function, where.line}, where);
       if (first) {
+        site->second.kind = SiteKind::Poll;
         site->second.classification = {operation, SyncKind::Explicit, "asks whether the GPU is done without waiting",
                                        "a tight polling loop burns a host core; sleep between polls or wait on an event",
                                        "", "poll"};
@@ -170,9 +184,10 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
     if (acc.waits + acc.copies == 0) {
       acc.site = where;
       acc.site.classification = c;
+      acc.site.kind = c.kind == SyncKind::Hidden ? SiteKind::HiddenSync : SiteKind::ExplicitSync;
     }
     acc.site.in_backward = acc.site.in_backward || where.in_backward;
-    (shape.api_class == "copy" ? acc.copies : acc.waits) += count;
+    (shape.api_class == ApiClass::Copy ? acc.copies : acc.waits) += count;
     acc.site.blocked_ns += blocked_ns;
   }
 
@@ -180,12 +195,15 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
   StepInput steps;
   {
     // cudaFree(nullptr) waits for nothing.
-    Statement w(db, "SELECT native_stack, python_stack, api, object FROM events WHERE process_id = ? AND "
-                    "api IN (SELECT id FROM apis WHERE class IN ('sync', 'free')) ORDER BY begin_ns");
+    Statement w(db, ("SELECT native_stack, python_stack, api, object FROM events WHERE process_id = ? AND "
+                     "api IN (SELECT id FROM apis WHERE class IN " + api_classes_sql(waits_by_class) +
+                     ") ORDER BY begin_ns").c_str());
     w.bind(1, process_id);
     std::map<std::pair<int64_t, int64_t>, StepInput::Sync> interned;  // by (native, python) stack id
     while (w.step()) {
-      if (w.integer(3) == 0 && Vocabulary::name(names.api_class, w.integer(2)) == "free") continue;
+      const std::optional<ApiClass> api_class = names.api(w.integer(2)).api_class;
+      if (!api_class || !is_host_sync(*api_class, Direction::None, HostMemory::Unknown, false, w.integer(3) == 0))
+        continue;
       const std::pair<int64_t, int64_t> stacks{w.integer(0), w.integer(1)};
       auto [it, fresh] = interned.try_emplace(stacks);
       if (fresh) {
@@ -205,9 +223,9 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
 
   for (auto& [key, acc] : sites) {
     acc.site.calls = acc.waits ? acc.waits : acc.copies;
-    (acc.site.classification.kind == SyncKind::Hidden ? out.hidden : out.explicit_).push_back(std::move(acc.site));
+    (acc.site.kind == SiteKind::HiddenSync ? out.hidden : out.explicit_).push_back(std::move(acc.site));
   }
-  out.pageable = pageable_sites(db, process_id);
+  out.pageable_copies = pageable_sites(db, process_id);
   for (auto& [key, site] : polls) out.polls.push_back(std::move(site));
   std::stable_sort(out.polls.begin(), out.polls.end(),
                    [](const SyncSite& a, const SyncSite& b) { return a.calls > b.calls; });

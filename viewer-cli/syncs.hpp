@@ -10,7 +10,12 @@
 
 namespace trainshim::cli {
 
+// What a site is, whichever list of RankSyncs holds it.
+enum class SiteKind { HiddenSync, ExplicitSync, PageableCopy, Poll };
+
 struct SyncSite {
+  SiteKind kind = SiteKind::HiddenSync;
+  Direction copy_direction = Direction::None;  // PageableCopy: the copies' direction
   Classification classification;
   std::string file, function, source;  // the user's frame (Python, else the program's native frame)
   int line = 0;
@@ -32,9 +37,17 @@ struct RankSyncs {
   int64_t span_ns = 0;
   std::vector<SyncSite> hidden;     // by blocked time, largest first
   std::vector<SyncSite> explicit_;  // idem
-  std::vector<SyncSite> pageable;   // copies from or to pageable memory, by the user's line
+  std::vector<SyncSite> pageable_copies;  // copies from or to pageable memory, by the user's line
   std::vector<SyncSite> polls;      // cudaStreamQuery loops: not waits, reported with their rate
 };
+
+// The classes of calls the sync readers select, by what is_host_sync makes of them.
+// Sync, free: host syncs whatever their arguments (cudaFree(nullptr) aside).
+bool waits_by_class(ApiClass c);
+// And polls: the report's rows per API.
+bool waits_or_polls(ApiClass c);
+// And copies: every class a sync, poll or pageable-copy site can come from.
+bool may_wait_or_poll(ApiClass c);
 
 // A stored stack's frames, innermost first (empty for stack id 0 or an unknown id).
 std::vector<NativeFrameView> load_native_stack(const RunDatabase& db, int64_t process_id, int64_t stack_id);

@@ -28,10 +28,10 @@ std::vector<HostActivity> host_activity(const ProcessCollectives& p, const std::
   // and the recent copies and polls. The collectives themselves are where the others waited, not
   // what kept this host busy.
   std::vector<std::pair<int64_t, int64_t>> calls;  // begin_ns, python stack
-  Statement q(*p.db, "SELECT begin_ns, python_stack FROM events WHERE process_id = ?1 AND python_stack <> 0 AND "
-                     "api NOT IN (SELECT id FROM apis WHERE class = 'collective') UNION ALL "
-                     "SELECT begin_ns, python_stack FROM recent_events WHERE process_id = ?1 AND python_stack <> 0 "
-                     "ORDER BY 1");
+  Statement q(*p.db, ("SELECT begin_ns, python_stack FROM events WHERE process_id = ?1 AND python_stack <> 0 AND "
+                      "api NOT IN (SELECT id FROM apis WHERE class IN " + api_classes_sql(ApiClass::Collective) +
+                      ") UNION ALL SELECT begin_ns, python_stack FROM recent_events WHERE process_id = ?1 AND "
+                      "python_stack <> 0 ORDER BY 1").c_str());
   q.bind(1, p.process_id);
   while (q.step()) calls.emplace_back(q.integer(0), q.integer(1));
 
@@ -76,9 +76,9 @@ std::map<int64_t, CollectiveCalls> load_collective_calls(const RunDatabase& db, 
   // large job's ranks each have tens of thousands of these rows, which the index would make one
   // lookup each, and a sort here is faster than SQLite's sorter. A collective's GPU timing is in
   // its row (gpu_ns, NULL when it has none).
-  Statement q(db, "SELECT process_id, api, begin_ns, bytes, flags, object, rank_in_comm, comm_size, peer, sequence, "
-                  "gpu_ns, exchange FROM events NOT INDEXED WHERE "
-                  "api IN (SELECT id FROM apis WHERE class = 'collective')");
+  Statement q(db, ("SELECT process_id, api, begin_ns, bytes, flags, object, rank_in_comm, comm_size, peer, sequence, "
+                   "gpu_ns, exchange FROM events NOT INDEXED WHERE api IN (SELECT id FROM apis WHERE class IN " +
+                   api_classes_sql(ApiClass::Collective) + ")").c_str());
   CollectiveCalls* process = nullptr;
   std::vector<std::pair<int64_t, CollectiveCall>>* process_calls = nullptr;
   int64_t current = -1;
@@ -131,6 +131,12 @@ std::map<int64_t, CollectiveCalls> load_collective_calls(const RunDatabase& db, 
   return out;
 }
 
+nlohmann::ordered_json untimed_json(const WaitReport& waits) {
+  nlohmann::ordered_json untimed = untimed_json(waits.untimed);
+  untimed["in_group_in_progress"] = waits.untimed_in_group_in_progress;
+  return untimed;
+}
+
 WaitReport load_waits(std::vector<ProcessCollectives>& processes) {
   WaitReport out;
   // Every rank's timings in one allocation: grown rank by rank, 10 M timings (1,024 ranks) cost
@@ -149,16 +155,14 @@ WaitReport load_waits(std::vector<ProcessCollectives>& processes) {
     out.p2p.timed += c.p2p_timed;
     out.p2p.gpu_ns += c.p2p_gpu_ns;
     out.p2p.exchanges += c.exchanges;
-    Statement untimed(*p.db, "SELECT untimed_capturing, untimed_no_event FROM processes WHERE id = ?");
+    Statement untimed(*p.db, ("SELECT " + untimed_columns() + " FROM processes WHERE id = ?").c_str());
     untimed.bind(1, p.process_id);
-    if (untimed.step()) {
-      out.untimed_capturing += untimed.integer(0);
-      out.untimed_no_event += untimed.integer(1);
-    }
+    if (untimed.step()) out.untimed += read_untimed(untimed, 0);
     // Operations launched on NCCL's thread: calls outside a group and operations of groups whose
     // end returned ncclInProgress, less those timed once the program waited for the launch.
-    Statement groups(*p.db, "SELECT coalesce(sum(detail), 0) FROM events WHERE process_id = ? AND "
-                            "api IN (SELECT id FROM apis WHERE class = 'group_end') AND (flags & ?) <> 0");
+    Statement groups(*p.db, ("SELECT coalesce(sum(detail), 0) FROM events WHERE process_id = ? AND "
+                             "api IN (SELECT id FROM apis WHERE class IN " + api_classes_sql(ApiClass::GroupEnd) +
+                             ") AND (flags & ?) <> 0").c_str());
     groups.bind(1, p.process_id).bind(2, kGroupInProgress);
     if (groups.step()) out.untimed_in_group_in_progress += groups.integer(0);
     out.untimed_in_group_in_progress += c.launched_in_progress - c.timed_in_progress;

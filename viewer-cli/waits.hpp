@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "collectives.hpp"
+#include "counters.hpp"
 #include "run_database.hpp"
 #include "steps.hpp"
 
@@ -77,14 +78,16 @@ struct PointToPoint {
 struct WaitReport {
   CollectiveAnalysis analysis;
   std::vector<HostActivity> straggler_host;  // most frequent first
-  int64_t untimed_capturing = 0;             // collectives on a stream being captured into a graph
-  int64_t untimed_no_event = 0;              // no timing event could be had
+  UntimedCollectives untimed;                // the processes' counters
   // Operations launched on NCCL's thread (ncclInProgress) that got no timing: the program did not
   // wait for the launch with ncclCommGetAsyncError before going on.
   int64_t untimed_in_group_in_progress = 0;
   std::vector<CapturedCollectives> captured;  // by communicator
   PointToPoint p2p;
 };
+
+// The report's `collective_waits.untimed`.
+nlohmann::ordered_json untimed_json(const WaitReport& waits);
 
 // Takes the processes' timings over (they are the bulk of a large job's data).
 WaitReport load_waits(std::vector<ProcessCollectives>& processes);

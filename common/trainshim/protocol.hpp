@@ -31,21 +31,7 @@ namespace trainshim {
 inline constexpr uint64_t kSegmentMagic = 0x314753485352'5254ULL;  // the bytes "TRRSHSG1" (little-endian)
 inline constexpr uint32_t kFormatVersion = 7;  // 7: the first ring sized apart (first_ring_capacity)
 
-enum class Direction : uint8_t { None, HostToDevice, DeviceToHost, DeviceToDevice, HostToHost, Peer };
-enum class HostMemory : uint8_t { Unknown, Pinned, Pageable, Device };
 enum class ClockKind : uint32_t { Tsc = 1, Monotonic = 2 };
-
-inline constexpr uint8_t kDirectionCount = 6;
-inline constexpr uint8_t kHostMemoryCount = 4;
-
-inline constexpr std::string_view direction_name(Direction d) {
-  constexpr std::string_view names[] = {"none", "h2d", "d2h", "d2d", "h2h", "peer"};
-  return static_cast<uint8_t>(d) < kDirectionCount ? names[static_cast<uint8_t>(d)] : "invalid";
-}
-inline constexpr std::string_view host_memory_name(HostMemory m) {
-  constexpr std::string_view names[] = {"unknown", "pinned", "pageable", "device"};
-  return static_cast<uint8_t>(m) < kHostMemoryCount ? names[static_cast<uint8_t>(m)] : "invalid";
-}
 
 // One call to an interposed function. The meaning of the generic fields per ApiClass:
 //   Copy            bytes copied, stream, direction, host_memory of the host side

@@ -28,17 +28,17 @@ std::vector<PythonFrameView> user_python() {
 SyncShape sync_from(const std::string& function, const std::string& module = kTorchCuda) {
   SyncShape s;
   s.api = "cudaStreamSynchronize";
-  s.api_class = "sync";
+  s.api_class = ApiClass::Sync;
   s.native = {{module, function, "", 0}, {kTorchPython, "torch::autograd::THPVariable_call(_object*)", "", 0}};
   s.python = user_python();
   return s;
 }
 
-SyncShape copy_from(const std::string& function, const std::string& direction, const std::string& host_memory,
+SyncShape copy_from(const std::string& function, Direction direction, HostMemory host_memory,
                     const std::string& module = kTorchCuda) {
   SyncShape s = sync_from(function, module);
   s.api = "cudaMemcpyAsync";
-  s.api_class = "copy";
+  s.api_class = ApiClass::Copy;
   s.direction = direction;
   s.host_memory = host_memory;
   return s;
@@ -47,7 +47,7 @@ SyncShape copy_from(const std::string& function, const std::string& direction, c
 SyncShape free_from(const std::string& function, const std::string& module = kTorchCuda) {
   SyncShape s = sync_from(function, module);
   s.api = "cudaFree";
-  s.api_class = "free";
+  s.api_class = ApiClass::Free;
   return s;
 }
 
@@ -133,30 +133,30 @@ TEST(ClassifierRules, ToCopyIsCpuForASyncAndADeviceToHostCopy) {
       "at::native::_to_copy(at::Tensor const&, std::optional<c10::ScalarType>, std::optional<c10::Layout>, "
       "std::optional<c10::Device>, std::optional<bool>, bool, std::optional<c10::MemoryFormat>)";
   SyncShape wait = sync_from(frame, "/x/libtorch_cpu.so");
-  wait.follows_copy = "d2h";
+  wait.follows_copy = Direction::DeviceToHost;
   expect_rule(classify(wait), "cpu", "Tensor.cpu() / .to('cpu')", SyncKind::Hidden, frame);
-  expect_rule(classify(copy_from(frame, "d2h", "pageable", "/x/libtorch_cpu.so")), "cpu", "Tensor.cpu() / .to('cpu')",
+  expect_rule(classify(copy_from(frame, Direction::DeviceToHost, HostMemory::Pageable, "/x/libtorch_cpu.so")), "cpu", "Tensor.cpu() / .to('cpu')",
               SyncKind::Hidden, frame);
 }
 
 TEST(ClassifierRules, ToCopyIsABlockingUploadForAHostToDeviceCopy) {
   const std::string frame = "at::native::_to_copy(at::Tensor const&)";
-  const Classification c = classify(copy_from(frame, "h2d", "pageable", "/x/libtorch_cpu.so"));
+  const Classification c = classify(copy_from(frame, Direction::HostToDevice, HostMemory::Pageable, "/x/libtorch_cpu.so"));
   expect_rule(c, "upload", "Tensor.to('cuda') / .cuda() (blocking upload)", SyncKind::Hidden, frame);
 }
 
 TEST(ClassifierRules, CopyIsCpuForASyncAndADeviceToHostCopy) {
   const std::string frame = "at::native::copy_(at::Tensor&, at::Tensor const&, bool)";
   SyncShape wait = sync_from(frame, "/x/libtorch_cpu.so");
-  wait.follows_copy = "d2h";
+  wait.follows_copy = Direction::DeviceToHost;
   expect_rule(classify(wait), "cpu", "Tensor.copy_() into a host tensor", SyncKind::Hidden, frame);
-  expect_rule(classify(copy_from(frame, "d2h", "pageable", "/x/libtorch_cpu.so")), "cpu",
+  expect_rule(classify(copy_from(frame, Direction::DeviceToHost, HostMemory::Pageable, "/x/libtorch_cpu.so")), "cpu",
               "Tensor.copy_() into a host tensor", SyncKind::Hidden, frame);
 }
 
 TEST(ClassifierRules, CopyIsNotCpuForAHostToDeviceCopy) {
   const std::string frame = "at::native::copy_(at::Tensor&, at::Tensor const&, bool)";
-  const Classification c = classify(copy_from(frame, "h2d", "pageable", "/x/libtorch_cpu.so"));
+  const Classification c = classify(copy_from(frame, Direction::HostToDevice, HostMemory::Pageable, "/x/libtorch_cpu.so"));
   EXPECT_EQ(c.rule, "upload");
   EXPECT_EQ(c.operation, "Tensor.copy_() from a host tensor (blocking upload)");
 }
@@ -171,7 +171,7 @@ TEST(ClassifierRules, WaitUnderACopyFrameThatFollowsNoCopyIsNotTheCopy) {
   s.native.push_back({"/x/libtorch_cpu.so", "at::native::_to_copy(at::Tensor const&)", "", 0});
   s.native.push_back({"/x/libtorch_cpu.so", "at::_ops::_to_copy::call(at::Tensor const&)", "", 0});
   EXPECT_EQ(classify(s).rule, "allocator");
-  s.follows_copy = "d2h";
+  s.follows_copy = Direction::DeviceToHost;
   EXPECT_EQ(classify(s).rule, "cpu");
 }
 
@@ -196,7 +196,7 @@ TEST(ClassifierRules, ExplicitWinsOverHiddenWhenBothFramesArePresent) {
 TEST(ClassifierRules, TruthTestStackThatGoesThroughItemIsBool) {
   SyncShape s;
   s.api = "cudaStreamSynchronize";
-  s.api_class = "sync";
+  s.api_class = ApiClass::Sync;
   s.native = {{kTorchCuda, "at::native::_local_scalar_dense_cuda(at::Tensor const&)", "", 0},
               {"/x/libtorch_cpu.so", "at::_ops::_local_scalar_dense::call(at::Tensor const&)", "", 0},
               {"/x/libtorch_cpu.so", "at::native::item(at::Tensor const&)", "", 0},
@@ -214,7 +214,7 @@ TEST(ClassifierRules, TruthTestStackThatGoesThroughItemIsBool) {
 TEST(ClassifierRules, MaskedSelectStackThatGoesThroughNonzeroIsMaskedSelect) {
   SyncShape s;
   s.api = "cudaStreamSynchronize";
-  s.api_class = "sync";
+  s.api_class = ApiClass::Sync;
   s.native = {{kTorchCuda, "at::native::nonzero_out_cuda(at::Tensor const&, at::Tensor&)", "", 0},
               {kTorchCuda, "at::native::nonzero_cuda(at::Tensor const&)", "", 0},
               {"/x/libtorch_cpu.so",
@@ -241,7 +241,7 @@ SyncShape wheel(const std::string& api, const std::vector<std::pair<const char*,
                 bool stripped = false) {
   SyncShape s;
   s.api = api;
-  s.api_class = api.starts_with("cudaMemcpy") ? "copy" : "sync";
+  s.api_class = api.starts_with("cudaMemcpy") ? ApiClass::Copy : ApiClass::Sync;
   for (const auto& [module, function] : frames) {
     const std::string name = function;
     const bool exported = name.starts_with("at::_ops::") || name.starts_with("c10::") || name.starts_with("c10d::") ||
@@ -265,7 +265,7 @@ SyncShape truth_test(bool stripped = false) {
                        {kWheelPython, "torch::autograd::THPVariable_is_nonzero(_object*, _object*)"},
                        {kWheelPython, "torch::autograd::THPVariable_bool_scalar(_object*, _object*)"}},
                       stripped);
-  s.follows_copy = "d2h";
+  s.follows_copy = Direction::DeviceToHost;
   return s;
 }
 
@@ -283,7 +283,7 @@ TEST(ClassifierWheelStacks, CountNonzeroDoesNotMatchTheNonzeroRule) {
 
 // copy_kernel_cuda: cudaMemcpyAsync then cudaStreamSynchronize for a blocking copy in either
 // direction; the sync is the upload's when it follows an H2D copy (R2).
-SyncShape blocking_copy_wait(const char* follows, bool stripped = false) {
+SyncShape blocking_copy_wait(Direction follows, bool stripped = false) {
   SyncShape s = wheel("cudaStreamSynchronize",
                       {{kWheelCuda, "at::native::copy_kernel_cuda(at::TensorIterator&, bool)"},
                        {kTorchCpu, "at::native::copy_impl(at::Tensor&, at::Tensor const&, bool)"},
@@ -301,10 +301,10 @@ SyncShape blocking_copy_wait(const char* follows, bool stripped = false) {
 
 TEST(ClassifierWheelStacks, BlockingUploadIsNotCpu) {
   for (bool stripped : {false, true}) {
-    const Classification up = classify(blocking_copy_wait("h2d", stripped));
+    const Classification up = classify(blocking_copy_wait(Direction::HostToDevice, stripped));
     EXPECT_EQ(up.rule, "upload") << stripped;
     EXPECT_EQ(up.operation, "Tensor.to('cuda') / .cuda() (blocking upload)");
-    const Classification down = classify(blocking_copy_wait("d2h", stripped));
+    const Classification down = classify(blocking_copy_wait(Direction::DeviceToHost, stripped));
     EXPECT_EQ(down.rule, "cpu") << stripped;
     EXPECT_EQ(down.operation, "Tensor.cpu() / .to('cpu')");
   }
@@ -346,12 +346,12 @@ TEST(ClassifierWheelStacks, UniqueOfABoolTensorCopyAndSyncAreUnique) {
       {kWheelCuda, "at::native::internal::unique_cuda_template<bool>(at::Tensor const&, bool, bool, bool)"},
       {kTorchCpu, "at::_ops::_unique2::call(at::Tensor const&, bool, bool, bool)"}};
   SyncShape copy = wheel("cudaMemcpyAsync", frames);
-  copy.direction = "d2h";
-  copy.host_memory = "pageable";
+  copy.direction = Direction::DeviceToHost;
+  copy.host_memory = HostMemory::Pageable;
   ASSERT_TRUE(is_sync(copy));
   EXPECT_EQ(classify(copy).rule, "unique");
   SyncShape wait = wheel("cudaStreamSynchronize", frames);
-  wait.follows_copy = "d2h";
+  wait.follows_copy = Direction::DeviceToHost;
   EXPECT_EQ(classify(wait).rule, "unique");
 }
 
@@ -403,7 +403,7 @@ TEST(ClassifierWheelStacks, EventStreamAndBarrierWaitsAreExplicit) {
 TEST(ClassifierWheelStacks, StreamQueryIsAPollNamedAfterTheStream) {
   SyncShape s = wheel("cudaStreamQuery", {{kC10Cuda, "c10::cuda::CUDAStream::query() const"},
                                           {kWheelPython, "THCPStream_query(_object*, _object*)"}});
-  s.api_class = "poll";
+  s.api_class = ApiClass::Poll;
   EXPECT_TRUE(is_poll(s));
   EXPECT_FALSE(is_sync(s));
   EXPECT_EQ(poll_operation(s), "torch.cuda.Stream.query()");
@@ -451,7 +451,7 @@ TEST(ClassifierShape, RuleFrameWinsOverADirectCall) {
 }
 
 TEST(ClassifierShape, PageableDeviceToHostCopyFromALibrary) {
-  expect_rule(classify(copy_from("foo::read_back(void*)", "d2h", "pageable", "/opt/lib/libfoo.so")), "pageable_d2h",
+  expect_rule(classify(copy_from("foo::read_back(void*)", Direction::DeviceToHost, HostMemory::Pageable, "/opt/lib/libfoo.so")), "pageable_d2h",
               "blocking D2H copy into pageable memory", SyncKind::Hidden, "");
 }
 
@@ -494,18 +494,18 @@ TEST(ClassifierShape, ProgramInADirectoryContainingDotSoIsNotALibrary) {
 // --- is_sync -----------------------------------------------------------------------------------------
 
 TEST(ClassifierIsSync, SyncAndFreeClassesAreSyncsPollsAndCollectivesAreNot) {
-  for (const char* cls : {"sync", "free"}) {
+  for (const ApiClass cls : {ApiClass::Sync, ApiClass::Free}) {
     SyncShape s;
     s.api_class = cls;
-    EXPECT_TRUE(is_sync(s)) << cls;
+    EXPECT_TRUE(is_sync(s)) << api_class_name(cls);
   }
-  for (const char* cls : {"poll", "collective", "pinned_alloc"}) {
+  for (const ApiClass cls : {ApiClass::Poll, ApiClass::Collective, ApiClass::PinnedAlloc}) {
     SyncShape s;
     s.api_class = cls;
-    EXPECT_FALSE(is_sync(s)) << cls;
+    EXPECT_FALSE(is_sync(s)) << api_class_name(cls);
   }
   SyncShape poll;
-  poll.api_class = "poll";
+  poll.api_class = ApiClass::Poll;
   EXPECT_TRUE(is_poll(poll));
 }
 
@@ -516,35 +516,35 @@ TEST(ClassifierIsSync, FreeOfNullIsNotASync) {
 }
 
 TEST(ClassifierIsSync, AsynchronousCopyWaitsOnlyIntoPageableMemoryOrBetweenHostBuffers) {
-  EXPECT_TRUE(is_sync(copy_from("f", "d2h", "pageable")));
-  EXPECT_TRUE(is_sync(copy_from("f", "h2h", "pageable")));
-  EXPECT_FALSE(is_sync(copy_from("f", "h2d", "pageable")));
-  EXPECT_FALSE(is_sync(copy_from("f", "d2h", "pinned")));
-  EXPECT_FALSE(is_sync(copy_from("f", "h2d", "pinned")));
-  EXPECT_FALSE(is_sync(copy_from("f", "d2d", "device")));
+  EXPECT_TRUE(is_sync(copy_from("f", Direction::DeviceToHost, HostMemory::Pageable)));
+  EXPECT_TRUE(is_sync(copy_from("f", Direction::HostToHost, HostMemory::Pageable)));
+  EXPECT_FALSE(is_sync(copy_from("f", Direction::HostToDevice, HostMemory::Pageable)));
+  EXPECT_FALSE(is_sync(copy_from("f", Direction::DeviceToHost, HostMemory::Pinned)));
+  EXPECT_FALSE(is_sync(copy_from("f", Direction::HostToDevice, HostMemory::Pinned)));
+  EXPECT_FALSE(is_sync(copy_from("f", Direction::DeviceToDevice, HostMemory::Device)));
 }
 
 // CUDA's "API synchronization behavior": a synchronous cudaMemcpy returns once the copy is done
 // (D2H, pinned H2D), after a stream sync (pageable H2D); device to device it does not wait.
 TEST(ClassifierIsSync, SynchronousCopyWaitsInEveryDirectionButDeviceToDevice) {
   for (const char* api : {"cudaMemcpy", "cudaMemcpy_ptds", "cudaMemcpy2D", "cudaMemcpy2D_ptds"}) {
-    for (const char* direction : {"h2d", "d2h", "h2h"})
-      for (const char* memory : {"pinned", "pageable"}) {
+    for (const Direction direction : {Direction::HostToDevice, Direction::DeviceToHost, Direction::HostToHost})
+      for (const HostMemory memory : {HostMemory::Pinned, HostMemory::Pageable}) {
         SyncShape s = copy_from("f", direction, memory);
         s.api = api;
-        EXPECT_TRUE(is_sync(s)) << api << " " << direction << " " << memory;
+        EXPECT_TRUE(is_sync(s)) << api << " " << direction_name(direction) << " " << host_memory_name(memory);
       }
-    SyncShape d2d = copy_from("f", "d2d", "device");
+    SyncShape d2d = copy_from("f", Direction::DeviceToDevice, HostMemory::Device);
     d2d.api = api;
     EXPECT_FALSE(is_sync(d2d)) << api;
-    SyncShape unknown = copy_from("f", "none", "unknown");
+    SyncShape unknown = copy_from("f", Direction::None, HostMemory::Unknown);
     unknown.api = api;
     EXPECT_FALSE(is_sync(unknown)) << api;
   }
 }
 
 TEST(ClassifierShape, SynchronousUploadFromALibraryIsABlockingCopy) {
-  SyncShape s = copy_from("foo::upload(void const*)", "h2d", "pinned", "/opt/lib/libfoo.so");
+  SyncShape s = copy_from("foo::upload(void const*)", Direction::HostToDevice, HostMemory::Pinned, "/opt/lib/libfoo.so");
   s.api = "cudaMemcpy";
   expect_rule(classify(s), "blocking_copy", "cudaMemcpy() h2d", SyncKind::Hidden, "");
 }

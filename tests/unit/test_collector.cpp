@@ -761,6 +761,35 @@ TEST_F(CollectorTest, ACollectorReplacingADeadOneResumesItsRowFromTheCommittedPo
       << "the dead collector's window, carried on";
 }
 
+// A process's row holds totals: a collector that carries on with another's row adds what it
+// drains to the counts it finds there, and writes the row only when a count changed.
+TEST_F(CollectorTest, ACollectorCarryingOnWithARowAddsToItsCounts) {
+  TestSegment seg(job_, Opts());
+  EventRecord bad_api = copy_record(1, 2, 8, Direction::HostToDevice, HostMemory::Pinned);
+  bad_api.api = 9999;
+  ASSERT_TRUE(seg.ring(0).push(copy_record(1, 2, 100, Direction::HostToDevice, HostMemory::Pinned)));
+  ASSERT_TRUE(seg.ring(0).push(bad_api));
+  seg.control(1)->dropped.store(3);
+  {
+    Collector first(options());
+    EXPECT_EQ(first.pass(), 1u);
+  }
+  EXPECT_EQ(rows("SELECT events, malformed, dropped_ring_full FROM processes")[0],
+            (std::vector<std::string>{"1", "1", "3"}));
+
+  ASSERT_TRUE(seg.ring(0).push(bad_api));
+  ASSERT_TRUE(seg.ring(0).push(copy_record(3, 4, 200, Direction::HostToDevice, HostMemory::Pinned)));
+  ASSERT_TRUE(seg.ring(0).push(copy_record(5, 6, 200, Direction::HostToDevice, HostMemory::Pinned)));
+  Collector second(options());
+  EXPECT_EQ(second.pass(), 2u);
+  EXPECT_EQ(value("SELECT count(*) FROM processes"), 1);
+  EXPECT_EQ(rows("SELECT events, malformed, dropped_ring_full FROM processes")[0],
+            (std::vector<std::string>{"3", "2", "3"}));
+  EXPECT_EQ(second.pass(), 0u);
+  EXPECT_EQ(rows("SELECT events, malformed, dropped_ring_full FROM processes")[0],
+            (std::vector<std::string>{"3", "2", "3"}));
+}
+
 // An ended process is never resumed: a new segment of the same name (a reused pid) is a new row.
 TEST_F(CollectorTest, AnEndedProcessRowIsNotResumed) {
   {

@@ -39,11 +39,11 @@ ProcessReport process(int rank, int64_t pid, std::vector<SyncSite> sites, int64_
   p.rank = rank;
   p.pid = pid;
   p.host = "node1";
-  p.synchronisations.steps.count = steps;
-  p.synchronisations.steps.step_ns = steps ? kSpanNs / steps : 0;
-  p.synchronisations.span_ns = kSpanNs;
+  p.sync_sites.steps.count = steps;
+  p.sync_sites.steps.step_ns = steps ? kSpanNs / steps : 0;
+  p.sync_sites.span_ns = kSpanNs;
   for (auto& s : sites)
-    (s.classification.kind == SyncKind::Hidden ? p.synchronisations.hidden : p.synchronisations.explicit_)
+    (s.classification.kind == SyncKind::Hidden ? p.sync_sites.hidden : p.sync_sites.explicit_)
         .push_back(std::move(s));
   return p;
 }
@@ -68,8 +68,8 @@ Report run_a() {
       site("Tensor.cpu()", 90, "x = t.cpu()", 100, 500 * kMs),                      // 5 % -> 12 %
       site("torch.cuda.synchronize()", 71, "torch.cuda.synchronize()", 100, 200 * kMs, SyncKind::Explicit),
   });
-  p0.copies.push_back({"h2d", "pageable", 100, 200 * 1048576, 50 * kMs});
-  p0.copies.push_back({"h2d", "pinned", 100, 999 * 1048576, 5 * kMs});
+  p0.copies.push_back({Direction::HostToDevice, HostMemory::Pageable, 100, 200 * 1048576, 50 * kMs});
+  p0.copies.push_back({Direction::HostToDevice, HostMemory::Pinned, 100, 999 * 1048576, 5 * kMs});
   r.processes.push_back(std::move(p0));
   r.processes.push_back(process(1, 101, {
       site("Tensor.item()", 57, "loss_val = loss.item()", 100, 500 * kMs),  // 1.0 -> 1.05: unchanged
@@ -97,7 +97,7 @@ Report run_b() {
       site("Tensor.cpu()", 90, "x = t.cpu()", 100, 1200 * kMs),
       site("Tensor.item()", 99, "acc = correct.item()", 100, 900 * kMs),
   });
-  p0.copies.push_back({"h2d", "pinned", 100, 100 * 1048576, 5 * kMs});
+  p0.copies.push_back({Direction::HostToDevice, HostMemory::Pinned, 100, 100 * 1048576, 5 * kMs});
   r.processes.push_back(std::move(p0));  // out of rank order: the diff orders them itself
   r.waits.analysis.matched = 300;
   r.waits.analysis.ranks = {waits(0, 300, 8 * kMs, 290), waits(1, 300, 3000 * kMs, 10)};

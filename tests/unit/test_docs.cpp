@@ -137,6 +137,8 @@ Report full_report() {
   SyncSite upload = site;
   upload.classification = {"pageable H2D copy", SyncKind::Hidden, "", "", "", "pageable_copy"};
   upload.bytes = 1 << 20;
+  upload.kind = SiteKind::PageableCopy;
+  upload.copy_direction = Direction::HostToDevice;
 
   ProcessReport p;
   p.rank = 0;
@@ -148,16 +150,16 @@ Report full_report() {
   p.python_version = "3.11";
   p.python_stacks_unavailable = "no reason";
   p.events = 1000;
-  p.copies = {{"h2d", "pageable", 100, 1 << 20, 1'000'000}};
-  p.syncs = {{"cudaStreamSynchronize", 100, 5'000'000}};
+  p.copies = {{Direction::HostToDevice, HostMemory::Pageable, 100, 1 << 20, 1'000'000}};
+  p.api_waits = {{"cudaStreamSynchronize", 100, 5'000'000}};
   p.collectives = {{"all_reduce", 100, 4096, 2'000'000}};
-  p.lost.ring_full = 1;
-  RankSyncs& rs = p.synchronisations;
+  p.lost.dropped_ring_full = 1;
+  RankSyncs& rs = p.sync_sites;
   rs.steps = {100, "one step per call of the most frequent sync site", 10'000'000};
   rs.span_ns = 1'000'000'000;
   rs.hidden = {site};
   rs.explicit_ = {site};
-  rs.pageable = {upload};
+  rs.pageable_copies = {upload};
   rs.polls = {site};
 
   Report r;
@@ -169,7 +171,7 @@ Report full_report() {
   p1.pid = 4243;
   r.processes.push_back(p1);
   r.total_copies = p.copies;
-  r.total_syncs = p.syncs;
+  r.total_syncs = p.api_waits;
   r.total_collectives = p.collectives;
   r.waits.analysis.matched = 100;
   r.waits.analysis.ranks = {RankWaits{0, 100, 50'000'000, 90, 45'000'000}, RankWaits{1, 100, 1'000'000, 10, 100'000}};
@@ -189,7 +191,7 @@ TEST(Docs, ReportJsonKeysAreTheDocumentedOnes) {
 TEST(Docs, DiffJsonKeysAreTheDocumentedOnes) {
   const Report before = full_report();
   Report after = full_report();
-  after.processes[0].synchronisations.hidden[0].calls = 300;  // every site and rank present in both runs
+  after.processes[0].sync_sites.hidden[0].calls = 300;  // every site and rank present in both runs
   expect_same(paths_of(render_diff_json(diff_reports(before, after))),
               documented("docs/formats.md", "<!-- keys:diff -->"), "diff keys", "docs/formats.md");
 }

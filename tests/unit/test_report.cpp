@@ -201,7 +201,7 @@ TEST_F(ReportTest, PerRankFiguresTotalsAndFindings) {
   EXPECT_EQ(findings[2]["message"],
             "rank 0 lost 8 records (5 ring full, 1 before recording started, 0 unfinished at exit, 2 malformed, "
             "0 stacks or modules on a full side ring): its figures are lower bounds");
-  EXPECT_EQ(findings[2]["advice"], loss_advice({.ring_full = 5, .not_ready = 1, .malformed = 2}));
+  EXPECT_EQ(findings[2]["advice"], loss_advice({.dropped_ring_full = 5, .dropped_not_ready = 1, .malformed = 2}));
   EXPECT_EQ(findings[3]["kind"], "dropped_events");
   EXPECT_EQ(findings[3]["rank"], 1);
   EXPECT_EQ(findings[3]["calls"], 6200);
@@ -226,12 +226,13 @@ TEST(LossAdvice, EachCauseGetsItsOwnAdvice) {
   const std::string malformed =
       "malformed: records that failed validation were skipped; check that nothing else writes into "
       "/dev/shm/trainshim-*";
-  EXPECT_EQ(loss_advice({.ring_full = 3}), ring);
-  EXPECT_EQ(loss_advice({.side_ring_full = 1}), side);
-  EXPECT_EQ(loss_advice({.not_ready = 169}), starting);
-  EXPECT_EQ(loss_advice({.unpublished = 2}), unfinished);
+  EXPECT_EQ(loss_advice({.dropped_ring_full = 3}), ring);
+  EXPECT_EQ(loss_advice({.dropped_side_full = 1}), side);
+  EXPECT_EQ(loss_advice({.dropped_not_ready = 169}), starting);
+  EXPECT_EQ(loss_advice({.lost_unpublished = 2}), unfinished);
   EXPECT_EQ(loss_advice({.malformed = 4}), malformed);
-  EXPECT_EQ(loss_advice({.ring_full = 1, .not_ready = 1, .unpublished = 1, .malformed = 1, .side_ring_full = 1}),
+  EXPECT_EQ(loss_advice({.dropped_ring_full = 1, .dropped_not_ready = 1, .lost_unpublished = 1, .malformed = 1,
+                         .dropped_side_full = 1}),
             ring + "; " + side + "; " + starting + "; " + unfinished + "; " + malformed);
   EXPECT_EQ(loss_advice({}), "");
 }
@@ -311,8 +312,8 @@ TEST_F(ReportTest, DatabasesOfTwoNodesMergeIntoOneReport) {
   EXPECT_EQ(waits.ranks[1].waited_ns, 0);
   EXPECT_EQ(waits.ranks[1].last_count, 3);
   // Each rank repeats one all-reduce: three steps found on each, whichever database it came from.
-  EXPECT_EQ(report.processes[0].synchronisations.steps.count, 3);
-  EXPECT_EQ(report.processes[1].synchronisations.steps.count, 3);
+  EXPECT_EQ(report.processes[0].sync_sites.steps.count, 3);
+  EXPECT_EQ(report.processes[1].sync_sites.steps.count, 3);
 }
 
 TEST_F(ReportTest, EmptyRun) {

@@ -2,6 +2,7 @@
 // and a reader replacing a dead one resumes where the records it had committed end.
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <boost/interprocess/mapped_region.hpp>
@@ -338,6 +339,58 @@ TEST(SegmentReader, RecordsOfTheLargerFirstRingAndOfAnotherRingRoundTrip) {
   reader.release();
   EXPECT_EQ(seg.ring(0).tail(), kOnFirst);
   EXPECT_EQ(seg.ring(3).tail(), kOthers);
+}
+
+// Why a segment cannot be read travels as a type: the collector retries a young segment by its
+// HeaderProblem, never by the message's text.
+SegmentError open_error(const std::string& name) {
+  try {
+    SegmentReader reader(name);
+  } catch (const SegmentError& e) {
+    return e;
+  }
+  ADD_FAILURE() << name << " opened";
+  return SegmentError(HeaderProblem::Ok);
+}
+
+TEST(SegmentReader, ASegmentNotYetPublishedIsATypedYoungError) {
+  Segment seg;
+  seg.header()->producer_state.store(0);
+  const SegmentError e = open_error(seg.name());
+  EXPECT_EQ(e.reason(), SegmentError::Reason::BadHeader);
+  EXPECT_EQ(e.header_problem(), HeaderProblem::NotPublished);
+  EXPECT_TRUE(e.young());
+  EXPECT_EQ(std::string(e.what()), "segment not yet published by its producer");
+}
+
+TEST(SegmentReader, ASegmentWithABadMagicIsATypedErrorThatIsNotYoung) {
+  Segment seg;
+  seg.header()->magic = 1;
+  const SegmentError e = open_error(seg.name());
+  EXPECT_EQ(e.reason(), SegmentError::Reason::BadHeader);
+  EXPECT_EQ(e.header_problem(), HeaderProblem::BadMagic);
+  EXPECT_FALSE(e.young());
+}
+
+TEST(SegmentReader, ASegmentSmallerThanAHeaderIsYoungAndOneOpenToOthersIsUntrusted) {
+  const std::string tiny = segment_name(getuid(), "reader_tiny_" + std::to_string(getpid()), getpid());
+  {
+    bip::permissions owner_only;
+    owner_only.set_permissions(0600);
+    bip::shared_memory_object shm(bip::create_only, tiny.c_str(), bip::read_write, owner_only);
+    shm.truncate(16);
+  }
+  const SegmentError small = open_error(tiny);
+  EXPECT_EQ(small.header_problem(), HeaderProblem::TooSmall);
+  EXPECT_TRUE(small.young());
+  bip::shared_memory_object::remove(tiny.c_str());
+
+  Segment seg;
+  ASSERT_EQ(chmod((std::string(kShmDir) + "/" + seg.name()).c_str(), 0644), 0);
+  const SegmentError open = open_error(seg.name());
+  EXPECT_EQ(open.reason(), SegmentError::Reason::Untrusted);
+  EXPECT_EQ(open.header_problem(), HeaderProblem::Ok);
+  EXPECT_FALSE(open.young());
 }
 
 }  // namespace

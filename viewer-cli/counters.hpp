@@ -1,0 +1,124 @@
+#pragma once
+// The loss and untimed counters of counters.def as the CLI reads, sums and shows them.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "format.hpp"
+#include "run_database.hpp"
+#include "trainshim/counters.hpp"
+
+namespace trainshim::cli {
+
+// A process's (or a run's) TS_LOST counters.
+struct LostEvents {
+#define TS_LOST(column, json_key, words, meaning) int64_t column = 0;
+#include "trainshim/counters.def"
+
+  int64_t total() const {
+    return 0
+#define TS_LOST(column, json_key, words, meaning) +column
+#include "trainshim/counters.def"
+        ;
+  }
+  LostEvents& operator+=(const LostEvents& other) {
+#define TS_LOST(column, json_key, words, meaning) column += other.column;
+#include "trainshim/counters.def"
+    return *this;
+  }
+};
+
+inline constexpr int kLostCounters = 0
+#define TS_LOST(column, json_key, words, meaning) +1
+#include "trainshim/counters.def"
+    ;
+
+// The `processes` columns of the TS_LOST counters, for a SELECT, in the order read_lost reads them.
+inline std::string lost_columns() {
+  std::string columns;
+  for (const CounterInfo& c : kCounters)
+    if (c.kind == CounterKind::Lost) (columns += columns.empty() ? "" : ", ") += c.column;
+  return columns;
+}
+
+// The counters from `row`, lost_columns() starting at column `first`.
+inline LostEvents read_lost(const Statement& row, int first) {
+  LostEvents lost;
+#define TS_LOST(column, json_key, words, meaning) lost.column = row.integer(first++);
+#include "trainshim/counters.def"
+  return lost;
+}
+
+// The report's `lost` object and the trace's "dropped events" counter.
+inline nlohmann::ordered_json lost_json(const LostEvents& lost) {
+  return {
+#define TS_LOST(column, json_key, words, meaning) {json_key, lost.column},
+#include "trainshim/counters.def"
+  };
+}
+
+// "5 ring full, 1 before recording started, ...": every counter, for the dropped-events finding.
+inline std::string lost_words(const LostEvents& lost) {
+  std::string words;
+#define TS_LOST(column, json_key, words_of, meaning) \
+  (words += words.empty() ? "" : ", ") += with_thousands(lost.column) + " " + words_of;
+#include "trainshim/counters.def"
+  return words;
+}
+
+// A process's (or a run's) TS_UNTIMED counters.
+struct UntimedCollectives {
+#define TS_UNTIMED(column, json_key, words, meaning) int64_t column = 0;
+#include "trainshim/counters.def"
+
+  int64_t total() const {
+    return 0
+#define TS_UNTIMED(column, json_key, words, meaning) +column
+#include "trainshim/counters.def"
+        ;
+  }
+  UntimedCollectives& operator+=(const UntimedCollectives& other) {
+#define TS_UNTIMED(column, json_key, words, meaning) column += other.column;
+#include "trainshim/counters.def"
+    return *this;
+  }
+};
+
+// The `processes` columns of the TS_UNTIMED counters, in the order read_untimed reads them.
+inline std::string untimed_columns() {
+  std::string columns;
+  for (const CounterInfo& c : kCounters)
+    if (c.kind == CounterKind::Untimed) (columns += columns.empty() ? "" : ", ") += c.column;
+  return columns;
+}
+
+inline UntimedCollectives read_untimed(const Statement& row, int first) {
+  UntimedCollectives untimed;
+#define TS_UNTIMED(column, json_key, words, meaning) untimed.column = row.integer(first++);
+#include "trainshim/counters.def"
+  return untimed;
+}
+
+// The report's `collective_waits.untimed` (before what only the waits know) and the trace's
+// "untimed collectives" counter.
+inline nlohmann::ordered_json untimed_json(const UntimedCollectives& untimed) {
+  return {
+#define TS_UNTIMED(column, json_key, words, meaning) {json_key, untimed.column},
+#include "trainshim/counters.def"
+  };
+}
+
+// "  3 collectives were not timed: no timing event was free\n", a line per counter that is not 0.
+inline std::string untimed_lines(const UntimedCollectives& untimed) {
+  std::string lines;
+#define TS_UNTIMED(column, json_key, words, meaning)                                                  \
+  if (untimed.column)                                                                                \
+    lines += fmt::format("  {} collectives were not timed: {}\n", with_thousands(untimed.column), words);
+#include "trainshim/counters.def"
+  return lines;
+}
+
+}  // namespace trainshim::cli
