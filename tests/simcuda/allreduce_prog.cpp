@@ -19,7 +19,7 @@ using simcuda_rank::g_rank;
 
 // Every rank contributes rank + 1 + (i % 7); the sum is world*(world+1)/2 + world*(i % 7).
 template <class T>
-void allReduceCheck(ncclComm_t comm, cudaStream_t stream, ncclDataType_t type, std::size_t count, int world) {
+void all_reduce_check(ncclComm_t comm, cudaStream_t stream, ncclDataType_t type, std::size_t count, int world) {
   std::vector<T> host(count);
   for (std::size_t i = 0; i < count; ++i) host[i] = static_cast<T>(g_rank + 1 + static_cast<int>(i % 7));
   void *send = nullptr, *recv = nullptr;
@@ -72,13 +72,13 @@ int main(int argc, char** argv) {
   cudaStream_t stream;
   CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 
-  allReduceCheck<float>(comm, stream, ncclFloat32, 1000, world);
-  allReduceCheck<std::int32_t>(comm, stream, ncclInt32, 1000, world);
-  allReduceCheck<double>(comm, stream, ncclFloat64, 333, world);
-  allReduceCheck<std::int64_t>(comm, stream, ncclInt64, 333, world);
-  allReduceCheck<std::uint8_t>(comm, stream, ncclUint8, 100, world);
+  all_reduce_check<float>(comm, stream, ncclFloat32, 1000, world);
+  all_reduce_check<std::int32_t>(comm, stream, ncclInt32, 1000, world);
+  all_reduce_check<double>(comm, stream, ncclFloat64, 333, world);
+  all_reduce_check<std::int64_t>(comm, stream, ncclInt64, 333, world);
+  all_reduce_check<std::uint8_t>(comm, stream, ncclUint8, 100, world);
   // Larger than the shared-memory chunk, and not a multiple of it.
-  allReduceCheck<float>(comm, stream, ncclFloat32, (std::size_t{4} << 20) / sizeof(float) + 12345, world);
+  all_reduce_check<float>(comm, stream, ncclFloat32, (std::size_t{4} << 20) / sizeof(float) + 12345, world);
 
   // Broadcast from the last rank, in place.
   {

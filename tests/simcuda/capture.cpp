@@ -39,25 +39,25 @@ Captures& captures() {
 }
 
 // Whether a blocking (non-legacy) stream of the device is capturing; the caller holds the lock.
-bool blockingCaptureOn(Captures& c, int device) {
+bool blocking_capture_on(Captures& c, int device) {
   return std::any_of(c.active.begin(), c.active.end(), [&](const auto& seq) {
     return seq->device == device && seq->origin->blocking();
   });
 }
 
-void invalidateBlockingCaptures(Captures& c, int device) {
+void invalidate_blocking_captures(Captures& c, int device) {
   for (auto& seq : c.active)
     if (seq->device == device && seq->origin->blocking()) seq->invalidated = true;
 }
 
 }  // namespace
 
-std::shared_ptr<CaptureSequence> captureOf(const Stream& s) {
+std::shared_ptr<CaptureSequence> capture_of(const Stream& s) {
   std::lock_guard lock(captures().mu);
   return s.capture;
 }
 
-std::shared_ptr<CaptureSequence> activeCapture(std::uint64_t id) {
+std::shared_ptr<CaptureSequence> active_capture(std::uint64_t id) {
   Captures& c = captures();
   std::lock_guard lock(c.mu);
   for (auto& seq : c.active)
@@ -70,7 +70,7 @@ void invalidate(CaptureSequence& seq) {
   seq.invalidated = true;
 }
 
-cudaError_t checkPotentiallyUnsafe() {
+cudaError_t check_potentially_unsafe() {
   if (tls_mode == cudaStreamCaptureModeRelaxed) return cudaSuccess;
   Captures& c = captures();
   const auto me = std::this_thread::get_id();
@@ -85,24 +85,24 @@ cudaError_t checkPotentiallyUnsafe() {
       forbidden = true;
     }
   }
-  return forbidden ? recordError(cudaErrorStreamCaptureUnsupported) : cudaSuccess;
+  return forbidden ? record_error(cudaErrorStreamCaptureUnsupported) : cudaSuccess;
 }
 
-cudaError_t checkWaitOn(const std::shared_ptr<Stream>& s) {
+cudaError_t check_wait_on(const std::shared_ptr<Stream>& s) {
   Captures& c = captures();
   std::lock_guard lock(c.mu);
-  if (s->legacy() && blockingCaptureOn(c, s->device())) {
-    invalidateBlockingCaptures(c, s->device());
-    return recordError(cudaErrorStreamCaptureImplicit);
+  if (s->legacy() && blocking_capture_on(c, s->device())) {
+    invalidate_blocking_captures(c, s->device());
+    return record_error(cudaErrorStreamCaptureImplicit);
   }
   if (s->capture) {
     s->capture->invalidated = true;
-    return recordError(cudaErrorStreamCaptureUnsupported);
+    return record_error(cudaErrorStreamCaptureUnsupported);
   }
   return cudaSuccess;
 }
 
-cudaError_t checkDeviceWait(int device) {
+cudaError_t check_device_wait(int device) {
   Captures& c = captures();
   std::lock_guard lock(c.mu);
   bool capturing = false;
@@ -111,20 +111,20 @@ cudaError_t checkDeviceWait(int device) {
       seq->invalidated = true;
       capturing = true;
     }
-  return capturing ? recordError(cudaErrorStreamCaptureUnsupported) : cudaSuccess;
+  return capturing ? record_error(cudaErrorStreamCaptureUnsupported) : cudaSuccess;
 }
 
-cudaError_t submitWork(const std::shared_ptr<Stream>& s, Work work, std::uint64_t* ticket) {
+cudaError_t submit_work(const std::shared_ptr<Stream>& s, Work work, std::uint64_t* ticket) {
   *ticket = 0;
   {
     Captures& c = captures();
     std::lock_guard lock(c.mu);
-    if (s->legacy() && blockingCaptureOn(c, s->device())) {
-      invalidateBlockingCaptures(c, s->device());
-      return recordError(cudaErrorStreamCaptureImplicit);
+    if (s->legacy() && blocking_capture_on(c, s->device())) {
+      invalidate_blocking_captures(c, s->device());
+      return record_error(cudaErrorStreamCaptureImplicit);
     }
     if (s->capture) {
-      if (s->capture->invalidated) return recordError(cudaErrorStreamCaptureInvalidated);
+      if (s->capture->invalidated) return record_error(cudaErrorStreamCaptureInvalidated);
       s->capture->graph->nodes.push_back(std::move(work));
       return cudaSuccess;
     }
@@ -139,20 +139,20 @@ using namespace simcuda;
 
 namespace {
 
-Graph* graphOf(cudaGraph_t g) { return reinterpret_cast<Graph*>(g); }
-Graph* executableOf(cudaGraphExec_t g) { return reinterpret_cast<Graph*>(g); }
+Graph* graph_of(cudaGraph_t g) { return reinterpret_cast<Graph*>(g); }
+Graph* executable_of(cudaGraphExec_t g) { return reinterpret_cast<Graph*>(g); }
 
 // cudaStreamIsCapturing and cudaStreamGetCaptureInfo; id and graph are written only for an active
 // capture.
-cudaError_t captureStatus(cudaStream_t stream, cudaStreamCaptureStatus* status, unsigned long long* id,
+cudaError_t capture_status(cudaStream_t stream, cudaStreamCaptureStatus* status, unsigned long long* id,
                           cudaGraph_t* graph) {
-  auto s = resolveStream(stream);
-  if (!s) return recordError(cudaErrorInvalidResourceHandle);
-  if (!status) return recordError(cudaErrorInvalidValue);
+  auto s = resolve_stream(stream);
+  if (!s) return record_error(cudaErrorInvalidResourceHandle);
+  if (!status) return record_error(cudaErrorInvalidValue);
   Captures& c = captures();
   std::lock_guard lock(c.mu);
   // The blocking stream's capture is not invalidated by this query.
-  if (s->legacy() && blockingCaptureOn(c, s->device())) return recordError(cudaErrorStreamCaptureImplicit);
+  if (s->legacy() && blocking_capture_on(c, s->device())) return record_error(cudaErrorStreamCaptureImplicit);
   *status = !s->capture                ? cudaStreamCaptureStatusNone
             : s->capture->invalidated ? cudaStreamCaptureStatusInvalidated
                                       : cudaStreamCaptureStatusActive;
@@ -169,21 +169,21 @@ extern "C" {
 
 cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode* mode) {
   if (!mode || *mode < cudaStreamCaptureModeGlobal || *mode > cudaStreamCaptureModeRelaxed)
-    return recordError(cudaErrorInvalidValue);
+    return record_error(cudaErrorInvalidValue);
   std::swap(tls_mode, *mode);
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
   if (mode < cudaStreamCaptureModeGlobal || mode > cudaStreamCaptureModeRelaxed)
-    return recordError(cudaErrorInvalidValue);
-  auto s = resolveStream(stream);
-  if (!s) return recordError(cudaErrorInvalidResourceHandle);
+    return record_error(cudaErrorInvalidValue);
+  auto s = resolve_stream(stream);
+  if (!s) return record_error(cudaErrorInvalidResourceHandle);
   // "Capture may not be initiated if stream is cudaStreamLegacy."
-  if (s->legacy()) return recordError(cudaErrorStreamCaptureUnsupported);
+  if (s->legacy()) return record_error(cudaErrorStreamCaptureUnsupported);
   Captures& c = captures();
   std::lock_guard lock(c.mu);
-  if (s->capture) return recordError(cudaErrorIllegalState);
+  if (s->capture) return record_error(cudaErrorIllegalState);
   auto seq = std::make_shared<CaptureSequence>(CaptureSequence{c.next_id++, mode, std::this_thread::get_id(), s.get(),
                                                                s->device(), false, new Graph});
   c.graphs.insert(seq->graph);
@@ -193,37 +193,37 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMo
 }
 
 cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* pGraph) {
-  if (!pGraph) return recordError(cudaErrorInvalidValue);
-  auto s = resolveStream(stream);
-  if (!s) return recordError(cudaErrorInvalidResourceHandle);
+  if (!pGraph) return record_error(cudaErrorInvalidValue);
+  auto s = resolve_stream(stream);
+  if (!s) return record_error(cudaErrorInvalidResourceHandle);
   Captures& c = captures();
   std::lock_guard lock(c.mu);
   auto seq = s->capture;
-  if (!seq) return recordError(cudaErrorIllegalState);
-  if (seq->origin != s.get()) return recordError(cudaErrorStreamCaptureUnmatched);
+  if (!seq) return record_error(cudaErrorIllegalState);
+  if (seq->origin != s.get()) return record_error(cudaErrorStreamCaptureUnmatched);
   if (seq->mode != cudaStreamCaptureModeRelaxed && seq->thread != std::this_thread::get_id())
-    return recordError(cudaErrorStreamCaptureWrongThread);
+    return record_error(cudaErrorStreamCaptureWrongThread);
   s->capture.reset();
   c.active.erase(std::find(c.active.begin(), c.active.end(), seq));
   if (seq->invalidated) {
     c.graphs.erase(seq->graph);
     delete seq->graph;
     *pGraph = nullptr;
-    return recordError(cudaErrorStreamCaptureInvalidated);
+    return record_error(cudaErrorStreamCaptureInvalidated);
   }
   *pGraph = reinterpret_cast<cudaGraph_t>(seq->graph);
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus* pCaptureStatus) {
-  return captureStatus(stream, pCaptureStatus, nullptr, nullptr);
+  return capture_status(stream, pCaptureStatus, nullptr, nullptr);
 }
 
 cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCaptureStatus* captureStatus_out,
                                      unsigned long long* id_out, cudaGraph_t* graph_out,
                                      const cudaGraphNode_t** dependencies_out, const cudaGraphEdgeData** edgeData_out,
                                      size_t* numDependencies_out) {
-  const cudaError_t status = captureStatus(stream, captureStatus_out, id_out, graph_out);
+  const cudaError_t status = capture_status(stream, captureStatus_out, id_out, graph_out);
   if (status != cudaSuccess) return status;
   // Nodes are not simulated: the next captured node depends on nothing the caller can name.
   if (dependencies_out) *dependencies_out = nullptr;
@@ -234,11 +234,11 @@ cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCapture
 
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t* pGraphExec, cudaGraph_t graph, unsigned long long flags) {
   (void)flags;
-  if (!pGraphExec) return recordError(cudaErrorInvalidValue);
+  if (!pGraphExec) return record_error(cudaErrorInvalidValue);
   Captures& c = captures();
   std::lock_guard lock(c.mu);
-  if (!c.graphs.count(graphOf(graph))) return recordError(cudaErrorInvalidValue);
-  auto* exec = new Graph(*graphOf(graph));
+  if (!c.graphs.count(graph_of(graph))) return record_error(cudaErrorInvalidValue);
+  auto* exec = new Graph(*graph_of(graph));
   c.executables.insert(exec);
   *pGraphExec = reinterpret_cast<cudaGraphExec_t>(exec);
   return cudaSuccess;
@@ -251,18 +251,18 @@ cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* pGraphExec, cudaGraph
 }
 
 cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
-  auto s = resolveStream(stream);
-  if (!s) return recordError(cudaErrorInvalidResourceHandle);
+  auto s = resolve_stream(stream);
+  if (!s) return record_error(cudaErrorInvalidResourceHandle);
   std::vector<Work> nodes;
   {
     Captures& c = captures();
     std::lock_guard lock(c.mu);
-    if (!c.executables.count(executableOf(graphExec))) return recordError(cudaErrorInvalidValue);
-    nodes = executableOf(graphExec)->nodes;
+    if (!c.executables.count(executable_of(graphExec))) return record_error(cudaErrorInvalidValue);
+    nodes = executable_of(graphExec)->nodes;
   }
   for (auto& node : nodes) {
     std::uint64_t ticket = 0;
-    if (const cudaError_t e = submitWork(s, node, &ticket); e != cudaSuccess) return e;
+    if (const cudaError_t e = submit_work(s, node, &ticket); e != cudaSuccess) return e;
   }
   return cudaSuccess;
 }
@@ -270,16 +270,16 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec) {
   Captures& c = captures();
   std::lock_guard lock(c.mu);
-  if (!c.executables.erase(executableOf(graphExec))) return recordError(cudaErrorInvalidValue);
-  delete executableOf(graphExec);
+  if (!c.executables.erase(executable_of(graphExec))) return record_error(cudaErrorInvalidValue);
+  delete executable_of(graphExec);
   return cudaSuccess;
 }
 
 cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
   Captures& c = captures();
   std::lock_guard lock(c.mu);
-  if (!c.graphs.erase(graphOf(graph))) return recordError(cudaErrorInvalidValue);
-  delete graphOf(graph);
+  if (!c.graphs.erase(graph_of(graph))) return record_error(cudaErrorInvalidValue);
+  delete graph_of(graph);
   return cudaSuccess;
 }
 

@@ -19,7 +19,7 @@ namespace simcuda {
 
 // Records a failure as the calling thread's last error (cudaGetLastError), as every runtime call
 // does; cudaErrorNotReady is a status, not an error, and is never recorded.
-cudaError_t recordError(cudaError_t e);
+cudaError_t record_error(cudaError_t e);
 
 // ---- memory registry (registry.cpp) ----
 enum class MemKind { Device, PinnedAlloc, PinnedRegistered };
@@ -31,16 +31,16 @@ struct Range {
   int device = 0;
 };
 
-void registerRange(const Range& r);
+void register_range(const Range& r);
 // Removes the range starting exactly at base; returns it if there was one.
-std::optional<Range> unregisterRange(std::uintptr_t base);
-std::optional<Range> findRange(const void* p);
-bool overlapsAny(std::uintptr_t base, std::size_t size);
+std::optional<Range> unregister_range(std::uintptr_t base);
+std::optional<Range> find_range(const void* p);
+bool overlaps_any(std::uintptr_t base, std::size_t size);
 // Whether host code must wait for an async copy touching p (pageable host memory).
-inline bool isPageable(const void* p) { return !findRange(p).has_value(); }
+inline bool is_pageable(const void* p) { return !find_range(p).has_value(); }
 
 // ---- devices (runtime.cpp) ----
-int deviceCount();
+int device_count();
 int currentDevice();
 
 // ---- streams and events (stream.cpp) ----
@@ -56,9 +56,9 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // Appends op; returns its ticket (1-based position in the stream's history).
   std::uint64_t push(std::function<void()> op);
   // Blocks until the op with this ticket (and everything before it) has run.
-  void waitTicket(std::uint64_t ticket);
+  void wait_ticket(std::uint64_t ticket);
   bool idle();
-  std::uint64_t lastTicket();
+  std::uint64_t last_ticket();
   bool reached(std::uint64_t ticket);
   // The worker exits once the queue is drained; the object lives while the worker runs.
   void stop();
@@ -99,18 +99,18 @@ struct Event {
 
 // Resolves a handle; the special handles 0, cudaStreamLegacy and cudaStreamPerThread map to the
 // legacy default stream of the current device. Null if the handle is unknown.
-std::shared_ptr<Stream> resolveStream(cudaStream_t s);
-std::shared_ptr<Stream> legacyStream(int device);
-cudaStream_t createStream(int device, unsigned flags, int priority);
-bool destroyStream(cudaStream_t s);
+std::shared_ptr<Stream> resolve_stream(cudaStream_t s);
+std::shared_ptr<Stream> legacy_stream(int device);
+cudaStream_t create_stream(int device, unsigned flags, int priority);
+bool destroy_stream(cudaStream_t s);
 // Enqueues with the implicit synchronisation of the legacy default stream.
 std::uint64_t enqueue(const std::shared_ptr<Stream>& s, std::function<void()> op);
 // Waits for all work queued so far on every stream of the device.
-void synchronizeDevice(int device);
+void synchronize_device(int device);
 
-cudaEvent_t createEvent(unsigned flags, int device);
-std::shared_ptr<Event> resolveEvent(cudaEvent_t e);
-bool destroyEvent(cudaEvent_t e);
+cudaEvent_t create_event(unsigned flags, int device);
+std::shared_ptr<Event> resolve_event(cudaEvent_t e);
+bool destroy_event(cudaEvent_t e);
 
 // ---- stream capture (capture.cpp) ----
 // What a stream runs, made when it is enqueued: a graph makes it again at every launch, so that
@@ -133,17 +133,17 @@ struct CaptureSequence {
 
 // Enqueues the work on the stream, or appends it to the graph the stream is capturing (ticket 0).
 // Fails, with the error recorded, where stream capture forbids the use of this stream.
-cudaError_t submitWork(const std::shared_ptr<Stream>& s, Work work, std::uint64_t* ticket);
+cudaError_t submit_work(const std::shared_ptr<Stream>& s, Work work, std::uint64_t* ticket);
 // The check a potentially unsafe call makes first (see cudaThreadExchangeStreamCaptureMode): it
 // fails, invalidating the captures that forbid it, when this thread may not make such calls now.
-cudaError_t checkPotentiallyUnsafe();
+cudaError_t check_potentially_unsafe();
 // Synchronising or querying a stream (or the legacy stream, or the device) is invalid while it,
 // or anything it encompasses, is being captured: that capture is invalidated.
-cudaError_t checkWaitOn(const std::shared_ptr<Stream>& s);
-cudaError_t checkDeviceWait(int device);
+cudaError_t check_wait_on(const std::shared_ptr<Stream>& s);
+cudaError_t check_device_wait(int device);
 // The capture sequence with this id, if it is still active.
-std::shared_ptr<CaptureSequence> activeCapture(std::uint64_t id);
-std::shared_ptr<CaptureSequence> captureOf(const Stream& s);
+std::shared_ptr<CaptureSequence> active_capture(std::uint64_t id);
+std::shared_ptr<CaptureSequence> capture_of(const Stream& s);
 void invalidate(CaptureSequence& c);
 
 }  // namespace simcuda

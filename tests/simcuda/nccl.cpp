@@ -59,7 +59,7 @@ std::atomic_ref<T> at(T& v) {
   return std::atomic_ref<T>(v);
 }
 
-std::size_t segmentBytes(int n) {
+std::size_t segment_bytes(int n) {
   auto un = static_cast<std::size_t>(n);
   return sizeof(Header) + un * kSlotBytes + un * un * (sizeof(Mailbox) + kMailboxBytes);
 }
@@ -87,11 +87,11 @@ struct ncclComm {
   int nranks = 1;
   int device = 0;
   Header* hdr = nullptr;
-  std::size_t mapBytes = 0;
+  std::size_t map_bytes = 0;
   std::atomic<int> pending{0};       // operations enqueued but not finished
   std::atomic<bool> aborted{false};  // local abort
-  std::atomic<int> asyncError{ncclSuccess};
-  std::uint64_t idHash = 0;        // of the unique id it was made from: names its splits
+  std::atomic<int> async_error{ncclSuccess};
+  std::uint64_t id_hash = 0;        // of the unique id it was made from: names its splits
   std::atomic<unsigned> splits{0};  // splits made of it so far (the same count on every rank)
   std::atomic<unsigned> shrinks{0};
   bool blocking = true;             // ncclConfig_t.blocking (1 unless a config says 0)
@@ -108,14 +108,14 @@ struct ncclComm {
                                       static_cast<std::size_t>(nranks) * kSlotBytes +
                                       idx * (sizeof(Mailbox) + kMailboxBytes));
   }
-  std::uint8_t* mailboxData(int src, int dst) const { return reinterpret_cast<std::uint8_t*>(mailbox(src, dst) + 1); }
-  bool abortedAny() const { return aborted.load() || (hdr && at(hdr->aborted).load(std::memory_order_acquire) != 0); }
+  std::uint8_t* mailbox_data(int src, int dst) const { return reinterpret_cast<std::uint8_t*>(mailbox(src, dst) + 1); }
+  bool aborted_any() const { return aborted.load() || (hdr && at(hdr->aborted).load(std::memory_order_acquire) != 0); }
   bool ready() const { return initState.load(std::memory_order_acquire) == ncclSuccess && hdr; }
 };
 
 namespace {
 
-double timeoutSeconds() {
+double timeout_seconds() {
   static const double t = [] {
     const char* env = std::getenv("SIMNCCL_TIMEOUT_S");
     double v = env ? std::atof(env) : 300.0;
@@ -139,7 +139,7 @@ class Backoff {
     std::this_thread::sleep_for(std::chrono::microseconds(n_ < 2048 ? 20 : 200));
     if ((n_ & 255) == 0) {
       double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-      if (waited > timeoutSeconds()) {
+      if (waited > timeout_seconds()) {
         // A peer died or never arrived; hanging forever would hide that in tests.
         std::fprintf(stderr, "simnccl: rank %d timed out after %.0f s waiting for peers\n", comm_->rank, waited);
         std::_Exit(124);
@@ -149,7 +149,7 @@ class Backoff {
   }
 
  private:
-  bool aborted() const { return comm_->abortedAny(); }
+  bool aborted() const { return comm_->aborted_any(); }
   const ncclComm* comm_;
   std::chrono::steady_clock::time_point start_;
   unsigned n_ = 0;
@@ -173,7 +173,7 @@ bool barrier(ncclComm* c) {
 
 // ---- datatypes and reductions ----
 
-std::size_t typeSize(ncclDataType_t t) {
+std::size_t type_size(ncclDataType_t t) {
   switch (t) {
     case ncclInt8:
     case ncclUint8:
@@ -215,13 +215,13 @@ bool reducible(ncclDataType_t t) {
 }
 
 // bf16 is the upper half of a float; round to nearest even on the way back.
-float bf16ToFloat(std::uint16_t v) {
+float bf16_to_float(std::uint16_t v) {
   std::uint32_t bits = std::uint32_t{v} << 16;
   float f;
   std::memcpy(&f, &bits, 4);
   return f;
 }
-std::uint16_t floatToBf16(float f) {
+std::uint16_t float_to_bf16(float f) {
   std::uint32_t bits;
   std::memcpy(&bits, &f, 4);
   if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((bits >> 16) | 0x40);  // NaN
@@ -231,7 +231,7 @@ std::uint16_t floatToBf16(float f) {
 
 // IEEE binary16, converted by hand as __half2float and __float2half_rn do (round to nearest
 // even): Clang 14 has no _Float16 on x86.
-float halfToFloat(std::uint16_t h) {
+float half_to_float(std::uint16_t h) {
   const std::uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
   float magnitude;
   if (exponent == 0) magnitude = std::ldexp(float(mantissa), -24);  // zero or subnormal
@@ -239,7 +239,7 @@ float halfToFloat(std::uint16_t h) {
   else magnitude = std::ldexp(float(mantissa | 0x400u), int(exponent) - 25);
   return (h & 0x8000u) ? -magnitude : magnitude;
 }
-std::uint16_t floatToHalf(float f) {
+std::uint16_t float_to_half(float f) {
   std::uint32_t bits;
   std::memcpy(&bits, &f, 4);
   const auto sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
@@ -271,7 +271,7 @@ T combine(T a, T b, ncclRedOp_t op) {
 // dst[i] = op over ranks r of src[r][i]; ranks are combined in rank order on every rank, so
 // all ranks get bitwise identical results.
 template <class T, class Load, class Store>
-void reduceWith(void* dst, const std::vector<const void*>& srcs, std::size_t count, ncclRedOp_t op, Load load,
+void reduce_with(void* dst, const std::vector<const void*>& srcs, std::size_t count, ncclRedOp_t op, Load load,
                 Store store) {
   using Acc = decltype(load(nullptr, 0));
   for (std::size_t i = 0; i < count; ++i) {
@@ -283,32 +283,32 @@ void reduceWith(void* dst, const std::vector<const void*>& srcs, std::size_t cou
 }
 
 template <class T>
-void reducePlain(void* dst, const std::vector<const void*>& srcs, std::size_t count, ncclRedOp_t op) {
-  reduceWith<T>(
+void reduce_plain(void* dst, const std::vector<const void*>& srcs, std::size_t count, ncclRedOp_t op) {
+  reduce_with<T>(
       dst, srcs, count, op, [](const void* p, std::size_t i) { return static_cast<const T*>(p)[i]; },
       [](void* p, std::size_t i, T v) { static_cast<T*>(p)[i] = v; });
 }
 
 void reduce(void* dst, const std::vector<const void*>& srcs, std::size_t count, ncclDataType_t t, ncclRedOp_t op) {
   switch (t) {
-    case ncclInt8: return reducePlain<std::int8_t>(dst, srcs, count, op);
-    case ncclUint8: return reducePlain<std::uint8_t>(dst, srcs, count, op);
-    case ncclInt32: return reducePlain<std::int32_t>(dst, srcs, count, op);
-    case ncclUint32: return reducePlain<std::uint32_t>(dst, srcs, count, op);
-    case ncclInt64: return reducePlain<std::int64_t>(dst, srcs, count, op);
-    case ncclUint64: return reducePlain<std::uint64_t>(dst, srcs, count, op);
-    case ncclFloat32: return reducePlain<float>(dst, srcs, count, op);
-    case ncclFloat64: return reducePlain<double>(dst, srcs, count, op);
+    case ncclInt8: return reduce_plain<std::int8_t>(dst, srcs, count, op);
+    case ncclUint8: return reduce_plain<std::uint8_t>(dst, srcs, count, op);
+    case ncclInt32: return reduce_plain<std::int32_t>(dst, srcs, count, op);
+    case ncclUint32: return reduce_plain<std::uint32_t>(dst, srcs, count, op);
+    case ncclInt64: return reduce_plain<std::int64_t>(dst, srcs, count, op);
+    case ncclUint64: return reduce_plain<std::uint64_t>(dst, srcs, count, op);
+    case ncclFloat32: return reduce_plain<float>(dst, srcs, count, op);
+    case ncclFloat64: return reduce_plain<double>(dst, srcs, count, op);
     case ncclFloat16:
-      return reduceWith<float>(
+      return reduce_with<float>(
           dst, srcs, count, op,
-          [](const void* p, std::size_t i) { return halfToFloat(static_cast<const std::uint16_t*>(p)[i]); },
-          [](void* p, std::size_t i, float v) { static_cast<std::uint16_t*>(p)[i] = floatToHalf(v); });
+          [](const void* p, std::size_t i) { return half_to_float(static_cast<const std::uint16_t*>(p)[i]); },
+          [](void* p, std::size_t i, float v) { static_cast<std::uint16_t*>(p)[i] = float_to_half(v); });
     case ncclBfloat16:
-      return reduceWith<float>(
+      return reduce_with<float>(
           dst, srcs, count, op,
-          [](const void* p, std::size_t i) { return bf16ToFloat(static_cast<const std::uint16_t*>(p)[i]); },
-          [](void* p, std::size_t i, float v) { static_cast<std::uint16_t*>(p)[i] = floatToBf16(v); });
+          [](const void* p, std::size_t i) { return bf16_to_float(static_cast<const std::uint16_t*>(p)[i]); },
+          [](void* p, std::size_t i, float v) { static_cast<std::uint16_t*>(p)[i] = float_to_bf16(v); });
     default:
       return;
   }
@@ -324,7 +324,7 @@ struct P2POp {
   std::uint8_t* buf;
   std::size_t bytes;
   std::size_t done = 0;
-  std::uint8_t* copyTo = nullptr;  // set: the block this rank keeps (peer = own rank), copied locally
+  std::uint8_t* copy_to = nullptr;  // set: the block this rank keeps (peer = own rank), copied locally
 };
 
 struct Task {
@@ -340,29 +340,29 @@ struct Task {
   std::vector<Task> batch;  // Kind::Batch: one group's work on one (communicator, stream), in order
 };
 
-std::vector<const void*> slotPtrs(ncclComm* c, std::size_t byteOffset = 0) {
+std::vector<const void*> slot_ptrs(ncclComm* c, std::size_t byte_offset = 0) {
   std::vector<const void*> v;
-  for (int r = 0; r < c->nranks; ++r) v.push_back(c->slot(r) + byteOffset);
+  for (int r = 0; r < c->nranks; ++r) v.push_back(c->slot(r) + byte_offset);
   return v;
 }
 
-// Reduces count elements of every rank's src into dst on the ranks for which wantResult.
-bool reduceChunks(ncclComm* c, const void* src, void* dst, std::size_t count, ncclDataType_t t, ncclRedOp_t op,
-                  bool wantResult) {
-  std::size_t es = typeSize(t);
+// Reduces count elements of every rank's src into dst on the ranks for which want_result.
+bool reduce_chunks(ncclComm* c, const void* src, void* dst, std::size_t count, ncclDataType_t t, ncclRedOp_t op,
+                  bool want_result) {
+  std::size_t es = type_size(t);
   std::size_t per = kSlotBytes / es;
   for (std::size_t off = 0; off < count || off == 0; off += per) {
     std::size_t n = std::min(per, count - off);
     std::memcpy(c->slot(c->rank), static_cast<const std::uint8_t*>(src) + off * es, n * es);
     if (!barrier(c)) return false;
-    if (wantResult) reduce(static_cast<std::uint8_t*>(dst) + off * es, slotPtrs(c), n, t, op);
+    if (want_result) reduce(static_cast<std::uint8_t*>(dst) + off * es, slot_ptrs(c), n, t, op);
     if (!barrier(c)) return false;  // nobody refills a slot before all have read it
     if (count == 0) break;
   }
   return true;
 }
 
-bool runBroadcast(ncclComm* c, const void* src, void* dst, std::size_t bytes, int root) {
+bool run_broadcast(ncclComm* c, const void* src, void* dst, std::size_t bytes, int root) {
   for (std::size_t off = 0; off < bytes; off += kSlotBytes) {
     std::size_t n = std::min(kSlotBytes, bytes - off);
     if (c->rank == root) std::memcpy(c->slot(root), static_cast<const std::uint8_t*>(src) + off, n);
@@ -373,7 +373,7 @@ bool runBroadcast(ncclComm* c, const void* src, void* dst, std::size_t bytes, in
   return true;
 }
 
-bool runAllGather(ncclComm* c, const void* src, void* dst, std::size_t bytes) {
+bool run_all_gather(ncclComm* c, const void* src, void* dst, std::size_t bytes) {
   for (std::size_t off = 0; off < bytes; off += kSlotBytes) {
     std::size_t n = std::min(kSlotBytes, bytes - off);
     std::memcpy(c->slot(c->rank), static_cast<const std::uint8_t*>(src) + off, n);
@@ -387,15 +387,15 @@ bool runAllGather(ncclComm* c, const void* src, void* dst, std::size_t bytes) {
 
 // Progresses all sends and receives of one group together, so that pairs of ranks that send
 // to each other cannot deadlock on the bounded mailboxes.
-bool runP2P(ncclComm* c, std::vector<P2POp>& ops) {
+bool run_p2p(ncclComm* c, std::vector<P2POp>& ops) {
   Backoff b(c);
   for (;;) {
     bool all = true, progress = false;
-    std::vector<char> sendBusy(static_cast<std::size_t>(c->nranks)), recvBusy(static_cast<std::size_t>(c->nranks));
+    std::vector<char> send_busy(static_cast<std::size_t>(c->nranks)), recv_busy(static_cast<std::size_t>(c->nranks));
     for (auto& o : ops) {
       if (o.done == o.bytes) continue;
-      if (o.copyTo) {
-        std::memmove(o.copyTo, o.buf, o.bytes);  // in place is allowed
+      if (o.copy_to) {
+        std::memmove(o.copy_to, o.buf, o.bytes);  // in place is allowed
         o.done = o.bytes;
         progress = true;
         continue;
@@ -404,22 +404,22 @@ bool runP2P(ncclComm* c, std::vector<P2POp>& ops) {
       auto peer = static_cast<std::size_t>(o.peer);
       // Messages to one peer are delivered in issue order.
       if (o.send) {
-        if (sendBusy[peer]) continue;
-        sendBusy[peer] = 1;
+        if (send_busy[peer]) continue;
+        send_busy[peer] = 1;
         Mailbox* m = c->mailbox(c->rank, o.peer);
         if (at(m->full).load(std::memory_order_acquire)) continue;
         std::size_t n = std::min(kMailboxBytes, o.bytes - o.done);
-        std::memcpy(c->mailboxData(c->rank, o.peer), o.buf + o.done, n);
+        std::memcpy(c->mailbox_data(c->rank, o.peer), o.buf + o.done, n);
         m->len = n;
         at(m->full).store(1, std::memory_order_release);
         o.done += n;
       } else {
-        if (recvBusy[peer]) continue;
-        recvBusy[peer] = 1;
+        if (recv_busy[peer]) continue;
+        recv_busy[peer] = 1;
         Mailbox* m = c->mailbox(o.peer, c->rank);
         if (!at(m->full).load(std::memory_order_acquire)) continue;
         std::size_t n = std::min<std::size_t>(m->len, o.bytes - o.done);
-        std::memcpy(o.buf + o.done, c->mailboxData(o.peer, c->rank), n);
+        std::memcpy(o.buf + o.done, c->mailbox_data(o.peer, c->rank), n);
         at(m->full).store(0, std::memory_order_release);
         o.done += n;
       }
@@ -430,51 +430,51 @@ bool runP2P(ncclComm* c, std::vector<P2POp>& ops) {
   }
 }
 
-bool runOne(Task* t) {
+bool run_one(Task* t) {
   ncclComm* c = t->comm;
-  std::size_t es = typeSize(t->type);
+  std::size_t es = type_size(t->type);
   bool ok = true;
   switch (t->kind) {
     case Kind::AllReduce:
-      ok = reduceChunks(c, t->send, t->recv, t->count, t->type, t->op, true);
+      ok = reduce_chunks(c, t->send, t->recv, t->count, t->type, t->op, true);
       break;
     case Kind::Reduce:
-      ok = reduceChunks(c, t->send, t->recv, t->count, t->type, t->op, c->rank == t->root);
+      ok = reduce_chunks(c, t->send, t->recv, t->count, t->type, t->op, c->rank == t->root);
       break;
     case Kind::Broadcast:
-      ok = runBroadcast(c, t->send, t->recv, t->count * es, t->root);
+      ok = run_broadcast(c, t->send, t->recv, t->count * es, t->root);
       break;
     case Kind::AllGather:
-      ok = runAllGather(c, t->send, t->recv, t->count * es);
+      ok = run_all_gather(c, t->send, t->recv, t->count * es);
       break;
     case Kind::ReduceScatter:
       // Block r of every rank's sendbuff is reduced into rank r's recvbuff.
       for (int r = 0; r < c->nranks && ok; ++r)
-        ok = reduceChunks(c, static_cast<const std::uint8_t*>(t->send) + static_cast<std::size_t>(r) * t->count * es,
+        ok = reduce_chunks(c, static_cast<const std::uint8_t*>(t->send) + static_cast<std::size_t>(r) * t->count * es,
                           t->recv, t->count, t->type, t->op, c->rank == r);
       break;
     case Kind::P2P:
-      ok = runP2P(c, t->p2p);
+      ok = run_p2p(c, t->p2p);
       break;
     case Kind::Batch:
       for (Task& part : t->batch)
-        if (ok) ok = runOne(&part);
+        if (ok) ok = run_one(&part);
       break;
   }
   return ok;
 }
 
-void runTask(void* arg) {
+void run_task(void* arg) {
   Task* t = static_cast<Task*>(arg);
   ncclComm* c = t->comm;
-  if (!runOne(t)) c->asyncError.store(c->aborted.load() ? ncclInvalidUsage : ncclRemoteError);
+  if (!run_one(t)) c->async_error.store(c->aborted.load() ? ncclInvalidUsage : ncclRemoteError);
   c->pending.fetch_sub(1);
   delete t;
 }
 
 ncclResult_t submit(cudaStream_t stream, Task* t) {
   t->comm->pending.fetch_add(1);
-  if (simcudaEnqueue(stream, runTask, t) != cudaSuccess) {
+  if (simcudaEnqueue(stream, run_task, t) != cudaSuccess) {
     t->comm->pending.fetch_sub(1);
     delete t;
     return ncclUnhandledCudaError;
@@ -498,13 +498,13 @@ thread_local std::vector<Queued> tls_group_ops;
 
 ncclResult_t submit(cudaStream_t stream, Task* t);
 
-ncclResult_t flushGroup();
+ncclResult_t flush_group();
 
 // enqueue.cc ncclEnqueueCheck: every call is an implicit group of its own, so a call on a
 // non-blocking communicator outside a group also launches on a thread and returns ncclInProgress.
 ncclResult_t enqueue(ncclComm* comm, cudaStream_t stream, Task task) {
   tls_group_ops.push_back({comm, stream, std::move(task)});
-  return tls_group_depth > 0 ? ncclSuccess : flushGroup();
+  return tls_group_depth > 0 ? ncclSuccess : flush_group();
 }
 
 // One task per (communicator, stream), in the order of their first call: collectives in issue
@@ -542,29 +542,29 @@ ncclResult_t launch(std::vector<std::pair<cudaStream_t, Task*>>& work) {
   return res;
 }
 
-ncclResult_t flushGroup() {
+ncclResult_t flush_group() {
   std::vector<Queued> ops = std::move(tls_group_ops);
   tls_group_ops.clear();
   auto work = batches(ops);
-  std::vector<ncclComm*> nonBlocking;
+  std::vector<ncclComm*> non_blocking;
   for (auto& [stream, t] : work)
-    if (!t->comm->blocking && std::find(nonBlocking.begin(), nonBlocking.end(), t->comm) == nonBlocking.end())
-      nonBlocking.push_back(t->comm);
-  if (nonBlocking.empty()) return launch(work);
-  for (ncclComm* c : nonBlocking) c->initState.store(ncclInProgress, std::memory_order_release);
-  std::thread([work = std::move(work), nonBlocking]() mutable {
+    if (!t->comm->blocking && std::find(non_blocking.begin(), non_blocking.end(), t->comm) == non_blocking.end())
+      non_blocking.push_back(t->comm);
+  if (non_blocking.empty()) return launch(work);
+  for (ncclComm* c : non_blocking) c->initState.store(ncclInProgress, std::memory_order_release);
+  std::thread([work = std::move(work), non_blocking]() mutable {
     // The launch is late on purpose: the caller's stream work after ncclGroupEnd runs first, as
     // with NCCL's asynchronous group thread.
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
     const ncclResult_t r = launch(work);
-    for (ncclComm* c : nonBlocking) c->initState.store(r, std::memory_order_release);
+    for (ncclComm* c : non_blocking) c->initState.store(r, std::memory_order_release);
   }).detach();
   return ncclInProgress;
 }
 
 ncclResult_t collective(Kind kind, const void* send, void* recv, std::size_t count, ncclDataType_t type,
                         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
-  if (!comm || typeSize(type) == 0) return ncclInvalidArgument;
+  if (!comm || type_size(type) == 0) return ncclInvalidArgument;
   if (!comm->ready()) return ncclInvalidArgument;  // init.cc ncclCommEnsureReady
   if ((kind == Kind::AllReduce || kind == Kind::Reduce || kind == Kind::ReduceScatter) &&
       (!reducible(type) || op < ncclSum || op > ncclAvg))
@@ -578,25 +578,25 @@ ncclResult_t collective(Kind kind, const void* send, void* recv, std::size_t cou
 
 ncclResult_t p2p(bool send, const void* buf, std::size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
                  cudaStream_t stream) {
-  if (!comm || typeSize(type) == 0 || peer < 0 || peer >= comm->nranks) return ncclInvalidArgument;
+  if (!comm || type_size(type) == 0 || peer < 0 || peer >= comm->nranks) return ncclInvalidArgument;
   if (!comm->ready()) return ncclInvalidArgument;
   if (count == 0) return ncclSuccess;
   if (!buf) return ncclInvalidArgument;
   Task t{Kind::P2P, comm, nullptr, nullptr, 0, ncclUint8, ncclSum, 0, {}, {}};
-  t.p2p.push_back(P2POp{send, peer, static_cast<std::uint8_t*>(const_cast<void*>(buf)), count * typeSize(type)});
+  t.p2p.push_back(P2POp{send, peer, static_cast<std::uint8_t*>(const_cast<void*>(buf)), count * type_size(type)});
   return enqueue(comm, stream, std::move(t));
 }
 
 // AlltoAll, Gather and Scatter as one launch of sends and receives (the blocks a rank keeps for
 // itself are copied when the launch runs): what they move, not how NCCL's kernels move it.
 ncclResult_t exchange(ncclComm_t comm, cudaStream_t stream, const void* send, void* recv, std::size_t count,
-                      ncclDataType_t type, int root, bool toAll, bool fromAll) {
-  if (!comm || typeSize(type) == 0) return ncclInvalidArgument;
+                      ncclDataType_t type, int root, bool to_all, bool from_all) {
+  if (!comm || type_size(type) == 0) return ncclInvalidArgument;
   if (!comm->ready()) return ncclInvalidArgument;
-  if (!toAll || !fromAll) {
+  if (!to_all || !from_all) {
     if (root < 0 || root >= comm->nranks) return ncclInvalidArgument;
   }
-  const std::size_t bytes = count * typeSize(type);
+  const std::size_t bytes = count * type_size(type);
   auto* out = static_cast<std::uint8_t*>(const_cast<void*>(send));
   auto* in = static_cast<std::uint8_t*>(recv);
   Task t{Kind::P2P, comm, nullptr, nullptr, 0, ncclUint8, ncclSum, 0, {}, {}};
@@ -604,31 +604,31 @@ ncclResult_t exchange(ncclComm_t comm, cudaStream_t stream, const void* send, vo
   for (int r = 0; r < comm->nranks; ++r) {
     if (r == me) continue;
     const auto ur = static_cast<std::size_t>(r);
-    // toAll: this rank sends block r to rank r (scatter: only the root; gather: everyone to the root).
-    if (toAll && fromAll) {
+    // to_all: this rank sends block r to rank r (scatter: only the root; gather: everyone to the root).
+    if (to_all && from_all) {
       t.p2p.push_back(P2POp{true, r, out + ur * bytes, bytes});
       t.p2p.push_back(P2POp{false, r, in + ur * bytes, bytes});
-    } else if (toAll && me == root) {
+    } else if (to_all && me == root) {
       t.p2p.push_back(P2POp{true, r, out + ur * bytes, bytes});
-    } else if (fromAll && me == root) {
+    } else if (from_all && me == root) {
       t.p2p.push_back(P2POp{false, r, in + ur * bytes, bytes});
-    } else if (toAll && r == root) {
+    } else if (to_all && r == root) {
       t.p2p.push_back(P2POp{false, r, in, bytes});
-    } else if (fromAll && r == root) {
+    } else if (from_all && r == root) {
       t.p2p.push_back(P2POp{true, r, out, bytes});
     }
   }
   const auto self = static_cast<std::size_t>(me);
-  if (toAll && fromAll) t.p2p.push_back(P2POp{true, me, out + self * bytes, bytes, 0, in + self * bytes});
-  else if (toAll && me == root) t.p2p.push_back(P2POp{true, me, out + self * bytes, bytes, 0, in});
-  else if (fromAll && me == root) t.p2p.push_back(P2POp{true, me, out, bytes, 0, in + self * bytes});
+  if (to_all && from_all) t.p2p.push_back(P2POp{true, me, out + self * bytes, bytes, 0, in + self * bytes});
+  else if (to_all && me == root) t.p2p.push_back(P2POp{true, me, out + self * bytes, bytes, 0, in});
+  else if (from_all && me == root) t.p2p.push_back(P2POp{true, me, out, bytes, 0, in + self * bytes});
   if (t.p2p.empty()) return ncclSuccess;
   return enqueue(comm, stream, std::move(t));
 }
 
 // ---- communicators ----
 
-std::string segmentName(const ncclUniqueId& id) {
+std::string segment_name(const ncclUniqueId& id) {
   char name[64];
   std::snprintf(name, sizeof(name), "/simnccl-%016llx",
                 static_cast<unsigned long long>(fnv1a(id.internal, sizeof(id.internal))));
@@ -636,7 +636,7 @@ std::string segmentName(const ncclUniqueId& id) {
 }
 
 // Creates the segment if this rank is first, or attaches to it; returns the mapping.
-Header* openSegment(const std::string& name, int nranks, std::size_t bytes) {
+Header* open_segment(const std::string& name, int nranks, std::size_t bytes) {
   for (int attempt = 0;; ++attempt) {
     int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd >= 0) {
@@ -686,29 +686,29 @@ Header* openSegment(const std::string& name, int nranks, std::size_t bytes) {
   }
 }
 
-ncclComm* makeComm(Header* h, int nranks, int rank, std::size_t bytes) {
+ncclComm* make_comm(Header* h, int nranks, int rank, std::size_t bytes) {
   auto* c = new ncclComm;
   c->rank = rank;
   c->nranks = nranks;
   c->hdr = h;
-  c->mapBytes = bytes;
+  c->map_bytes = bytes;
   cudaGetDevice(&c->device);
   return c;
 }
 
-void waitIdle(ncclComm* c) {
+void wait_idle(ncclComm* c) {
   while (c->pending.load() != 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
 }
 
-void freeComm(ncclComm* c) {
-  waitIdle(c);
-  if (c->hdr) munmap(c->hdr, c->mapBytes);
+void free_comm(ncclComm* c) {
+  wait_idle(c);
+  if (c->hdr) munmap(c->hdr, c->map_bytes);
   delete c;
 }
 
 // ncclConfig_t.blocking, or `fallback` when the config leaves it undefined (init.cc
 // parseCommConfig: blocking by default; a split without a config copies its parent's).
-bool configBlocking(const ncclConfig_t* config, bool fallback) {
+bool config_blocking(const ncclConfig_t* config, bool fallback) {
   if (!config || config->blocking == NCCL_CONFIG_UNDEF_INT) return fallback;
   return config->blocking != 0;
 }
@@ -718,31 +718,31 @@ bool configBlocking(const ncclConfig_t* config, bool fallback) {
 // no longer needed, so it is unlinked right away and nothing is left in /dev/shm even if a rank
 // crashes later.
 ncclResult_t attach(ncclComm* c, const ncclUniqueId& commId) {
-  const std::string name = segmentName(commId);
-  const std::size_t bytes = segmentBytes(c->nranks);
-  Header* h = openSegment(name, c->nranks, bytes);
+  const std::string name = segment_name(commId);
+  const std::size_t bytes = segment_bytes(c->nranks);
+  Header* h = open_segment(name, c->nranks, bytes);
   if (!h) return ncclSystemError;
   c->hdr = h;
-  c->mapBytes = bytes;
+  c->map_bytes = bytes;
   if (!barrier(c)) return ncclInvalidUsage;
   if (c->rank == 0) shm_unlink(name.c_str());
   Id id;
   std::memcpy(&id, commId.internal, sizeof(id));
-  c->idHash = id.hash;
+  c->id_hash = id.hash;
   return ncclSuccess;
 }
 
 // init.cc ncclCommInitRankDev: a blocking communicator is ready on return; a non-blocking one is
 // handed out at once with ncclInProgress and finishes on a thread (ncclAsyncLaunch), after which
 // ncclCommGetAsyncError says ncclSuccess.
-ncclResult_t initComm(ncclComm_t* comm, int nranks, const ncclUniqueId& commId, int rank, bool blocking) {
+ncclResult_t init_comm(ncclComm_t* comm, int nranks, const ncclUniqueId& commId, int rank, bool blocking) {
   if (!comm || nranks < 1 || rank < 0 || rank >= nranks) return ncclInvalidArgument;
-  ncclComm* c = makeComm(nullptr, nranks, rank, 0);
+  ncclComm* c = make_comm(nullptr, nranks, rank, 0);
   c->blocking = blocking;
   if (blocking) {
     const ncclResult_t r = attach(c, commId);
     if (r != ncclSuccess) {
-      freeComm(c);
+      free_comm(c);
       return r;
     }
     *comm = c;
@@ -754,7 +754,7 @@ ncclResult_t initComm(ncclComm_t* comm, int nranks, const ncclUniqueId& commId, 
   return ncclInProgress;
 }
 
-ncclUniqueId childId(const char* what, std::uint64_t parent, const std::string& detail) {
+ncclUniqueId child_id(const char* what, std::uint64_t parent, const std::string& detail) {
   Id id{};
   std::memcpy(id.magic, "simnccl", 8);
   std::snprintf(id.desc, sizeof(id.desc), "%s:%llx:%s", what, static_cast<unsigned long long>(parent), detail.c_str());
@@ -767,12 +767,12 @@ ncclUniqueId childId(const char* what, std::uint64_t parent, const std::string& 
 // Every rank tells the others its colour and key through an all-gather on the parent; the ranks
 // of one colour, ordered by key then parent rank, form a child whose id derives from the parent's,
 // the colour and the number of splits so far. The parent's earlier work finishes first.
-ncclResult_t splitInto(ncclComm* comm, int color, int key, unsigned nth, bool blocking, ncclComm_t* newcomm) {
-  waitIdle(comm);
+ncclResult_t split_into(ncclComm* comm, int color, int key, unsigned nth, bool blocking, ncclComm_t* newcomm) {
+  wait_idle(comm);
   int mine[2] = {color, key};
   std::vector<int> all(2 * static_cast<std::size_t>(comm->nranks));
   Task gather{Kind::AllGather, comm, mine, all.data(), 2, ncclInt32, ncclSum, 0, {}, {}};
-  if (!runOne(&gather)) return ncclRemoteError;
+  if (!run_one(&gather)) return ncclRemoteError;
   if (color == NCCL_SPLIT_NOCOLOR) return ncclSuccess;
   std::vector<std::pair<std::pair<int, int>, int>> members;
   for (int r = 0; r < comm->nranks; ++r)
@@ -782,8 +782,8 @@ ncclResult_t splitInto(ncclComm* comm, int color, int key, unsigned nth, bool bl
   for (std::size_t i = 0; i < members.size(); ++i)
     if (members[i].second == comm->rank) newrank = int(i);
   ncclComm_t child = nullptr;
-  const ncclResult_t r = initComm(&child, int(members.size()),
-                                  childId("split", comm->idHash, std::to_string(color) + ":" + std::to_string(nth)),
+  const ncclResult_t r = init_comm(&child, int(members.size()),
+                                  child_id("split", comm->id_hash, std::to_string(color) + ":" + std::to_string(nth)),
                                   newrank, true);
   if (r != ncclSuccess) return r;
   child->blocking = blocking;
@@ -793,7 +793,7 @@ ncclResult_t splitInto(ncclComm* comm, int color, int key, unsigned nth, bool bl
 
 // init.cc ncclCommInitChildComm: *newcomm stays NULL until the child is complete; for a
 // non-blocking child that happens on a thread, and the parent reports ncclInProgress meanwhile.
-ncclResult_t makeChild(ncclComm* parent, bool blocking, ncclComm_t* newcomm,
+ncclResult_t make_child(ncclComm* parent, bool blocking, ncclComm_t* newcomm,
                        std::function<ncclResult_t(ncclComm_t*)> build) {
   *newcomm = nullptr;
   if (blocking) return build(newcomm);
@@ -856,12 +856,12 @@ ncclResult_t pncclGetUniqueId(ncclUniqueId* uniqueId) {
 }
 
 ncclResult_t pncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
-  return initComm(comm, nranks, commId, rank, true);
+  return init_comm(comm, nranks, commId, rank, true);
 }
 
 ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
                                      ncclConfig_t* config) {
-  return initComm(comm, nranks, commId, rank, configBlocking(config, true));
+  return init_comm(comm, nranks, commId, rank, config_blocking(config, true));
 }
 
 // init.cc ncclCommInitRankScalable (NCCL >= 2.23): nId roots share the bootstrap of a large job; every rank is given all of their
@@ -869,16 +869,16 @@ ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId 
 ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
                                        ncclConfig_t* config) {
   if (nId < 1 || !commIds) return ncclInvalidArgument;
-  return initComm(newcomm, nranks, commIds[0], myrank, configBlocking(config, true));
+  return init_comm(newcomm, nranks, commIds[0], myrank, config_blocking(config, true));
 }
 
 ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
   if (!comm || !newcomm) return ncclInvalidArgument;
   if (!comm->ready()) return ncclInvalidArgument;  // ncclCommEnsureReady
-  const bool blocking = config ? configBlocking(config, true) : comm->blocking;
+  const bool blocking = config ? config_blocking(config, true) : comm->blocking;
   const unsigned nth = comm->splits.fetch_add(1);
-  return makeChild(comm, blocking, newcomm, [comm, color, key, nth, blocking](ncclComm_t* out) {
-    return splitInto(comm, color, key, nth, blocking, out);
+  return make_child(comm, blocking, newcomm, [comm, color, key, nth, blocking](ncclComm_t* out) {
+    return split_into(comm, color, key, nth, blocking, out);
   });
 }
 
@@ -892,7 +892,7 @@ ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int exclude
   if (std::binary_search(excludeRanksList, excludeRanksList + excludeRanksCount, comm->rank))
     return ncclInvalidArgument;
   if (!comm->ready()) return ncclInvalidArgument;
-  const bool blocking = config ? configBlocking(config, true) : comm->blocking;
+  const bool blocking = config ? config_blocking(config, true) : comm->blocking;
   std::string excluded = std::to_string(comm->shrinks.fetch_add(1));
   int below = 0;
   for (int i = 0; i < excludeRanksCount; ++i) {
@@ -901,10 +901,10 @@ ncclResult_t pncclCommShrink(ncclComm_t comm, int* excludeRanksList, int exclude
     if (excludeRanksList[i] < comm->rank) ++below;
   }
   const int size = comm->nranks - excludeRanksCount, rank = comm->rank - below;
-  return makeChild(comm, blocking, newcomm, [comm, excluded, size, rank, blocking](ncclComm_t* out) {
-    waitIdle(comm);
+  return make_child(comm, blocking, newcomm, [comm, excluded, size, rank, blocking](ncclComm_t* out) {
+    wait_idle(comm);
     ncclComm_t child = nullptr;
-    const ncclResult_t r = initComm(&child, size, childId("shrink", comm->idHash, excluded), rank, true);
+    const ncclResult_t r = init_comm(&child, size, child_id("shrink", comm->id_hash, excluded), rank, true);
     if (r != ncclSuccess) return r;
     child->blocking = blocking;
     *out = child;
@@ -921,18 +921,18 @@ ncclResult_t pncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
   std::snprintf(local.desc, sizeof(local.desc), "all:%d:%lld", static_cast<int>(getpid()),
                 static_cast<long long>(std::chrono::steady_clock::now().time_since_epoch().count()));
   std::memcpy(id.internal, &local, sizeof(local));
-  std::string name = segmentName(id);
-  std::size_t bytes = segmentBytes(ndev);
+  std::string name = segment_name(id);
+  std::size_t bytes = segment_bytes(ndev);
   int saved = 0;
   cudaGetDevice(&saved);
   for (int r = 0; r < ndev; ++r) {
-    Header* h = openSegment(name, ndev, bytes);
+    Header* h = open_segment(name, ndev, bytes);
     if (!h) {
-      for (int k = 0; k < r; ++k) freeComm(comm[k]);
+      for (int k = 0; k < r; ++k) free_comm(comm[k]);
       shm_unlink(name.c_str());
       return ncclSystemError;
     }
-    comm[r] = makeComm(h, ndev, r, bytes);
+    comm[r] = make_comm(h, ndev, r, bytes);
     comm[r]->device = devlist ? devlist[r] : r;
   }
   shm_unlink(name.c_str());
@@ -942,13 +942,13 @@ ncclResult_t pncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
 
 ncclResult_t pncclCommFinalize(ncclComm_t comm) {
   if (!comm) return ncclInvalidArgument;
-  waitIdle(comm);
+  wait_idle(comm);
   return ncclSuccess;
 }
 
 ncclResult_t pncclCommDestroy(ncclComm_t comm) {
   if (!comm) return ncclSuccess;
-  freeComm(comm);
+  free_comm(comm);
   return ncclSuccess;
 }
 
@@ -957,7 +957,7 @@ ncclResult_t pncclCommAbort(ncclComm_t comm) {
   // Pending operations of this and the other ranks stop waiting and report an error.
   comm->aborted.store(true);
   at(comm->hdr->aborted).store(1, std::memory_order_release);
-  freeComm(comm);
+  free_comm(comm);
   return ncclSuccess;
 }
 
@@ -966,7 +966,7 @@ ncclResult_t pncclCommAbort(ncclComm_t comm) {
 ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   if (!comm || !asyncError) return ncclInvalidArgument;
   const int state = comm->initState.load(std::memory_order_acquire);
-  *asyncError = static_cast<ncclResult_t>(state != ncclSuccess ? state : comm->asyncError.load());
+  *asyncError = static_cast<ncclResult_t>(state != ncclSuccess ? state : comm->async_error.load());
   return ncclSuccess;
 }
 
@@ -1046,7 +1046,7 @@ ncclResult_t pncclGroupStart() {
 ncclResult_t pncclGroupEnd() {
   if (tls_group_depth == 0) return ncclInvalidUsage;
   if (--tls_group_depth > 0) return ncclSuccess;
-  return flushGroup();
+  return flush_group();
 }
 
 // group.cc ncclGroupSimulateEnd: a group end that plans the group's work and launches none of it;
@@ -1060,7 +1060,7 @@ ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
   if (simInfo->magic != 0x74685283) return ncclInvalidArgument;  // not NCCL_SIM_INFO_INITIALIZER
   double bytes = 0;
   for (const Queued& q : discarded) {
-    bytes += double(q.task.count * typeSize(q.task.type));
+    bytes += double(q.task.count * type_size(q.task.type));
     for (const P2POp& o : q.task.p2p) bytes += double(o.bytes);
   }
   simInfo->estimatedTime = float(bytes / 1e4);  // microseconds at 10 GB/s

@@ -31,13 +31,13 @@ std::map<std::uintptr_t, Range>::iterator containing(Registry& reg, std::uintptr
 
 }  // namespace
 
-void registerRange(const Range& r) {
+void register_range(const Range& r) {
   Registry& reg = registry();
   std::unique_lock lock(reg.mu);
   reg.ranges[r.base] = r;
 }
 
-std::optional<Range> unregisterRange(std::uintptr_t base) {
+std::optional<Range> unregister_range(std::uintptr_t base) {
   Registry& reg = registry();
   std::unique_lock lock(reg.mu);
   auto it = reg.ranges.find(base);
@@ -47,7 +47,7 @@ std::optional<Range> unregisterRange(std::uintptr_t base) {
   return r;
 }
 
-std::optional<Range> findRange(const void* p) {
+std::optional<Range> find_range(const void* p) {
   if (p == nullptr) return std::nullopt;
   Registry& reg = registry();
   std::shared_lock lock(reg.mu);
@@ -56,7 +56,7 @@ std::optional<Range> findRange(const void* p) {
   return it->second;
 }
 
-bool overlapsAny(std::uintptr_t base, std::size_t size) {
+bool overlaps_any(std::uintptr_t base, std::size_t size) {
   Registry& reg = registry();
   std::shared_lock lock(reg.mu);
   if (containing(reg, base) != reg.ranges.end()) return true;

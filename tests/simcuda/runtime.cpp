@@ -45,7 +45,7 @@ cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void* 
 
 namespace simcuda {
 
-int deviceCount() {
+int device_count() {
   // Read once, lazily: SIMCUDA_DEVICES simulates a multi-GPU node.
   static const int count = [] {
     const char* env = std::getenv("SIMCUDA_DEVICES");
@@ -62,7 +62,7 @@ thread_local cudaError_t tls_last_error = cudaSuccess;
 
 int currentDevice() { return tls_device; }
 
-cudaError_t recordError(cudaError_t e) {
+cudaError_t record_error(cudaError_t e) {
   if (e != cudaSuccess && e != cudaErrorNotReady) tls_last_error = e;
   return e;
 }
@@ -73,42 +73,42 @@ using namespace simcuda;
 
 namespace {
 
-cudaError_t ret(cudaError_t e) { return recordError(e); }
+cudaError_t ret(cudaError_t e) { return record_error(e); }
 
-bool validKind(cudaMemcpyKind k) { return k >= cudaMemcpyHostToHost && k <= cudaMemcpyDefault; }
+bool valid_kind(cudaMemcpyKind k) { return k >= cudaMemcpyHostToHost && k <= cudaMemcpyDefault; }
 
 // Host code waits for async work touching pageable host memory: H2D is staged (the bytes are
 // taken from the host buffer before the call returns), D2H must land before the call returns.
-bool touchesPageable(const void* a, const void* b) { return isPageable(a) || isPageable(b); }
+bool touches_pageable(const void* a, const void* b) { return is_pageable(a) || is_pageable(b); }
 
 // A captured operation never runs at the call, so the call never waits for it.
 cudaError_t submit(cudaStream_t stream, std::function<void()> op, bool wait) {
-  auto s = resolveStream(stream);
+  auto s = resolve_stream(stream);
   if (!s) return ret(cudaErrorInvalidResourceHandle);
   std::uint64_t ticket = 0;
-  if (const cudaError_t e = submitWork(s, [op = std::move(op)] { return op; }, &ticket); e != cudaSuccess) return e;
-  if (wait && ticket) s->waitTicket(ticket);
+  if (const cudaError_t e = submit_work(s, [op = std::move(op)] { return op; }, &ticket); e != cudaSuccess) return e;
+  if (wait && ticket) s->wait_ticket(ticket);
   return cudaSuccess;
 }
 
 // Synchronous copies and memsets are potentially unsafe during a capture, like every call that
 // waits for the device.
-cudaError_t submitAndWait(cudaStream_t stream, std::function<void()> op) {
-  if (const cudaError_t e = checkPotentiallyUnsafe(); e != cudaSuccess) return e;
+cudaError_t submit_and_wait(cudaStream_t stream, std::function<void()> op) {
+  if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
   return submit(stream, std::move(op), true);
 }
 
 cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t stream, bool sync) {
-  if (!validKind(kind)) return ret(cudaErrorInvalidMemcpyDirection);
+  if (!valid_kind(kind)) return ret(cudaErrorInvalidMemcpyDirection);
   if (n == 0) return cudaSuccess;
   if (!dst || !src) return ret(cudaErrorInvalidValue);
   auto op = [dst, src, n] { std::memmove(dst, src, n); };
-  return sync ? submitAndWait(stream, op) : submit(stream, op, touchesPageable(dst, src));
+  return sync ? submit_and_wait(stream, op) : submit(stream, op, touches_pageable(dst, src));
 }
 
-cudaError_t copy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+cudaError_t copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                    cudaMemcpyKind kind, cudaStream_t stream, bool sync) {
-  if (!validKind(kind)) return ret(cudaErrorInvalidMemcpyDirection);
+  if (!valid_kind(kind)) return ret(cudaErrorInvalidMemcpyDirection);
   if (width > dpitch || width > spitch) return ret(cudaErrorInvalidPitchValue);
   if (width == 0 || height == 0) return cudaSuccess;
   if (!dst || !src) return ret(cudaErrorInvalidValue);
@@ -116,14 +116,14 @@ cudaError_t copy2D(void* dst, size_t dpitch, const void* src, size_t spitch, siz
     for (size_t row = 0; row < height; ++row)
       std::memmove(static_cast<char*>(dst) + row * dpitch, static_cast<const char*>(src) + row * spitch, width);
   };
-  return sync ? submitAndWait(stream, op) : submit(stream, op, touchesPageable(dst, src));
+  return sync ? submit_and_wait(stream, op) : submit(stream, op, touches_pageable(dst, src));
 }
 
 // A __device__ variable's symbol is the address the runtime maps to its device copy; here device
 // memory stands in for it, so a symbol is an address inside a cudaMalloc'ed range.
-cudaError_t copySymbol(void* dst, const void* src, const void* symbol, size_t count, size_t offset,
+cudaError_t copy_symbol(void* dst, const void* src, const void* symbol, size_t count, size_t offset,
                        cudaMemcpyKind kind, bool to_symbol, cudaStream_t stream, bool sync) {
-  auto r = findRange(symbol);
+  auto r = find_range(symbol);
   if (!r || r->kind != MemKind::Device) return ret(cudaErrorInvalidSymbol);
   const auto base = reinterpret_cast<std::uintptr_t>(symbol);
   if (base + offset + count > r->base + r->size) return ret(cudaErrorInvalidValue);
@@ -137,9 +137,9 @@ cudaError_t copySymbol(void* dst, const void* src, const void* symbol, size_t co
 }
 
 // Copies between pointers only: CUDA arrays are not simulated.
-cudaError_t copy3D(const cudaMemcpy3DParms* p, cudaStream_t stream, bool sync) {
+cudaError_t copy_3d(const cudaMemcpy3DParms* p, cudaStream_t stream, bool sync) {
   if (!p || p->srcArray || p->dstArray || !p->srcPtr.ptr || !p->dstPtr.ptr) return ret(cudaErrorInvalidValue);
-  if (!validKind(p->kind)) return ret(cudaErrorInvalidMemcpyDirection);
+  if (!valid_kind(p->kind)) return ret(cudaErrorInvalidMemcpyDirection);
   const cudaExtent e = p->extent;
   if (e.width > p->srcPtr.pitch || e.width > p->dstPtr.pitch) return ret(cudaErrorInvalidPitchValue);
   if (e.width == 0 || e.height == 0 || e.depth == 0) return cudaSuccess;
@@ -152,13 +152,13 @@ cudaError_t copy3D(const cudaMemcpy3DParms* p, cudaStream_t stream, bool sync) {
       for (size_t y = 0; y < q.extent.height; ++y)
         std::memmove(row(q.dstPtr, q.dstPos, y, z), row(q.srcPtr, q.srcPos, y, z), q.extent.width);
   };
-  return sync ? submitAndWait(stream, op)
-              : submit(stream, op, touchesPageable(row(q.dstPtr, q.dstPos, 0, 0), row(q.srcPtr, q.srcPos, 0, 0)));
+  return sync ? submit_and_wait(stream, op)
+              : submit(stream, op, touches_pageable(row(q.dstPtr, q.dstPos, 0, 0), row(q.srcPtr, q.srcPos, 0, 0)));
 }
 
 // cudaMemcpyBatchAsync's checks: attrsIdxs starts at 0 and increases, below count; every
 // attribute names a source access order; never the legacy stream.
-cudaError_t copyBatch(void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,
+cudaError_t copy_batch(void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,
                       const cudaMemcpyAttributes* attrs, const size_t* attrsIdxs, size_t numAttrs, cudaStream_t stream) {
   if (!dsts || !srcs || !sizes || count == 0 || !attrs || !attrsIdxs || numAttrs == 0 || numAttrs > count ||
       attrsIdxs[0] != 0 || stream == nullptr || stream == cudaStreamLegacy)
@@ -174,7 +174,7 @@ cudaError_t copyBatch(void* const* dsts, const void* const* srcs, const size_t* 
   for (size_t i = 0; i < count; ++i) {
     if (!dsts[i] || !srcs[i]) return ret(cudaErrorInvalidValue);
     copies.emplace_back(dsts[i], srcs[i], sizes[i]);
-    wait = wait || touchesPageable(dsts[i], srcs[i]);
+    wait = wait || touches_pageable(dsts[i], srcs[i]);
   }
   return submit(stream, [copies] {
     for (const auto& [dst, src, n] : copies) std::memmove(dst, src, n);
@@ -183,14 +183,14 @@ cudaError_t copyBatch(void* const* dsts, const void* const* srcs, const size_t* 
 
 cudaError_t fill(void* p, int value, size_t n, cudaStream_t stream, bool async) {
   if (n == 0) return cudaSuccess;
-  auto r = findRange(p);
+  auto r = find_range(p);
   if (!r) return ret(cudaErrorInvalidValue);
   // The real cudaMemset is asynchronous unless it writes host memory.
   auto op = [p, value, n] { std::memset(p, value, n); };
-  return r->kind != MemKind::Device && !async ? submitAndWait(stream, op) : submit(stream, op, false);
+  return r->kind != MemKind::Device && !async ? submit_and_wait(stream, op) : submit(stream, op, false);
 }
 
-void* alignedAlloc(size_t alignment, size_t size) {
+void* allocate_aligned(size_t alignment, size_t size) {
   void* p = nullptr;
   if (posix_memalign(&p, alignment, size ? size : 1) != 0) return nullptr;
   return p;
@@ -198,17 +198,17 @@ void* alignedAlloc(size_t alignment, size_t size) {
 
 // Querying or waiting for an event whose last record went into a capture is never permitted; any
 // other event query is a potentially unsafe call.
-cudaError_t checkEventWait(Event& e) {
+cudaError_t check_event_wait(Event& e) {
   std::uint64_t captured_in;
   {
     std::lock_guard lock(e.mu);
     captured_in = e.captured_in;
   }
   if (captured_in) {
-    if (auto capture = activeCapture(captured_in)) invalidate(*capture);
+    if (auto capture = active_capture(captured_in)) invalidate(*capture);
     return ret(cudaErrorCapturedEvent);
   }
-  return checkPotentiallyUnsafe();
+  return check_potentially_unsafe();
 }
 
 }  // namespace
@@ -219,12 +219,12 @@ extern "C" {
 
 cudaError_t cudaGetDeviceCount(int* count) {
   if (!count) return ret(cudaErrorInvalidValue);
-  *count = deviceCount();
+  *count = device_count();
   return cudaSuccess;
 }
 
 cudaError_t cudaSetDevice(int device) {
-  if (device < 0 || device >= deviceCount()) return ret(cudaErrorInvalidDevice);
+  if (device < 0 || device >= device_count()) return ret(cudaErrorInvalidDevice);
   tls_device = device;
   return cudaSuccess;
 }
@@ -307,49 +307,49 @@ cudaError_t cudaDriverGetVersion(int* version) {
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
-  if (const cudaError_t e = checkPotentiallyUnsafe(); e != cudaSuccess) return e;
-  if (const cudaError_t e = checkDeviceWait(tls_device); e != cudaSuccess) return e;
-  synchronizeDevice(tls_device);
+  if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
+  if (const cudaError_t e = check_device_wait(tls_device); e != cudaSuccess) return e;
+  synchronize_device(tls_device);
   return cudaSuccess;
 }
 
 // ---------------- memory ----------------
 
 cudaError_t cudaMalloc(void** devPtr, size_t size) {
-  if (const cudaError_t e = checkPotentiallyUnsafe(); e != cudaSuccess) return e;
+  if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
   if (!devPtr) return ret(cudaErrorInvalidValue);
   if (size == 0) {
     *devPtr = nullptr;
     return cudaSuccess;
   }
-  void* p = alignedAlloc(256, size);  // cudaMalloc guarantees at least 256-byte alignment
+  void* p = allocate_aligned(256, size);  // cudaMalloc guarantees at least 256-byte alignment
   if (!p) return ret(cudaErrorMemoryAllocation);
-  registerRange({reinterpret_cast<std::uintptr_t>(p), size, MemKind::Device, tls_device});
+  register_range({reinterpret_cast<std::uintptr_t>(p), size, MemKind::Device, tls_device});
   *devPtr = p;
   return cudaSuccess;
 }
 
 cudaError_t cudaFree(void* devPtr) {
-  if (const cudaError_t e = checkPotentiallyUnsafe(); e != cudaSuccess) return e;
+  if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
   if (!devPtr) return cudaSuccess;
-  auto r = findRange(devPtr);
+  auto r = find_range(devPtr);
   if (!r || r->kind != MemKind::Device || r->base != reinterpret_cast<std::uintptr_t>(devPtr))
     return ret(cudaErrorInvalidValue);
-  if (const cudaError_t e = checkDeviceWait(r->device); e != cudaSuccess) return e;
+  if (const cudaError_t e = check_device_wait(r->device); e != cudaSuccess) return e;
   // The real cudaFree synchronises the device before releasing memory.
-  synchronizeDevice(r->device);
-  unregisterRange(r->base);
+  synchronize_device(r->device);
+  unregister_range(r->base);
   std::free(devPtr);
   return cudaSuccess;
 }
 
 cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int flags) {
   (void)flags;
-  if (const cudaError_t e = checkPotentiallyUnsafe(); e != cudaSuccess) return e;
+  if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
   if (!pHost) return ret(cudaErrorInvalidValue);
-  void* p = alignedAlloc(static_cast<size_t>(sysconf(_SC_PAGESIZE)), size);
+  void* p = allocate_aligned(static_cast<size_t>(sysconf(_SC_PAGESIZE)), size);
   if (!p) return ret(cudaErrorMemoryAllocation);
-  registerRange({reinterpret_cast<std::uintptr_t>(p), size, MemKind::PinnedAlloc, tls_device});
+  register_range({reinterpret_cast<std::uintptr_t>(p), size, MemKind::PinnedAlloc, tls_device});
   *pHost = p;
   return cudaSuccess;
 }
@@ -357,50 +357,50 @@ cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int flags) {
 cudaError_t cudaMallocHost(void** ptr, size_t size) { return cudaHostAlloc(ptr, size, cudaHostAllocDefault); }
 
 cudaError_t cudaFreeHost(void* ptr) {
-  if (const cudaError_t e = checkPotentiallyUnsafe(); e != cudaSuccess) return e;
+  if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
   if (!ptr) return cudaSuccess;
-  auto r = findRange(ptr);
+  auto r = find_range(ptr);
   if (!r || r->kind != MemKind::PinnedAlloc || r->base != reinterpret_cast<std::uintptr_t>(ptr))
     return ret(cudaErrorInvalidValue);
-  synchronizeDevice(r->device);
-  unregisterRange(r->base);
+  synchronize_device(r->device);
+  unregister_range(r->base);
   std::free(ptr);
   return cudaSuccess;
 }
 
 cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags) {
   (void)flags;
-  if (const cudaError_t e = checkPotentiallyUnsafe(); e != cudaSuccess) return e;
+  if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
   if (!ptr || size == 0) return ret(cudaErrorInvalidValue);
   auto base = reinterpret_cast<std::uintptr_t>(ptr);
-  if (overlapsAny(base, size)) return ret(cudaErrorHostMemoryAlreadyRegistered);
-  registerRange({base, size, MemKind::PinnedRegistered, tls_device});
+  if (overlaps_any(base, size)) return ret(cudaErrorHostMemoryAlreadyRegistered);
+  register_range({base, size, MemKind::PinnedRegistered, tls_device});
   return cudaSuccess;
 }
 
 cudaError_t cudaHostUnregister(void* ptr) {
-  if (const cudaError_t e = checkPotentiallyUnsafe(); e != cudaSuccess) return e;
-  auto r = findRange(ptr);
+  if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
+  auto r = find_range(ptr);
   if (!r || r->kind != MemKind::PinnedRegistered || r->base != reinterpret_cast<std::uintptr_t>(ptr))
     return ret(cudaErrorHostMemoryNotRegistered);
-  unregisterRange(r->base);
+  unregister_range(r->base);
   return cudaSuccess;
 }
 
 cudaError_t cudaHostGetDevicePointer(void** pDevice, void* pHost, unsigned int flags) {
   (void)flags;
   if (!pDevice) return ret(cudaErrorInvalidValue);
-  auto r = findRange(pHost);
+  auto r = find_range(pHost);
   if (!r || r->kind == MemKind::Device) return ret(cudaErrorInvalidValue);
   *pDevice = pHost;  // unified addressing: the same address on both sides
   return cudaSuccess;
 }
 
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes* attributes, const void* ptr) {
-  if (const cudaError_t e = checkPotentiallyUnsafe(); e != cudaSuccess) return e;
+  if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
   if (!attributes) return ret(cudaErrorInvalidValue);
   std::memset(attributes, 0, sizeof(*attributes));
-  auto r = findRange(ptr);
+  auto r = find_range(ptr);
   void* p = const_cast<void*>(ptr);
   if (!r) {
     // Pageable or unknown memory: success, as in CUDA 11 and later.
@@ -444,76 +444,76 @@ cudaError_t cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t count, enum 
 }
 cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                          enum cudaMemcpyKind kind) {
-  return copy2D(dst, dpitch, src, spitch, width, height, kind, cudaStreamLegacy, true);
+  return copy_2d(dst, dpitch, src, spitch, width, height, kind, cudaStreamLegacy, true);
 }
 cudaError_t cudaMemcpy2D_ptds(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                               size_t height, enum cudaMemcpyKind kind) {
-  return copy2D(dst, dpitch, src, spitch, width, height, kind, cudaStreamPerThread, true);
+  return copy_2d(dst, dpitch, src, spitch, width, height, kind, cudaStreamPerThread, true);
 }
 cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                               size_t height, enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return copy2D(dst, dpitch, src, spitch, width, height, kind, stream, false);
+  return copy_2d(dst, dpitch, src, spitch, width, height, kind, stream, false);
 }
 cudaError_t cudaMemcpy2DAsync_ptsz(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                                    size_t height, enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return copy2D(dst, dpitch, src, spitch, width, height, kind, stream ? stream : cudaStreamPerThread, false);
+  return copy_2d(dst, dpitch, src, spitch, width, height, kind, stream ? stream : cudaStreamPerThread, false);
 }
 
 cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, size_t count, size_t offset,
                                enum cudaMemcpyKind kind) {
-  return copySymbol(nullptr, src, symbol, count, offset, kind, true, cudaStreamLegacy, true);
+  return copy_symbol(nullptr, src, symbol, count, offset, kind, true, cudaStreamLegacy, true);
 }
 cudaError_t cudaMemcpyToSymbol_ptds(const void* symbol, const void* src, size_t count, size_t offset,
                                     enum cudaMemcpyKind kind) {
-  return copySymbol(nullptr, src, symbol, count, offset, kind, true, cudaStreamPerThread, true);
+  return copy_symbol(nullptr, src, symbol, count, offset, kind, true, cudaStreamPerThread, true);
 }
 cudaError_t cudaMemcpyToSymbolAsync(const void* symbol, const void* src, size_t count, size_t offset,
                                     enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return copySymbol(nullptr, src, symbol, count, offset, kind, true, stream, false);
+  return copy_symbol(nullptr, src, symbol, count, offset, kind, true, stream, false);
 }
 cudaError_t cudaMemcpyToSymbolAsync_ptsz(const void* symbol, const void* src, size_t count, size_t offset,
                                          enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return copySymbol(nullptr, src, symbol, count, offset, kind, true, stream ? stream : cudaStreamPerThread, false);
+  return copy_symbol(nullptr, src, symbol, count, offset, kind, true, stream ? stream : cudaStreamPerThread, false);
 }
 cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count, size_t offset,
                                  enum cudaMemcpyKind kind) {
-  return copySymbol(dst, nullptr, symbol, count, offset, kind, false, cudaStreamLegacy, true);
+  return copy_symbol(dst, nullptr, symbol, count, offset, kind, false, cudaStreamLegacy, true);
 }
 cudaError_t cudaMemcpyFromSymbol_ptds(void* dst, const void* symbol, size_t count, size_t offset,
                                       enum cudaMemcpyKind kind) {
-  return copySymbol(dst, nullptr, symbol, count, offset, kind, false, cudaStreamPerThread, true);
+  return copy_symbol(dst, nullptr, symbol, count, offset, kind, false, cudaStreamPerThread, true);
 }
 cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const void* symbol, size_t count, size_t offset,
                                       enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return copySymbol(dst, nullptr, symbol, count, offset, kind, false, stream, false);
+  return copy_symbol(dst, nullptr, symbol, count, offset, kind, false, stream, false);
 }
 cudaError_t cudaMemcpyFromSymbolAsync_ptsz(void* dst, const void* symbol, size_t count, size_t offset,
                                            enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return copySymbol(dst, nullptr, symbol, count, offset, kind, false, stream ? stream : cudaStreamPerThread, false);
+  return copy_symbol(dst, nullptr, symbol, count, offset, kind, false, stream ? stream : cudaStreamPerThread, false);
 }
 
-cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms* p) { return copy3D(p, cudaStreamLegacy, true); }
-cudaError_t cudaMemcpy3D_ptds(const struct cudaMemcpy3DParms* p) { return copy3D(p, cudaStreamPerThread, true); }
+cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms* p) { return copy_3d(p, cudaStreamLegacy, true); }
+cudaError_t cudaMemcpy3D_ptds(const struct cudaMemcpy3DParms* p) { return copy_3d(p, cudaStreamPerThread, true); }
 cudaError_t cudaMemcpy3DAsync(const struct cudaMemcpy3DParms* p, cudaStream_t stream) {
-  return copy3D(p, stream, false);
+  return copy_3d(p, stream, false);
 }
 cudaError_t cudaMemcpy3DAsync_ptsz(const struct cudaMemcpy3DParms* p, cudaStream_t stream) {
-  return copy3D(p, stream ? stream : cudaStreamPerThread, false);
+  return copy_3d(p, stream ? stream : cudaStreamPerThread, false);
 }
 
 cudaError_t cudaMemcpyBatchAsync(void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,
                                  struct cudaMemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
                                  cudaStream_t stream) {
-  return copyBatch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream);
+  return copy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream);
 }
 cudaError_t cudaMemcpyBatchAsync_ptsz(void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,
                                       struct cudaMemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
                                       cudaStream_t stream) {
-  return copyBatch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream ? stream : cudaStreamPerThread);
+  return copy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream ? stream : cudaStreamPerThread);
 }
 
 cudaError_t cudaMemcpyPeer(void* dst, int dstDevice, const void* src, int srcDevice, size_t count) {
-  if (dstDevice < 0 || dstDevice >= deviceCount() || srcDevice < 0 || srcDevice >= deviceCount())
+  if (dstDevice < 0 || dstDevice >= device_count() || srcDevice < 0 || srcDevice >= device_count())
     return ret(cudaErrorInvalidDevice);
   // Asynchronous to the host, serialised with the current device's work (as documented).
   return copy(dst, src, count, cudaMemcpyDeviceToDevice, cudaStreamLegacy, false);
@@ -521,7 +521,7 @@ cudaError_t cudaMemcpyPeer(void* dst, int dstDevice, const void* src, int srcDev
 
 cudaError_t cudaMemcpyPeerAsync(void* dst, int dstDevice, const void* src, int srcDevice, size_t count,
                                 cudaStream_t stream) {
-  if (dstDevice < 0 || dstDevice >= deviceCount() || srcDevice < 0 || srcDevice >= deviceCount())
+  if (dstDevice < 0 || dstDevice >= device_count() || srcDevice < 0 || srcDevice >= device_count())
     return ret(cudaErrorInvalidDevice);
   return copy(dst, src, count, cudaMemcpyDeviceToDevice, stream, false);
 }
@@ -543,7 +543,7 @@ cudaError_t cudaMemsetAsync_ptsz(void* devPtr, int value, size_t count, cudaStre
 
 cudaError_t cudaStreamCreateWithPriority(cudaStream_t* pStream, unsigned int flags, int priority) {
   if (!pStream || (flags & ~cudaStreamNonBlocking)) return ret(cudaErrorInvalidValue);
-  *pStream = createStream(tls_device, flags, priority);
+  *pStream = create_stream(tls_device, flags, priority);
   return cudaSuccess;
 }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* pStream, unsigned int flags) {
@@ -554,12 +554,12 @@ cudaError_t cudaStreamCreate(cudaStream_t* pStream) {
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-  if (!destroyStream(stream)) return ret(cudaErrorInvalidResourceHandle);
+  if (!destroy_stream(stream)) return ret(cudaErrorInvalidResourceHandle);
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int* flags) {
-  auto s = resolveStream(hStream);
+  auto s = resolve_stream(hStream);
   if (!s) return ret(cudaErrorInvalidResourceHandle);
   if (!flags) return ret(cudaErrorInvalidValue);
   *flags = s->flags();
@@ -567,7 +567,7 @@ cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int* flags) {
 }
 
 cudaError_t cudaStreamGetDevice(cudaStream_t hStream, int* device) {
-  auto s = resolveStream(hStream);
+  auto s = resolve_stream(hStream);
   if (!s) return ret(cudaErrorInvalidResourceHandle);
   if (!device) return ret(cudaErrorInvalidValue);
   *device = s->device();
@@ -575,7 +575,7 @@ cudaError_t cudaStreamGetDevice(cudaStream_t hStream, int* device) {
 }
 
 cudaError_t cudaStreamGetPriority(cudaStream_t hStream, int* priority) {
-  auto s = resolveStream(hStream);
+  auto s = resolve_stream(hStream);
   if (!s) return ret(cudaErrorInvalidResourceHandle);
   if (!priority) return ret(cudaErrorInvalidValue);
   *priority = s->priority();
@@ -589,11 +589,11 @@ cudaError_t cudaDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPr
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-  auto s = resolveStream(stream);
+  auto s = resolve_stream(stream);
   if (!s) return ret(cudaErrorInvalidResourceHandle);
-  if (const cudaError_t e = checkPotentiallyUnsafe(); e != cudaSuccess) return e;
-  if (const cudaError_t e = checkWaitOn(s); e != cudaSuccess) return e;
-  s->waitTicket(s->lastTicket());
+  if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
+  if (const cudaError_t e = check_wait_on(s); e != cudaSuccess) return e;
+  s->wait_ticket(s->last_ticket());
   return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream) {
@@ -601,18 +601,18 @@ cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
-  auto s = resolveStream(stream);
+  auto s = resolve_stream(stream);
   if (!s) return ret(cudaErrorInvalidResourceHandle);
-  if (const cudaError_t e = checkPotentiallyUnsafe(); e != cudaSuccess) return e;
-  if (const cudaError_t e = checkWaitOn(s); e != cudaSuccess) return e;
+  if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
+  if (const cudaError_t e = check_wait_on(s); e != cudaSuccess) return e;
   return s->idle() ? cudaSuccess : cudaErrorNotReady;  // NotReady is not recorded as an error
 }
 cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream) { return cudaStreamQuery(stream ? stream : cudaStreamPerThread); }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
   (void)flags;
-  auto s = resolveStream(stream);
-  auto e = resolveEvent(event);
+  auto s = resolve_stream(stream);
+  auto e = resolve_event(event);
   if (!s || !e) return ret(cudaErrorInvalidResourceHandle);
   std::uint64_t seq;
   {
@@ -620,7 +620,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
     seq = e->recorded;
   }
   if (seq == 0) return cudaSuccess;  // never recorded: nothing to wait for
-  auto capture = captureOf(*s);
+  auto capture = capture_of(*s);
   const bool captured_event = e->captured_in != 0;
   if (capture && captured_event && e->captured_in == capture->id) return cudaSuccess;  // ordered in the graph
   if (capture || captured_event) {
@@ -630,7 +630,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
     return ret(cudaErrorStreamCaptureIsolation);
   }
   std::uint64_t ticket = 0;
-  return submitWork(s, [e, seq] {
+  return submit_work(s, [e, seq] {
     return std::function<void()>([e, seq] {
       std::unique_lock lock(e->mu);
       e->cv.wait(lock, [&] { return e->done >= seq; });
@@ -649,23 +649,23 @@ cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptu
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   if (!event) return ret(cudaErrorInvalidValue);
-  *event = createEvent(flags, tls_device);
+  *event = create_event(flags, tls_device);
   return cudaSuccess;
 }
 cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
-  if (!destroyEvent(event)) return ret(cudaErrorInvalidResourceHandle);
+  if (!destroy_event(event)) return ret(cudaErrorInvalidResourceHandle);
   return cudaSuccess;
 }
 
 // An event belongs to the device that was current when it was created: "event and stream must be
 // on the same CUDA context" (cudaEventRecord).
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-  auto e = resolveEvent(event);
-  auto s = resolveStream(stream);
+  auto e = resolve_event(event);
+  auto s = resolve_stream(stream);
   if (!e || !s || e->device != s->device()) return ret(cudaErrorInvalidResourceHandle);
-  auto capture = captureOf(*s);
+  auto capture = capture_of(*s);
   // Made at each launch: a record in a graph records the event anew every time it runs.
   Work record = [e] {
     std::uint64_t seq;
@@ -686,7 +686,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     });
   };
   std::uint64_t ticket = 0;
-  const cudaError_t status = submitWork(s, std::move(record), &ticket);
+  const cudaError_t status = submit_work(s, std::move(record), &ticket);
   if (status == cudaSuccess && capture) {
     std::lock_guard lock(e->mu);
     e->captured_in = capture->id;
@@ -698,17 +698,17 @@ cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream) {
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
-  auto e = resolveEvent(event);
+  auto e = resolve_event(event);
   if (!e) return ret(cudaErrorInvalidResourceHandle);
-  if (const cudaError_t status = checkEventWait(*e); status != cudaSuccess) return status;
+  if (const cudaError_t status = check_event_wait(*e); status != cudaSuccess) return status;
   std::lock_guard lock(e->mu);
   return e->done >= e->recorded ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  auto e = resolveEvent(event);
+  auto e = resolve_event(event);
   if (!e) return ret(cudaErrorInvalidResourceHandle);
-  if (const cudaError_t status = checkEventWait(*e); status != cudaSuccess) return status;
+  if (const cudaError_t status = check_event_wait(*e); status != cudaSuccess) return status;
   std::unique_lock lock(e->mu);
   std::uint64_t target = e->recorded;
   e->cv.wait(lock, [&] { return e->done >= target; });
@@ -717,8 +717,8 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   if (!ms) return ret(cudaErrorInvalidValue);
-  auto a = resolveEvent(start);
-  auto b = resolveEvent(end);
+  auto a = resolve_event(start);
+  auto b = resolve_event(end);
   if (!a || !b || a->device != b->device) return ret(cudaErrorInvalidResourceHandle);
   if ((a->flags | b->flags) & cudaEventDisableTiming) return ret(cudaErrorInvalidResourceHandle);
   Clock::time_point ta, tb;

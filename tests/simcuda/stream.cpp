@@ -39,7 +39,7 @@ std::uint64_t Stream::push(std::function<void()> op) {
   return ++enqueued_;
 }
 
-void Stream::waitTicket(std::uint64_t ticket) {
+void Stream::wait_ticket(std::uint64_t ticket) {
   std::unique_lock lock(mu_);
   done_cv_.wait(lock, [&] { return completed_ >= ticket; });
 }
@@ -49,7 +49,7 @@ bool Stream::idle() {
   return completed_ == enqueued_;
 }
 
-std::uint64_t Stream::lastTicket() {
+std::uint64_t Stream::last_ticket() {
   std::lock_guard lock(mu_);
   return enqueued_;
 }
@@ -84,11 +84,11 @@ Handles& handles() {
 }
 
 // Operation that holds its stream until `other` has run `ticket`.
-std::function<void()> waitOp(std::shared_ptr<Stream> other, std::uint64_t ticket) {
-  return [other = std::move(other), ticket] { other->waitTicket(ticket); };
+std::function<void()> wait_op(std::shared_ptr<Stream> other, std::uint64_t ticket) {
+  return [other = std::move(other), ticket] { other->wait_ticket(ticket); };
 }
 
-std::vector<std::shared_ptr<Stream>> streamsOf(int device) {
+std::vector<std::shared_ptr<Stream>> streams_of(int device) {
   Handles& h = handles();
   std::lock_guard lock(h.mu);
   std::vector<std::shared_ptr<Stream>> out;
@@ -99,10 +99,10 @@ std::vector<std::shared_ptr<Stream>> streamsOf(int device) {
 
 }  // namespace
 
-std::shared_ptr<Stream> legacyStream(int device) {
+std::shared_ptr<Stream> legacy_stream(int device) {
   Handles& h = handles();
   std::lock_guard lock(h.mu);
-  if (h.legacy.empty()) h.legacy.resize(static_cast<std::size_t>(deviceCount()));
+  if (h.legacy.empty()) h.legacy.resize(static_cast<std::size_t>(device_count()));
   if (device < 0 || static_cast<std::size_t>(device) >= h.legacy.size()) return nullptr;
   auto& slot = h.legacy[static_cast<std::size_t>(device)];
   if (!slot) {
@@ -112,16 +112,16 @@ std::shared_ptr<Stream> legacyStream(int device) {
   return slot;
 }
 
-std::shared_ptr<Stream> resolveStream(cudaStream_t s) {
+std::shared_ptr<Stream> resolve_stream(cudaStream_t s) {
   if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread)
-    return legacyStream(currentDevice());
+    return legacy_stream(currentDevice());
   Handles& h = handles();
   std::lock_guard lock(h.mu);
   auto it = h.streams.find(reinterpret_cast<Stream*>(s));
   return it == h.streams.end() ? nullptr : it->second;
 }
 
-cudaStream_t createStream(int device, unsigned flags, int priority) {
+cudaStream_t create_stream(int device, unsigned flags, int priority) {
   auto s = std::make_shared<Stream>(device, flags, priority, false);
   s->start();
   Handles& h = handles();
@@ -130,7 +130,7 @@ cudaStream_t createStream(int device, unsigned flags, int priority) {
   return reinterpret_cast<cudaStream_t>(s.get());
 }
 
-bool destroyStream(cudaStream_t handle) {
+bool destroy_stream(cudaStream_t handle) {
   std::shared_ptr<Stream> s;
   {
     Handles& h = handles();
@@ -150,33 +150,33 @@ std::uint64_t enqueue(const std::shared_ptr<Stream>& s, std::function<void()> op
   std::lock_guard lock(h.enqueue_mu);
   if (s->legacy()) {
     // Work on the legacy stream waits for all earlier work on blocking streams of the device.
-    for (auto& other : streamsOf(s->device())) {
+    for (auto& other : streams_of(s->device())) {
       if (!other->blocking()) continue;
-      std::uint64_t t = other->lastTicket();
-      if (!other->reached(t)) s->push(waitOp(other, t));
+      std::uint64_t t = other->last_ticket();
+      if (!other->reached(t)) s->push(wait_op(other, t));
     }
   } else if (s->blocking()) {
     // ...and work on a blocking stream waits for earlier work on the legacy stream.
-    auto legacy = legacyStream(s->device());
-    std::uint64_t t = legacy->lastTicket();
-    if (!legacy->reached(t)) s->push(waitOp(legacy, t));
+    auto legacy = legacy_stream(s->device());
+    std::uint64_t t = legacy->last_ticket();
+    if (!legacy->reached(t)) s->push(wait_op(legacy, t));
   }
   return s->push(std::move(op));
 }
 
-void synchronizeDevice(int device) {
+void synchronize_device(int device) {
   std::vector<std::pair<std::shared_ptr<Stream>, std::uint64_t>> todo;
   {
     Handles& h = handles();
     std::lock_guard lock(h.enqueue_mu);
-    auto legacy = legacyStream(device);
-    if (legacy) todo.emplace_back(legacy, legacy->lastTicket());
-    for (auto& s : streamsOf(device)) todo.emplace_back(s, s->lastTicket());
+    auto legacy = legacy_stream(device);
+    if (legacy) todo.emplace_back(legacy, legacy->last_ticket());
+    for (auto& s : streams_of(device)) todo.emplace_back(s, s->last_ticket());
   }
-  for (auto& [s, t] : todo) s->waitTicket(t);
+  for (auto& [s, t] : todo) s->wait_ticket(t);
 }
 
-cudaEvent_t createEvent(unsigned flags, int device) {
+cudaEvent_t create_event(unsigned flags, int device) {
   auto e = std::make_shared<Event>(flags, device);
   Handles& h = handles();
   std::lock_guard lock(h.mu);
@@ -184,14 +184,14 @@ cudaEvent_t createEvent(unsigned flags, int device) {
   return reinterpret_cast<cudaEvent_t>(e.get());
 }
 
-std::shared_ptr<Event> resolveEvent(cudaEvent_t handle) {
+std::shared_ptr<Event> resolve_event(cudaEvent_t handle) {
   Handles& h = handles();
   std::lock_guard lock(h.mu);
   auto it = h.events.find(reinterpret_cast<Event*>(handle));
   return it == h.events.end() ? nullptr : it->second;
 }
 
-bool destroyEvent(cudaEvent_t handle) {
+bool destroy_event(cudaEvent_t handle) {
   Handles& h = handles();
   std::lock_guard lock(h.mu);
   // Pending record operations keep their own reference, as the real runtime allows destroying

@@ -41,7 +41,7 @@ class Gate {
   }
   void open() { opened_->store(true); }
   // Opens the gate from another thread after a delay; `flag` is set just before opening.
-  void openLater(std::atomic<bool>& flag, int ms = 50) {
+  void open_later(std::atomic<bool>& flag, int ms = 50) {
     opener_ = std::thread([opened = opened_, &flag, ms] {
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));
       flag.store(true);
@@ -98,7 +98,7 @@ std::string run(const std::string& cmd) {
   return out;
 }
 
-std::set<std::string> shmEntries() {
+std::set<std::string> shm_entries() {
   std::set<std::string> names;
   for (auto& e : std::filesystem::directory_iterator("/dev/shm"))
     if (e.path().filename().string().rfind("simnccl-", 0) == 0) names.insert(e.path().filename().string());
@@ -262,7 +262,7 @@ TEST(SimCuda, PageableAsyncCopyBlocksPinnedDoesNot) {
     std::vector<unsigned char> pageable(n, 0);
     std::atomic<bool> opened{false};
     Gate gate(s);
-    gate.openLater(opened);
+    gate.open_later(opened);
     ASSERT_EQ(cudaMemcpyAsync(pageable.data(), d, n, cudaMemcpyDeviceToHost, s), cudaSuccess);
     EXPECT_TRUE(opened.load());
     EXPECT_EQ(pageable, src);
@@ -273,7 +273,7 @@ TEST(SimCuda, PageableAsyncCopyBlocksPinnedDoesNot) {
     auto staged = pattern(n, 9);
     std::atomic<bool> opened{false};
     Gate gate(s);
-    gate.openLater(opened);
+    gate.open_later(opened);
     ASSERT_EQ(cudaMemcpyAsync(d, staged.data(), n, cudaMemcpyHostToDevice, s), cudaSuccess);
     EXPECT_TRUE(opened.load());
     std::vector<unsigned char> expect = staged;
@@ -398,7 +398,7 @@ TEST(SimCuda, LegacyDefaultStreamSynchronisesWithBlockingStreams) {
   {
     std::atomic<bool> opened{false};
     Gate held(nonblocking);
-    held.openLater(opened);
+    held.open_later(opened);
     ASSERT_EQ(cudaFree(d), cudaSuccess);
     EXPECT_TRUE(opened.load());
     held.join();
@@ -471,7 +471,7 @@ TEST(SimNccl, InitAllInOneProcess) {
 }
 
 TEST(SimNccl, FourRankAllReduceRendezvous) {
-  auto before = shmEntries();
+  auto before = shm_entries();
   std::string cmd = std::string(SIMCUDA_SIMRUN) + " -n 4 -- " + SIMCUDA_ALLREDUCE_PROG + " 2>&1";
   std::string out;
   FILE* p = popen(cmd.c_str(), "r");
@@ -483,7 +483,7 @@ TEST(SimNccl, FourRankAllReduceRendezvous) {
   for (int r = 0; r < 4; ++r)
     EXPECT_NE(out.find("rank " + std::to_string(r) + "/4: ok"), std::string::npos) << out;
   // No shared-memory segment is left behind.
-  for (auto& name : shmEntries()) EXPECT_TRUE(before.count(name)) << "left in /dev/shm: " << name;
+  for (auto& name : shm_entries()) EXPECT_TRUE(before.count(name)) << "left in /dev/shm: " << name;
 }
 
 TEST(SimAbi, CudartSymbolsCarryTheRealVersion) {
@@ -606,14 +606,14 @@ TEST(SimCuda, EventRecordedOnAnotherDevicesStreamFails) {
 
 namespace {
 
-cudaStreamCaptureStatus captureStatus(cudaStream_t s) {
+cudaStreamCaptureStatus capture_status(cudaStream_t s) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   EXPECT_EQ(cudaStreamIsCapturing(s, &status), cudaSuccess);
   return status;
 }
 
 // Runs fn on a new thread whose capture mode is `mode`, and returns what it returned.
-cudaError_t onThread(cudaStreamCaptureMode mode, const std::function<cudaError_t()>& fn) {
+cudaError_t on_thread(cudaStreamCaptureMode mode, const std::function<cudaError_t()>& fn) {
   cudaError_t result = cudaErrorUnknown;
   std::thread([&] {
     cudaStreamCaptureMode m = mode;
@@ -641,7 +641,7 @@ TEST(SimCapture, CapturedWorkRunsOnlyWhenTheGraphIsLaunched) {
   ASSERT_EQ(cudaEventCreate(&end), cudaSuccess);
 
   ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-  EXPECT_EQ(captureStatus(s), cudaStreamCaptureStatusActive);
+  EXPECT_EQ(capture_status(s), cudaStreamCaptureStatusActive);
   cudaStreamCaptureStatus status;
   unsigned long long id = 0;
   cudaGraph_t capturing = nullptr;
@@ -655,12 +655,12 @@ TEST(SimCapture, CapturedWorkRunsOnlyWhenTheGraphIsLaunched) {
   EXPECT_EQ(cudaEventQuery(end), cudaErrorCapturedEvent);
   cudaGetLastError();
   // The query invalidated the capture.
-  EXPECT_EQ(captureStatus(s), cudaStreamCaptureStatusInvalidated);
+  EXPECT_EQ(capture_status(s), cudaStreamCaptureStatusInvalidated);
   cudaGraph_t graph = reinterpret_cast<cudaGraph_t>(0x1);
   EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaErrorStreamCaptureInvalidated);
   EXPECT_EQ(graph, nullptr);
   EXPECT_EQ(cudaGetLastError(), cudaErrorStreamCaptureInvalidated);
-  EXPECT_EQ(captureStatus(s), cudaStreamCaptureStatusNone);
+  EXPECT_EQ(capture_status(s), cudaStreamCaptureStatusNone);
 
   ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
   ASSERT_EQ(cudaEventRecord(start, s), cudaSuccess);
@@ -727,20 +727,20 @@ TEST(SimCapture, GlobalCaptureForbidsUnsafeCallsOfThreadsNotRelaxed) {
     cudaGraph_t graph = nullptr;
     // Global capture, another thread in global mode: the call fails and the capture is lost.
     ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-    EXPECT_EQ(onThread(cudaStreamCaptureModeGlobal, call), cudaErrorStreamCaptureUnsupported);
-    EXPECT_EQ(captureStatus(s), cudaStreamCaptureStatusInvalidated);
+    EXPECT_EQ(on_thread(cudaStreamCaptureModeGlobal, call), cudaErrorStreamCaptureUnsupported);
+    EXPECT_EQ(capture_status(s), cudaStreamCaptureStatusInvalidated);
     EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaErrorStreamCaptureInvalidated);
     cudaGetLastError();
     // The other thread relaxed, or thread-local: allowed, and the capture survives.
     for (auto mode : {cudaStreamCaptureModeRelaxed, cudaStreamCaptureModeThreadLocal}) {
       ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-      EXPECT_EQ(onThread(mode, call), cudaSuccess);
+      EXPECT_EQ(on_thread(mode, call), cudaSuccess);
       ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
       cudaGraphDestroy(graph);
     }
     // A thread-local capture ignores the other threads.
     ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    EXPECT_EQ(onThread(cudaStreamCaptureModeGlobal, call), cudaSuccess);
+    EXPECT_EQ(on_thread(cudaStreamCaptureModeGlobal, call), cudaSuccess);
     ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
     cudaGraphDestroy(graph);
     // The capturing thread itself may not, unless it relaxes its own mode.
@@ -761,7 +761,7 @@ TEST(SimCapture, GlobalCaptureForbidsUnsafeCallsOfThreadsNotRelaxed) {
   // Safe calls from another thread never disturb a global capture.
   cudaGraph_t graph = nullptr;
   ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-  EXPECT_EQ(onThread(cudaStreamCaptureModeGlobal, [&] {
+  EXPECT_EQ(on_thread(cudaStreamCaptureModeGlobal, [&] {
               cudaEvent_t e;
               cudaStreamCaptureStatus status;
               if (cudaEventCreate(&e) != cudaSuccess || cudaEventRecord(e, other) != cudaSuccess ||
@@ -774,7 +774,7 @@ TEST(SimCapture, GlobalCaptureForbidsUnsafeCallsOfThreadsNotRelaxed) {
   cudaGraphDestroy(graph);
   // A capture not in relaxed mode ends on the thread that began it.
   ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-  EXPECT_EQ(onThread(cudaStreamCaptureModeRelaxed, [&] {
+  EXPECT_EQ(on_thread(cudaStreamCaptureModeRelaxed, [&] {
               cudaGraph_t g = nullptr;
               return cudaStreamEndCapture(s, &g);
             }),
@@ -801,19 +801,19 @@ TEST(SimCapture, LegacyStreamCannotBeUsedWhileABlockingStreamCaptures) {
   cudaStreamCaptureStatus status;
   EXPECT_EQ(cudaStreamIsCapturing(nullptr, &status), cudaErrorStreamCaptureImplicit);
   EXPECT_EQ(cudaGetLastError(), cudaErrorStreamCaptureImplicit);
-  EXPECT_EQ(captureStatus(blocking), cudaStreamCaptureStatusActive);
+  EXPECT_EQ(capture_status(blocking), cudaStreamCaptureStatusActive);
   // Using it does, whatever the caller's mode.
-  EXPECT_EQ(onThread(cudaStreamCaptureModeRelaxed,
+  EXPECT_EQ(on_thread(cudaStreamCaptureModeRelaxed,
                      [&] { return cudaMemcpyAsync(device, host, 64, cudaMemcpyHostToDevice, nullptr); }),
             cudaErrorStreamCaptureImplicit);
-  EXPECT_EQ(captureStatus(blocking), cudaStreamCaptureStatusInvalidated);
+  EXPECT_EQ(capture_status(blocking), cudaStreamCaptureStatusInvalidated);
   EXPECT_EQ(cudaStreamEndCapture(blocking, &graph), cudaErrorStreamCaptureInvalidated);
   cudaGetLastError();
 
   // A non-blocking stream's capture leaves the legacy stream usable.
   ASSERT_EQ(cudaStreamBeginCapture(nonblocking, cudaStreamCaptureModeGlobal), cudaSuccess);
-  EXPECT_EQ(captureStatus(nullptr), cudaStreamCaptureStatusNone);
-  EXPECT_EQ(onThread(cudaStreamCaptureModeRelaxed,
+  EXPECT_EQ(capture_status(nullptr), cudaStreamCaptureStatusNone);
+  EXPECT_EQ(on_thread(cudaStreamCaptureModeRelaxed,
                      [&] { return cudaMemcpyAsync(device, host, 64, cudaMemcpyHostToDevice, nullptr); }),
             cudaSuccess);
   EXPECT_EQ(cudaStreamEndCapture(nonblocking, &graph), cudaSuccess);
