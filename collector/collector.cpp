@@ -26,8 +26,7 @@ Collector::~Collector() {
     database_.log("info", fmt::format("passes: {}; pass to pass: {}; commits: {}; recent-window slices: {}; "
                                       "discoveries: {}; WAL checkpoints: {}",
                                       timings_.pass.summary(), timings_.cycle.summary(), timings_.commit.summary(),
-                                      timings_.recent.summary(), timings_.discover.summary(),
-                                      database_.checkpoints()));
+                                      timings_.recent.summary(), timings_.discover.summary(), database_.checkpoints()));
     database_.commit();
   } catch (const std::exception& e) {
     fmt::print(stderr, "trainshim-collector: error: the recent copies and polls were not written: {}\n", e.what());
@@ -60,9 +59,12 @@ void Collector::discover() {
         reader->resume(committed);
         report("info", fmt::format("resumed reading /dev/shm/{} (process row {})", name, id));
       }
-      Tracked t{std::move(reader), id, resumed ? database_.process_counters(id) : Database::ProcessCounters{},
+      Tracked t{std::move(reader),
+                id,
+                resumed ? database_.process_counters(id) : Database::ProcessCounters{},
                 std::make_unique<ProcessStacks>(database_, id),
-                std::make_unique<ProcessIngest>(options_.recent_events), {}};
+                std::make_unique<ProcessIngest>(options_.recent_events),
+                {}};
       if (resumed) {
         t.ingest->recent().restore(database_.recent_events(id));
         for (const Database::StoredModule& m : database_.modules(id))
@@ -251,8 +253,8 @@ void Collector::run(const std::atomic<bool>& stop) {
         batch = std::min<uint64_t>(batch, t.reader->geometry().smallest_capacity() / 8);
       if (stored < batch) {
         const auto until_batch = (pass_began - previous_pass_began) * double(batch - stored) / double(stored);
-        std::this_thread::sleep_for(std::min<clock::duration>(
-            std::chrono::duration_cast<clock::duration>(until_batch), kLongestLivePause));
+        std::this_thread::sleep_for(
+            std::min<clock::duration>(std::chrono::duration_cast<clock::duration>(until_batch), kLongestLivePause));
       }
       continue;
     }

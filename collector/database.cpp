@@ -88,7 +88,8 @@ std::string launch_held_by(const std::string& path) {
 int open_own_database_file(const std::string& path) {
   const auto refuse = [&](const std::string& file, const std::string& why) {
     throw std::runtime_error(fmt::format("refusing the database {}: {} {}; remove it, or set TRAINSHIM_OUT to a file "
-                                         "in a directory only you can write", path, file, why));
+                                         "in a directory only you can write",
+                                         path, file, why));
   };
   for (const char* suffix : {"-wal", "-shm", "-journal"}) {
     const std::string companion = path + suffix;
@@ -98,7 +99,7 @@ int open_own_database_file(const std::string& path) {
     if (st.st_uid != geteuid()) refuse(companion, fmt::format("belongs to uid {}, not to you", st.st_uid));
   }
   // Looked at first: in a sticky directory the kernel may answer a planted link with EACCES.
-  if (struct stat st {}; lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) refuse(path, "is a symbolic link");
+  if (struct stat st{}; lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) refuse(path, "is a symbolic link");
   const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0600);
   if (fd < 0 && errno == ELOOP) refuse(path, "is a symbolic link");
   if (fd < 0)
@@ -145,13 +146,15 @@ Database::Database(const std::string& path, const std::string& job, const std::s
     sqlite3_close(db_);
     db_ = nullptr;
     throw std::runtime_error(fmt::format("the database {} was replaced while it was opened: set TRAINSHIM_OUT to a "
-                                         "file in a directory only you can write", path));
+                                         "file in a directory only you can write",
+                                         path));
   }
   if (rc != SQLITE_OK) {
     const std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close(db_);
     db_ = nullptr;
-    throw std::runtime_error(fmt::format("cannot open the database {}: {} (set TRAINSHIM_OUT to a writable path)", path, why));
+    throw std::runtime_error(
+        fmt::format("cannot open the database {}: {} (set TRAINSHIM_OUT to a writable path)", path, why));
   }
   sqlite3_busy_timeout(db_, 2000);
   try {
@@ -164,7 +167,8 @@ Database::Database(const std::string& path, const std::string& job, const std::s
     const std::string found = found_schema_version(db_);
     if (!found.empty() && found != std::to_string(kSchemaVersion))
       throw std::runtime_error(fmt::format("{} holds schema version {}, this collector writes version {}: "
-                                           "set TRAINSHIM_OUT to a new file", path, found, kSchemaVersion));
+                                           "set TRAINSHIM_OUT to a new file",
+                                           path, found, kSchemaVersion));
     exec(schema::create_statements().c_str());
     sqlite3_stmt* set_meta = prepare(schema::insert_statement("meta", schema::OnConflict::Merge).c_str());
     const auto meta = [&](const char* key, const std::string& value) {
@@ -184,7 +188,8 @@ Database::Database(const std::string& path, const std::string& job, const std::s
         sqlite3_finalize(held);
         if (!launch.empty() && !held_launch.empty() && held_launch != launch)
           throw std::runtime_error(fmt::format("{} holds another launch ({}), not this one ({}): set TRAINSHIM_OUT to "
-                                               "a new file", path, held_launch, launch));
+                                               "a new file",
+                                               path, held_launch, launch));
         // A database written before launches were recorded, or by a collector that knew none,
         // takes the first launch that comes.
       }
@@ -268,9 +273,10 @@ Database::~Database() {
 }
 
 void Database::finalize_all() {
-  for (auto* s : {insert_event_, fold_timing_, delete_event_, upsert_calls_, insert_recent_, delete_recent_rows_,
-                  upsert_position_, insert_process_, update_process_, insert_log_, insert_module_,
-                  insert_python_string_, insert_native_frame_, insert_python_frame_, insert_python_stack_, upsert_hang_})
+  for (auto* s :
+       {insert_event_, fold_timing_, delete_event_, upsert_calls_, insert_recent_, delete_recent_rows_,
+        upsert_position_, insert_process_, update_process_, insert_log_, insert_module_, insert_python_string_,
+        insert_native_frame_, insert_python_frame_, insert_python_stack_, upsert_hang_})
     sqlite3_finalize(s);
 }
 
@@ -324,11 +330,10 @@ int64_t Database::add_process(const std::string& segment, const SegmentHeader& h
 namespace {
 void bind_event(sqlite3_stmt* s, int64_t process_id, const EventRecord& r, uint64_t begin_ns, uint64_t end_ns,
                 Direction follows_copy) {
-  const int64_t values[] = {process_id,        r.tid,          r.api,         int64_t(begin_ns),
-                            int64_t(end_ns),   int64_t(r.bytes), r.direction, r.host_memory,
-                            int64_t(r.stream), int64_t(r.object), int64_t(r.detail), r.rank_in_comm,
-                            r.comm_size,       r.result,       r.native_stack, r.python_stack,
-                            r.sequence,        r.peer,         r.flags,       int64_t(follows_copy)};
+  const int64_t values[] = {process_id,        r.tid,          r.api,         int64_t(begin_ns), int64_t(end_ns),
+                            int64_t(r.bytes),  r.direction,    r.host_memory, int64_t(r.stream), int64_t(r.object),
+                            int64_t(r.detail), r.rank_in_comm, r.comm_size,   r.result,          r.native_stack,
+                            r.python_stack,    r.sequence,     r.peer,        r.flags,           int64_t(follows_copy)};
   static_assert(std::size(values) == schema::insert_column_count("recent_events"));
   for (int i = 0; i < int(std::size(values)); ++i) sqlite3_bind_int64(s, i + 1, values[i]);
 }
@@ -337,8 +342,7 @@ constexpr int kFlagsParameter = schema::insert_parameter("events", "flags");
 constexpr int kGpuNsParameter = schema::insert_parameter("events", "gpu_ns");
 constexpr int kExchangeParameter = schema::insert_parameter("events", "exchange");
 static_assert(kGpuNsParameter == int(schema::insert_column_count("recent_events")) + 1 &&
-              kExchangeParameter == kGpuNsParameter + 1 &&
-              schema::insert_column_count("events") == kExchangeParameter);
+              kExchangeParameter == kGpuNsParameter + 1 && schema::insert_column_count("events") == kExchangeParameter);
 }  // namespace
 
 int64_t Database::add_event(int64_t process_id, const EventRecord& r, uint64_t begin_ns, uint64_t end_ns,
@@ -379,8 +383,7 @@ void Database::add_pass(int64_t process_id, ProcessIngest& ingest) {
     if (kApis[r.api].api_class == ApiClass::CollectiveTiming) {
       if (const std::optional<int64_t> row = timings.take_collective(r, e.begin_ns))
         fold_timing(*row, gpu_timing_of(r));
-      else
-        timings.hold_early(r, e.begin_ns, add_event(process_id, r, e.begin_ns, e.end_ns, e.follows_copy));
+      else timings.hold_early(r, e.begin_ns, add_event(process_id, r, e.begin_ns, e.end_ns, e.follows_copy));
       continue;
     }
     if (!TimingFolder::timable(r)) {
@@ -404,8 +407,9 @@ void Database::restore_timings(int64_t process_id, TimingFolder& folder) {
   // Each side's newest rows, oldest first: as the dead collector held them.
   const auto read = [&](const std::string& condition, const auto& add) {
     sqlite3_stmt* s = prepare(("SELECT * FROM (SELECT rowid, begin_ns, object, stream, sequence, peer, flags, detail "
-                               "FROM events WHERE process_id = ? AND " + condition +
-                               " ORDER BY rowid DESC LIMIT ?) ORDER BY rowid").c_str());
+                               "FROM events WHERE process_id = ? AND " +
+                               condition + " ORDER BY rowid DESC LIMIT ?) ORDER BY rowid")
+                                  .c_str());
     sqlite3_bind_int64(s, 1, process_id);
     sqlite3_bind_int64(s, 2, int64_t(TimingFolder::kMaxAwaitedTimings));
     while (sqlite3_step(s) == SQLITE_ROW) {
@@ -473,9 +477,9 @@ std::vector<int64_t> Database::recent_event_rowids(int64_t process_id) {
 }
 
 std::optional<int64_t> Database::find_unended_process(const std::string& segment, const SegmentHeader& h) {
-  sqlite3_stmt* s = prepare(
-      "SELECT id FROM processes WHERE segment = ? AND pid = ? AND start_monotonic_ns = ? AND ended = 0 "
-      "ORDER BY id DESC LIMIT 1");
+  sqlite3_stmt* s =
+      prepare("SELECT id FROM processes WHERE segment = ? AND pid = ? AND start_monotonic_ns = ? AND ended = 0 "
+              "ORDER BY id DESC LIMIT 1");
   sqlite3_bind_text(s, 1, segment.c_str(), int(segment.size()), SQLITE_TRANSIENT);
   sqlite3_bind_int64(s, 2, h.pid);
   sqlite3_bind_int64(s, 3, int64_t(h.anchor_monotonic_ns));
@@ -521,8 +525,9 @@ std::vector<Database::StoredModule> Database::modules(int64_t process_id) {
 }
 
 std::vector<StoredEvent> Database::recent_events(int64_t process_id) {
-  sqlite3_stmt* s = prepare(("SELECT " + schema::column_list("recent_events") +
-                             " FROM recent_events WHERE process_id = ? ORDER BY rowid").c_str());
+  sqlite3_stmt* s = prepare(
+      ("SELECT " + schema::column_list("recent_events") + " FROM recent_events WHERE process_id = ? ORDER BY rowid")
+          .c_str());
   sqlite3_bind_int64(s, 1, process_id);
   std::vector<StoredEvent> events;
   while (sqlite3_step(s) == SQLITE_ROW) {
@@ -568,17 +573,20 @@ namespace {
 std::pair<std::string, std::string> python_words(uint32_t word) {
   const int minor = python_stacks_minor(word);
   switch (python_stacks_kind(word)) {
-    case PythonStacks::Available: return {fmt::format("3.{}", minor), ""};
+    case PythonStacks::Available:
+      return {fmt::format("3.{}", minor), ""};
     case PythonStacks::FreeThreaded:
       return {fmt::format("3.{}t", minor),
               fmt::format("free-threaded CPython 3.{}t: trainshim reads Python stacks of the GIL builds of "
-                          "CPython 3.10 to 3.13 only", minor)};
+                          "CPython 3.10 to 3.13 only",
+                          minor)};
     case PythonStacks::UnsupportedVersion:
       return {fmt::format("3.{}", minor),
               fmt::format("CPython 3.{}: trainshim reads Python stacks of CPython 3.10 to 3.13 (release builds) only",
                           minor)};
     case PythonStacks::Unknown:
-    case PythonStacks::NoPython: break;
+    case PythonStacks::NoPython:
+      break;
   }
   return {};
 }

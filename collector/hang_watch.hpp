@@ -14,12 +14,12 @@ namespace trainshim::collector {
 struct Hang {
   uint64_t communicator = 0;
   uint32_t sequence = 0;
-  std::string op;                // "ncclAllReduce", ...
-  std::vector<int> waiting;      // ranks inside the collective
-  std::vector<int> missing;      // ranks that never entered it
+  std::string op;            // "ncclAllReduce", ...
+  std::vector<int> waiting;  // ranks inside the collective
+  std::vector<int> missing;  // ranks that never entered it
   int64_t waited_ns = 0;
   std::string message;
-  bool fresh = false;            // first reported on this check
+  bool fresh = false;  // first reported on this check
 };
 
 // "0,2,3": how ranks are listed in hang messages and in the hangs table.
@@ -60,7 +60,7 @@ class HangWatch {
     uint32_t newest = 0;                 // highest sequence any member entered
     int64_t newest_since_ns = 0;         // when the first member entered it
     std::string newest_op;
-    uint32_t reported = 0;               // the sequence already reported as hung
+    uint32_t reported = 0;  // the sequence already reported as hung
   };
   struct LastActivity {
     std::string api, where;

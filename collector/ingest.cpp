@@ -91,8 +91,7 @@ TimingFolder::Map::iterator TimingFolder::nearest(Map& map, const Key& key, uint
     const Entry& e = it->second;
     if (!pairs(e)) continue;
     const uint64_t distance = e.begin_ns > begin_ns ? e.begin_ns - begin_ns : begin_ns - e.begin_ns;
-    if (best == map.end() || distance < best_distance ||
-        (distance == best_distance && e.order < best->second.order)) {
+    if (best == map.end() || distance < best_distance || (distance == best_distance && e.order < best->second.order)) {
       best = it;
       best_distance = distance;
     }
@@ -100,8 +99,7 @@ TimingFolder::Map::iterator TimingFolder::nearest(Map& map, const Key& key, uint
   return best;
 }
 
-void TimingFolder::add(Map& map, std::deque<std::pair<Key, uint64_t>>& order, const Key& key, Entry entry,
-                       bool early) {
+void TimingFolder::add(Map& map, std::deque<std::pair<Key, uint64_t>>& order, const Key& key, Entry entry, bool early) {
   if (order.size() == kMaxAwaitedTimings) {
     const auto [old_key, old_order] = order.front();
     order.pop_front();
@@ -174,7 +172,7 @@ ProcessIngest::Thread& ProcessIngest::thread(uint32_t tid) {
 ApiClass ProcessIngest::add(const EventRecord& r, uint64_t begin_ns, uint64_t end_ns) {
   const ApiClass api_class = kApis[r.api].api_class;
   ++stored_;
-  CallKey key{r.api, Direction(r.direction), HostMemory(r.host_memory), r.object == 0, Direction::None,
+  CallKey key{r.api,          Direction(r.direction), HostMemory(r.host_memory), r.object == 0, Direction::None,
               r.native_stack, r.python_stack};
   if (takes_part_in_copy_pairing(api_class)) {
     Thread& t = thread(r.tid);
@@ -200,8 +198,7 @@ ApiClass ProcessIngest::add(const EventRecord& r, uint64_t begin_ns, uint64_t en
   if (begin_ns < totals.first_begin_ns) totals.first_begin_ns = begin_ns;
   if (end_ns > totals.last_end_ns) totals.last_end_ns = end_ns;
 
-  if (api_class != ApiClass::CollectiveTiming)
-    last_activity_ = {r.api, r.python_stack, r.rank_in_comm, begin_ns, true};
+  if (api_class != ApiClass::CollectiveTiming) last_activity_ = {r.api, r.python_stack, r.rank_in_comm, begin_ns, true};
 
   if (api_class == ApiClass::Copy || api_class == ApiClass::Poll) {
     recent_.push({r, begin_ns, end_ns, key.follows_copy});

@@ -7,11 +7,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
-#include <fmt/format.h>
 #include <optional>
 #include <set>
 #include <vector>
@@ -87,7 +87,8 @@ int main(int argc, char** argv) {
   int poll_ms = 50;
   app.add_option("--job", job, "job id (default: as the shim derives it from the environment)");
   app.add_option("--out", out, "database path (default: $TRAINSHIM_OUT, else ./trainshim-<job>.db)");
-  app.add_option("--lock-fd", lock_fd, "descriptor of the job's lock, already held (set by whoever starts the collector)");
+  app.add_option("--lock-fd", lock_fd,
+                 "descriptor of the job's lock, already held (set by whoever starts the collector)");
   bool daemonize = false;
   app.add_option("--exit-when-idle", idle_exit_seconds,
                  "exit once every producer is gone and none appeared for this many seconds")
@@ -98,7 +99,9 @@ int main(int argc, char** argv) {
                  "most recent copies and polls kept per process for the timeline (default: $TRAINSHIM_RECENT_EVENTS, "
                  "else 20000; 0: none)")
       ->check(CLI::Range(int64_t{0}, kMostRecentEvents));
-  app.add_option("--poll-ms", poll_ms, "how often new segments are looked for, and the longest pause between passes while none is open")->check(CLI::Range(1, 10000));
+  app.add_option("--poll-ms", poll_ms,
+                 "how often new segments are looked for, and the longest pause between passes while none is open")
+      ->check(CLI::Range(1, 10000));
   app.add_flag("--daemonize", daemonize,
                "fork at once and exit, the collector carrying on in its own session (so that it is never a child "
                "of the process that started it)");
@@ -169,7 +172,8 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (lock.outcome != Outcome::Acquired) {
-      const std::string why = lock.outcome == Outcome::NoUsableFile ? trainshim::no_usable_lock_message(job) : lock.error;
+      const std::string why =
+          lock.outcome == Outcome::NoUsableFile ? trainshim::no_usable_lock_message(job) : lock.error;
       fmt::print(stderr, "trainshim-collector: {}\n", why);
       return 1;
     }

@@ -47,7 +47,8 @@ void ProcessStacks::add(const SideRecord& r) {
   switch (static_cast<SideKind>(r.kind)) {
     case SideKind::Module: {
       const std::string build_id(r.text, r.count);
-      const std::string path(r.text + kModulePathOffset, strnlen(r.text + kModulePathOffset, kSideTextBytes - kModulePathOffset));
+      const std::string path(r.text + kModulePathOffset,
+                             strnlen(r.text + kModulePathOffset, kSideTextBytes - kModulePathOffset));
       symbolizer_.add_module({path, r.value, build_id});
       database_.add_module(process_id_, r.id, path, r.value, build_id);
       break;

@@ -84,7 +84,8 @@ SegmentReader::SegmentReader(const std::string& name) : name_(name) {
     if (errno == ELOOP)
       throw SegmentError(SegmentError::Reason::Untrusted,
                          "not trusted: a symbolic link (not followed); another local user may be injecting records "
-                         "into this job: check who created " + path + ", then remove it");
+                         "into this job: check who created " +
+                             path + ", then remove it");
     throw SegmentError(SegmentError::Reason::Unreadable, std::string("cannot open: ") + std::strerror(errno));
   }
   try {
@@ -92,13 +93,14 @@ SegmentReader::SegmentReader(const std::string& name) : name_(name) {
     if (fstat(fd_, &st) != 0)
       throw SegmentError(SegmentError::Reason::Unreadable, std::string("cannot stat: ") + std::strerror(errno));
     if (!S_ISREG(st.st_mode) || st.st_uid != getuid() || (st.st_mode & 077) != 0)
-      throw SegmentError(SegmentError::Reason::Untrusted, fmt::format(
-          "not trusted: {}owned by uid {}, mode {} (only a regular file of this user, uid {}, that no one else may "
-          "read or write is read); another local user may be injecting records into this job: check who created "
-          "{}, then remove it",
-          S_ISREG(st.st_mode) ? "" : "not a regular file, ", st.st_uid, mode_text(st.st_mode), getuid(), path));
-    if (uint64_t(st.st_size) < sizeof(SegmentHeader))
-      throw SegmentError(HeaderProblem::TooSmall);
+      throw SegmentError(
+          SegmentError::Reason::Untrusted,
+          fmt::format(
+              "not trusted: {}owned by uid {}, mode {} (only a regular file of this user, uid {}, that no one else may "
+              "read or write is read); another local user may be injecting records into this job: check who created "
+              "{}, then remove it",
+              S_ISREG(st.st_mode) ? "" : "not a regular file, ", st.st_uid, mode_text(st.st_mode), getuid(), path));
+    if (uint64_t(st.st_size) < sizeof(SegmentHeader)) throw SegmentError(HeaderProblem::TooSmall);
     mapped_bytes_ = uint64_t(st.st_size);
     mapping_ = mmap(nullptr, mapped_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
     if (mapping_ == MAP_FAILED) {
@@ -289,10 +291,12 @@ Value SegmentReader::read_live(Value (*read)(const SegmentHeader&)) const {
 }
 
 uint64_t SegmentReader::dropped_not_ready() const {
-  return read_live<uint64_t>([](const SegmentHeader& h) { return h.dropped_not_ready.load(std::memory_order_relaxed); });
+  return read_live<uint64_t>(
+      [](const SegmentHeader& h) { return h.dropped_not_ready.load(std::memory_order_relaxed); });
 }
 uint64_t SegmentReader::untimed_capturing() const {
-  return read_live<uint64_t>([](const SegmentHeader& h) { return h.untimed_capturing.load(std::memory_order_relaxed); });
+  return read_live<uint64_t>(
+      [](const SegmentHeader& h) { return h.untimed_capturing.load(std::memory_order_relaxed); });
 }
 uint64_t SegmentReader::untimed_no_event() const {
   return read_live<uint64_t>([](const SegmentHeader& h) { return h.untimed_no_event.load(std::memory_order_relaxed); });

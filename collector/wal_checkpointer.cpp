@@ -15,7 +15,8 @@ WalCheckpointer::WalCheckpointer(const std::string& path, dev_t device, ino_t in
     const std::string why = rc != SQLITE_OK ? (db_ ? sqlite3_errmsg(db_) : "out of memory") : "it was replaced";
     sqlite3_close(db_);
     throw std::runtime_error(fmt::format("cannot open the database {} a second time to checkpoint it: {} (set "
-                                         "TRAINSHIM_OUT to a file in a directory only you can write)", path, why));
+                                         "TRAINSHIM_OUT to a file in a directory only you can write)",
+                                         path, why));
   }
   // What a checkpoint copies is synced first, and the database file after (the writer itself
   // syncs nothing).

@@ -1,10 +1,10 @@
 #pragma once
 // One interposed call being recorded. The generated wrappers (hooks.cpp) do, for API A:
 //   Call<A> call;  if active: call.draft = describe(...); call.begin(); real(...); call.end(rc)
-#include "core/recorder.hpp"
 #include "core/communicators.hpp"
 #include "core/gpu_timing.hpp"
 #include "core/group_timing.hpp"
+#include "core/recorder.hpp"
 #include "core/stacks.hpp"
 #include "describe.hpp"
 #include "trainshim/clock.hpp"
@@ -24,7 +24,8 @@ class Call {
     if (thread.busy) return;
     thread.busy = true;
     recorder_ = active_recorder();
-    if (recorder_) thread_ = &thread; else thread.busy = false;
+    if (recorder_) thread_ = &thread;
+    else thread.busy = false;
   }
   ~Call() {
     if (thread_) thread_->busy = false;

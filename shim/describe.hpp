@@ -37,7 +37,7 @@ struct Draft {
   Direction direction = Direction::None;
   HostMemory host_memory = HostMemory::Unknown;
   void* const* result_object = nullptr;  // where the call writes the object it creates
-  int64_t argument = 0;  // kept for `after` (the split colour); group ends: 1 for a simulated one
+  int64_t argument = 0;                  // kept for `after` (the split colour); group ends: 1 for a simulated one
   // Bookkeeping once the real call returned successfully (pinned table, communicators), or, for
   // a communicator, returned ncclInProgress (non-blocking).
   void (*after)(Draft&) = nullptr;
@@ -105,7 +105,8 @@ inline Draft copy_symbol(const void* other, bool to_symbol, size_t bytes, cudaMe
       d.host_memory = kind_of_other;
       break;
     }
-    case cudaMemcpyHostToHost: break;
+    case cudaMemcpyHostToHost:
+      break;
   }
   return d;
 }
@@ -187,11 +188,22 @@ inline Draft pinned_free(void* address) {
 
 inline uint64_t element_bytes(ncclDataType_t type) {
   switch (type) {
-    case ncclInt8: case ncclUint8: return 1;
-    case ncclFloat16: case ncclBfloat16: return 2;
-    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-    case ncclInt64: case ncclUint64: case ncclFloat64: return 8;
-    default: return 1;  // 8-bit float formats of newer NCCL versions
+    case ncclInt8:
+    case ncclUint8:
+      return 1;
+    case ncclFloat16:
+    case ncclBfloat16:
+      return 2;
+    case ncclInt32:
+    case ncclUint32:
+    case ncclFloat32:
+      return 4;
+    case ncclInt64:
+    case ncclUint64:
+    case ncclFloat64:
+      return 8;
+    default:
+      return 1;  // 8-bit float formats of newer NCCL versions
   }
 }
 

@@ -37,22 +37,22 @@ ncclResult_t not_loaded<ncclResult_t>() {
 
 #define TS_API(name, api_class, library, return_type, parameters, arguments, describe_expression) \
   extern "C" __attribute__((visibility("default"))) return_type name parameters {                 \
-    using Real = return_type(*) parameters;                                                        \
-    constexpr auto api = trainshim::Api::name;                                                     \
-    const auto real = reinterpret_cast<Real>(trainshim::shim::real_function(api));                 \
-    if (!real) return not_loaded<return_type>();                                                   \
-    trainshim::shim::Call<api> call;                                                               \
-    if (!call.active()) return real arguments;                                                     \
-    {                                                                                              \
-      /* Built in place (the prvalue is not copied): a copy of its byte fields stalls the store    \
-         forwarding of the hot path. */                                                            \
-      using namespace trainshim::shim::describe;                                                   \
-      new (&call.draft) Draft(describe_expression);                                                \
-    }                                                                                              \
-    call.begin();                                                                                  \
-    const return_type result = real arguments;                                                     \
-    call.end(static_cast<int>(result));                                                            \
-    return result;                                                                                 \
+    using Real = return_type(*) parameters;                                                       \
+    constexpr auto api = trainshim::Api::name;                                                    \
+    const auto real = reinterpret_cast<Real>(trainshim::shim::real_function(api));                \
+    if (!real) return not_loaded<return_type>();                                                  \
+    trainshim::shim::Call<api> call;                                                              \
+    if (!call.active()) return real arguments;                                                    \
+    {                                                                                             \
+      /* Built in place (the prvalue is not copied): a copy of its byte fields stalls the store   \
+         forwarding of the hot path. */                                                           \
+      using namespace trainshim::shim::describe;                                                  \
+      new (&call.draft) Draft(describe_expression);                                               \
+    }                                                                                             \
+    call.begin();                                                                                 \
+    const return_type result = real arguments;                                                    \
+    call.end(static_cast<int>(result));                                                           \
+    return result;                                                                                \
   }
 #define TS_RECORD(...)
 #include "trainshim/api.def"

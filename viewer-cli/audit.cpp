@@ -21,7 +21,9 @@ std::string where(const SyncSite& s) {
 }
 
 // Per step when the run's steps are known, else per run.
-double per_step_else_per_run(double value, const RankSyncs& rs) { return per_step(value, rs.steps.count).value_or(value); }
+double per_step_else_per_run(double value, const RankSyncs& rs) {
+  return per_step(value, rs.steps.count).value_or(value);
+}
 
 const char* unit(const RankSyncs& rs) { return rs.steps.count ? "per step" : "in the run (no steps found)"; }
 
@@ -61,9 +63,14 @@ nlohmann::ordered_json baseline_of(const Report& report) {
         const double rate = per_step_else_per_run(double(s.calls), rs);
         auto [it, fresh] = sites.try_emplace(std::string(kind) + "|" + site_identity(s));
         if (!fresh && it->second["calls_per_step"].get<double>() >= rate) continue;
-        it->second = {{"identity", site_identity(s)}, {"kind", kind},         {"operation", s.classification.operation},
-                      {"file", s.file},               {"line", s.line},       {"function", s.function},
-                      {"source", s.source},           {"calls_per_step", rate}};
+        it->second = {{"identity", site_identity(s)},
+                      {"kind", kind},
+                      {"operation", s.classification.operation},
+                      {"file", s.file},
+                      {"line", s.line},
+                      {"function", s.function},
+                      {"source", s.source},
+                      {"calls_per_step", rate}};
       }
     };
     add(rs.hidden, "hidden");
@@ -78,18 +85,25 @@ nlohmann::ordered_json baseline_of(const Report& report) {
   for (const ProcessReport& p : report.processes)
     if (p.rank >= 0)
       doc["ranks"].push_back(
-          {{"rank", p.rank}, {"wait_per_step_ns", per_step_else_per_run(double(rank_waited(report, p.rank)), p.sync_sites)}});
+          {{"rank", p.rank},
+           {"wait_per_step_ns", per_step_else_per_run(double(rank_waited(report, p.rank)), p.sync_sites)}});
   return doc;
 }
 
 AuditResult audit(const Report& report, const Policy& policy, const nlohmann::json* baseline) {
   AuditResult result;
   result.database = report.database;
-  RuleResult hidden{"hidden_syncs_per_step", fmt::format("hidden syncs per step per rank <= {}", policy.hidden_syncs_per_step), {}};
-  RuleResult blocked{"blocked_share", fmt::format("time blocked in hidden syncs <= {:.1f} % of the run", 100 * policy.blocked_share), {}};
-  RuleResult pageable{"pageable_bytes_per_step", fmt::format("pageable copies per step per rank <= {}",
-                                                             human_bytes(int64_t(policy.pageable_bytes_per_step))), {}};
-  RuleResult waits{"wait_share", fmt::format("collective wait <= {:.1f} % of the run per rank", 100 * policy.wait_share), {}};
+  RuleResult hidden{
+      "hidden_syncs_per_step", fmt::format("hidden syncs per step per rank <= {}", policy.hidden_syncs_per_step), {}};
+  RuleResult blocked{"blocked_share",
+                     fmt::format("time blocked in hidden syncs <= {:.1f} % of the run", 100 * policy.blocked_share),
+                     {}};
+  RuleResult pageable{
+      "pageable_bytes_per_step",
+      fmt::format("pageable copies per step per rank <= {}", human_bytes(int64_t(policy.pageable_bytes_per_step))),
+      {}};
+  RuleResult waits{
+      "wait_share", fmt::format("collective wait <= {:.1f} % of the run per rank", 100 * policy.wait_share), {}};
   RuleResult dropped{"dropped_events", fmt::format("lost records per rank <= {}", policy.dropped_events), {}};
 
   for (const ProcessReport& p : report.processes) {
@@ -104,29 +118,32 @@ AuditResult audit(const Report& report, const Policy& policy, const nlohmann::js
     }
     for (const SyncSite& s : rs.pageable_copies) bytes += double(s.bytes);
     if (per_step_else_per_run(calls, rs) > policy.hidden_syncs_per_step)
-      hidden.violations.push_back({hidden.rule, p.rank, top,
-                                   fmt::format("{}: {:.1f} hidden syncs {}, limit {} (largest: {})", rank_words(p.rank, p.pid),
-                                               per_step_else_per_run(calls, rs), unit(rs), policy.hidden_syncs_per_step, top)});
+      hidden.violations.push_back(
+          {hidden.rule, p.rank, top,
+           fmt::format("{}: {:.1f} hidden syncs {}, limit {} (largest: {})", rank_words(p.rank, p.pid),
+                       per_step_else_per_run(calls, rs), unit(rs), policy.hidden_syncs_per_step, top)});
     if (rs.span_ns > 0 && blocked_ns / double(rs.span_ns) > policy.blocked_share)
       blocked.violations.push_back({blocked.rule, p.rank, top,
                                     fmt::format("{}: blocked in hidden syncs {:.1f} % of the run, limit {:.1f} % "
-                                                "(largest: {})", rank_words(p.rank, p.pid), 100 * blocked_ns / double(rs.span_ns),
+                                                "(largest: {})",
+                                                rank_words(p.rank, p.pid), 100 * blocked_ns / double(rs.span_ns),
                                                 100 * policy.blocked_share, top)});
     if (per_step_else_per_run(bytes, rs) > policy.pageable_bytes_per_step)
-      pageable.violations.push_back({pageable.rule, p.rank,
-                                     rs.pageable_copies.empty() ? "" : where(rs.pageable_copies.front()),
-                                     fmt::format("{}: {} copied through pageable memory {}, limit {}", rank_words(p.rank, p.pid),
-                                                 human_bytes(int64_t(per_step_else_per_run(bytes, rs))), unit(rs),
-                                                 human_bytes(int64_t(policy.pageable_bytes_per_step)))});
+      pageable.violations.push_back(
+          {pageable.rule, p.rank, rs.pageable_copies.empty() ? "" : where(rs.pageable_copies.front()),
+           fmt::format("{}: {} copied through pageable memory {}, limit {}", rank_words(p.rank, p.pid),
+                       human_bytes(int64_t(per_step_else_per_run(bytes, rs))), unit(rs),
+                       human_bytes(int64_t(policy.pageable_bytes_per_step)))});
     const double waited = double(rank_waited(report, p.rank));
     if (rs.span_ns > 0 && waited / double(rs.span_ns) > policy.wait_share)
-      waits.violations.push_back({waits.rule, p.rank, "",
-                                  fmt::format("{}: waited in collectives {:.1f} % of the run, limit {:.1f} %", rank_words(p.rank, p.pid),
-                                              100 * waited / double(rs.span_ns), 100 * policy.wait_share)});
+      waits.violations.push_back(
+          {waits.rule, p.rank, "",
+           fmt::format("{}: waited in collectives {:.1f} % of the run, limit {:.1f} %", rank_words(p.rank, p.pid),
+                       100 * waited / double(rs.span_ns), 100 * policy.wait_share)});
     if (p.lost.total() > policy.dropped_events)
       dropped.violations.push_back({dropped.rule, p.rank, "",
-                                    fmt::format("{}: {} records lost, limit {} ({})", rank_words(p.rank, p.pid), p.lost.total(),
-                                                policy.dropped_events, loss_advice(p.lost))});
+                                    fmt::format("{}: {} records lost, limit {} ({})", rank_words(p.rank, p.pid),
+                                                p.lost.total(), policy.dropped_events, loss_advice(p.lost))});
   }
   // Against a baseline, only what is new or worse fails (and lost records, which make every
   // figure a lower bound); the limits judge a run on its own.
@@ -142,10 +159,15 @@ AuditResult audit(const Report& report, const Policy& policy, const nlohmann::js
         site.at("calls_per_step").get<double>();
   RuleResult new_syncs{"new_sync_sites", "no hidden sync site that the baseline does not have", {}};
   RuleResult new_pageable{"new_pageable_sites", "no pageable copy site that the baseline does not have", {}};
-  RuleResult frequent{"more_frequent_sites", fmt::format("no site more frequent than in the baseline by over {:.0f} %",
-                                                         100 * policy.calls_per_step_tolerance), {}};
-  RuleResult wait_growth{"wait_growth", fmt::format("no rank's collective wait per step above the baseline by over "
-                                                    "{:.0f} % (and 1 ms)", 100 * policy.wait_tolerance), {}};
+  RuleResult frequent{
+      "more_frequent_sites",
+      fmt::format("no site more frequent than in the baseline by over {:.0f} %", 100 * policy.calls_per_step_tolerance),
+      {}};
+  RuleResult wait_growth{"wait_growth",
+                         fmt::format("no rank's collective wait per step above the baseline by over "
+                                     "{:.0f} % (and 1 ms)",
+                                     100 * policy.wait_tolerance),
+                         {}};
   std::set<std::string> reported;  // a site new on every rank is one finding
   for (const ProcessReport& p : report.processes) {
     const RankSyncs& rs = p.sync_sites;
@@ -158,10 +180,10 @@ AuditResult audit(const Report& report, const Policy& policy, const nlohmann::js
         const double rate = per_step_else_per_run(double(s.calls), rs);
         if (it == known.end()) {
           if (reported.insert(key).second)
-            appeared.violations.push_back({appeared.rule, p.rank, where(s),
-                                           fmt::format("new {}{} at {}: {:.2f} {}",
-                                                       std::string(kind) == "hidden" ? "hidden sync " : "",
-                                                       s.classification.operation, where(s), rate, unit(rs))});
+            appeared.violations.push_back(
+                {appeared.rule, p.rank, where(s),
+                 fmt::format("new {}{} at {}: {:.2f} {}", std::string(kind) == "hidden" ? "hidden sync " : "",
+                             s.classification.operation, where(s), rate, unit(rs))});
         } else if (rate > it->second * (1 + policy.calls_per_step_tolerance) + 0.05 && reported.insert(key).second) {
           frequent.violations.push_back({frequent.rule, p.rank, where(s),
                                          fmt::format("{} at {}: {:.2f} {}, baseline {:.2f}", s.classification.operation,
@@ -176,10 +198,10 @@ AuditResult audit(const Report& report, const Policy& policy, const nlohmann::js
       const double before = r.at("wait_per_step_ns").get<double>();
       const double now = per_step_else_per_run(double(rank_waited(report, p.rank)), rs);
       if (now > before * (1 + policy.wait_tolerance) + 1e6)
-        wait_growth.violations.push_back({wait_growth.rule, p.rank, "",
-                                          fmt::format("{}: collective wait {} {}, baseline {}", rank_words(p.rank, p.pid),
-                                                      human_duration(int64_t(now)), unit(rs),
-                                                      human_duration(int64_t(before)))});
+        wait_growth.violations.push_back(
+            {wait_growth.rule, p.rank, "",
+             fmt::format("{}: collective wait {} {}, baseline {}", rank_words(p.rank, p.pid),
+                         human_duration(int64_t(now)), unit(rs), human_duration(int64_t(before)))});
     }
   }
   result.rules.push_back(new_syncs);

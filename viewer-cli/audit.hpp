@@ -24,7 +24,7 @@ struct Violation {
 };
 
 struct RuleResult {
-  std::string rule;         // one JUnit test case each
+  std::string rule;  // one JUnit test case each
   std::string description;
   std::vector<Violation> violations;
 };

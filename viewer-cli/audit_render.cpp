@@ -17,8 +17,9 @@ std::size_t violation_count(const AuditResult& r) {
 }  // namespace
 
 std::string render_audit_text(const AuditResult& result) {
-  std::string out = fmt::format("trainshim audit of {}: {}\n", result.database,
-                                result.passed() ? "PASSED" : fmt::format("FAILED ({} violations)", violation_count(result)));
+  std::string out =
+      fmt::format("trainshim audit of {}: {}\n", result.database,
+                  result.passed() ? "PASSED" : fmt::format("FAILED ({} violations)", violation_count(result)));
   for (const auto& rule : result.rules) {
     out += fmt::format("  [{}] {}: {}\n", rule.violations.empty() ? "ok" : "FAIL", rule.rule, rule.description);
     for (const auto& v : rule.violations) out += fmt::format("         {}\n", v.message);
@@ -30,7 +31,8 @@ std::string render_audit_junit(const AuditResult& result) {
   std::size_t failures = 0;
   for (const auto& rule : result.rules) failures += rule.violations.empty() ? 0 : 1;
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  out += fmt::format("<testsuites name=\"trainshim audit\" tests=\"{}\" failures=\"{}\">\n", result.rules.size(), failures);
+  out += fmt::format("<testsuites name=\"trainshim audit\" tests=\"{}\" failures=\"{}\">\n", result.rules.size(),
+                     failures);
   out += fmt::format("  <testsuite name=\"trainshim audit {}\" tests=\"{}\" failures=\"{}\">\n",
                      xml_text(result.database), result.rules.size(), failures);
   for (const auto& rule : result.rules) {
@@ -40,7 +42,7 @@ std::string render_audit_junit(const AuditResult& result) {
       for (const auto& v : rule.violations) body += v.message + "\n";
       out += fmt::format("      <failure message=\"{}\">{}</failure>\n",
                          xml_text(fmt::format("{}: {} violation{}", rule.description, rule.violations.size(),
-                                                rule.violations.size() == 1 ? "" : "s")),
+                                              rule.violations.size() == 1 ? "" : "s")),
                          xml_text(body));
     }
     out += "    </testcase>\n";
@@ -50,15 +52,15 @@ std::string render_audit_junit(const AuditResult& result) {
 }
 
 std::string render_audit_markdown(const AuditResult& result) {
-  std::string out = fmt::format("### trainshim audit: {}\n\n", result.passed()
-                                                                   ? "passed"
-                                                                   : fmt::format("failed ({} violations)",
-                                                                                 violation_count(result)));
+  std::string out =
+      fmt::format("### trainshim audit: {}\n\n",
+                  result.passed() ? "passed" : fmt::format("failed ({} violations)", violation_count(result)));
   out += "| rule | limit | result |\n|---|---|---|\n";
   for (const auto& rule : result.rules)
     out += fmt::format("| `{}` | {} | {} |\n", rule.rule, rule.description,
-                       rule.violations.empty() ? "pass" : fmt::format("**{} violation{}**", rule.violations.size(),
-                                                                      rule.violations.size() == 1 ? "" : "s"));
+                       rule.violations.empty() ? "pass"
+                                               : fmt::format("**{} violation{}**", rule.violations.size(),
+                                                             rule.violations.size() == 1 ? "" : "s"));
   for (const auto& rule : result.rules) {
     if (rule.violations.empty()) continue;
     out += fmt::format("\n**{}**\n", rule.rule);

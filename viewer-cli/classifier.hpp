@@ -31,7 +31,7 @@ struct SyncShape {
   // For a wait: the direction of the copy it follows on the same thread and stream (PyTorch's
   // memcpy_and_sync is cudaMemcpyAsync then cudaStreamSynchronize), None when it follows none.
   Direction follows_copy = Direction::None;
-  bool null_object = false;  // cudaFree(nullptr): PyTorch's way of creating the context, no wait
+  bool null_object = false;             // cudaFree(nullptr): PyTorch's way of creating the context, no wait
   std::vector<NativeFrameView> native;  // innermost (the caller of the API) first
   std::vector<PythonFrameView> python;  // innermost first
 };
@@ -39,7 +39,7 @@ struct SyncShape {
 enum class SyncKind { Hidden, Explicit };
 
 struct Classification {
-  std::string operation;     // what the user wrote: "Tensor.item()", "torch.cuda.synchronize()", ...
+  std::string operation;  // what the user wrote: "Tensor.item()", "torch.cuda.synchronize()", ...
   SyncKind kind = SyncKind::Hidden;
   std::string cause;         // why it waits, in plain words
   std::string advice;        // what to do about it

@@ -210,8 +210,7 @@ CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timi
     }
     *word |= mask;
     p.sum_ns += t.gpu_ns;
-    if (p.count++ == 0 || t.gpu_ns < p.min_ns ||
-        (t.gpu_ns == p.min_ns && t.rank < dir.ranks[p.min_rank_index])) {
+    if (p.count++ == 0 || t.gpu_ns < p.min_ns || (t.gpu_ns == p.min_ns && t.rank < dir.ranks[p.min_rank_index])) {
       p.min_ns = t.gpu_ns;
       p.min_rank_index = r.rank_index;
       p.min_host_ns = t.host_begin_ns;
@@ -280,13 +279,13 @@ CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timi
       }
       auto& late = out.straggler_late;
       if (late.size() > kMaxStragglerLate) {
-        std::nth_element(late.begin(), late.begin() + kMaxStragglerLate, late.end(),
-                         [](const LateCollective& a, const LateCollective& b) { return a.lateness_ns > b.lateness_ns; });
+        std::nth_element(
+            late.begin(), late.begin() + kMaxStragglerLate, late.end(),
+            [](const LateCollective& a, const LateCollective& b) { return a.lateness_ns > b.lateness_ns; });
         late.resize(kMaxStragglerLate);
       }
-      std::sort(late.begin(), late.end(), [](const LateCollective& a, const LateCollective& b) {
-        return a.host_begin_ns < b.host_begin_ns;
-      });
+      std::sort(late.begin(), late.end(),
+                [](const LateCollective& a, const LateCollective& b) { return a.host_begin_ns < b.host_begin_ns; });
     }
   }
 

@@ -114,8 +114,8 @@ inline nlohmann::ordered_json untimed_json(const UntimedCollectives& untimed) {
 // "  3 collectives were not timed: no timing event was free\n", a line per counter that is not 0.
 inline std::string untimed_lines(const UntimedCollectives& untimed) {
   std::string lines;
-#define TS_UNTIMED(column, json_key, words, meaning)                                                  \
-  if (untimed.column)                                                                                \
+#define TS_UNTIMED(column, json_key, words, meaning) \
+  if (untimed.column)                                \
     lines += fmt::format("  {} collectives were not timed: {}\n", with_thousands(untimed.column), words);
 #include "trainshim/counters.def"
   return lines;

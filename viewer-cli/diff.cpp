@@ -26,7 +26,8 @@ std::map<ProcessKey, const ProcessReport*> processes_by_rank(const Report& repor
   std::vector<const ProcessReport*> sorted;
   for (const auto& p : report.processes) sorted.push_back(&p);
   std::stable_sort(sorted.begin(), sorted.end(), [](const ProcessReport* x, const ProcessReport* y) {
-    return std::make_tuple(x->rank < 0, x->rank, x->host, x->pid) < std::make_tuple(y->rank < 0, y->rank, y->host, y->pid);
+    return std::make_tuple(x->rank < 0, x->rank, x->host, x->pid) <
+           std::make_tuple(y->rank < 0, y->rank, y->host, y->pid);
   });
   std::map<ProcessKey, const ProcessReport*> out;
   std::map<int, int> seen;
@@ -99,13 +100,18 @@ SiteStatus site_status(const SiteDiff& s) {
 
 int status_order(SiteStatus s) {
   switch (s) {
-    case SiteStatus::Appeared: return 0;
-    case SiteStatus::Disappeared: return 1;
+    case SiteStatus::Appeared:
+      return 0;
+    case SiteStatus::Disappeared:
+      return 1;
     case SiteStatus::MoreFrequent:
-    case SiteStatus::Costlier: return 2;
+    case SiteStatus::Costlier:
+      return 2;
     case SiteStatus::LessFrequent:
-    case SiteStatus::Cheaper: return 3;
-    case SiteStatus::Unchanged: return 4;
+    case SiteStatus::Cheaper:
+      return 3;
+    case SiteStatus::Unchanged:
+      return 4;
   }
   return 5;
 }
@@ -217,7 +223,8 @@ RunDiff diff_reports(const Report& a, const Report& b) {
   // Within a group, the largest change of share first, then the largest share.
   std::stable_sort(diff.sites.begin(), diff.sites.end(), [](const SiteDiff& x, const SiteDiff& y) {
     const auto order = [](const SiteDiff& s) {
-      return std::make_tuple(status_order(s.status), -std::fabs(s.b.share - s.a.share), -std::max(s.a.share, s.b.share));
+      return std::make_tuple(status_order(s.status), -std::fabs(s.b.share - s.a.share),
+                             -std::max(s.a.share, s.b.share));
     };
     return order(x) < order(y);
   });
@@ -231,6 +238,5 @@ RunDiff diff_reports(const Report& a, const Report& b) {
   }
   return diff;
 }
-
 
 }  // namespace trainshim::cli

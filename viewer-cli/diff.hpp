@@ -15,7 +15,7 @@ namespace trainshim::cli {
 inline constexpr double kRateRelative = 0.10;                 // 10 % of A
 inline constexpr double kRateAbsolute = 0.05;                 // calls per step (or per second)
 inline constexpr double kSharePoints = 0.01;                  // 1 percentage point of the span
-inline constexpr int64_t kWaitAbsoluteNs = 1'000'000;          // 1 ms per step (or per second)
+inline constexpr int64_t kWaitAbsoluteNs = 1'000'000;         // 1 ms per step (or per second)
 inline constexpr int64_t kPageableAbsoluteBytes = 1'048'576;  // 1 MiB per step (or per second)
 
 enum class SiteStatus { Appeared, Disappeared, MoreFrequent, LessFrequent, Costlier, Cheaper, Unchanged };

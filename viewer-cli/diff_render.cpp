@@ -130,11 +130,11 @@ std::string render_diff_text(const RunDiff& diff) {
                        "last A", "B", "pageable A", "B");
     for (const RankDiff& r : diff.ranks) {
       const std::string notes = rank_notes(r);
-      out += fmt::format("  {:<6}{:>10}{:>10}{:>11}{:>11}{:>8}{:>8}{:>12}{:>12}{}\n", rank_label(r.rank),
-                         step_text(r.a), step_text(r.b), wait_text(r.a, r.unit, r.wait_a),
-                         wait_text(r.b, r.unit, r.wait_b), last_text(r.a), last_text(r.b),
-                         pageable_text(r.a, r.unit, r.pageable_a), pageable_text(r.b, r.unit, r.pageable_b),
-                         notes.empty() ? "" : "   <- " + notes);
+      out +=
+          fmt::format("  {:<6}{:>10}{:>10}{:>11}{:>11}{:>8}{:>8}{:>12}{:>12}{}\n", rank_label(r.rank), step_text(r.a),
+                      step_text(r.b), wait_text(r.a, r.unit, r.wait_a), wait_text(r.b, r.unit, r.wait_b),
+                      last_text(r.a), last_text(r.b), pageable_text(r.a, r.unit, r.pageable_a),
+                      pageable_text(r.b, r.unit, r.pageable_b), notes.empty() ? "" : "   <- " + notes);
     }
   }
   out += fmt::format("\n{}\n", summary_line(diff.summary));
@@ -177,12 +177,9 @@ nlohmann::ordered_json render_diff_json(const RunDiff& diff) {
                             {"pageable_change", change_name(r.pageable)},
                             {"a", rank_side_json(r.a)},
                             {"b", rank_side_json(r.b)}});
-  doc["summary"] = {{"appeared", diff.summary.appeared},
-                    {"disappeared", diff.summary.disappeared},
-                    {"worse", diff.summary.worse},
-                    {"better", diff.summary.better},
-                    {"unchanged", diff.summary.unchanged},
-                    {"line", summary_line(diff.summary)}};
+  doc["summary"] = {{"appeared", diff.summary.appeared},   {"disappeared", diff.summary.disappeared},
+                    {"worse", diff.summary.worse},         {"better", diff.summary.better},
+                    {"unchanged", diff.summary.unchanged}, {"line", summary_line(diff.summary)}};
   return doc;
 }
 

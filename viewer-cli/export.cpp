@@ -124,7 +124,12 @@ class ProcessExporter {
  public:
   ProcessExporter(const RunDatabase& db, const Vocabulary& names, const CollectiveMap& collectives, TraceWriter& writer,
                   int64_t origin_ns, const TraceProcess& process, uint32_t ordinal)
-      : db_(db), names_(names), collectives_(collectives), writer_(writer), origin_(origin_ns), p_(process),
+      : db_(db),
+        names_(names),
+        collectives_(collectives),
+        writer_(writer),
+        origin_(origin_ns),
+        p_(process),
         ordinal_(ordinal) {}
 
   void run() {
@@ -198,11 +203,13 @@ class ProcessExporter {
 
   void host_calls() {
     // The calls kept one by one and the window of recent copies and polls.
-    constexpr const char* kColumns = "tid, api, begin_ns, end_ns, bytes, direction, host_memory, stream, object, detail, "
-                                     "rank_in_comm, comm_size, result, native_stack, python_stack, sequence, follows_copy";
+    constexpr const char* kColumns =
+        "tid, api, begin_ns, end_ns, bytes, direction, host_memory, stream, object, detail, "
+        "rank_in_comm, comm_size, result, native_stack, python_stack, sequence, follows_copy";
     Statement q(db_, fmt::format("SELECT {0} FROM events WHERE process_id = ?1 AND api NOT IN {1} UNION ALL "
                                  "SELECT {0} FROM recent_events WHERE process_id = ?1 ORDER BY begin_ns",
-                                 kColumns, timing_apis()).c_str());
+                                 kColumns, timing_apis())
+                         .c_str());
     q.bind(1, p_.id);
     while (q.step()) {
       const int64_t tid = q.integer(0), api = q.integer(1), begin = q.integer(2), end = q.integer(3);
@@ -264,8 +271,14 @@ class ProcessExporter {
         if (bytes) args["bytes"] = bytes;
       }
       if (result != 0) args["result"] = result;
-      writer_.event(Json{{"ph", "X"}, {"cat", cls ? api_class_name(*cls) : "unknown"}, {"name", std::move(name)}, {"pid", p_.id}, {"tid", tid},
-                         {"ts", us(begin)}, {"dur", duration_us(end - begin)}, {"args", std::move(args)}});
+      writer_.event(Json{{"ph", "X"},
+                         {"cat", cls ? api_class_name(*cls) : "unknown"},
+                         {"name", std::move(name)},
+                         {"pid", p_.id},
+                         {"tid", tid},
+                         {"ts", us(begin)},
+                         {"dur", duration_us(end - begin)},
+                         {"args", std::move(args)}});
     }
   }
 
@@ -275,7 +288,8 @@ class ProcessExporter {
     Statement t(db_, fmt::format("SELECT object, sequence, begin_ns, gpu_ns, bytes, api FROM events WHERE "
                                  "process_id = ? AND api IN {} AND gpu_ns IS NOT NULL AND {} "
                                  "ORDER BY object, sequence, begin_ns",
-                                 collective_apis(), kNotPointToPoint).c_str());
+                                 collective_apis(), kNotPointToPoint)
+                         .c_str());
     t.bind(1, p_.id);
     std::optional<CollectiveKey> flow_key;
     std::optional<int64_t> track_comm;
@@ -332,11 +346,8 @@ class ProcessExporter {
     const bool any = first_ns_ <= last_ns_;
     const double at[] = {any ? us(first_ns_) : 0.0, any ? us(last_ns_) : 0.0};
     for (const double ts : at) {
-      writer_.event(Json{{"ph", "C"},
-                         {"name", "dropped events"},
-                         {"pid", p_.id},
-                         {"ts", ts},
-                         {"args", lost_json(p_.lost)}});
+      writer_.event(
+          Json{{"ph", "C"}, {"name", "dropped events"}, {"pid", p_.id}, {"ts", ts}, {"args", lost_json(p_.lost)}});
       writer_.event(Json{{"ph", "C"},
                          {"name", "untimed collectives"},
                          {"pid", p_.id},
@@ -344,7 +355,6 @@ class ProcessExporter {
                          {"args", untimed_json(p_.untimed)}});
     }
   }
-
 
   const RunDatabase& db_;
   const Vocabulary& names_;
@@ -371,9 +381,10 @@ RecentWindow recent_window(const RunDatabase& db) {
   const auto is_copy = [](const Statement& row) { return api_class_named(row.text(0)) == ApiClass::Copy; };
   Statement shown(db, "SELECT a.class, count(*) FROM recent_events r JOIN apis a ON a.id = r.api GROUP BY a.class");
   while (shown.step()) (is_copy(shown) ? w.copies_shown : w.polls_shown) += shown.integer(1);
-  Statement recorded(db, ("SELECT a.class, sum(c.count) FROM calls c JOIN apis a ON a.id = c.api WHERE a.class IN " +
-                          api_classes_sql([](ApiClass c) { return c == ApiClass::Copy || c == ApiClass::Poll; }) +
-                          " GROUP BY a.class").c_str());
+  Statement recorded(
+      db, ("SELECT a.class, sum(c.count) FROM calls c JOIN apis a ON a.id = c.api WHERE a.class IN " +
+           api_classes_sql([](ApiClass c) { return c == ApiClass::Copy || c == ApiClass::Poll; }) + " GROUP BY a.class")
+              .c_str());
   while (recorded.step()) (is_copy(recorded) ? w.copies_recorded : w.polls_recorded) += recorded.integer(1);
   return w;
 }
@@ -395,7 +406,8 @@ void export_chrome_trace(const RunDatabase& db, std::ostream& out) {
   {
     constexpr int kLostColumn = 5, kUntimedColumn = kLostColumn + kLostCounters;
     Statement q(db, ("SELECT id, pid, host, rank, command, " + lost_columns() + ", " + untimed_columns() +
-                     " FROM processes ORDER BY rank < 0, rank, pid, id").c_str());
+                     " FROM processes ORDER BY rank < 0, rank, pid, id")
+                        .c_str());
     while (q.step()) {
       processes.push_back({q.integer(0), q.integer(1), q.integer(3), q.text(2), q.text(4), read_lost(q, kLostColumn),
                            read_untimed(q, kUntimedColumn)});
@@ -415,13 +427,14 @@ void export_chrome_trace(const RunDatabase& db, std::ostream& out) {
   {
     Statement q(db, fmt::format("SELECT process_id, object, sequence, min(gpu_ns) FROM events WHERE api IN {} AND "
                                 "gpu_ns IS NOT NULL AND {} GROUP BY process_id, object, sequence",
-                                collective_apis(), kNotPointToPoint).c_str());
+                                collective_apis(), kNotPointToPoint)
+                        .c_str());
     while (q.step()) {
       const auto o = ordinal.find(q.integer(0));
       if (o == ordinal.end()) continue;
       const int64_t gpu_ns = std::max<int64_t>(q.integer(3), 0);
-      auto [it, fresh] = collectives.try_emplace({q.integer(1), q.integer(2)},
-                                                 CollectiveInfo{gpu_ns, o->second, o->second, 0});
+      auto [it, fresh] =
+          collectives.try_emplace({q.integer(1), q.integer(2)}, CollectiveInfo{gpu_ns, o->second, o->second, 0});
       if (fresh) {
         it->second.flow_id = int64_t(collectives.size());
         continue;

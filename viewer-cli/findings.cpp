@@ -38,15 +38,17 @@ void add_straggler_finding(Report& report) {
   f.rank = a.straggler;
   f.calls = s->last_count;
   f.cost_ns = s->imposed_ns;
-  f.message = fmt::format("rank {} arrives last at {:.1f} % of its collectives and costs the other ranks {}", a.straggler,
-                          s->collectives ? 100.0 * double(s->last_count) / double(s->collectives) : 0.0,
-                          steps ? human_duration(s->imposed_ns / steps) + " per step"
-                                : human_duration(s->imposed_ns) + " in all");
+  f.message = fmt::format(
+      "rank {} arrives last at {:.1f} % of its collectives and costs the other ranks {}", a.straggler,
+      s->collectives ? 100.0 * double(s->last_count) / double(s->collectives) : 0.0,
+      steps ? human_duration(s->imposed_ns / steps) + " per step" : human_duration(s->imposed_ns) + " in all");
   f.advice = report.waits.straggler_host.empty()
                  ? fmt::format("find what rank {} does on the host before its collectives (data loading, logging, "
-                               "evaluation on one rank)", a.straggler)
+                               "evaluation on one rank)",
+                               a.straggler)
                  : fmt::format("while rank {} was late its host was in {}: balance that work across ranks or move it "
-                               "off the critical path", a.straggler, host_activity_words(report.waits.straggler_host));
+                               "off the critical path",
+                               a.straggler, host_activity_words(report.waits.straggler_host));
   report.findings.push_back(std::move(f));
 }
 
@@ -76,9 +78,9 @@ void add_findings(Report& report) {
       f.bytes = c.bytes;
       f.cost_ns = c.host_ns;
       const bool h2d = c.direction == Direction::HostToDevice;
-      f.message = fmt::format("{} copied {} {} {} pageable memory in {} calls ({} of host time)", rank_words(p.rank, p.pid),
-                              human_bytes(c.bytes), h2d ? "H2D" : "D2H", h2d ? "from" : "into",
-                              with_thousands(c.calls), human_duration(c.host_ns));
+      f.message = fmt::format("{} copied {} {} {} pageable memory in {} calls ({} of host time)",
+                              rank_words(p.rank, p.pid), human_bytes(c.bytes), h2d ? "H2D" : "D2H",
+                              h2d ? "from" : "into", with_thousands(c.calls), human_duration(c.host_ns));
       f.advice = h2d ? "pin the host buffer (DataLoader pin_memory=True, or tensor.pin_memory()) and copy "
                        "with non_blocking=True so the copy overlaps compute"
                      : "copy into a pinned buffer with non_blocking=True; into pageable memory every D2H copy "
@@ -114,7 +116,8 @@ void add_findings(Report& report) {
     f.kind = "stripped_library";
     f.message = fmt::format("{} has no symbol table (.symtab): PyTorch's binding frames have no names there, so "
                             "operations are named from its exported op-entry frames alone and "
-                            "torch.cuda.Event/Stream.synchronize() can show as unclassified", library);
+                            "torch.cuda.Event/Stream.synchronize() can show as unclassified",
+                            library);
     f.advice = "profile with the PyPI wheel of the same version, or a build that strips debug information only "
                "(strip --strip-debug)";
     report.findings.push_back(std::move(f));
@@ -122,7 +125,6 @@ void add_findings(Report& report) {
   std::stable_sort(report.findings.begin(), report.findings.end(),
                    [](const Finding& a, const Finding& b) { return a.cost_ns > b.cost_ns; });
 }
-
 
 std::string loss_advice(const LostEvents& lost) {
   std::vector<std::string> causes;

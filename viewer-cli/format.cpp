@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-
 namespace trainshim::cli {
 
 std::string with_thousands(int64_t n) {

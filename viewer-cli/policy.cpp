@@ -38,7 +38,6 @@ bool allowed(const SyncSite& s, const Policy& policy) {
   return false;
 }
 
-
 Policy load_policy(const std::string& path) {
   toml::table doc;
   try {
@@ -67,7 +66,8 @@ Policy load_policy(const std::string& path) {
       const auto reason = t ? t->get_as<std::string>("reason") : nullptr;
       if (!site || !reason)
         throw UsageError(fmt::format("{}: every [[allow]] entry needs site = \"file:line\" or a function name, "
-                                     "and reason = \"...\"", path));
+                                     "and reason = \"...\"",
+                                     path));
       p.allow.push_back({site->get(), reason->get()});
     }
   }

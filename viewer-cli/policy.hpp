@@ -10,19 +10,19 @@
 namespace trainshim::cli {
 
 struct AllowedSite {
-  std::string site;    // "file:line" (the end of the path) or a function name
+  std::string site;  // "file:line" (the end of the path) or a function name
   std::string reason;
 };
 
 // Limits; the defaults hold without a policy file (docs/formats.md, "The policy").
 struct Policy {
-  double hidden_syncs_per_step = 2.0;            // per rank, all hidden sync sites but allowed ones
-  double blocked_share = 0.10;                   // per rank: hidden sync time / run time
+  double hidden_syncs_per_step = 2.0;  // per rank, all hidden sync sites but allowed ones
+  double blocked_share = 0.10;         // per rank: hidden sync time / run time
   double pageable_bytes_per_step = 64.0 * (1 << 20);
-  double wait_share = 0.25;                      // per rank: collective wait / run time
-  int64_t dropped_events = 0;                    // per rank
-  double calls_per_step_tolerance = 0.10;        // baseline: a site may grow this much (and 0.05 calls)
-  double wait_tolerance = 0.20;                  // baseline: a rank's wait per step may grow this much (and 1 ms)
+  double wait_share = 0.25;                // per rank: collective wait / run time
+  int64_t dropped_events = 0;              // per rank
+  double calls_per_step_tolerance = 0.10;  // baseline: a site may grow this much (and 0.05 calls)
+  double wait_tolerance = 0.20;            // baseline: a rank's wait per step may grow this much (and 1 ms)
   std::vector<AllowedSite> allow;
 };
 

@@ -11,8 +11,11 @@ namespace {
 nlohmann::ordered_json copies_json(const std::vector<CopyRow>& rows) {
   auto out = nlohmann::ordered_json::array();
   for (const auto& c : rows)
-    out.push_back({{"direction", direction_name(c.direction)}, {"host_memory", host_memory_name(c.host_memory)}, {"calls", c.calls},
-                   {"bytes", c.bytes}, {"host_ns", c.host_ns}});
+    out.push_back({{"direction", direction_name(c.direction)},
+                   {"host_memory", host_memory_name(c.host_memory)},
+                   {"calls", c.calls},
+                   {"bytes", c.bytes},
+                   {"host_ns", c.host_ns}});
   return out;
 }
 nlohmann::ordered_json syncs_json(const std::vector<SyncRow>& rows) {
@@ -84,10 +87,11 @@ nlohmann::ordered_json render_json(const Report& report) {
                             {"collectives", collectives_json(p.collectives)},
                             {"dropped_events", p.lost.total()},
                             {"lost", lost_json(p.lost)},
-                            {"steps", {{"count", p.sync_sites.steps.count},
-                                       {"rule", p.sync_sites.steps.rule},
-                                       {"step_ns", p.sync_sites.steps.step_ns},
-                                       {"span_ns", p.sync_sites.span_ns}}},
+                            {"steps",
+                             {{"count", p.sync_sites.steps.count},
+                              {"rule", p.sync_sites.steps.rule},
+                              {"step_ns", p.sync_sites.steps.step_ns},
+                              {"span_ns", p.sync_sites.span_ns}}},
                             {"hidden_syncs", sites_json(p.sync_sites.hidden, p.sync_sites)},
                             {"explicit_syncs", sites_json(p.sync_sites.explicit_, p.sync_sites)},
                             {"pageable_sites", sites_json(p.sync_sites.pageable_copies, p.sync_sites)},
@@ -138,13 +142,14 @@ nlohmann::ordered_json render_json(const Report& report) {
                                {"duplicates", a.duplicates},
                                {"untimed", untimed_json(w)},
                                {"captured", captured},
-                               {"p2p", {{"sends", w.p2p.sends},
-                                        {"recvs", w.p2p.recvs},
-                                        {"matched", w.p2p.matched},
-                                        {"unmatched", w.p2p.unmatched},
-                                        {"timed", w.p2p.timed},
-                                        {"gpu_ns", w.p2p.gpu_ns},
-                                        {"exchanges", w.p2p.exchanges}}},
+                               {"p2p",
+                                {{"sends", w.p2p.sends},
+                                 {"recvs", w.p2p.recvs},
+                                 {"matched", w.p2p.matched},
+                                 {"unmatched", w.p2p.unmatched},
+                                 {"timed", w.p2p.timed},
+                                 {"gpu_ns", w.p2p.gpu_ns},
+                                 {"exchanges", w.p2p.exchanges}}},
                                {"ranks", ranks},
                                {"straggler", straggler}};
   }
@@ -159,8 +164,13 @@ nlohmann::ordered_json render_json(const Report& report) {
                             {"message", h.message}});
   doc["findings"] = nlohmann::ordered_json::array();
   for (const auto& f : report.findings)
-    doc["findings"].push_back({{"kind", f.kind}, {"rank", rank_json(f.rank)}, {"calls", f.calls}, {"bytes", f.bytes},
-                               {"cost_ns", f.cost_ns}, {"message", f.message}, {"advice", f.advice}});
+    doc["findings"].push_back({{"kind", f.kind},
+                               {"rank", rank_json(f.rank)},
+                               {"calls", f.calls},
+                               {"bytes", f.bytes},
+                               {"cost_ns", f.cost_ns},
+                               {"message", f.message},
+                               {"advice", f.advice}});
   return doc;
 }
 

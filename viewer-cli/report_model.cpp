@@ -21,30 +21,33 @@ namespace {
 
 void load_process_details(const RunDatabase& db, int64_t id, ProcessReport& p) {
   const Vocabulary& names = db.vocabulary();
-  Statement copies(db,
-                   ("SELECT direction, host_memory, sum(count), sum(bytes), sum(total_ns) FROM calls WHERE process_id = ? "
-                    "AND api IN (SELECT id FROM apis WHERE class IN " + api_classes_sql(ApiClass::Copy) + ") "
-                    "GROUP BY direction, host_memory ORDER BY direction, host_memory").c_str());
+  Statement copies(
+      db, ("SELECT direction, host_memory, sum(count), sum(bytes), sum(total_ns) FROM calls WHERE process_id = ? "
+           "AND api IN (SELECT id FROM apis WHERE class IN " +
+           api_classes_sql(ApiClass::Copy) +
+           ") "
+           "GROUP BY direction, host_memory ORDER BY direction, host_memory")
+              .c_str());
   copies.bind(1, id);
   while (copies.step())
     p.copies.push_back({names.direction(copies.integer(0)), names.host_memory(copies.integer(1)), copies.integer(2),
                         copies.integer(3), copies.integer(4)});
 
-  Statement syncs(db,
-                  ("SELECT a.name, sum(c.count), sum(c.total_ns) FROM calls c JOIN apis a ON a.id = c.api "
-                   "WHERE c.process_id = ? AND a.class IN " + api_classes_sql(waits_or_polls) +
-                   " GROUP BY c.api ORDER BY a.name").c_str());
+  Statement syncs(db, ("SELECT a.name, sum(c.count), sum(c.total_ns) FROM calls c JOIN apis a ON a.id = c.api "
+                       "WHERE c.process_id = ? AND a.class IN " +
+                       api_classes_sql(waits_or_polls) + " GROUP BY c.api ORDER BY a.name")
+                          .c_str());
   syncs.bind(1, id);
   while (syncs.step()) p.api_waits.push_back({syncs.text(0), syncs.integer(1), syncs.integer(2)});
 
-  Statement collectives(db,
-                        ("SELECT a.name, sum(c.count), sum(c.bytes), sum(c.total_ns) FROM calls c "
-                         "JOIN apis a ON a.id = c.api WHERE c.process_id = ? AND a.class IN " +
-                         api_classes_sql(ApiClass::Collective) + " GROUP BY c.api ORDER BY a.name").c_str());
+  Statement collectives(db, ("SELECT a.name, sum(c.count), sum(c.bytes), sum(c.total_ns) FROM calls c "
+                             "JOIN apis a ON a.id = c.api WHERE c.process_id = ? AND a.class IN " +
+                             api_classes_sql(ApiClass::Collective) + " GROUP BY c.api ORDER BY a.name")
+                                .c_str());
   collectives.bind(1, id);
   while (collectives.step())
-    p.collectives.push_back({collective_op_name(collectives.text(0)), collectives.integer(1),
-                             collectives.integer(2), collectives.integer(3)});
+    p.collectives.push_back({collective_op_name(collectives.text(0)), collectives.integer(1), collectives.integer(2),
+                             collectives.integer(3)});
 }
 
 // Calls work(0) .. work(n - 1), on as many threads as there are cores (at most n); rethrows the
@@ -120,7 +123,9 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
     report.database += (report.database.empty() ? "" : ", ") + db->path();
     Statement processes(*db,
                         ("SELECT id, rank, local_rank, world_size, pid, host, command, ended, events, python_version, "
-                         "python_stacks_unavailable, " + lost_columns() + " FROM processes").c_str());
+                         "python_stacks_unavailable, " +
+                         lost_columns() + " FROM processes")
+                            .c_str());
     while (processes.step()) {
       ProcessReport p;
       p.db = db;
@@ -140,9 +145,10 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
     }
   }
   // Ranks first, in order, then processes no launcher numbered; databases of several nodes merge.
-  std::stable_sort(report.processes.begin(), report.processes.end(), [](const ProcessReport& a, const ProcessReport& b) {
-    return std::make_tuple(a.rank < 0, a.rank, a.host, a.pid) < std::make_tuple(b.rank < 0, b.rank, b.host, b.pid);
-  });
+  std::stable_sort(
+      report.processes.begin(), report.processes.end(), [](const ProcessReport& a, const ProcessReport& b) {
+        return std::make_tuple(a.rank < 0, a.rank, a.host, a.pid) < std::make_tuple(b.rank < 0, b.rank, b.host, b.pid);
+      });
   std::map<std::pair<const RunDatabase*, int64_t>, std::size_t> order;
   for (const ProcessReport& p : report.processes) order.emplace(std::pair{p.db, p.id}, order.size());
   // Each database is read by one thread (its connection is never shared); a job's databases, one
@@ -191,10 +197,9 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
           report.stripped_libraries.end())
         report.stripped_libraries.push_back(std::move(library));
 
-  report.total_copies = merge(report.processes, &ProcessReport::copies,
-                              [](const CopyRow& r) {
-                                return std::make_pair(direction_name(r.direction), host_memory_name(r.host_memory));
-                              });
+  report.total_copies = merge(report.processes, &ProcessReport::copies, [](const CopyRow& r) {
+    return std::make_pair(direction_name(r.direction), host_memory_name(r.host_memory));
+  });
   report.total_syncs = merge(report.processes, &ProcessReport::api_waits, [](const SyncRow& r) { return r.api; });
   report.total_collectives =
       merge(report.processes, &ProcessReport::collectives, [](const CollectiveRow& r) { return r.op; });

@@ -12,22 +12,24 @@ namespace {
 void render_tables(std::string& out, const std::vector<CopyRow>& copies, const std::vector<SyncRow>& syncs,
                    const std::vector<CollectiveRow>& collectives, int64_t lost) {
   if (!copies.empty()) {
-    out += fmt::format("  {:<14}{:<7}{:<10}{:>12}{:>12}{:>12}\n", "copies", "dir", "memory", "calls", "bytes", "host time");
+    out += fmt::format("  {:<14}{:<7}{:<10}{:>12}{:>12}{:>12}\n", "copies", "dir", "memory", "calls", "bytes",
+                       "host time");
     for (const auto& c : copies)
       out += fmt::format("  {:<14}{:<7}{:<10}{:>12}{:>12}{:>12}\n", "", direction_name(c.direction),
-                         host_memory_name(c.host_memory),
-                         with_thousands(c.calls), human_bytes(c.bytes), human_duration(c.host_ns));
+                         host_memory_name(c.host_memory), with_thousands(c.calls), human_bytes(c.bytes),
+                         human_duration(c.host_ns));
   }
   if (!syncs.empty()) {
     out += fmt::format("  {:<14}{:<29}{:>12}{:>12}\n", "syncs", "api", "calls", "blocked");
     for (const auto& s : syncs)
-      out += fmt::format("  {:<14}{:<29}{:>12}{:>12}\n", "", s.api, with_thousands(s.calls), human_duration(s.blocked_ns));
+      out +=
+          fmt::format("  {:<14}{:<29}{:>12}{:>12}\n", "", s.api, with_thousands(s.calls), human_duration(s.blocked_ns));
   }
   if (!collectives.empty()) {
     out += fmt::format("  {:<14}{:<17}{:>12}{:>12}{:>12}\n", "collectives", "op", "calls", "bytes", "host time");
     for (const auto& c : collectives)
-      out += fmt::format("  {:<14}{:<17}{:>12}{:>12}{:>12}\n", "", c.op, with_thousands(c.calls),
-                         human_bytes(c.bytes), human_duration(c.host_ns));
+      out += fmt::format("  {:<14}{:<17}{:>12}{:>12}{:>12}\n", "", c.op, with_thousands(c.calls), human_bytes(c.bytes),
+                         human_duration(c.host_ns));
   }
   if (copies.empty() && syncs.empty() && collectives.empty()) out += "  no copies, syncs or collectives recorded\n";
   out += fmt::format("  dropped events: {}\n", with_thousands(lost));
@@ -40,7 +42,8 @@ void render_sites(std::string& out, const std::vector<SyncSite>& sites, const Ra
     out += fmt::format("  {:<46} {:>9} {:>9} {:>10} {:>8.1f} %\n", site.classification.operation,
                        with_thousands(site.calls), rate, human_duration(site.blocked_ns),
                        100 * share_of_span(site.blocked_ns, rs.span_ns));
-    out += fmt::format("      at {}{}\n", site_location(site), site.in_backward ? " (in backward, autograd thread)" : "");
+    out +=
+        fmt::format("      at {}{}\n", site_location(site), site.in_backward ? " (in backward, autograd thread)" : "");
     if (!site.source.empty()) out += fmt::format("         {}\n", site.source);
   }
 }
@@ -67,8 +70,8 @@ void render_sync_sections(std::string& out, const ProcessReport& p) {
                        "in calls", share_header);
     for (const auto& site : rs.polls) {
       out += fmt::format("  {:<46} {:>9} {:>9.1f} {:>10} {:>8.1f} %\n", site.classification.operation,
-                         with_thousands(site.calls), per_second(double(site.calls), rs.span_ns), human_duration(site.blocked_ns),
-                         100 * share_of_span(site.blocked_ns, rs.span_ns));
+                         with_thousands(site.calls), per_second(double(site.calls), rs.span_ns),
+                         human_duration(site.blocked_ns), 100 * share_of_span(site.blocked_ns, rs.span_ns));
       out += fmt::format("      at {}\n", site_location(site));
     }
   }
@@ -83,8 +86,8 @@ void render_hangs(std::string& out, const Report& report) {
 void render_waits(std::string& out, const Report& report) {
   const WaitReport& w = report.waits;
   const CollectiveAnalysis& a = w.analysis;
-  if (a.matched == 0 && a.incomplete == 0 && w.untimed.total() == 0 &&
-      w.untimed_in_group_in_progress == 0 && w.p2p.sends + w.p2p.recvs == 0)
+  if (a.matched == 0 && a.incomplete == 0 && w.untimed.total() == 0 && w.untimed_in_group_in_progress == 0 &&
+      w.p2p.sends + w.p2p.recvs == 0)
     return;
   out += fmt::format("\nCollective waits ({} ranks, {} collectives matched on {} communicator{}{})\n", a.ranks.size(),
                      with_thousands(a.matched), a.communicators, a.communicators == 1 ? "" : "s",
@@ -112,7 +115,8 @@ void render_waits(std::string& out, const Report& report) {
                        with_thousands(w.untimed_in_group_in_progress));
   for (const CapturedCollectives& c : w.captured)
     out += fmt::format("  communicator {:016x}: {} collectives captured into CUDA graphs; their replays are not "
-                       "measured\n", c.communicator, with_thousands(c.collectives));
+                       "measured\n",
+                       c.communicator, with_thousands(c.collectives));
   if (w.p2p.sends + w.p2p.recvs)
     out += fmt::format("  point-to-point: {} sends, {} receives, {} pairs matched, {} calls unmatched, {} timed on "
                        "the GPU ({}), of which {} exchanges with every rank (all_to_all), matched as collectives\n",
@@ -134,7 +138,8 @@ std::string render_text(const Report& report) {
     out += fmt::format("\nrank {}  pid {}  host {}{}\n  {}\n", rank_label(p.rank), p.pid, p.host,
                        p.ended ? "" : "  (still running)", p.command);
     if (!p.python_stacks_unavailable.empty())
-      out += fmt::format("  Python stacks unavailable: {}; sites are named by native frames\n", p.python_stacks_unavailable);
+      out += fmt::format("  Python stacks unavailable: {}; sites are named by native frames\n",
+                         p.python_stacks_unavailable);
     render_tables(out, p.copies, p.api_waits, p.collectives, p.lost.total());
     render_sync_sections(out, p);
   }

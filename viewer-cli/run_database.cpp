@@ -58,7 +58,8 @@ RunDatabase::RunDatabase(const std::string& path) : path_(path) {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0)
     throw UsageError(fmt::format("{}: no such database; pass the .db file a run wrote "
-                                 "(trainshim run writes ./trainshim-<job>.db, or $TRAINSHIM_OUT)", path));
+                                 "(trainshim run writes ./trainshim-<job>.db, or $TRAINSHIM_OUT)",
+                                 path));
   // A FIFO would block the open for ever, a directory fails deep inside SQLite.
   if (!S_ISREG(st.st_mode))
     throw UsageError(fmt::format("{}: not a regular file; pass the .db file a run wrote", path));
@@ -77,14 +78,12 @@ RunDatabase::RunDatabase(const std::string& path) : path_(path) {
                                       api.name = row.text(1);
                                       api.api_class = api_class_named(row.text(2));
                                     });
-    load_words<Direction>(*this, "SELECT id, name FROM directions", vocabulary_.directions, Direction::None,
-                          [](const Statement& row, Direction& d) {
-                            d = direction_named(row.text(1)).value_or(Direction::None);
-                          });
-    load_words<HostMemory>(*this, "SELECT id, name FROM host_memories", vocabulary_.host_memories, HostMemory::Unknown,
-                           [](const Statement& row, HostMemory& m) {
-                             m = host_memory_named(row.text(1)).value_or(HostMemory::Unknown);
-                           });
+    load_words<Direction>(
+        *this, "SELECT id, name FROM directions", vocabulary_.directions, Direction::None,
+        [](const Statement& row, Direction& d) { d = direction_named(row.text(1)).value_or(Direction::None); });
+    load_words<HostMemory>(
+        *this, "SELECT id, name FROM host_memories", vocabulary_.host_memories, HostMemory::Unknown,
+        [](const Statement& row, HostMemory& m) { m = host_memory_named(row.text(1)).value_or(HostMemory::Unknown); });
   } catch (...) {
     sqlite3_close(db_);
     db_ = nullptr;
@@ -98,13 +97,15 @@ void RunDatabase::check_schema() {
     version = meta("schema_version");
   } catch (const std::exception& e) {
     throw UsageError(fmt::format("{}: not a trainshim database, or damaged ({}); "
-                                 "point at the file a trainshim run wrote", path_, e.what()));
+                                 "point at the file a trainshim run wrote",
+                                 path_, e.what()));
   }
   int schema = 0;
   const auto [end, error] = std::from_chars(version.data(), version.data() + version.size(), schema);
   if (version.empty() || error != std::errc() || end != version.data() + version.size())
     throw UsageError(fmt::format("{}: not a trainshim database (schema version '{}'); "
-                                 "point at the file a trainshim run wrote", path_, version));
+                                 "point at the file a trainshim run wrote",
+                                 path_, version));
   if (schema < kOldestReadableSchema)
     throw UsageError(fmt::format("{}: written by an older trainshim (schema {}); this trainshim reads schema {} and "
                                  "newer: re-run the job, or read it with the trainshim that wrote it",

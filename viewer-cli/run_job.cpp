@@ -57,8 +57,8 @@ std::string absolute_path(const std::string& path) {
 
 JobRun run_job(const std::vector<std::string>& command, const std::string& database) {
   const char* job_env = std::getenv("TRAINSHIM_JOB");
-  const std::string job = sanitize_job(job_env && *job_env ? std::string(job_env)
-                                                           : fmt::format("run_{}_{}", getpid(), std::time(nullptr)));
+  const std::string job =
+      sanitize_job(job_env && *job_env ? std::string(job_env) : fmt::format("run_{}_{}", getpid(), std::time(nullptr)));
   std::string out = database;
   if (out.empty()) {
     const char* env = std::getenv("TRAINSHIM_OUT");
@@ -81,8 +81,10 @@ JobRun run_job(const std::vector<std::string>& command, const std::string& datab
       launch_collector(collector_executable(), getuid(), job, {"--job", job, "--out", out}, CollectorParent::Starter);
   if (!launched.refused.empty()) fmt::print(stderr, "trainshim: {}\n", describe_refused(launched.refused));
   if (launched.result == LaunchResult::Failed || launched.result == LaunchResult::NoLockFile)
-    fmt::print(stderr, "trainshim: could not start the collector ({}): the job runs, its events wait in shared memory "
-                       "(`trainshim collect --job {}` drains them)\n", launched.problem, job);
+    fmt::print(stderr,
+               "trainshim: could not start the collector ({}): the job runs, its events wait in shared memory "
+               "(`trainshim collect --job {}` drains them)\n",
+               launched.problem, job);
   if (launched.result == LaunchResult::AlreadyRunning)
     fmt::print(stderr, "trainshim: a collector for job {} already runs; it writes its own database\n", job);
 

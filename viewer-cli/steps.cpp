@@ -66,11 +66,11 @@ Steps find_steps(const StepInput& in, const std::string& named) {
     };
     const auto anchor = std::find_if(in.syncs.begin(), in.syncs.end(), matches);
     if (anchor == in.syncs.end()) return {0, fmt::format("TRAINSHIM_STEP={} matched no synchronisation", named), 0};
-    const int64_t count = std::count_if(in.syncs.begin(), in.syncs.end(),
-                                        [&](const Sync& s) { return s.site == anchor->site; });
-    return with_rate({count, fmt::format("TRAINSHIM_STEP={}: one step per sync at {}", named, in.sites[anchor->site]),
-                      0},
-                     in.span_ns);
+    const int64_t count =
+        std::count_if(in.syncs.begin(), in.syncs.end(), [&](const Sync& s) { return s.site == anchor->site; });
+    return with_rate(
+        {count, fmt::format("TRAINSHIM_STEP={}: one step per sync at {}", named, in.sites[anchor->site]), 0},
+        in.span_ns);
   }
   if (const Period period = period_of(in.collectives); period.length) {
     const std::size_t p = period.length;

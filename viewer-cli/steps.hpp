@@ -22,9 +22,9 @@ struct StepInput {
   struct Sync {
     uint32_t site, functions;
   };
-  std::vector<Sync> syncs;  // in time order, one per blocking call
+  std::vector<Sync> syncs;                  // in time order, one per blocking call
   std::vector<CollectiveCall> collectives;  // in time order
-  int64_t span_ns = 0;  // first event's start to last event's end
+  int64_t span_ns = 0;                      // first event's start to last event's end
 
   // A sync's indices, adding the site and the list of functions the first time they are seen.
   Sync intern(const std::string& site, const std::vector<std::string>& functions);
@@ -35,9 +35,9 @@ struct StepInput {
 };
 
 struct Steps {
-  int64_t count = 0;      // 0: no step found; rates are then per second
-  std::string rule;       // how it was found, in words
-  int64_t step_ns = 0;    // span / count
+  int64_t count = 0;    // 0: no step found; rates are then per second
+  std::string rule;     // how it was found, in words
+  int64_t step_ns = 0;  // span / count
 };
 
 // `named`: TRAINSHIM_STEP (or --step): "file:line" or a Python function name; empty: detect.

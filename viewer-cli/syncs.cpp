@@ -56,7 +56,8 @@ std::vector<SyncSite> pageable_sites(const RunDatabase& db, int64_t process_id) 
     where.classification.operation =
         where.copy_direction == Direction::HostToDevice ? "pageable H2D copy" : "pageable D2H copy";
     where.classification.rule = "pageable_copy";
-    auto [it, fresh] = sites.try_emplace({where.classification.operation, where.file, where.function, where.line}, where);
+    auto [it, fresh] =
+        sites.try_emplace({where.classification.operation, where.file, where.function, where.line}, where);
     it->second.calls += q.integer(3);
     it->second.bytes += q.integer(4);
     it->second.blocked_ns += q.integer(5);
@@ -119,7 +120,7 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
   }
   const Vocabulary& names = db.vocabulary();
   std::map<std::pair<int64_t, int64_t>, SyncShape> shapes;  // by (native, python) stack id
-  std::map<int64_t, bool> borrowed;                           // by python stack id
+  std::map<int64_t, bool> borrowed;                         // by python stack id
   // The stacks of a call and where they put it, loaded once per pair of stack ids.
   auto shape_of = [&](int64_t native_id, int64_t python_id) -> SyncShape& {
     auto [it, fresh] = shapes.try_emplace({native_id, python_id});
@@ -141,7 +142,8 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
   // follows and gave stackless polls the stacks of their thread's last sampled poll.
   Statement q(db, ("SELECT api, direction, host_memory, native_stack, python_stack, null_object, follows_copy, count, "
                    "total_ns FROM calls WHERE process_id = ? AND api IN (SELECT id FROM apis WHERE class IN " +
-                   api_classes_sql(may_wait_or_poll) + ") ORDER BY first_begin_ns").c_str());
+                   api_classes_sql(may_wait_or_poll) + ") ORDER BY first_begin_ns")
+                      .c_str());
   q.bind(1, process_id);
   // One site per (operation, user frame); a site counts its waits, or its copies if it has no wait.
   struct Accumulated {
@@ -171,9 +173,13 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
       auto [site, first] = polls.try_emplace({operation, 0, where.file, where.function, where.line}, where);
       if (first) {
         site->second.kind = SiteKind::Poll;
-        site->second.classification = {operation, SyncKind::Explicit, "asks whether the GPU is done without waiting",
-                                       "a tight polling loop burns a host core; sleep between polls or wait on an event",
-                                       "", "poll"};
+        site->second.classification = {
+            operation,
+            SyncKind::Explicit,
+            "asks whether the GPU is done without waiting",
+            "a tight polling loop burns a host core; sleep between polls or wait on an event",
+            "",
+            "poll"};
       }
       site->second.calls += count;
       site->second.blocked_ns += blocked_ns;
@@ -196,8 +202,9 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
   {
     // cudaFree(nullptr) waits for nothing.
     Statement w(db, ("SELECT native_stack, python_stack, api, object FROM events WHERE process_id = ? AND "
-                     "api IN (SELECT id FROM apis WHERE class IN " + api_classes_sql(waits_by_class) +
-                     ") ORDER BY begin_ns").c_str());
+                     "api IN (SELECT id FROM apis WHERE class IN " +
+                     api_classes_sql(waits_by_class) + ") ORDER BY begin_ns")
+                        .c_str());
     w.bind(1, process_id);
     std::map<std::pair<int64_t, int64_t>, StepInput::Sync> interned;  // by (native, python) stack id
     while (w.step()) {
@@ -211,8 +218,8 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
         const SyncSite where = locate(shape);
         std::vector<std::string> functions;
         for (const auto& f : shape.python) functions.push_back(f.function);
-        it->second = steps.intern(where.file.empty() ? where.function : fmt::format("{}:{}", where.file, where.line),
-                                  functions);
+        it->second =
+            steps.intern(where.file.empty() ? where.function : fmt::format("{}:{}", where.file, where.line), functions);
       }
       steps.syncs.push_back(it->second);
     }

@@ -22,9 +22,9 @@ struct SyncSite {
   bool in_backward = false;  // the Python stack is the one of the thread blocked in backward (autograd thread)
   std::vector<PythonFrameView> python;  // innermost first
   std::vector<NativeFrameView> native;  // innermost first
-  int64_t calls = 0;       // operations: the waits, not counting a blocking copy the wait follows
-  int64_t blocked_ns = 0;  // host time in every call of the site
-  int64_t bytes = 0;       // pageable copy sites: bytes copied
+  int64_t calls = 0;                    // operations: the waits, not counting a blocking copy the wait follows
+  int64_t blocked_ns = 0;               // host time in every call of the site
+  int64_t bytes = 0;                    // pageable copy sites: bytes copied
 };
 
 // What names a site from one run to the next (diff, audit baselines): the operation, the file, the
@@ -35,10 +35,10 @@ std::string site_identity(const SyncSite& site);
 struct RankSyncs {
   Steps steps;
   int64_t span_ns = 0;
-  std::vector<SyncSite> hidden;     // by blocked time, largest first
-  std::vector<SyncSite> explicit_;  // idem
+  std::vector<SyncSite> hidden;           // by blocked time, largest first
+  std::vector<SyncSite> explicit_;        // idem
   std::vector<SyncSite> pageable_copies;  // copies from or to pageable memory, by the user's line
-  std::vector<SyncSite> polls;      // cudaStreamQuery loops: not waits, reported with their rate
+  std::vector<SyncSite> polls;            // cudaStreamQuery loops: not waits, reported with their rate
 };
 
 // The classes of calls the sync readers select, by what is_host_sync makes of them.

@@ -29,9 +29,11 @@ std::vector<HostActivity> host_activity(const ProcessCollectives& p, const std::
   // what kept this host busy.
   std::vector<std::pair<int64_t, int64_t>> calls;  // begin_ns, python stack
   Statement q(*p.db, ("SELECT begin_ns, python_stack FROM events WHERE process_id = ?1 AND python_stack <> 0 AND "
-                      "api NOT IN (SELECT id FROM apis WHERE class IN " + api_classes_sql(ApiClass::Collective) +
+                      "api NOT IN (SELECT id FROM apis WHERE class IN " +
+                      api_classes_sql(ApiClass::Collective) +
                       ") UNION ALL SELECT begin_ns, python_stack FROM recent_events WHERE process_id = ?1 AND "
-                      "python_stack <> 0 ORDER BY 1").c_str());
+                      "python_stack <> 0 ORDER BY 1")
+                         .c_str());
   q.bind(1, p.process_id);
   while (q.step()) calls.emplace_back(q.integer(0), q.integer(1));
 
@@ -42,14 +44,16 @@ std::vector<HostActivity> host_activity(const ProcessCollectives& p, const std::
   for (std::size_t i = first; i < late.size(); ++i) {
     const int64_t end = late[i].host_begin_ns;
     const int64_t begin = end - int64_t(double(late[i].lateness_ns) * kWindowMargin);
-    auto call = std::lower_bound(calls.begin(), calls.end(), std::make_pair(begin, std::numeric_limits<int64_t>::min()));
+    auto call =
+        std::lower_bound(calls.begin(), calls.end(), std::make_pair(begin, std::numeric_limits<int64_t>::min()));
     for (; call != calls.end() && call->first < end; ++call) {
       const int64_t stack = call->second;
       auto [it, fresh] = top_frame.try_emplace(stack);
       if (fresh) {
         const std::vector<PythonFrameView> frames = load_python_stack(*p.db, p.process_id, stack);
         if (const int top = top_user_python_frame(frames); top >= 0)
-          it->second = {frames[std::size_t(top)].file, frames[std::size_t(top)].line, frames[std::size_t(top)].function};
+          it->second = {frames[std::size_t(top)].file, frames[std::size_t(top)].line,
+                        frames[std::size_t(top)].function};
       }
       if (std::get<0>(it->second).empty()) continue;
       ++counts[it->second];
@@ -78,7 +82,8 @@ std::map<int64_t, CollectiveCalls> load_collective_calls(const RunDatabase& db, 
   // its row (gpu_ns, NULL when it has none).
   Statement q(db, ("SELECT process_id, api, begin_ns, bytes, flags, object, rank_in_comm, comm_size, peer, sequence, "
                    "gpu_ns, exchange FROM events NOT INDEXED WHERE api IN (SELECT id FROM apis WHERE class IN " +
-                   api_classes_sql(ApiClass::Collective) + ")").c_str());
+                   api_classes_sql(ApiClass::Collective) + ")")
+                      .c_str());
   CollectiveCalls* process = nullptr;
   std::vector<std::pair<int64_t, CollectiveCall>>* process_calls = nullptr;
   int64_t current = -1;
@@ -161,8 +166,9 @@ WaitReport load_waits(std::vector<ProcessCollectives>& processes) {
     // Operations launched on NCCL's thread: calls outside a group and operations of groups whose
     // end returned ncclInProgress, less those timed once the program waited for the launch.
     Statement groups(*p.db, ("SELECT coalesce(sum(detail), 0) FROM events WHERE process_id = ? AND "
-                             "api IN (SELECT id FROM apis WHERE class IN " + api_classes_sql(ApiClass::GroupEnd) +
-                             ") AND (flags & ?) <> 0").c_str());
+                             "api IN (SELECT id FROM apis WHERE class IN " +
+                             api_classes_sql(ApiClass::GroupEnd) + ") AND (flags & ?) <> 0")
+                                .c_str());
     groups.bind(1, p.process_id).bind(2, kGroupInProgress);
     if (groups.step()) out.untimed_in_group_in_progress += groups.integer(0);
     out.untimed_in_group_in_progress += c.launched_in_progress - c.timed_in_progress;

@@ -49,7 +49,7 @@ struct ProcessCollectives {
   const RunDatabase* db;
   int64_t process_id;
   int rank;
-  int64_t steps;  // the rank's steps, 0 when none were found
+  int64_t steps;                // the rank's steps, 0 when none were found
   CollectiveCalls collectives;  // its sequence is not read here: it may have been handed on
 };
 

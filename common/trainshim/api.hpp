@@ -123,13 +123,16 @@ inline constexpr bool is_synchronous_copy(Api api) {
 inline constexpr bool is_host_sync(ApiClass c, Direction d, HostMemory m, bool synchronous_copy,
                                    bool null_object = false) {
   switch (c) {
-    case ApiClass::Sync: return true;
-    case ApiClass::Free: return !null_object;
+    case ApiClass::Sync:
+      return true;
+    case ApiClass::Free:
+      return !null_object;
     case ApiClass::Copy:
       if (d == Direction::HostToHost) return true;
       if (d != Direction::HostToDevice && d != Direction::DeviceToHost) return false;  // device-side, or not known
       return synchronous_copy || (d == Direction::DeviceToHost && m == HostMemory::Pageable);
-    default: return false;
+    default:
+      return false;
   }
 }
 

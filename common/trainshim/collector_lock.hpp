@@ -79,7 +79,8 @@ inline int open_own(const std::string& path, uid_t uid, bool create, std::string
 }
 
 inline bool names_file(const std::string& path, int fd) {
-  struct stat held {}, named {};
+  struct stat held {
+  }, named{};
   return fstat(fd, &held) == 0 && lstat(path.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
          held.st_ino == named.st_ino;
 }
@@ -200,7 +201,8 @@ inline std::string no_usable_lock_message(std::string_view job) {
   return "all " + std::to_string(kLockCandidates) + " lock file names of job " + std::string(job) +
          " in /dev/shm belong to other users, so no collector is started; the job runs and its events wait in "
          "shared memory. Have those files removed (their owner or root), or set TRAINSHIM_JOB to another id, "
-         "then drain with `trainshim collect --job " + std::string(job) + "`";
+         "then drain with `trainshim collect --job " +
+         std::string(job) + "`";
 }
 
 }  // namespace trainshim

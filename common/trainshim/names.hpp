@@ -16,7 +16,8 @@ inline constexpr std::string_view kShmDir = "/dev/shm";
 inline std::string sanitize_job(std::string_view raw) {
   std::string out;
   for (char c : raw.substr(0, 100)) {
-    const bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.';
+    const bool keep =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.';
     out.push_back(keep ? c : '_');
   }
   return out.empty() ? std::string("job") : out;

@@ -55,10 +55,10 @@ enum class ClockKind : uint32_t { Tsc = 1, Monotonic = 2 };
 //                   rank_in_comm, comm_size
 //   CommEnd         object = communicator handle
 struct EventRecord {
-  uint64_t begin_ticks;   // clock reading on entry (ClockKind of the segment)
-  uint64_t end_ticks;     // clock reading when the real function returned
+  uint64_t begin_ticks;  // clock reading on entry (ClockKind of the segment)
+  uint64_t end_ticks;    // clock reading when the real function returned
   uint64_t bytes;
-  uint64_t stream;        // cudaStream_t as an integer
+  uint64_t stream;  // cudaStream_t as an integer
   uint64_t object;
   uint64_t detail;
   uint32_t tid;           // kernel thread id of the caller
@@ -67,12 +67,12 @@ struct EventRecord {
   int32_t result;         // the real function's return code
   uint32_t rank_in_comm;
   uint32_t comm_size;
-  uint16_t api;           // Api
-  uint8_t direction;      // Direction
-  uint8_t host_memory;    // HostMemory
-  uint32_t sequence;      // collectives: see above; 0 otherwise
-  uint32_t peer;          // point-to-point: the peer's rank in the communicator; 0 otherwise
-  uint32_t flags;         // CollectiveFlag bits (collectives, their timings, group ends); 0 otherwise
+  uint16_t api;         // Api
+  uint8_t direction;    // Direction
+  uint8_t host_memory;  // HostMemory
+  uint32_t sequence;    // collectives: see above; 0 otherwise
+  uint32_t peer;        // point-to-point: the peer's rank in the communicator; 0 otherwise
+  uint32_t flags;       // CollectiveFlag bits (collectives, their timings, group ends); 0 otherwise
 };
 static_assert(sizeof(EventRecord) == 88);
 
@@ -83,9 +83,12 @@ inline constexpr ApiClass api_class_of(const EventRecord& r) { return kApis[r.ap
 inline constexpr uint64_t comm_id(const EventRecord& r) {
   switch (api_class_of(r)) {
     case ApiClass::Collective:
-    case ApiClass::CollectiveTiming: return r.object;
-    case ApiClass::CommInit: return r.detail;
-    default: return 0;
+    case ApiClass::CollectiveTiming:
+      return r.object;
+    case ApiClass::CommInit:
+      return r.detail;
+    default:
+      return 0;
   }
 }
 // The communicator handle in this process (ncclComm_t as an integer).
@@ -159,7 +162,13 @@ inline constexpr uint64_t kPythonStackBorrowed = 1;
 
 // What the shim can read of a process's Python stacks (SegmentHeader::python_stacks, as
 // kind | minor << 8, minor being the 3.X of the interpreter).
-enum class PythonStacks : uint8_t { Unknown = 0, Available = 1, NoPython = 2, FreeThreaded = 3, UnsupportedVersion = 4 };
+enum class PythonStacks : uint8_t {
+  Unknown = 0,
+  Available = 1,
+  NoPython = 2,
+  FreeThreaded = 3,
+  UnsupportedVersion = 4
+};
 
 inline constexpr uint32_t python_stacks_word(PythonStacks kind, int minor) {
   return static_cast<uint32_t>(kind) | static_cast<uint32_t>(minor < 0 || minor > 255 ? 0 : minor) << 8;
@@ -197,9 +206,9 @@ struct SideSlot {
 };
 
 struct alignas(64) RingControl {
-  std::atomic<uint64_t> head;     // next position a producer claims; the records before it are claimed
+  std::atomic<uint64_t> head;  // next position a producer claims; the records before it are claimed
   char pad0[56];
-  std::atomic<uint64_t> tail;     // next position the collector gives back: the slots before it are free
+  std::atomic<uint64_t> tail;  // next position the collector gives back: the slots before it are free
   char pad1[56];
   std::atomic<uint64_t> dropped;  // records lost because the ring was full
   std::atomic<uint32_t> owner;    // the shim's own: kernel id of the thread writing the ring alone, 0 = none
@@ -213,26 +222,26 @@ enum class ProducerState : uint32_t { Live = 1, Exited = 2 };
 struct alignas(64) SegmentHeader {
   uint64_t magic;
   uint32_t format_version;
-  uint32_t header_bytes;           // sizeof(SegmentHeader)
-  uint64_t segment_bytes;          // whole mapping
+  uint32_t header_bytes;   // sizeof(SegmentHeader)
+  uint64_t segment_bytes;  // whole mapping
   uint32_t ring_count;
-  uint32_t first_ring_capacity;    // slots of ring 0, a power of two
-  uint32_t ring_capacity;          // slots of each other ring, a power of two
-  uint32_t slot_bytes;             // sizeof(Slot)
-  uint32_t side_capacity;          // slots of the side ring, a power of two
-  uint32_t side_slot_bytes;        // sizeof(SideSlot)
+  uint32_t first_ring_capacity;  // slots of ring 0, a power of two
+  uint32_t ring_capacity;        // slots of each other ring, a power of two
+  uint32_t slot_bytes;           // sizeof(Slot)
+  uint32_t side_capacity;        // slots of the side ring, a power of two
+  uint32_t side_slot_bytes;      // sizeof(SideSlot)
   int32_t pid;
-  int32_t rank;                    // -1: not launched by a known launcher
+  int32_t rank;  // -1: not launched by a known launcher
   int32_t local_rank;
   int32_t world_size;
-  uint32_t clock_kind;             // ClockKind
-  uint32_t reserved;               // 0; keeps the 64-bit fields below 8-byte aligned
-  uint64_t anchor_ticks;           // clock reading taken together with the two below
+  uint32_t clock_kind;    // ClockKind
+  uint32_t reserved;      // 0; keeps the 64-bit fields below 8-byte aligned
+  uint64_t anchor_ticks;  // clock reading taken together with the two below
   uint64_t anchor_monotonic_ns;
   uint64_t anchor_realtime_ns;
   char host[64];
   char job[128];
-  char command[256];               // argv[0] and arguments, space-separated, truncated
+  char command[256];                        // argv[0] and arguments, space-separated, truncated
   std::atomic<uint64_t> dropped_not_ready;  // events lost while the segment was being created
   std::atomic<uint64_t> untimed_capturing;  // collectives not timed: their stream was being captured
   std::atomic<uint64_t> untimed_no_event;   // collectives not timed: no timing event free
@@ -326,12 +335,18 @@ enum class HeaderProblem { Ok, TooSmall, BadMagic, BadVersion, BadGeometry, NotP
 
 inline constexpr std::string_view header_problem_text(HeaderProblem p) {
   switch (p) {
-    case HeaderProblem::Ok: return "ok";
-    case HeaderProblem::TooSmall: return "segment smaller than its header";
-    case HeaderProblem::BadMagic: return "not a trainshim segment (bad magic)";
-    case HeaderProblem::BadVersion: return "segment format version not supported by this collector";
-    case HeaderProblem::BadGeometry: return "ring geometry inconsistent with the segment size";
-    case HeaderProblem::NotPublished: return "segment not yet published by its producer";
+    case HeaderProblem::Ok:
+      return "ok";
+    case HeaderProblem::TooSmall:
+      return "segment smaller than its header";
+    case HeaderProblem::BadMagic:
+      return "not a trainshim segment (bad magic)";
+    case HeaderProblem::BadVersion:
+      return "segment format version not supported by this collector";
+    case HeaderProblem::BadGeometry:
+      return "ring geometry inconsistent with the segment size";
+    case HeaderProblem::NotPublished:
+      return "segment not yet published by its producer";
   }
   return "unknown";
 }
@@ -346,13 +361,14 @@ inline HeaderProblem validate_header(const SegmentHeader& h, uint64_t mapped_byt
   if (h.format_version != kFormatVersion) return HeaderProblem::BadVersion;
   auto power_of_two = [](uint32_t n) { return n != 0 && (n & (n - 1)) == 0; };
   if (h.header_bytes != sizeof(SegmentHeader) || h.slot_bytes != sizeof(Slot) ||
-      h.side_slot_bytes != sizeof(SideSlot) || !power_of_two(h.first_ring_capacity) ||
-      !power_of_two(h.ring_capacity) || !power_of_two(h.side_capacity) || h.first_ring_capacity > kMaxRingCapacity ||
+      h.side_slot_bytes != sizeof(SideSlot) || !power_of_two(h.first_ring_capacity) || !power_of_two(h.ring_capacity) ||
+      !power_of_two(h.side_capacity) || h.first_ring_capacity > kMaxRingCapacity ||
       h.ring_capacity > kMaxRingCapacity || h.side_capacity > kMaxSideCapacity || h.ring_count == 0 ||
       h.ring_count > kMaxRings ||
       h.segment_bytes != segment_bytes(h.ring_count, h.first_ring_capacity, h.ring_capacity, h.side_capacity) ||
-      h.segment_bytes > mapped_bytes || (h.clock_kind != static_cast<uint32_t>(ClockKind::Tsc) &&
-                                         h.clock_kind != static_cast<uint32_t>(ClockKind::Monotonic)))
+      h.segment_bytes > mapped_bytes ||
+      (h.clock_kind != static_cast<uint32_t>(ClockKind::Tsc) &&
+       h.clock_kind != static_cast<uint32_t>(ClockKind::Monotonic)))
     return HeaderProblem::BadGeometry;
   if (state != static_cast<uint32_t>(ProducerState::Live) && state != static_cast<uint32_t>(ProducerState::Exited))
     return HeaderProblem::BadGeometry;
@@ -362,21 +378,25 @@ inline HeaderProblem validate_header(const SegmentHeader& h, uint64_t mapped_byt
 inline bool validate_side_record(const SideRecord& r) {
   if (r.id == 0) return false;
   switch (static_cast<SideKind>(r.kind)) {
-    case SideKind::NativeStack: return r.count > 0 && r.count <= kMaxNativeFrames;
-    case SideKind::PythonStack: return r.count > 0 && r.count <= kMaxPythonFrames;
-    case SideKind::Module: return r.count <= kMaxBuildIdBytes;
-    case SideKind::String: return r.count <= kSideTextBytes;
+    case SideKind::NativeStack:
+      return r.count > 0 && r.count <= kMaxNativeFrames;
+    case SideKind::PythonStack:
+      return r.count > 0 && r.count <= kMaxPythonFrames;
+    case SideKind::Module:
+      return r.count <= kMaxBuildIdBytes;
+    case SideKind::String:
+      return r.count <= kSideTextBytes;
   }
   return false;
 }
 
 inline bool validate_record(const EventRecord& r) {
-  if (r.api >= kApiCount || r.direction >= kDirectionCount || r.host_memory >= kHostMemoryCount)
-    return false;
+  if (r.api >= kApiCount || r.direction >= kDirectionCount || r.host_memory >= kHostMemoryCount) return false;
   if (r.end_ticks < r.begin_ticks) return false;
   const auto cls = kApis[r.api].api_class;
   if ((r.flags & ~kKnownCollectiveFlags) != 0) return false;
-  const bool carries_flags = cls == ApiClass::Collective || cls == ApiClass::CollectiveTiming || cls == ApiClass::GroupEnd;
+  const bool carries_flags =
+      cls == ApiClass::Collective || cls == ApiClass::CollectiveTiming || cls == ApiClass::GroupEnd;
   if (!carries_flags && r.flags != 0) return false;
   // A peer only for point-to-point calls, and then a rank of the communicator.
   if (r.flags & kPointToPoint) {

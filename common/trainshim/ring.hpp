@@ -39,7 +39,9 @@ class BasicRing {
     return &slots_[pos & mask_];
   }
 
-  static void publish(SlotType* slot, uint64_t publish_mark) { slot->state.store(publish_mark, std::memory_order_release); }
+  static void publish(SlotType* slot, uint64_t publish_mark) {
+    slot->state.store(publish_mark, std::memory_order_release);
+  }
 
   // Returns false (and counts the loss) when the ring is full.
   bool push(const Record& record) {
@@ -105,8 +107,11 @@ class OwnedRingWriter {
  public:
   constexpr OwnedRingWriter() = default;
   explicit OwnedRingWriter(const BasicRing<Slot>& ring)
-      : control_(ring.control()), slots_(ring.slots()), capacity_(ring.capacity()),
-        shift_(uint32_t(__builtin_ctz(ring.capacity()))), head_(ring.control()->head.load(std::memory_order_acquire)),
+      : control_(ring.control()),
+        slots_(ring.slots()),
+        capacity_(ring.capacity()),
+        shift_(uint32_t(__builtin_ctz(ring.capacity()))),
+        head_(ring.control()->head.load(std::memory_order_acquire)),
         tail_seen_(ring.control()->tail.load(std::memory_order_acquire)) {}
 
   RingControl* control() const { return control_; }

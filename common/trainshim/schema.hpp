@@ -125,13 +125,22 @@ inline std::string insert_statement(std::string_view table, OnConflict on_confli
     const std::string name(c.name), excluded = "excluded." + name;
     std::string merged;
     switch (c.role) {
-      case Role::Replace: merged = excluded; break;
-      case Role::Sum: merged = name + " + " + excluded; break;
-      case Role::Min: merged = "min(" + name + ", " + excluded + ")"; break;
-      case Role::Max: merged = "max(" + name + ", " + excluded + ")"; break;
+      case Role::Replace:
+        merged = excluded;
+        break;
+      case Role::Sum:
+        merged = name + " + " + excluded;
+        break;
+      case Role::Min:
+        merged = "min(" + name + ", " + excluded + ")";
+        break;
+      case Role::Max:
+        merged = "max(" + name + ", " + excluded + ")";
+        break;
       case Role::Id:
       case Role::Key:
-      case Role::Value: continue;
+      case Role::Value:
+        continue;
     }
     ((((merge += merge.empty() ? "" : ", ") += name) += " = ") += merged);
   }
@@ -143,13 +152,19 @@ inline std::string insert_statement(std::string_view table, OnConflict on_confli
 
 inline std::string_view role_text(Role r) {
   switch (r) {
-    case Role::Id: return "id";
-    case Role::Key: return "key";
-    case Role::Sum: return "sum";
-    case Role::Min: return "min";
-    case Role::Max: return "max";
+    case Role::Id:
+      return "id";
+    case Role::Key:
+      return "key";
+    case Role::Sum:
+      return "sum";
+    case Role::Min:
+      return "min";
+    case Role::Max:
+      return "max";
     case Role::Value:
-    case Role::Replace: break;
+    case Role::Replace:
+      break;
   }
   return "";
 }
@@ -162,9 +177,11 @@ inline std::string markdown() {
   md += "One SQLite file per launch of a job and node, mode 0600, written by `trainshim-collector` (WAL mode while "
         "it writes, so it can be read while the job runs; journal mode DELETE once it exits, so a finished run is one "
         "file), read by every `trainshim` command.\n\n";
-  md += "`meta.schema_version` is " + version + "; `meta.writer_version` is the version of the trainshim that wrote "
+  md += "`meta.schema_version` is " + version +
+        "; `meta.writer_version` is the version of the trainshim that wrote "
         "the database. The version goes up whenever a table or a column is added, removed or changes meaning. "
-        "`trainshim` reads schema versions " + std::to_string(kOldestReadableSchema) + " to " + version +
+        "`trainshim` reads schema versions " +
+        std::to_string(kOldestReadableSchema) + " to " + version +
         " (`kOldestReadableSchema` and `kSchemaVersion` in `common/trainshim/schema.hpp`) and refuses any other "
         "with a message naming both versions; a collector adds only to a database of its own version.\n\n";
   md += "Generated from `common/trainshim/schema.def` by `scripts/update-schema-doc`. Role: `key` columns make the "

@@ -71,13 +71,18 @@ inline Launch launch_collector(const std::string& collector_path, uid_t uid, std
   CollectorLock lock = acquire_collector_lock(uid, job);
   launch.refused = lock.refused;
   switch (lock.outcome) {
-    case CollectorLock::Outcome::Acquired: break;
-    case CollectorLock::Outcome::Held: launch.result = LaunchResult::AlreadyRunning; return launch;
+    case CollectorLock::Outcome::Acquired:
+      break;
+    case CollectorLock::Outcome::Held:
+      launch.result = LaunchResult::AlreadyRunning;
+      return launch;
     case CollectorLock::Outcome::NoUsableFile:
       launch.result = LaunchResult::NoLockFile;
       launch.problem = no_usable_lock_message(job);
       return launch;
-    case CollectorLock::Outcome::Failed: launch.problem = lock.error; return launch;
+    case CollectorLock::Outcome::Failed:
+      launch.problem = lock.error;
+      return launch;
   }
   // A dup2 onto itself keeps close-on-exec on older C libraries: the collector would lose it.
   if (lock.fd == kCollectorLockFd) {
@@ -135,7 +140,8 @@ inline Launch launch_collector(const std::string& collector_path, uid_t uid, std
     if (reaped == pid && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
       launch.problem = collector_path + " failed as it started (" +
                        (WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status))
-                                          : "signal " + std::to_string(WTERMSIG(status))) + ")";
+                                          : "signal " + std::to_string(WTERMSIG(status))) +
+                       ")";
       return launch;
     }
   } else {

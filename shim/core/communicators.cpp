@@ -124,7 +124,8 @@ void take(uint64_t handle, uint64_t peer_key) {
 }
 
 PeerCounter* peer_counter(uint64_t key, bool create) {
-  for (std::size_t i = 0, slot = key & (kPeerCapacity - 1); i < kPeerCapacity; ++i, slot = (slot + 1) & (kPeerCapacity - 1)) {
+  for (std::size_t i = 0, slot = key & (kPeerCapacity - 1); i < kPeerCapacity;
+       ++i, slot = (slot + 1) & (kPeerCapacity - 1)) {
     PeerCounter& c = g_peers[slot];
     uint64_t found = c.key.load(std::memory_order_acquire);
     if (found == key) return &c;

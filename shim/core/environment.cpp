@@ -36,8 +36,8 @@ uint32_t environment_count(const char* name, uint32_t fallback, uint32_t limit) 
 
 bool environment_flag_off(const char* name) {
   const char* value = std::getenv(name);
-  return value && (std::string_view(value) == "0" || std::string_view(value) == "off" ||
-                   std::string_view(value) == "false");
+  return value &&
+         (std::string_view(value) == "0" || std::string_view(value) == "off" || std::string_view(value) == "false");
 }
 
 }  // namespace trainshim::shim

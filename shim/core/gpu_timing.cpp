@@ -82,9 +82,9 @@ struct Timing {
   BasicRing<PendingSlot> pending{&control, slots, kPendingCapacity};
   std::atomic<bool> poller_started{false};
   Recorder* recorder = nullptr;
-  std::mutex poll_lock;           // one poll at a time: the thread's, or the last one at exit
-  std::vector<Pending> waiting;   // recorded, not yet complete on the GPU
-  bool poller_prepared = false;   // the polling thread's device and capture mode are set
+  std::mutex poll_lock;          // one poll at a time: the thread's, or the last one at exit
+  std::vector<Pending> waiting;  // recorded, not yet complete on the GPU
+  bool poller_prepared = false;  // the polling thread's device and capture mode are set
 };
 
 LazyGlobal<Timing> g_timing;

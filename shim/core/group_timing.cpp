@@ -18,7 +18,7 @@ struct Operation {
   void* stream;
   uint64_t comm;  // ncclComm_t
   TimingToken token;
-  EventRecord record;  // its first call's record: what the timing record repeats
+  EventRecord record;     // its first call's record: what the timing record repeats
   uint64_t participants;  // point-to-point: this rank and every peer of the operation's calls, as bits
 };
 

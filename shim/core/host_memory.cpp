@@ -35,16 +35,20 @@ Remembered& remembered() {
 using Attributes = cudaError_t (*)(cudaPointerAttributes*, const void*);
 
 Attributes pointer_attributes() {
-  static const auto function = reinterpret_cast<Attributes>(runtime_function(Library::Cudart, "cudaPointerGetAttributes"));
+  static const auto function =
+      reinterpret_cast<Attributes>(runtime_function(Library::Cudart, "cudaPointerGetAttributes"));
   return function;
 }
 
 HostMemory kind_of(const cudaPointerAttributes& attr) {
   switch (attr.type) {
-    case cudaMemoryTypeHost: return HostMemory::Pinned;
+    case cudaMemoryTypeHost:
+      return HostMemory::Pinned;
     case cudaMemoryTypeDevice:
-    case cudaMemoryTypeManaged: return HostMemory::Device;
-    case cudaMemoryTypeUnregistered: return HostMemory::Pageable;
+    case cudaMemoryTypeManaged:
+      return HostMemory::Device;
+    case cudaMemoryTypeUnregistered:
+      return HostMemory::Pageable;
   }
   return HostMemory::Unknown;
 }
@@ -70,7 +74,9 @@ HostMemory classify_host_memory(const void* address, uint64_t bytes, cudaStream_
   // Read before the table: an answer remembered across a change of the table is then stale.
   const uint64_t generation = pinned.generation();
   Remembered& memo = remembered();
-  auto answers = [&](const RememberedRange& r) { return r.generation == generation && begin >= r.begin && begin < r.end; };
+  auto answers = [&](const RememberedRange& r) {
+    return r.generation == generation && begin >= r.begin && begin < r.end;
+  };
   if (answers(memo.ranges[memo.last])) return memo.ranges[memo.last].kind;
   for (unsigned i = 0; i < kRemembered; ++i)
     if (answers(memo.ranges[i])) {

@@ -19,7 +19,8 @@ std::size_t PinnedRanges::lower_bound(uintptr_t address) const {
   if (hi > kCapacity) hi = kCapacity;
   while (lo < hi) {
     const std::size_t mid = (lo + hi) / 2;
-    if (begins_[mid].load(relaxed) < address) lo = mid + 1; else hi = mid;
+    if (begins_[mid].load(relaxed) < address) lo = mid + 1;
+    else hi = mid;
   }
   return lo;
 }

@@ -16,9 +16,9 @@ namespace {
 
 // Byte positions of the offsets 3.13 publishes in _Py_DebugOffsets, at the start of _PyRuntime.
 struct DebugPositions {
-  int32_t version, free_threaded, tstate_current_frame, frame_previous, frame_executable,
-      frame_instr_ptr, frame_owner, code_filename, code_name, code_firstlineno, code_linetable,
-      code_adaptive, object_type, unicode_state, unicode_length, unicode_ascii_size;
+  int32_t version, free_threaded, tstate_current_frame, frame_previous, frame_executable, frame_instr_ptr, frame_owner,
+      code_filename, code_name, code_firstlineno, code_linetable, code_adaptive, object_type, unicode_state,
+      unicode_length, unicode_ascii_size;
 };
 
 // Where each field lives in one CPython version (LP64, default non-debug build); -1 where the
@@ -35,37 +35,84 @@ struct Layout {
   int32_t owner_generator = -1;  // FRAME_OWNED_BY_GENERATOR
   int32_t owner_cstack = -1;     // FRAME_OWNED_BY_CSTACK (3.12+)
   int32_t code_filename = -1, code_name = -1, code_firstlineno = -1;
-  int32_t code_linetable = -1;                            // co_linetable (a bytes object)
+  int32_t code_linetable = -1;                           // co_linetable (a bytes object)
   int32_t code_firsttraceable = -1, code_adaptive = -1;  // 3.11+
-  int32_t object_type = 8, object_size = 16;              // ob_type, ob_size (code units, 3.11+)
+  int32_t object_type = 8, object_size = 16;             // ob_type, ob_size (code units, 3.11+)
   int32_t unicode_length = 16, unicode_state = 32, unicode_ascii_size = -1, unicode_compact_size = -1;
   int32_t kind_shift = 2, compact_bit = 5, ascii_bit = 6;  // bits of PyASCIIObject.state
-  bool from_debug_offsets = false;  // the fields DebugPositions names are read from _PyRuntime
+  bool from_debug_offsets = false;                         // the fields DebugPositions names are read from _PyRuntime
   DebugPositions debug{};
 };
 
 constexpr Layout kLayouts[] = {
-    {.minor = 10, .frame_objects = true, .tstate_frame = 24, .frame_previous = 24, .frame_code = 32,
-     .frame_instr = 96, .code_filename = 104, .code_name = 112, .code_firstlineno = 40,
-     .code_linetable = 120, .unicode_ascii_size = 48, .unicode_compact_size = 72},
-    {.minor = 11, .tstate_frame = 56, .cframe_current = 8, .frame_previous = 48, .frame_code = 32,
-     .frame_instr = 56, .frame_owner = 69, .owner_generator = 1, .code_filename = 112,
-     .code_name = 120, .code_firstlineno = 72, .code_linetable = 136, .code_firsttraceable = 168,
+    {.minor = 10,
+     .frame_objects = true,
+     .tstate_frame = 24,
+     .frame_previous = 24,
+     .frame_code = 32,
+     .frame_instr = 96,
+     .code_filename = 104,
+     .code_name = 112,
+     .code_firstlineno = 40,
+     .code_linetable = 120,
+     .unicode_ascii_size = 48,
+     .unicode_compact_size = 72},
+    {.minor = 11,
+     .tstate_frame = 56,
+     .cframe_current = 8,
+     .frame_previous = 48,
+     .frame_code = 32,
+     .frame_instr = 56,
+     .frame_owner = 69,
+     .owner_generator = 1,
+     .code_filename = 112,
+     .code_name = 120,
+     .code_firstlineno = 72,
+     .code_linetable = 136,
+     .code_firsttraceable = 168,
      .code_adaptive = 184,
-     .unicode_ascii_size = 48, .unicode_compact_size = 72},
-    {.minor = 12, .tstate_frame = 56, .cframe_current = 0, .frame_previous = 8, .frame_code = 0,
-     .frame_instr = 56, .frame_owner = 70, .owner_generator = 1, .owner_cstack = 3,
-     .code_filename = 112, .code_name = 120, .code_firstlineno = 68, .code_linetable = 136,
-     .code_firsttraceable = 176, .code_adaptive = 192, .unicode_ascii_size = 40, .unicode_compact_size = 56},
+     .unicode_ascii_size = 48,
+     .unicode_compact_size = 72},
+    {.minor = 12,
+     .tstate_frame = 56,
+     .cframe_current = 0,
+     .frame_previous = 8,
+     .frame_code = 0,
+     .frame_instr = 56,
+     .frame_owner = 70,
+     .owner_generator = 1,
+     .owner_cstack = 3,
+     .code_filename = 112,
+     .code_name = 120,
+     .code_firstlineno = 68,
+     .code_linetable = 136,
+     .code_firsttraceable = 176,
+     .code_adaptive = 192,
+     .unicode_ascii_size = 40,
+     .unicode_compact_size = 56},
     // _Py_DebugOffsets has no _co_firsttraceable nor sizeof(PyCompactUnicodeObject): those two
     // come from here, like the owner values and the state bits.
-    {.minor = 13, .owner_generator = 1, .owner_cstack = 3, .code_firsttraceable = 184,
-     .unicode_compact_size = 56, .from_debug_offsets = true,
-     .debug = {.version = 8, .free_threaded = 16, .tstate_current_frame = 184, .frame_previous = 232,
-               .frame_executable = 240, .frame_instr_ptr = 248, .frame_owner = 264,
-               .code_filename = 280, .code_name = 288, .code_firstlineno = 312, .code_linetable = 304,
+    {.minor = 13,
+     .owner_generator = 1,
+     .owner_cstack = 3,
+     .code_firsttraceable = 184,
+     .unicode_compact_size = 56,
+     .from_debug_offsets = true,
+     .debug = {.version = 8,
+               .free_threaded = 16,
+               .tstate_current_frame = 184,
+               .frame_previous = 232,
+               .frame_executable = 240,
+               .frame_instr_ptr = 248,
+               .frame_owner = 264,
+               .code_filename = 280,
+               .code_name = 288,
+               .code_firstlineno = 312,
+               .code_linetable = 304,
                .code_adaptive = 344,
-               .object_type = 360, .unicode_state = 544, .unicode_length = 552,
+               .object_type = 360,
+               .unicode_state = 544,
+               .unicode_length = 552,
                .unicode_ascii_size = 560}},
 };
 
@@ -140,7 +187,8 @@ class SoftReader {
   bool get(const char* base, int32_t offset, T& value) {
     const uintptr_t address = reinterpret_cast<uintptr_t>(base) + static_cast<uintptr_t>(offset);
     const uintptr_t start = address & ~(kBlock - 1);
-    if (address + sizeof value > start + kBlock) return copy(&value, reinterpret_cast<const char*>(address), sizeof value);
+    if (address + sizeof value > start + kBlock)
+      return copy(&value, reinterpret_cast<const char*>(address), sizeof value);
     Block* block = nullptr;
     Block* oldest = &blocks_[0];
     for (Block& b : blocks_) {
@@ -157,9 +205,7 @@ class SoftReader {
     std::memcpy(&value, block->bytes + (address - start), sizeof value);
     return true;
   }
-  bool copy(void* to, const char* from, std::size_t bytes) {
-    return soft_read(pid_, to, from, bytes);
-  }
+  bool copy(void* to, const char* from, std::size_t bytes) { return soft_read(pid_, to, from, bytes); }
 
  private:
   static constexpr uintptr_t kBlock = 512;
@@ -286,8 +332,7 @@ uint32_t resolve(Runtime& runtime) {
 
 const Runtime* resolved_slow() {
   int state = kUnresolved;
-  if (!g_state.compare_exchange_strong(state, kResolving, std::memory_order_acq_rel,
-                                       std::memory_order_acquire)) {
+  if (!g_state.compare_exchange_strong(state, kResolving, std::memory_order_acq_rel, std::memory_order_acquire)) {
     return state == kReady ? &g_runtime : nullptr;  // resolved, disabled or being resolved
   }
   const uint32_t status = resolve(g_runtime);
@@ -298,7 +343,8 @@ const Runtime* resolved_slow() {
 }
 
 inline const Runtime* resolved() {
-  if (g_state.load(std::memory_order_acquire) == kReady) [[likely]] return &g_runtime;
+  if (g_state.load(std::memory_order_acquire) == kReady) [[likely]]
+    return &g_runtime;
   return resolved_slow();
 }
 

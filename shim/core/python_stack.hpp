@@ -20,8 +20,8 @@ struct RawFrame {
 inline constexpr int kOuterFrames = 20;
 
 struct Capture {
-  int count = 0;      // frames written
-  int omitted = 0;    // frames left out between the innermost and the outermost kept
+  int count = 0;          // frames written
+  int omitted = 0;        // frames left out between the innermost and the outermost kept
   bool borrowed = false;  // the frames of the thread blocked in backward, not the caller's
 };
 

@@ -89,7 +89,8 @@ std::string collector_path(std::string& why) {
     if (dladdr(reinterpret_cast<void*>(&detail::start_recording), &info) != 0 && info.dli_fname) self = info.dli_fname;
   }
   if (self.empty() || self[0] != '/') {
-    why = "the shim's own path (" + self + ") is not absolute, the collector beside it would be looked up in "
+    why = "the shim's own path (" + self +
+          ") is not absolute, the collector beside it would be looked up in "
           "whatever directory the process is in; preload the shim by an absolute path";
     return {};
   }
@@ -132,11 +133,12 @@ bool ensure_collector() {
     if (collector_running(getuid(), g_watch.job)) return true;
     say("the job's collector stopped " + std::to_string(kMaxCollectorStarts) +
         " times (its messages are above, or in its database's log); this process starts no more: `trainshim collect "
-        "--job " + g_watch.job + "` drains what it records");
+        "--job " +
+        g_watch.job + "` drains what it records");
     return false;
   }
-  const Launch launch = launch_collector(g_watch.path, getuid(), g_watch.job, {"--job", g_watch.job, "--exit-when-idle"},
-                                         CollectorParent::Detached);
+  const Launch launch = launch_collector(g_watch.path, getuid(), g_watch.job,
+                                         {"--job", g_watch.job, "--exit-when-idle"}, CollectorParent::Detached);
   if (!launch.refused.empty() && !g_watch.told_refused) {
     say(describe_refused(launch.refused));
     g_watch.told_refused = true;
@@ -154,8 +156,7 @@ bool ensure_collector() {
     case LaunchResult::Failed:
       break;
   }
-  say("could not start the collector: " + launch.problem +
-      " (events wait in shared memory for `trainshim collect`)");
+  say("could not start the collector: " + launch.problem + " (events wait in shared memory for `trainshim collect`)");
   return false;
 }
 
@@ -209,7 +210,8 @@ void start() {
     say(e.what());
     g_state.store(Disabled, std::memory_order_release);
   } catch (const std::exception& e) {
-    say(std::string("cannot create the shared-memory segment: ") + e.what() + "; recording is off, the job runs unchanged");
+    say(std::string("cannot create the shared-memory segment: ") + e.what() +
+        "; recording is off, the job runs unchanged");
     g_state.store(Disabled, std::memory_order_release);
   } catch (...) {
     say("unexpected failure while starting; recording is off, the job runs unchanged");
@@ -293,8 +295,7 @@ namespace detail {
 
 void check_collector(uint64_t now_ticks) {
   uint64_t due = g_next_collector_check.load(std::memory_order_relaxed);
-  if (now_ticks < due ||
-      !g_next_collector_check.compare_exchange_strong(due, UINT64_MAX, std::memory_order_acquire))
+  if (now_ticks < due || !g_next_collector_check.compare_exchange_strong(due, UINT64_MAX, std::memory_order_acquire))
     return;
   const uint64_t now_ns = clock_ns(CLOCK_MONOTONIC);
   if (now_ns >= g_watch.due_ns) {

@@ -12,9 +12,9 @@ struct ThreadState {
   uint64_t generation;     // the process generation this state was set up in (forks bump it); 0: unbound
   OwnedRingWriter writer;  // the ring this thread owns, if it has one
   uint32_t tid;
-  uint32_t ring;           // the shared ring, when it owns none
-  uint32_t polls;          // polls made: their stacks are taken for one in kPollStackEvery
-  bool busy;               // inside a hook on this thread: nested hooked calls are not recorded
+  uint32_t ring;   // the shared ring, when it owns none
+  uint32_t polls;  // polls made: their stacks are taken for one in kPollStackEvery
+  bool busy;       // inside a hook on this thread: nested hooked calls are not recorded
 };
 
 inline ThreadState& thread_state() {
@@ -50,7 +50,8 @@ class Recorder {
   // `fill` writes every field of the record in its ring slot (the slot holds an older record).
   template <class Fill>
   void record(ThreadState& thread, Fill&& fill) {
-    if (thread.generation != detail::g_generation.load(std::memory_order_relaxed)) [[unlikely]] bind(thread);
+    if (thread.generation != detail::g_generation.load(std::memory_order_relaxed)) [[unlikely]]
+      bind(thread);
     if (thread.writer.control()) [[likely]] {
       Slot* slot = thread.writer.claim();
       if (!slot) return;

@@ -33,8 +33,7 @@ void* outside_shim(void* symbol) {
 int collect_path(dl_phdr_info* info, size_t, void* data) {
   // The main program (empty name) is skipped: its definitions come before the shim's in the
   // global scope, so the program never calls the shim for them.
-  if (info->dlpi_name && *info->dlpi_name)
-    static_cast<std::vector<std::string>*>(data)->emplace_back(info->dlpi_name);
+  if (info->dlpi_name && *info->dlpi_name) static_cast<std::vector<std::string>*>(data)->emplace_back(info->dlpi_name);
   return 0;
 }
 

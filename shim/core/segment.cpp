@@ -98,8 +98,8 @@ SegmentHeader* create_segment(const Identity& id) {
   const uint32_t capacity =
       round_up_power_of_two(environment_count("TRAINSHIM_RING_EVENTS", kDefaultRingEvents, kMaxRingCapacity));
   // Unless asked otherwise, the first ring is never smaller than the others.
-  const uint32_t first_capacity = round_up_power_of_two(environment_count(
-      "TRAINSHIM_FIRST_RING_EVENTS", std::max(kDefaultFirstRingEvents, capacity), kMaxRingCapacity));
+  const uint32_t first_capacity = round_up_power_of_two(
+      environment_count("TRAINSHIM_FIRST_RING_EVENTS", std::max(kDefaultFirstRingEvents, capacity), kMaxRingCapacity));
   const uint32_t side_capacity =
       round_up_power_of_two(environment_count("TRAINSHIM_SIDE_RECORDS", kDefaultSideRecords, kMaxSideCapacity));
   const uint64_t bytes = segment_bytes(rings, first_capacity, capacity, side_capacity);
@@ -128,7 +128,8 @@ SegmentHeader* create_segment(const Identity& id) {
   gethostname(host, sizeof host - 1);
   std::string command = read_small_file("/proc/self/cmdline");
   while (!command.empty() && command.back() == '\0') command.pop_back();
-  for (char& c : command) if (c == '\0') c = ' ';
+  for (char& c : command)
+    if (c == '\0') c = ' ';
   init_segment_header(*header, rings, first_capacity, capacity, side_capacity,
                       {.pid = getpid(),
                        .rank = id.rank,

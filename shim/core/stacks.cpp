@@ -116,9 +116,7 @@ OwnRange own_range() {
   return range;
 }
 
-bool publish(SegmentHeader* header, SideRecord& record) {
-  return side_ring_of(header).push(record);
-}
+bool publish(SegmentHeader* header, SideRecord& record) { return side_ring_of(header).push(record); }
 
 std::string build_id_of(const dl_phdr_info* info) {
   for (int i = 0; i < info->dlpi_phnum; ++i) {

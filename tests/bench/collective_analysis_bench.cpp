@@ -54,8 +54,7 @@ int main(int argc, char** argv) {
       timings.push_back({int32_t(r), 0x5eed, ranks, seq, kLate + kJitter + kBase - arrival,
                          int64_t(r) * 1'000'000'000'000 + int64_t(seq) * kStep + arrival});
     }
-  const double generate_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_generate).count();
+  const double generate_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_generate).count();
   const double rss_before = peak_rss_mib();
 
   const auto start = std::chrono::steady_clock::now();

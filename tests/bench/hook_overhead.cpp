@@ -10,9 +10,9 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <nccl.h>
 #include <pthread.h>
 #include <sched.h>
-#include <nccl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -81,8 +81,8 @@ class Setup {
     const char* job = std::getenv("TRAINSHIM_JOB");
     const std::string sanitized = trainshim::sanitize_job(job ? job : "");
     try {
-      segment_ = std::make_unique<trainshim::collector::SegmentReader>(
-          trainshim::segment_name(getuid(), sanitized, getpid()));
+      segment_ =
+          std::make_unique<trainshim::collector::SegmentReader>(trainshim::segment_name(getuid(), sanitized, getpid()));
     } catch (const std::exception&) {
       return;  // not preloaded
     }
@@ -135,13 +135,15 @@ void counters(benchmark::State& state) {
 
 void BM_PinnedCopy_Hooked(benchmark::State& state) {
   setup();
-  for (auto _ : state) benchmark::DoNotOptimize(cudaMemcpyAsync(g_device, g_pinned, 64, cudaMemcpyHostToDevice, g_stream));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(cudaMemcpyAsync(g_device, g_pinned, 64, cudaMemcpyHostToDevice, g_stream));
   counters(state);
 }
 
 void BM_PinnedCopy_Direct(benchmark::State& state) {
   setup();
-  const auto copy = direct<cudaError_t (*)(void*, const void*, size_t, cudaMemcpyKind, cudaStream_t)>("cudaMemcpyAsync");
+  const auto copy =
+      direct<cudaError_t (*)(void*, const void*, size_t, cudaMemcpyKind, cudaStream_t)>("cudaMemcpyAsync");
   for (auto _ : state) benchmark::DoNotOptimize(copy(g_device, g_pinned, 64, cudaMemcpyHostToDevice, g_stream));
 }
 
@@ -155,8 +157,10 @@ void BM_DeviceCopy_Hooked(benchmark::State& state) {
 
 void BM_DeviceCopy_Direct(benchmark::State& state) {
   setup();
-  const auto copy = direct<cudaError_t (*)(void*, const void*, size_t, cudaMemcpyKind, cudaStream_t)>("cudaMemcpyAsync");
-  for (auto _ : state) benchmark::DoNotOptimize(copy(g_device, g_device + 2048, 64, cudaMemcpyDeviceToDevice, g_stream));
+  const auto copy =
+      direct<cudaError_t (*)(void*, const void*, size_t, cudaMemcpyKind, cudaStream_t)>("cudaMemcpyAsync");
+  for (auto _ : state)
+    benchmark::DoNotOptimize(copy(g_device, g_device + 2048, 64, cudaMemcpyDeviceToDevice, g_stream));
 }
 
 // Calls in bursts at an average rate a collector keeps up with (2 M calls/s), only the bursts
@@ -264,7 +268,8 @@ void BM_DeviceCopy_Hooked_Paced(benchmark::State& state) {
 }
 
 void BM_DeviceCopy_Direct_Paced(benchmark::State& state) {
-  const auto copy = direct<cudaError_t (*)(void*, const void*, size_t, cudaMemcpyKind, cudaStream_t)>("cudaMemcpyAsync");
+  const auto copy =
+      direct<cudaError_t (*)(void*, const void*, size_t, cudaMemcpyKind, cudaStream_t)>("cudaMemcpyAsync");
   paced(state, [copy] { return copy(g_device, g_device + 2048, 64, cudaMemcpyDeviceToDevice, g_stream); });
 }
 
@@ -274,7 +279,8 @@ void BM_PinnedCopy_Hooked_Paced(benchmark::State& state) {
 }
 
 void BM_PinnedCopy_Direct_Paced(benchmark::State& state) {
-  const auto copy = direct<cudaError_t (*)(void*, const void*, size_t, cudaMemcpyKind, cudaStream_t)>("cudaMemcpyAsync");
+  const auto copy =
+      direct<cudaError_t (*)(void*, const void*, size_t, cudaMemcpyKind, cudaStream_t)>("cudaMemcpyAsync");
   paced(state, [copy] { return copy(g_device, g_pinned, 64, cudaMemcpyHostToDevice, g_stream); });
 }
 
@@ -315,7 +321,8 @@ void BM_AllReduce_Direct(benchmark::State& state) {
   void* nccl = dlopen("libnccl.so.2", RTLD_NOW | RTLD_NOLOAD);
   const auto all_reduce = reinterpret_cast<AllReduce>(nccl ? dlsym(nccl, "pncclAllReduce") : nullptr);
   const ncclComm_t comm = communicator();
-  for (auto _ : state) benchmark::DoNotOptimize(all_reduce(g_device, g_device, 16, ncclFloat32, ncclSum, comm, g_stream));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(all_reduce(g_device, g_device, 16, ncclFloat32, ncclSum, comm, g_stream));
 }
 
 }  // namespace

@@ -133,8 +133,7 @@ int main(int argc, char** argv) {
   const auto producer = [&](int t) {
     // Producers on cpu 0, 2, 3, ...: cpu 1 is the collector's.
     pin(0, t == 0 ? 0 : t + 1);
-    made[t] = produce(per_thread_rate, per_thread_calls, batch, start, start + uint64_t(seconds * 1e9),
-                      held_off_ns[t]);
+    made[t] = produce(per_thread_rate, per_thread_calls, batch, start, start + uint64_t(seconds * 1e9), held_off_ns[t]);
   };
   // The first producer is the thread that made the first call, as in a training process whose
   // main thread makes almost every call: it writes the first (larger) ring.

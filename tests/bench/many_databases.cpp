@@ -101,7 +101,8 @@ int main(int argc, char** argv) {
     Database db((dir / name).string(), "reportmany");
     for (uint32_t local = 0; local < per_node; ++local) {
       const uint32_t rank = node * per_node + local;
-      const int64_t process = db.add_process("trainshim-reportmany-" + std::to_string(rank), *header_for(rank, local, world, node));
+      const int64_t process =
+          db.add_process("trainshim-reportmany-" + std::to_string(rank), *header_for(rank, local, world, node));
       // Each node has its own clock: the ranks of a node share an offset, nodes differ.
       const int64_t clock0 = 1'000'000'000 + int64_t(splitmix(node) % 1'000'000'000);
       uint64_t stored = 0;

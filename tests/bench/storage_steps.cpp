@@ -41,8 +41,8 @@ void load_batch(const Buffers& b, cudaStream_t s) {
 void forward_backward(const Buffers& b, cudaStream_t s) {
   CUDA(simcudaBusy(s, 200));
   for (int i = 0; i < kModelCopies; ++i)
-    CUDA(cudaMemcpyAsync(b.device + 65536 + (i % 64) * 256, b.device + (i % 32) * 256, 256,
-                         cudaMemcpyDeviceToDevice, s));
+    CUDA(cudaMemcpyAsync(b.device + 65536 + (i % 64) * 256, b.device + (i % 32) * 256, 256, cudaMemcpyDeviceToDevice,
+                         s));
 }
 
 void all_reduce_buckets(const Buffers& b, ncclComm_t comm, cudaStream_t s) {

@@ -30,7 +30,7 @@ __attribute__((noinline)) int64_t descend(int levels, int iterations, Sync sync)
 
 // Total nanoseconds for `iterations` syncs made `native_depth` frames below this call.
 extern "C" __attribute__((visibility("default"))) int64_t bench_syncs(int native_depth, int iterations, int hooked) {
-  static const Sync direct = reinterpret_cast<Sync>(dlsym(dlopen("libcudart.so.13", RTLD_NOW | RTLD_NOLOAD),
-                                                          "cudaStreamSynchronize"));
+  static const Sync direct =
+      reinterpret_cast<Sync>(dlsym(dlopen("libcudart.so.13", RTLD_NOW | RTLD_NOLOAD), "cudaStreamSynchronize"));
   return descend(native_depth, iterations, hooked ? &cudaStreamSynchronize : direct);
 }

@@ -28,7 +28,7 @@ enum class AfterOpen : uint8_t { Nothing = 0, Change = 1, Truncate = 2 };
 struct Control {
   uint8_t after_open;    // AfterOpen, modulo 3
   uint8_t patch_length;  // bytes of patch following this block (Change only writes them)
-  uint16_t resume_at;     // the committed position a replacing reader resumes at, in every ring
+  uint16_t resume_at;    // the committed position a replacing reader resumes at, in every ring
   uint32_t position;     // Change: offset of the patch in the segment; Truncate: the file's new size
 };
 static_assert(sizeof(Control) == 8);

@@ -39,18 +39,24 @@ constexpr uint32_t kLoadBatchLine = 41;
 enum Stack : uint32_t { kItem = 1, kSynchronize = 2, kQuery = 3, kLoadBatch = 4, kNonzero = 5 };
 
 void add_stacks(Database& db, int64_t process) {
-  db.add_native_frame(process, kItem, 0, {0x1000, "/opt/torch/lib/libtorch_cuda.so", "at::native::_local_scalar_dense(at::Tensor const&)", "", 0});
+  db.add_native_frame(
+      process, kItem, 0,
+      {0x1000, "/opt/torch/lib/libtorch_cuda.so", "at::native::_local_scalar_dense(at::Tensor const&)", "", 0});
   db.add_native_frame(process, kItem, 1, {0x2000, "/opt/torch/lib/libtorch_python.so", "THPVariable_item", "", 0});
   db.add_python_frame(process, kItem, 0, "/src/train.py", "train_step", 57, "loss_val = loss.item()");
   db.add_python_frame(process, kItem, 1, "/src/train.py", "main", 90, "train_step(model, batch)");
-  db.add_native_frame(process, kSynchronize, 0, {0x3000, "/opt/torch/lib/libc10_cuda.so", "c10::cuda::device_synchronize()", "", 0});
-  db.add_native_frame(process, kSynchronize, 1, {0x4000, "/opt/torch/lib/libtorch_python.so", "THCPModule_cudaSynchronize", "", 0});
+  db.add_native_frame(process, kSynchronize, 0,
+                      {0x3000, "/opt/torch/lib/libc10_cuda.so", "c10::cuda::device_synchronize()", "", 0});
+  db.add_native_frame(process, kSynchronize, 1,
+                      {0x4000, "/opt/torch/lib/libtorch_python.so", "THCPModule_cudaSynchronize", "", 0});
   db.add_python_frame(process, kSynchronize, 0, "/src/train.py", "train_step", 71, "torch.cuda.synchronize()");
   db.add_python_frame(process, kSynchronize, 1, "/src/train.py", "main", 90, "train_step(model, batch)");
   db.add_python_frame(process, kQuery, 0, "/src/train.py", "wait_for_copy", 80, "while not done.query(): pass");
-  db.add_python_frame(process, kLoadBatch, 0, "/src/data.py", "load_batch", int(kLoadBatchLine), "batch = batch.to(device)");
+  db.add_python_frame(process, kLoadBatch, 0, "/src/data.py", "load_batch", int(kLoadBatchLine),
+                      "batch = batch.to(device)");
   db.add_python_frame(process, kLoadBatch, 1, "/src/train.py", "main", 88, "batch = load_batch(it)");
-  db.add_native_frame(process, kNonzero, 0, {0x5000, "/opt/torch/lib/libtorch_cpu.so", "at::_ops::nonzero::call(at::Tensor const&)", "", 0});
+  db.add_native_frame(process, kNonzero, 0,
+                      {0x5000, "/opt/torch/lib/libtorch_cpu.so", "at::_ops::nonzero::call(at::Tensor const&)", "", 0});
   db.add_python_frame(process, kNonzero, 0, "/src/train.py", "train_step", 64, "idx = mask.nonzero()");
 }
 
@@ -128,7 +134,8 @@ void write_run(const std::string& path, bool after) {
         add(sync(Api::cudaDeviceSynchronize, main_thread, kSynchronize, kSynchronize), base + 2'000'000, 400'000);
       }
       if (rank == 2)
-        add(sync(Api::cudaStreamSynchronize, main_thread, 0, kLoadBatch), base + 2'000'000, after ? 300'000 : 3'000'000);
+        add(sync(Api::cudaStreamSynchronize, main_thread, 0, kLoadBatch), base + 2'000'000,
+            after ? 300'000 : 3'000'000);
       // The last rank to arrive has the shortest GPU duration: every rank's ends together.
       const EventRecord collective = all_reduce(rank, step + 1);
       const uint64_t at = base + 5'000'000;
@@ -142,7 +149,8 @@ void write_run(const std::string& path, bool after) {
     }
     const uint64_t end = kFirstStepNs + kSteps * kStepNs;
     if (rank == 2) {
-      hangs.note_activity(rank, "cudaStreamSynchronize", "/src/data.py:" + std::to_string(kLoadBatchLine), int64_t(end));
+      hangs.note_activity(rank, "cudaStreamSynchronize", "/src/data.py:" + std::to_string(kLoadBatchLine),
+                          int64_t(end));
     } else {
       const EventRecord hung = all_reduce(rank, kSteps + 1);
       add(hung, end, 100'000);

@@ -59,18 +59,19 @@ std::string program(const std::string& name) { return std::string(Paths::program
 
 int64_t count_api(const std::string& db, const std::string& api, const std::string& where) {
   if (where == "1")
-    return query_int(db, "SELECT coalesce(sum(c.count), 0) FROM calls c JOIN apis a ON a.id = c.api WHERE a.name = '" +
-                             api + "'");
+    return query_int(
+        db, "SELECT coalesce(sum(c.count), 0) FROM calls c JOIN apis a ON a.id = c.api WHERE a.name = '" + api + "'");
   // A condition on a record's own fields (result, bytes) needs the records: copies and polls are
   // kept one by one only in the recent window, which holds all of a test's.
   return query_int(db, "SELECT count(*) FROM (SELECT api, result, bytes, direction, host_memory, comm_size FROM events "
                        "UNION ALL SELECT api, result, bytes, direction, host_memory, comm_size FROM recent_events) e "
-                       "JOIN apis a ON a.id = e.api WHERE a.name = '" + api + "' AND " + where);
+                       "JOIN apis a ON a.id = e.api WHERE a.name = '" +
+                           api + "' AND " + where);
 }
 
 std::string as_other_user(const std::string& command) {
-  return "setpriv --reuid=" + std::to_string(kOtherUid) + " --regid=" + std::to_string(kOtherUid) +
-         " --clear-groups " + command;
+  return "setpriv --reuid=" + std::to_string(kOtherUid) + " --regid=" + std::to_string(kOtherUid) + " --clear-groups " +
+         command;
 }
 
 void share_with_other_users(const Scratch& scratch) {

@@ -45,8 +45,8 @@ class NightlyAudit : public ::testing::Test {
  protected:
   void night(const std::string& script, const std::string& db) {
     std::ofstream(s.dir + "/train.py") << script;
-    ASSERT_EQ(run("PYTHONPATH=" + std::string(Paths::torchlike_site) + " " + trainshim_cli() + " run --no-report --out " +
-                  db + " -- python3 " + s.dir + "/train.py")
+    ASSERT_EQ(run("PYTHONPATH=" + std::string(Paths::torchlike_site) + " " + trainshim_cli() +
+                  " run --no-report --out " + db + " -- python3 " + s.dir + "/train.py")
                   .exit_code,
               0);
   }
@@ -58,14 +58,16 @@ class NightlyAudit : public ::testing::Test {
 
 TEST_F(NightlyAudit, FailsOnExactlyTheNewSitesAndPassesUnchangedOrShiftedJobs) {
   night(kBase, s.dir + "/night1.db");
-  ASSERT_EQ(run(trainshim_cli() + " audit " + s.dir + "/night1.db --write-baseline " + s.dir + "/baseline.json").exit_code, 0);
+  ASSERT_EQ(
+      run(trainshim_cli() + " audit " + s.dir + "/night1.db --write-baseline " + s.dir + "/baseline.json").exit_code,
+      0);
 
   night(kBase, s.dir + "/night2.db");
   EXPECT_EQ(audit(s.dir + "/night2.db", "text").exit_code, 0) << audit(s.dir + "/night2.db", "text").out;
 
   night(shifted(), s.dir + "/night3.db");
-  EXPECT_EQ(audit(s.dir + "/night3.db", "text").exit_code, 0) << "a line shift is not a new site: "
-                                                                 << audit(s.dir + "/night3.db", "text").out;
+  EXPECT_EQ(audit(s.dir + "/night3.db", "text").exit_code, 0)
+      << "a line shift is not a new site: " << audit(s.dir + "/night3.db", "text").out;
 
   const std::string script = changed();
   night(script, s.dir + "/night4.db");
@@ -79,7 +81,8 @@ TEST_F(NightlyAudit, FailsOnExactlyTheNewSitesAndPassesUnchangedOrShiftedJobs) {
   EXPECT_FALSE(doc.at("passed").get<bool>());
   std::vector<std::string> sites;
   for (const auto& rule : doc.at("rules"))
-    for (const auto& v : rule.at("violations")) sites.push_back(rule.at("rule").get<std::string>() + " " + v.at("site").get<std::string>());
+    for (const auto& v : rule.at("violations"))
+      sites.push_back(rule.at("rule").get<std::string>() + " " + v.at("site").get<std::string>());
   // The upload waits too: a blocking upload synchronises the stream after its copy.
   std::sort(sites.begin(), sites.end());
   EXPECT_EQ(sites, (std::vector<std::string>{"new_pageable_sites " + upload_site, "new_sync_sites " + item_site,
@@ -87,7 +90,8 @@ TEST_F(NightlyAudit, FailsOnExactlyTheNewSitesAndPassesUnchangedOrShiftedJobs) {
 
   const auto junit = audit(s.dir + "/night4.db", "junit");
   EXPECT_EQ(junit.exit_code, 1);
-  EXPECT_NE(junit.out.find("<testsuites name=\"trainshim audit\" tests=\"5\" failures=\"2\">"), std::string::npos) << junit.out;
+  EXPECT_NE(junit.out.find("<testsuites name=\"trainshim audit\" tests=\"5\" failures=\"2\">"), std::string::npos)
+      << junit.out;
   EXPECT_NE(junit.out.find("new hidden sync Tensor.item() at " + item_site), std::string::npos) << junit.out;
   EXPECT_NE(junit.out.find("new pageable H2D copy at " + upload_site), std::string::npos) << junit.out;
 
@@ -98,7 +102,8 @@ TEST_F(NightlyAudit, FailsOnExactlyTheNewSitesAndPassesUnchangedOrShiftedJobs) {
   const json d = json::parse(diff.out);
   std::vector<std::string> appeared;
   for (const auto& site : d.at("sites"))
-    if (site.at("status") == "appeared") appeared.push_back(site.at("b").at("line").dump() + " " + site.at("operation").get<std::string>());
+    if (site.at("status") == "appeared")
+      appeared.push_back(site.at("b").at("line").dump() + " " + site.at("operation").get<std::string>());
   std::sort(appeared.begin(), appeared.end());
   EXPECT_EQ(appeared, (std::vector<std::string>{std::to_string(marked_line(file, "# NEW item")) + " Tensor.item()",
                                                 std::to_string(marked_line(file, "# NEW upload")) +
@@ -121,7 +126,8 @@ TEST_F(NightlyAudit, PolicyLimitsAndAllowList) {
   EXPECT_NE(strict.out.find("1.0 hidden syncs per step, limit 0.5"), std::string::npos) << strict.out;
   const std::string line = std::to_string(marked_line(s.dir + "/train.py", "value = loss.item()"));
   std::ofstream(s.dir + "/allow.toml") << "[limits]\nhidden_syncs_per_step = 0.5\nblocked_share = 1.0\n"
-                                          "[[allow]]\nsite = \"train.py:" + line + "\"\nreason = \"loss logging\"\n";
+                                          "[[allow]]\nsite = \"train.py:" +
+                                              line + "\"\nreason = \"loss logging\"\n";
   const auto allowed = run(trainshim_cli() + " audit " + s.dir + "/run.db --policy " + s.dir + "/allow.toml");
   EXPECT_EQ(allowed.exit_code, 0) << allowed.out;
   std::ofstream(s.dir + "/broken.toml") << "[limits\nhidden = ";
@@ -131,7 +137,9 @@ TEST_F(NightlyAudit, PolicyLimitsAndAllowList) {
   const auto missing = run(trainshim_cli() + " audit " + s.dir + "/absent.db 2>&1");
   EXPECT_EQ(missing.exit_code, 2);
   std::ofstream(s.dir + "/notbaseline.json") << "{\"x\": 1}";
-  EXPECT_EQ(run(trainshim_cli() + " audit " + s.dir + "/run.db --baseline " + s.dir + "/notbaseline.json 2>/dev/null").exit_code, 2);
+  EXPECT_EQ(run(trainshim_cli() + " audit " + s.dir + "/run.db --baseline " + s.dir + "/notbaseline.json 2>/dev/null")
+                .exit_code,
+            2);
 }
 
 }  // namespace

@@ -34,8 +34,8 @@ class CliFlags : public ::testing::Test {
   // `trainshim run` of the ten steps with `flags`, writing `db`.
   Outcome run_job(const std::string& db, const std::string& flags) {
     std::ofstream(s.dir + "/train.py") << kTenSteps;
-    return run("PYTHONPATH=" + std::string(Paths::torchlike_site) + " " + trainshim_cli() + " run " + flags + " --out " +
-               db + " -- python3 " + s.dir + "/train.py");
+    return run("PYTHONPATH=" + std::string(Paths::torchlike_site) + " " + trainshim_cli() + " run " + flags +
+               " --out " + db + " -- python3 " + s.dir + "/train.py");
   }
   Scratch s;
 };
@@ -61,7 +61,8 @@ TEST_F(CliFlags, FormatJsonPrintsExactlyWhatJsonPrints) {
   ASSERT_EQ(diff_json.exit_code, 0);
   EXPECT_EQ(nlohmann::json::parse(diff_json.out).at("format"), "trainshim-diff/1");
   EXPECT_EQ(run(trainshim_cli() + " diff --format json " + a + " " + b).out, diff_json.out);
-  EXPECT_EQ(run(trainshim_cli() + " diff --format text " + a + " " + b).out, run(trainshim_cli() + " diff " + a + " " + b).out);
+  EXPECT_EQ(run(trainshim_cli() + " diff --format text " + a + " " + b).out,
+            run(trainshim_cli() + " diff " + a + " " + b).out);
 
   const Outcome audit_json = run(trainshim_cli() + " audit --format json " + a);
   EXPECT_EQ(nlohmann::json::parse(audit_json.out).at("format"), "trainshim-audit/1");
@@ -94,16 +95,15 @@ TEST(Cli, UnknownFormatExits2WithTheFormatsThatExist) {
   const std::string db = s.dir + "/run.db";
   // Refused while the arguments are read: no database is opened, no job is run.
   const std::pair<std::string, std::string> commands[] = {
-      {"report " + db, "{text,json}"},
-      {"diff " + db + " " + db, "{text,json}"},
-      {"run --out " + db, "{text,json}"},
-      {"audit " + db, "{text,json,junit,markdown}"},
+      {"report " + db, "{text,json}"},        {"diff " + db + " " + db, "{text,json}"},
+      {"run --out " + db, "{text,json}"},     {"audit " + db, "{text,json,junit,markdown}"},
       {"export " + db + " -o -", "{chrome}"},
   };
   for (const auto& [command, formats] : commands) {
     const Outcome refused = run(trainshim_cli() + " " + command + " --format pprof -- true 2>&1");
     EXPECT_EQ(refused.exit_code, 2) << command;
-    EXPECT_NE(refused.out.find("--format: pprof not in " + formats), std::string::npos) << command << ": " << refused.out;
+    EXPECT_NE(refused.out.find("--format: pprof not in " + formats), std::string::npos)
+        << command << ": " << refused.out;
   }
   const Outcome both = run(trainshim_cli() + " report " + db + " --json --format text 2>&1");
   EXPECT_EQ(both.exit_code, 2);

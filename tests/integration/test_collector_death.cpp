@@ -92,8 +92,8 @@ void expect_exact(const std::string& db) {
 
 TEST(CollectorDeath, AKilledCollectorIsReplacedByTheShimAndNothingIsLostOrCountedTwice) {
   Scratch s;
-  const pid_t job = start("TRAINSHIM_OUT=" + s.db() + " " + preload_env(s.job) + " " + program(kSteadyCalls),
-                          s.dir + "/job.out");
+  const pid_t job =
+      start("TRAINSHIM_OUT=" + s.db() + " " + preload_env(s.job) + " " + program(kSteadyCalls), s.dir + "/job.out");
   ASSERT_TRUE(eventually([&] { return collectors_of(s.job).size() == 1 && stored_calls(s.db()) > 0; }))
       << "the collector never stored anything";
   const pid_t first = collectors_of(s.job).front();
@@ -111,8 +111,8 @@ TEST(CollectorDeath, AKilledCollectorIsReplacedByTheShimAndNothingIsLostOrCounte
 
 TEST(CollectorDeath, WhatAKilledCollectorLeftIsDrainedByTrainshimCollect) {
   Scratch s;
-  const pid_t job = start(preload_env(s.job) + " TRAINSHIM_SPAWN_COLLECTOR=0 " + program(kSteadyCalls),
-                          s.dir + "/job.out");
+  const pid_t job =
+      start(preload_env(s.job) + " TRAINSHIM_SPAWN_COLLECTOR=0 " + program(kSteadyCalls), s.dir + "/job.out");
   start(trainshim_cli() + " collect --job " + s.job + " --out " + s.db(), s.dir + "/collect.out");
   ASSERT_TRUE(eventually([&] { return collectors_of(s.job).size() == 1 && stored_calls(s.db()) > 0; }))
       << "the collector never stored anything";

@@ -127,7 +127,8 @@ TEST(EndToEnd, RealCudartWithoutDriverIsInterposed) {
   EXPECT_NE(result.out.find("failed calls: 6"), std::string::npos) << "not the real runtime? " << result.out;
   EXPECT_EQ(query_int(s.db(), "SELECT sum(count) FROM calls"), 6);
   EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM (SELECT result FROM events UNION ALL SELECT result FROM "
-                              "recent_events) WHERE result = 35"), 6);
+                              "recent_events) WHERE result = 35"),
+            6);
   EXPECT_EQ(count_api(s.db(), "cudaMemcpy"), 4);
 }
 
@@ -155,12 +156,14 @@ TEST(EndToEnd, ForkedChildStartsClean) {
   EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM processes"), 2) << "the quiet child must record nothing";
   EXPECT_EQ(query_int(s.db(), "SELECT events FROM processes WHERE pid = " + std::to_string(allocating)), 2);
   EXPECT_EQ(query_int(s.db(), "SELECT coalesce(sum(c.count), 0) FROM calls c JOIN processes p ON p.id = c.process_id "
-                              "JOIN apis a ON a.id = c.api WHERE p.pid = " + std::to_string(allocating) +
-                              " AND a.class = 'copy'"), 0)
+                              "JOIN apis a ON a.id = c.api WHERE p.pid = " +
+                                  std::to_string(allocating) + " AND a.class = 'copy'"),
+            0)
       << "the parent's copies must not appear in the child's segment";
   EXPECT_EQ(query_int(s.db(), "SELECT sum(c.count) FROM calls c JOIN processes p ON p.id = c.process_id JOIN apis a "
-                              "ON a.id = c.api WHERE p.pid <> " + std::to_string(allocating) +
-                              " AND a.name = 'cudaMemcpy'"), 4);
+                              "ON a.id = c.api WHERE p.pid <> " +
+                                  std::to_string(allocating) + " AND a.name = 'cudaMemcpy'"),
+            4);
 }
 
 TEST(EndToEnd, EventsOfAKilledProcessSurviveAndAreCollectedLater) {
@@ -177,25 +180,31 @@ TEST(EndToEnd, EventsOfAKilledProcessSurviveAndAreCollectedLater) {
 
 TEST(EndToEnd, OnDemandCollectorStartsExactlyOncePerJob) {
   Scratch s;
-  const auto result = run("cd " + s.dir + " && " + preload_env(s.job) + " " + simrun() + " -n 4 -- " +
-                          program("accounting_prog"));
+  const auto result =
+      run("cd " + s.dir + " && " + preload_env(s.job) + " " + simrun() + " -n 4 -- " + program("accounting_prog"));
   ASSERT_EQ(result.exit_code, 0);
   // The collector exits on its own once every rank is gone and drained; wait for it (bounded).
   const std::string lock = collector_lock_path(getuid(), s.job);
-  for (int i = 0; i < 600 && std::filesystem::exists(lock); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  for (int i = 0; i < 600 && std::filesystem::exists(lock); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   ASSERT_FALSE(std::filesystem::exists(lock)) << "the collector did not exit";
   const std::string db = s.dir + "/trainshim-" + s.job + ".db";
   EXPECT_EQ(query_int(db, "SELECT count(*) FROM collector_log WHERE message LIKE 'collector % started%'"), 1);
   EXPECT_EQ(query_int(db, "SELECT count(*) FROM processes"), 4);
   // Per rank: 20 copies, 6 syncs, 2 cudaFree, 6 all-reduces and their 6 GPU timings, init +
   // destroy, host alloc + free.
-  EXPECT_EQ(query_int(db, "SELECT sum(events) FROM processes"), 4 * (10 + 5 + 3 + 2 + 5 + 1 + 2 + 6 + 6 + 1 + 1 + 1 + 1));
+  EXPECT_EQ(query_int(db, "SELECT sum(events) FROM processes"),
+            4 * (10 + 5 + 3 + 2 + 5 + 1 + 2 + 6 + 6 + 1 + 1 + 1 + 1));
   EXPECT_EQ(query_int(db, "SELECT count(DISTINCT object || '/' || sequence) FROM events e JOIN apis a ON a.id = e.api "
-                          "WHERE a.class = 'collective' AND e.gpu_ns IS NOT NULL"), 6)
+                          "WHERE a.class = 'collective' AND e.gpu_ns IS NOT NULL"),
+            6)
       << "the same six all-reduces, matched across the four ranks by communicator and sequence";
   EXPECT_EQ(query_int(db, "SELECT count(*) FROM events e JOIN apis a ON a.id = e.api WHERE a.class = 'collective' AND "
-                          "e.gpu_ns IS NOT NULL"), 4 * 6) << "every all-reduce's timing in its row";
-  EXPECT_EQ(query_int(db, "SELECT count(*) FROM events e JOIN apis a ON a.id = e.api WHERE a.name = 'ncclGpuTiming'"), 0)
+                          "e.gpu_ns IS NOT NULL"),
+            4 * 6)
+      << "every all-reduce's timing in its row";
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM events e JOIN apis a ON a.id = e.api WHERE a.name = 'ncclGpuTiming'"),
+            0)
       << "no timing kept as a row of its own";
   EXPECT_EQ(count_api(db, "ncclGpuTiming"), 4 * 6) << "each counted";
   EXPECT_FALSE(segment_exists(s.job));

@@ -100,15 +100,17 @@ TEST(Files, PythonSourcesThatAreNoRegularFilesAreNotReadAndCollectingGoesOn) {
   EXPECT_EQ(count_api(db, "cudaDeviceSynchronize"), 3 + 3);
   for (const std::string& file : {fifo, std::string("/dev/zero")}) {
     SCOPED_TRACE(file);
-    EXPECT_EQ(query_int(db, "SELECT count(*) FROM python_frames WHERE file = '" + file + "' AND line = 2 AND "
-                            "function = 'synchronize' AND source = ''"), 1);
+    EXPECT_EQ(query_int(db, "SELECT count(*) FROM python_frames WHERE file = '" + file +
+                                "' AND line = 2 AND "
+                                "function = 'synchronize' AND source = ''"),
+              1);
     EXPECT_EQ(query_int(db, "SELECT count(*) FROM python_frames WHERE file = '" + file + "' AND source != ''"), 0);
   }
   // A line longer than the limit is cut there.
   EXPECT_EQ(query_text(db, "SELECT source FROM python_frames WHERE file = '" + wide + "'"), std::string(4096, 'x'));
   // Real sources are still read, after the frames that were not.
-  EXPECT_EQ(query_text(db, "SELECT source FROM python_frames WHERE file = '" + script + "' AND line = " +
-                               std::to_string(marked_line(script, "# AFTER"))),
+  EXPECT_EQ(query_text(db, "SELECT source FROM python_frames WHERE file = '" + script +
+                               "' AND line = " + std::to_string(marked_line(script, "# AFTER"))),
             "check(cuda.cudaDeviceSynchronize(), \"cudaDeviceSynchronize\")  # AFTER");
   EXPECT_EQ(status_of(db).st_mode & 07777, 0600u) << "the database is the owner's only";
 }
@@ -121,10 +123,11 @@ TEST(Files, DatabaseLinkPlantedByAnotherUserIsRefusedAndTheJobRuns) {
   const std::string chosen = s.dir + "/chosen_by_another_user.db";
   const std::string db = shared + "/trainshim-" + s.job + ".db";
   ASSERT_EQ(run(as_other_user("ln -s " + chosen + " " + db)).exit_code, 0);
-  const auto result = run("cd " + shared + " && TRAINSHIM_JOB=" + s.job + " " + trainshim_cli() + " run --no-report -- " +
-                          program("accounting_prog") + " 2>&1");
+  const auto result = run("cd " + shared + " && TRAINSHIM_JOB=" + s.job + " " + trainshim_cli() +
+                          " run --no-report -- " + program("accounting_prog") + " 2>&1");
   EXPECT_EQ(result.exit_code, 0) << result.out;
-  EXPECT_NE(result.out.find("refusing the database " + db + ": " + db + " is a symbolic link; remove it, or set "
+  EXPECT_NE(result.out.find("refusing the database " + db + ": " + db +
+                            " is a symbolic link; remove it, or set "
                             "TRAINSHIM_OUT to a file in a directory only you can write"),
             std::string::npos)
       << result.out;
@@ -139,8 +142,8 @@ TEST(Files, DatabaseFileOfAnotherUserIsRefusedAndLeftAsItWas) {
   const std::string db = shared + "/trainshim-" + s.job + ".db";
   ASSERT_EQ(run(as_other_user("sh -c 'umask 0 && : > " + db + "'")).exit_code, 0);
   ASSERT_EQ(status_of(db).st_mode & 0777, 0666u);
-  const auto result = run("cd " + shared + " && TRAINSHIM_JOB=" + s.job + " " + trainshim_cli() + " run --no-report -- " +
-                          program("accounting_prog") + " 2>&1");
+  const auto result = run("cd " + shared + " && TRAINSHIM_JOB=" + s.job + " " + trainshim_cli() +
+                          " run --no-report -- " + program("accounting_prog") + " 2>&1");
   EXPECT_EQ(result.exit_code, 0) << result.out;
   EXPECT_NE(result.out.find("refusing the database " + db + ": " + db + " belongs to uid 65534, not to you"),
             std::string::npos)
@@ -184,8 +187,9 @@ TEST(Files, SameLaunchAppendsAndAnotherLaunchOfTheJobGetsItsOwnDatabase) {
   for (const std::string& dir : {first + "/attempt_0/0", first + "/attempt_1/0", second + "/attempt_0/0"})
     fs::create_directories(dir);
   auto launch = [&](const std::string& attempt_dir) {
-    const auto result = run("cd " + s.dir + " && TORCHELASTIC_RUN_ID=" + s.job + " TORCHELASTIC_ERROR_FILE=" +
-                            attempt_dir + "/0/error.json LD_PRELOAD=" + shim() + " " + program("accounting_prog"));
+    const auto result =
+        run("cd " + s.dir + " && TORCHELASTIC_RUN_ID=" + s.job + " TORCHELASTIC_ERROR_FILE=" + attempt_dir +
+            "/0/error.json LD_PRELOAD=" + shim() + " " + program("accounting_prog"));
     EXPECT_EQ(result.exit_code, 0);
     EXPECT_TRUE(collectors_exit(s.job));
   };
@@ -193,7 +197,8 @@ TEST(Files, SameLaunchAppendsAndAnotherLaunchOfTheJobGetsItsOwnDatabase) {
   launch(first + "/attempt_1");
   launch(second + "/attempt_0");
   const std::string db = s.dir + "/trainshim-" + s.job + ".db", other = s.dir + "/trainshim-" + s.job + ".2.db";
-  EXPECT_EQ(files_in(s.dir), (std::set<std::string>{"logs", "trainshim-" + s.job + ".db", "trainshim-" + s.job + ".2.db"}));
+  EXPECT_EQ(files_in(s.dir),
+            (std::set<std::string>{"logs", "trainshim-" + s.job + ".db", "trainshim-" + s.job + ".2.db"}));
   EXPECT_EQ(query_int(db, "SELECT count(*) FROM processes"), 2);
   EXPECT_EQ(query_int(db, "SELECT count(*) FROM collector_log WHERE message LIKE 'collector % started%'"), 2);
   EXPECT_EQ(query_text(db, "SELECT value FROM meta WHERE key = 'launch'"), "torchrun:" + first);
@@ -207,7 +212,9 @@ TEST(Files, SameLaunchAppendsAndAnotherLaunchOfTheJobGetsItsOwnDatabase) {
 TEST(Files, HostileRecordedStringsKeepJsonXmlAndTheTerminalIntact) {
   Scratch s;
   ASSERT_EQ(run("TRAINSHIM_JOB=" + s.job + " " + trainshim_cli() + " run --no-report --out " + s.db() + " -- python3 " +
-                python_script("accounting.py")).exit_code, 0);
+                python_script("accounting.py"))
+                .exit_code,
+            0);
   exec_sql(s.db(), "UPDATE python_frames SET source=CAST(X'1b5d303b70776e65641b5c1b5b324a1b5b33316d6c6f73732e6974656d"
                    "28292026203c2f6661696c7572653e20e9' AS TEXT), function=CAST(X'1b5b356d66756e633c2f3e' AS TEXT)");
   exec_sql(s.db(), "UPDATE processes SET command=CAST(X'1b5b33316d464f52474544e92e62696e' AS TEXT)");
@@ -226,7 +233,8 @@ TEST(Files, HostileRecordedStringsKeepJsonXmlAndTheTerminalIntact) {
   EXPECT_NE(text.out.find("\\x1b]0;pwned\\x1b\\\\x1b[2J\\x1b[31mloss.item()"), std::string::npos) << text.out;
 
   ASSERT_EQ(run(cli + " audit " + s.db() + " --format junit > " + s.dir + "/junit.xml").exit_code, 0);
-  EXPECT_EQ(run("python3 -c 'import sys, xml.dom.minidom as m; m.parse(sys.argv[1])' " + s.dir + "/junit.xml").exit_code, 0);
+  EXPECT_EQ(
+      run("python3 -c 'import sys, xml.dom.minidom as m; m.parse(sys.argv[1])' " + s.dir + "/junit.xml").exit_code, 0);
   for (const char* format : {"text", "markdown"}) {
     const auto audit = run(cli + " audit " + s.db() + " --format " + format);
     EXPECT_EQ(audit.exit_code, 0) << format;
@@ -295,7 +303,8 @@ TEST(Files, ReportWithoutADatabaseTakesTheNewestRegularFile) {
 TEST(Files, ExportDoesNotWriteThroughALinkBesideItsOutput) {
   Scratch s;
   const std::string shared = shared_directory(s);
-  ASSERT_EQ(run(trainshim_cli() + " run --no-report --out " + s.db() + " -- " + program("accounting_prog")).exit_code, 0);
+  ASSERT_EQ(run(trainshim_cli() + " run --no-report --out " + s.db() + " -- " + program("accounting_prog")).exit_code,
+            0);
   const std::string victim = s.dir + "/victim.txt", trace = shared + "/trace.json";
   std::ofstream(victim) << "keep\n";
   ASSERT_EQ(run(as_other_user("ln -s " + victim + " " + trace + ".partial")).exit_code, 0);

@@ -83,7 +83,9 @@ void remove_shm_entries(const std::string& prefix) {
 }
 
 std::string own_prefix(const std::string& job) { return "trainshim-" + std::to_string(getuid()) + "-" + job + "-"; }
-std::string lock_of(const std::string& job) { return "/dev/shm/trainshim-" + std::to_string(getuid()) + "-" + job + ".lock"; }
+std::string lock_of(const std::string& job) {
+  return "/dev/shm/trainshim-" + std::to_string(getuid()) + "-" + job + ".lock";
+}
 
 // Polls (bounded) until `done` holds; the answer is whether it did.
 template <class Done>
@@ -96,7 +98,8 @@ bool eventually(Done done, int tenths_of_a_second = 150) {
 }
 
 int64_t lost(const std::string& db) {
-  return query_int(db, "SELECT sum(dropped_ring_full + dropped_not_ready + lost_unpublished + malformed) FROM processes");
+  return query_int(db,
+                   "SELECT sum(dropped_ring_full + dropped_not_ready + lost_unpublished + malformed) FROM processes");
 }
 
 // Row "Segment creation: ... 16 names pre-created by nobody": after 16 collisions, recording is off
@@ -162,8 +165,10 @@ TEST(HeldUp, NameTakenByAnotherUserIsNeitherOpenedNorFollowed) {
 TEST(HeldUp, MutatedRealSegmentsNeverCrashTheCollector) {
   Scratch s;
   const std::string seed_job = s.job + "seed";
-  const auto seeded = run(preload_env(seed_job) + " TRAINSHIM_SPAWN_COLLECTOR=0 TRAINSHIM_RINGS=2 TRAINSHIM_RING_EVENTS=64 "
-                          "TRAINSHIM_FIRST_RING_EVENTS=64 TRAINSHIM_SIDE_RECORDS=64 " + held() + " hammer 20 2");
+  const auto seeded = run(preload_env(seed_job) +
+                          " TRAINSHIM_SPAWN_COLLECTOR=0 TRAINSHIM_RINGS=2 TRAINSHIM_RING_EVENTS=64 "
+                          "TRAINSHIM_FIRST_RING_EVENTS=64 TRAINSHIM_SIDE_RECORDS=64 " +
+                          held() + " hammer 20 2");
   ASSERT_EQ(seeded.exit_code, 0);
   const auto segments = shm_entries(own_prefix(seed_job));
   ASSERT_EQ(segments.size(), 1u);
@@ -206,10 +211,12 @@ TEST(HeldUp, CollectorStartsWithoutAShellWithoutTheShimAndWithoutDebuginfod) {
   fs::create_directories(odd_dir);
   fs::create_symlink(collector(), odd_dir + "/trainshim-collector");
   fs::create_directories(s.dir + "/probe");
-  const auto result = run("cd " + s.dir + " && HELD_PROBE_DIR=" + s.dir + "/probe DEBUGINFOD_URLS=http://127.0.0.1:9/ "
-                          "TRAINSHIM_JOB=" + s.job + " TRAINSHIM_OUT=" + s.db() + " TRAINSHIM_COLLECTOR=" +
-                          quoted(odd_dir + "/trainshim-collector") + " LD_PRELOAD=" + probe + ":" + shim() + " " +
-                          held() + " hammer 10 1 >" + s.dir + "/job.out 2>&1");
+  const auto result =
+      run("cd " + s.dir + " && HELD_PROBE_DIR=" + s.dir +
+          "/probe DEBUGINFOD_URLS=http://127.0.0.1:9/ "
+          "TRAINSHIM_JOB=" +
+          s.job + " TRAINSHIM_OUT=" + s.db() + " TRAINSHIM_COLLECTOR=" + quoted(odd_dir + "/trainshim-collector") +
+          " LD_PRELOAD=" + probe + ":" + shim() + " " + held() + " hammer 10 1 >" + s.dir + "/job.out 2>&1");
   ASSERT_EQ(result.exit_code, 0);
   ASSERT_EQ(read_file(s.dir + "/job.out"), "done 1 x 10\n");
 
@@ -256,8 +263,8 @@ TEST(HeldUp, HostileJobIdIsSanitizedIntoOneShortName) {
   ASSERT_EQ(recorded.exit_code, 0);
   ASSERT_EQ(lines_of(recorded.out).size(), 1u) << recorded.out;
   EXPECT_TRUE(recorded.out.starts_with(own_prefix(sanitized))) << recorded.out;
-  const auto collected = run("cd " + s.dir + "/work && " + trainshim_cli() + " collect --job " + quoted(raw) +
-                             " --idle-exit 0.2");
+  const auto collected =
+      run("cd " + s.dir + "/work && " + trainshim_cli() + " collect --job " + quoted(raw) + " --idle-exit 0.2");
   ASSERT_EQ(collected.exit_code, 0);
   const std::string db = s.dir + "/work/trainshim-" + sanitized + ".db";
   ASSERT_TRUE(fs::exists(db));
@@ -321,9 +328,9 @@ TEST(HeldUp, ProducersKilledAtRandomTimesAreAllDrainedAndEnded) {
     // The random time counts from the producer's first call, when its segment appears.
     // Small rings: what a killed producer leaves behind is drained quickly.
     script += preload_env(s.job) + " TRAINSHIM_SPAWN_COLLECTOR=0 TRAINSHIM_RING_EVENTS=256 " + held() +
-              " hammer 100000000 8 >/dev/null &\n" +
-              "producer=$!; tries=0\n" +
-              "while [ ! -e /dev/shm/" + own_prefix(s.job) + "$producer ] && [ $tries -lt 1000 ]; do sleep 0.01; "
+              " hammer 100000000 8 >/dev/null &\n" + "producer=$!; tries=0\n" + "while [ ! -e /dev/shm/" +
+              own_prefix(s.job) +
+              "$producer ] && [ $tries -lt 1000 ]; do sleep 0.01; "
               "tries=$((tries + 1)); done\n" +
               "sleep " + std::to_string(delay_ms / 1000.0) + "; kill -KILL $producer; wait $producer; echo killed=$?\n";
   }
@@ -344,32 +351,36 @@ TEST(HeldUp, ProducersKilledAtRandomTimesAreAllDrainedAndEnded) {
 // child's stacks apart (~90 ms a process), 200 would take 18 s.
 TEST(HeldUp, ForkWhileThreadsHammerCountsEveryChildsEvents) {
   Scratch s;
-  const auto result = run("TRAINSHIM_JOB=" + s.job + " TRAINSHIM_RINGS=1 TRAINSHIM_RING_EVENTS=1024 " + trainshim_cli() +
-                          " run --no-report --out " + s.db() + " -- " + held() + " fork 50");
+  const auto result = run("TRAINSHIM_JOB=" + s.job + " TRAINSHIM_RINGS=1 TRAINSHIM_RING_EVENTS=1024 " +
+                          trainshim_cli() + " run --no-report --out " + s.db() + " -- " + held() + " fork 50");
   ASSERT_EQ(result.exit_code, 0) << result.out;
   long parent_calls = 0;
   int clean = 0, parent = 0;
-  ASSERT_EQ(std::sscanf(result.out.c_str(), "clean_children=%d parent_calls=%ld pid=%d", &clean, &parent_calls, &parent),
-            3)
+  ASSERT_EQ(
+      std::sscanf(result.out.c_str(), "clean_children=%d parent_calls=%ld pid=%d", &clean, &parent_calls, &parent), 3)
       << result.out;
   EXPECT_EQ(clean, 50);
   const std::string children = " FROM processes WHERE pid <> " + std::to_string(parent);
   EXPECT_EQ(query_int(s.db(), "SELECT count(*)" + children), 50);
   EXPECT_EQ(query_int(s.db(), "SELECT count(*)" + children + " AND events = 20"), 50);
-  EXPECT_EQ(query_int(s.db(), "SELECT sum(dropped_ring_full + dropped_not_ready + lost_unpublished + malformed)" + children), 0);
-  EXPECT_EQ(query_int(s.db(), "SELECT sum(c.count) FROM calls c JOIN processes p ON p.id = c.process_id WHERE p.pid <> " +
-                                  std::to_string(parent)),
-            1000);
+  EXPECT_EQ(
+      query_int(s.db(), "SELECT sum(dropped_ring_full + dropped_not_ready + lost_unpublished + malformed)" + children),
+      0);
+  EXPECT_EQ(
+      query_int(s.db(), "SELECT sum(c.count) FROM calls c JOIN processes p ON p.id = c.process_id WHERE p.pid <> " +
+                            std::to_string(parent)),
+      1000);
   EXPECT_EQ(query_int(s.db(), "SELECT events + dropped_ring_full + dropped_not_ready + lost_unpublished + malformed "
-                              "FROM processes WHERE pid = " + std::to_string(parent)),
+                              "FROM processes WHERE pid = " +
+                                  std::to_string(parent)),
             parent_calls);
 }
 
 // Row "exec chain of 4 images": each exec'd image gets its own segment (pid, pid.1, ...).
 TEST(HeldUp, EachImageOfAnExecChainGetsItsOwnSegment) {
   Scratch s;
-  const auto result = run("TRAINSHIM_JOB=" + s.job + " " + trainshim_cli() + " run --no-report --out " + s.db() + " -- " +
-                          held() + " exec 4");
+  const auto result = run("TRAINSHIM_JOB=" + s.job + " " + trainshim_cli() + " run --no-report --out " + s.db() +
+                          " -- " + held() + " exec 4");
   ASSERT_EQ(result.exit_code, 0) << result.out;
   int pid = 0;
   ASSERT_EQ(std::sscanf(result.out.c_str(), "pid=%d", &pid), 1) << result.out;
@@ -455,11 +466,13 @@ TEST(HeldUp, ProcessesThatCallNoCudaStayInert) {
   Scratch s;
   const std::string traced = "strace -f -qq -e trace=clone,clone3,fork,vfork,openat,open,creat,memfd_create,mmap -o ";
   ASSERT_EQ(run(traced + s.dir + "/plain.trace /bin/true").exit_code, 0);
-  ASSERT_EQ(run(traced + s.dir + "/shim.trace -E TRAINSHIM_JOB=" + s.job + " -E LD_PRELOAD=" + shim() + " /bin/true").exit_code,
+  ASSERT_EQ(run(traced + s.dir + "/shim.trace -E TRAINSHIM_JOB=" + s.job + " -E LD_PRELOAD=" + shim() + " /bin/true")
+                .exit_code,
             0);
   const std::string trace = read_file(s.dir + "/shim.trace");
   ASSERT_NE(trace.find("libtrainshim.so"), std::string::npos) << "the shim was not loaded: " << trace;
-  for (const char* call : {"clone(", "clone3(", "fork(", "vfork(", "memfd_create(", "/dev/shm", "O_CREAT", "O_WRONLY", "O_RDWR"})
+  for (const char* call :
+       {"clone(", "clone3(", "fork(", "vfork(", "memfd_create(", "/dev/shm", "O_CREAT", "O_WRONLY", "O_RDWR"})
     EXPECT_EQ(trace.find(call), std::string::npos) << call << " in " << trace;
   const std::set<std::string> plain = opened_paths(read_file(s.dir + "/plain.trace"));
   for (const std::string& path : opened_paths(trace)) {
@@ -482,7 +495,8 @@ TEST(HeldUp, ProcessesThatCallNoCudaStayInert) {
 TEST(HeldUp, UnusableRingSettingsFallBackToTheDefaults) {
   Scratch s;
   auto segment_size = [&](const std::string& settings) -> long long {
-    const auto result = run(settings + " TRAINSHIM_SPAWN_COLLECTOR=0 " + preload_env(s.job) + " " + held() + " segments");
+    const auto result =
+        run(settings + " TRAINSHIM_SPAWN_COLLECTOR=0 " + preload_env(s.job) + " " + held() + " segments");
     EXPECT_EQ(result.exit_code, 0) << settings;
     long long size = -1;
     const auto at = result.out.find(" size=");
@@ -536,7 +550,8 @@ TEST(HeldUp, NoCommandCrashesOrHangsOnHostileFiles) {
     inputs.push_back({path, true});
   }
   for (const Input& input : inputs) {
-    for (const std::string& command : std::vector<std::string>{"report", "report --json", "audit", "export -o " + s.dir + "/trace.json"}) {
+    for (const std::string& command :
+         std::vector<std::string>{"report", "report --json", "audit", "export -o " + s.dir + "/trace.json"}) {
       SCOPED_TRACE(command + " " + input.path);
       const auto r = run("timeout 20 " + trainshim_cli() + " " + command + " " + input.path + " 2>&1 >/dev/null");
       EXPECT_LE(r.exit_code, 2) << r.out;
@@ -551,10 +566,10 @@ TEST(HeldUp, NoCommandCrashesOrHangsOnHostileFiles) {
   // Flags, subcommands, policy, baseline and formats that do not exist.
   write_file(s.dir + "/policy.toml", "[limits\nhidden_syncs = \"many\"\n");
   write_file(s.dir + "/baseline.json", "{\"format\": 7");
-  for (const std::string& command : std::vector<std::string>
-       {"report --frobnicate " + good, "frobnicate", "audit --policy " + s.dir + "/policy.toml " + good,
-        "audit --baseline " + s.dir + "/baseline.json " + good, "audit --format yaml " + good,
-        "export --format svg -o " + s.dir + "/t.svg " + good, "report " + s.dir + "/absent.db"}) {
+  for (const std::string& command : std::vector<std::string>{
+           "report --frobnicate " + good, "frobnicate", "audit --policy " + s.dir + "/policy.toml " + good,
+           "audit --baseline " + s.dir + "/baseline.json " + good, "audit --format yaml " + good,
+           "export --format svg -o " + s.dir + "/t.svg " + good, "report " + s.dir + "/absent.db"}) {
     SCOPED_TRACE(command);
     const auto r = run("timeout 20 " + trainshim_cli() + " " + command + " 2>&1 >/dev/null");
     EXPECT_EQ(r.exit_code, 2) << r.out;
@@ -566,8 +581,9 @@ TEST(HeldUp, NoCommandCrashesOrHangsOnHostileFiles) {
 TEST(HeldUp, ReportWithoutADatabasePicksTheNewestOfAThousand) {
   Scratch s;
   const std::string newest = s.dir + "/trainshim-aaa.db";
-  ASSERT_EQ(run("TRAINSHIM_JOB=" + s.job + " " + trainshim_cli() + " run --no-report --out " + newest + " -- " + held() +
-                " hammer 3 1").exit_code,
+  ASSERT_EQ(run("TRAINSHIM_JOB=" + s.job + " " + trainshim_cli() + " run --no-report --out " + newest + " -- " +
+                held() + " hammer 3 1")
+                .exit_code,
             0);
   const auto old = fs::last_write_time(newest) - std::chrono::hours(24 * 365);
   for (int i = 0; i < 1000; ++i) {
@@ -587,21 +603,24 @@ TEST(HeldUp, JunitEscapesTheFiveXmlSpecialCharacters) {
   Scratch s;
   const std::string db = s.dir + "/a&b<c>d\"e'f.db";
   ASSERT_EQ(run("TRAINSHIM_JOB=" + s.job + " " + trainshim_cli() + " run --no-report --out " + quoted(db) + " -- " +
-                program("accounting_prog")).exit_code,
+                program("accounting_prog"))
+                .exit_code,
             0);
-  ASSERT_EQ(run("sqlite3 " + quoted(db) + " " + quoted("UPDATE native_frames SET function = 'f<&>\"''g'")).exit_code, 0);
+  ASSERT_EQ(run("sqlite3 " + quoted(db) + " " + quoted("UPDATE native_frames SET function = 'f<&>\"''g'")).exit_code,
+            0);
   // Against the baseline of a run without copies, each copy site is a violation named by its function.
   const std::string empty = s.dir + "/empty.db";
   ASSERT_EQ(run(trainshim_cli() + " run --no-report --out " + empty + " -- true").exit_code, 0);
   ASSERT_EQ(run(trainshim_cli() + " audit " + empty + " --write-baseline " + s.dir + "/baseline.json").exit_code, 0);
-  const auto junit = run(trainshim_cli() + " audit --format junit --baseline " + s.dir + "/baseline.json " + quoted(db) +
-                         " > " + s.dir + "/junit.xml");
+  const auto junit = run(trainshim_cli() + " audit --format junit --baseline " + s.dir + "/baseline.json " +
+                         quoted(db) + " > " + s.dir + "/junit.xml");
   EXPECT_EQ(junit.exit_code, 1) << "the new copy sites fail the audit";
   const std::string xml = read_file(s.dir + "/junit.xml");
   EXPECT_NE(xml.find("a&amp;b&lt;c&gt;d&quot;e&apos;f.db"), std::string::npos) << xml;
   EXPECT_NE(xml.find("f&lt;&amp;&gt;&quot;&apos;g"), std::string::npos) << xml;
   EXPECT_EQ(xml.find("f<&>"), std::string::npos) << xml;
-  const auto parsed = run("python3 -c 'import sys, xml.dom.minidom as m; m.parse(sys.argv[1])' " + s.dir + "/junit.xml 2>&1");
+  const auto parsed =
+      run("python3 -c 'import sys, xml.dom.minidom as m; m.parse(sys.argv[1])' " + s.dir + "/junit.xml 2>&1");
   EXPECT_EQ(parsed.exit_code, 0) << parsed.out;
 }
 

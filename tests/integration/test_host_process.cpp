@@ -56,9 +56,9 @@ TEST(HostProcess, FullDevShmTurnsRecordingOffAndTheJobRunsUnchanged) {
 
   // 20,000 copies and syncs fill a ring: more pages than 1 MiB holds, each taken at its first write.
   Scratch s;
-  const auto result = run_with_messages(with_tiny_dev_shm(
-      "TRAINSHIM_SPAWN_COLLECTOR=0 " + preload_env(s.job) + " " + program("host_copies_prog") +
-      " 20000 1; echo rc=$?; ls -A /dev/shm | wc -l"));
+  const auto result = run_with_messages(with_tiny_dev_shm("TRAINSHIM_SPAWN_COLLECTOR=0 " + preload_env(s.job) + " " +
+                                                          program("host_copies_prog") +
+                                                          " 20000 1; echo rc=$?; ls -A /dev/shm | wc -l"));
   ASSERT_EQ(result.exit_code, 0) << result.out;
   EXPECT_EQ(occurrences(result.out, "trainshim: /dev/shm has no room for 24.5 MiB: recording is off, the job runs "
                                     "unchanged; enlarge /dev/shm (docker --shm-size) or lower "
@@ -74,17 +74,25 @@ TEST(HostProcess, NumbersOutOfRangeInTheEnvironmentGetTheDefaultAndAWarning) {
   Scratch s;
   const auto result = run_with_messages("TRAINSHIM_SPAWN_COLLECTOR=0 TRAINSHIM_RING_EVENTS=-1 TRAINSHIM_RINGS=1e3 "
                                         "TRAINSHIM_SIDE_RECORDS=99999999999999999999 "
-                                        "TRAINSHIM_FIRST_RING_EVENTS=4194305 " + preload_env(s.job) + " " +
-                                        program("host_copies_prog") + " 10 1");
+                                        "TRAINSHIM_FIRST_RING_EVENTS=4194305 " +
+                                        preload_env(s.job) + " " + program("host_copies_prog") + " 10 1");
   ASSERT_EQ(result.exit_code, 0) << result.out;
   EXPECT_EQ(occurrences(result.out, "trainshim: TRAINSHIM_RINGS=\"1e3\" is not a whole number from 1 to 256: using "
-                                    "the default 8\n"), 1) << result.out;
+                                    "the default 8\n"),
+            1)
+      << result.out;
   EXPECT_EQ(occurrences(result.out, "trainshim: TRAINSHIM_RING_EVENTS=\"-1\" is not a whole number from 1 to "
-                                    "4194304: using the default 16384\n"), 1) << result.out;
+                                    "4194304: using the default 16384\n"),
+            1)
+      << result.out;
   EXPECT_EQ(occurrences(result.out, "trainshim: TRAINSHIM_SIDE_RECORDS=\"99999999999999999999\" is not a whole "
-                                    "number from 1 to 65536: using the default 2048\n"), 1) << result.out;
+                                    "number from 1 to 65536: using the default 2048\n"),
+            1)
+      << result.out;
   EXPECT_EQ(occurrences(result.out, "trainshim: TRAINSHIM_FIRST_RING_EVENTS=\"4194305\" is not a whole number from 1 "
-                                    "to 4194304: using the default 131072\n"), 1) << result.out;
+                                    "to 4194304: using the default 131072\n"),
+            1)
+      << result.out;
   EXPECT_EQ(occurrences(result.out, "trainshim:"), 4) << result.out;
 
   // The geometry the process used.
@@ -101,8 +109,7 @@ TEST(HostProcess, ValidNumbersInTheEnvironmentAreUsedSilently) {
   Scratch s;
   const auto result = run_with_messages("TRAINSHIM_SPAWN_COLLECTOR=0 TRAINSHIM_RING_EVENTS=1000 TRAINSHIM_RINGS=3 "
                                         "TRAINSHIM_SIDE_RECORDS=64 TRAINSHIM_FIRST_RING_EVENTS=5000 " +
-                                        preload_env(s.job) + " " +
-                                        program("host_copies_prog") + " 10 1");
+                                        preload_env(s.job) + " " + program("host_copies_prog") + " 10 1");
   ASSERT_EQ(result.exit_code, 0) << result.out;
   EXPECT_EQ(result.out, "done 1 x 10\n");
   SegmentHeader header{};
@@ -120,9 +127,10 @@ TEST(HostProcess, TheFirstRingIsNeverSmallerThanTheOthersUnlessAsked) {
   for (const std::string first : {"", "16"}) {
     SCOPED_TRACE("TRAINSHIM_FIRST_RING_EVENTS=" + first);
     Scratch s;
-    const auto result = run_with_messages("TRAINSHIM_SPAWN_COLLECTOR=0 TRAINSHIM_RINGS=2 TRAINSHIM_RING_EVENTS=131072 "
-                                          "TRAINSHIM_FIRST_RING_EVENTS=" + first + " " + preload_env(s.job) + " " +
-                                          program("host_copies_prog") + " 10 1");
+    const auto result =
+        run_with_messages("TRAINSHIM_SPAWN_COLLECTOR=0 TRAINSHIM_RINGS=2 TRAINSHIM_RING_EVENTS=131072 "
+                          "TRAINSHIM_FIRST_RING_EVENTS=" +
+                          first + " " + preload_env(s.job) + " " + program("host_copies_prog") + " 10 1");
     ASSERT_EQ(result.exit_code, 0) << result.out;
     EXPECT_EQ(result.out, "done 1 x 10\n");
     SegmentHeader header{};
@@ -159,8 +167,8 @@ TEST(HostProcess, ProgramWithOptionalCudaAndNoRuntimeTakesItsCpuPath) {
 
 TEST(HostProcess, ProgramWithOptionalCudaLinkedWithTheRuntimeIsRecorded) {
   Scratch s;
-  const auto result = run(trainshim_cli() + " run --no-report --out " + s.db() + " -- " +
-                          program("optional_cuda_linked_prog"));
+  const auto result =
+      run(trainshim_cli() + " run --no-report --out " + s.db() + " -- " + program("optional_cuda_linked_prog"));
   ASSERT_EQ(result.exit_code, 0) << result.out;
   EXPECT_EQ(result.out, "ran on the GPU\n");
   EXPECT_EQ(count_api(s.db(), "cudaMemcpy", "result = 0 AND direction = 1 AND host_memory = 2 AND bytes = 256"), 3);

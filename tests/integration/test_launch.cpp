@@ -82,8 +82,7 @@ TEST(Launch, CapturedOutputEndsWithTheJobNotWithTheCollector) {
   const auto result = run("out=$(" + job_env(s) + " " + launch_prog() + " copies 10 2>&1); echo \"captured $out\"");
   ASSERT_EQ(result.exit_code, 0);
   EXPECT_EQ(result.out, "captured copies=10\n");
-  EXPECT_TRUE(collector_running(getuid(), s.job))
-      << "the collector is gone: the command substitution waited for it";
+  EXPECT_TRUE(collector_running(getuid(), s.job)) << "the collector is gone: the command substitution waited for it";
   EXPECT_EQ(value_once_stored(s.db(), kCopies, 10), 10);
 }
 
@@ -91,9 +90,9 @@ TEST(Launch, CapturedOutputEndsWithTheJobNotWithTheCollector) {
 TEST(Launch, LockHeldByTheJobIsFreeOnceTheJobExits) {
   Scratch s;
   const std::string job_lock = s.dir + "/cron.lock";
-  const auto result = run("sh -c '( flock -n 9 || exit 9; " + job_env(s) + " " + launch_prog() +
-                          " copies 10 >/dev/null ) 9>" + job_lock + " && flock -n " + job_lock +
-                          " echo free || echo held'");
+  const auto result =
+      run("sh -c '( flock -n 9 || exit 9; " + job_env(s) + " " + launch_prog() + " copies 10 >/dev/null ) 9>" +
+          job_lock + " && flock -n " + job_lock + " echo free || echo held'");
   EXPECT_EQ(result.out, "free\n");
   EXPECT_TRUE(collector_running(getuid(), s.job)) << "the collector must still run for the lock to say anything";
   EXPECT_EQ(value_once_stored(s.db(), kCopies, 10), 10);
@@ -119,10 +118,12 @@ TEST(Launch, AnotherUsersLockFileIsRefusedAndTheJobIsStillCollected) {
   const auto result = run("cd " + s.dir + " && " + job_env(s) + " " + launch_prog() + " copies 10 2>&1");
   close(held);
   ASSERT_EQ(result.exit_code, 0);
-  EXPECT_NE(result.out.find("refused the lock file " + lock + " (owned by uid 65534)"), std::string::npos) << result.out;
+  EXPECT_NE(result.out.find("refused the lock file " + lock + " (owned by uid 65534)"), std::string::npos)
+      << result.out;
   EXPECT_EQ(value_once_stored(s.db(), kCopies, 10), 10);
   EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM collector_log WHERE level = 'warning' AND message LIKE "
-                              "'refused the lock file " + lock + " (owned by uid 65534)%'"),
+                              "'refused the lock file " +
+                                  lock + " (owned by uid 65534)%'"),
             1)
       << "the collector's own log names the refused file too";
 }
@@ -175,9 +176,9 @@ TEST(Launch, RelativePreloadAndChdirRunTheRealCollector) {
   std::ofstream(fake) << "#!/bin/sh\ntouch " << planted << "/FAKE_COLLECTOR_RAN\n";
   std::filesystem::permissions(fake, std::filesystem::perms(0755));
   const std::filesystem::path bin(Paths::bin);
-  const auto result = run("cd " + bin.parent_path().string() + " && TRAINSHIM_JOB=" + s.job + " TRAINSHIM_OUT=" +
-                          s.db() + " LD_PRELOAD=" + bin.filename().string() + "/libtrainshim.so " + launch_prog() +
-                          " chdir " + planted + " 10");
+  const auto result =
+      run("cd " + bin.parent_path().string() + " && TRAINSHIM_JOB=" + s.job + " TRAINSHIM_OUT=" + s.db() +
+          " LD_PRELOAD=" + bin.filename().string() + "/libtrainshim.so " + launch_prog() + " chdir " + planted + " 10");
   ASSERT_EQ(result.exit_code, 0);
   EXPECT_EQ(value_once_stored(s.db(), kCopies, 10), 10) << "the real collector did not run";
   EXPECT_FALSE(std::filesystem::exists(planted + "/FAKE_COLLECTOR_RAN"));

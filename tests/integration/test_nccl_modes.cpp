@@ -60,7 +60,9 @@ TEST(NcclModes, NonBlockingCommunicatorAndItsSplitChildAreNumbered) {
   }
   EXPECT_EQ(query_int(s.db(), "SELECT count(DISTINCT e.object) " + kCollectives + " AND e.comm_size = 4"), 1);
   EXPECT_EQ(query_int(s.db(), "SELECT count(DISTINCT e.object) " + kCollectives + " AND e.comm_size = 2"), 2);
-  EXPECT_EQ(query_int(s.db(), "SELECT count(DISTINCT e.object) " + kCollectives + " AND e.comm_size = 2 AND p.rank IN (1, 3)"), 1);
+  EXPECT_EQ(query_int(s.db(),
+                      "SELECT count(DISTINCT e.object) " + kCollectives + " AND e.comm_size = 2 AND p.rank IN (1, 3)"),
+            1);
 }
 
 TEST(NcclModes, ScalableInitIsOneCommunicator) {
@@ -123,8 +125,7 @@ TEST(NcclModes, GroupsAreTimedAsOneOperation) {
                   3);
       }
     }
-    EXPECT_EQ(query_int(s.db(), "SELECT count(*) " + kCollectives + " AND (e.flags & 4) = 0 AND (e.flags & 8) <> 0"),
-              0)
+    EXPECT_EQ(query_int(s.db(), "SELECT count(*) " + kCollectives + " AND (e.flags & 4) = 0 AND (e.flags & 8) <> 0"), 0)
         << "every point-to-point call here was made in a group";
     if (waits.at("straggler").is_null()) return;
     seen += waits.dump(1) + "\n";
@@ -184,7 +185,8 @@ TEST(NcclModes, SimulatedGroupLaunchesNothing) {
   EXPECT_EQ(waits.at("incomplete"), 0);
   EXPECT_EQ(waits.at("p2p").at("timed"), 0);
   EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM events e JOIN apis a ON a.id = e.api WHERE "
-                              "a.name = 'ncclGroupSimulateEnd' AND e.flags = 64 AND e.detail = 2"), 4)
+                              "a.name = 'ncclGroupSimulateEnd' AND e.flags = 64 AND e.detail = 2"),
+            4)
       << "an all-reduce and the point-to-point calls: two operations";
   EXPECT_EQ(query_int(s.db(), "SELECT count(*) " + kTimings + " AND e.sequence = 1"), 4) << "one real all-reduce #1";
 }
@@ -210,7 +212,8 @@ TEST(NcclModes, CapturedCollectivesAreCountedPerCommunicator) {
   EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM hangs"), 0);
   const auto text = run(trainshim_cli() + " report " + s.db());
   EXPECT_NE(text.out.find(": 3 collectives captured into CUDA graphs; their replays are not measured"),
-            std::string::npos) << text.out;
+            std::string::npos)
+      << text.out;
 }
 
 }  // namespace

@@ -12,21 +12,25 @@ namespace {
 struct Case {
   std::string name;
   std::string path;
-  int expected;               // exit code of `report`
-  std::string message_part;   // in the message of a refused database
+  int expected;              // exit code of `report`
+  std::string message_part;  // in the message of a refused database
 };
 
 class Robustness : public ::testing::Test {
  protected:
   void SetUp() override {
     good = s.dir + "/good.db";
-    ASSERT_EQ(run(trainshim_cli() + " run --no-report --out " + good + " -- " + Paths::programs + "/accounting_prog").exit_code, 0);
+    ASSERT_EQ(run(trainshim_cli() + " run --no-report --out " + good + " -- " + Paths::programs + "/accounting_prog")
+                  .exit_code,
+              0);
     empty = s.dir + "/empty.db";
     ASSERT_EQ(run(trainshim_cli() + " run --no-report --out " + empty + " -- true").exit_code, 0);
     for (const auto& [name, version] : {std::pair{"older", "5"}, std::pair{"newer", "99"}}) {
       const std::string path = s.dir + "/" + name + ".db";
       std::filesystem::copy_file(good, path);
-      ASSERT_EQ(run("sqlite3 " + path + " \"UPDATE meta SET value = '" + version + "' WHERE key = 'schema_version'\"").exit_code, 0);
+      ASSERT_EQ(run("sqlite3 " + path + " \"UPDATE meta SET value = '" + version + "' WHERE key = 'schema_version'\"")
+                    .exit_code,
+                0);
     }
     truncated = s.dir + "/truncated.db";
     std::filesystem::copy_file(good, truncated);
@@ -43,8 +47,9 @@ TEST_F(Robustness, NoCommandCrashesOnAnyDatabase) {
       {"older version", s.dir + "/older.db", 2,
        "older.db: written by an older trainshim (schema 5); this trainshim reads schema 6 and newer: re-run the job, "
        "or read it with the trainshim that wrote it"},
-      {"newer version", s.dir + "/newer.db", 2, "(schema 99); this trainshim reads schemas 6 to 6: read it with that "
-                                                "trainshim or a newer one"},
+      {"newer version", s.dir + "/newer.db", 2,
+       "(schema 99); this trainshim reads schemas 6 to 6: read it with that "
+       "trainshim or a newer one"},
       {"truncated", truncated, 2, "truncated.db"},
       {"missing", s.dir + "/missing.db", 2, "no such database"},
   };

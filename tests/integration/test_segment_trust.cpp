@@ -86,15 +86,17 @@ TEST(SegmentTrust, SegmentPlantedByAnotherUserIsRefusedAndNamed) {
   EXPECT_EQ(query_int(s.db(), kCopies), 10);
   EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM (SELECT bytes FROM events UNION ALL SELECT bytes FROM "
                               "recent_events UNION ALL SELECT bytes FROM calls) WHERE bytes >= " +
-                              std::to_string(1337ull << 30)),
+                                  std::to_string(1337ull << 30)),
             0);
   const std::string path = std::string(kShmDir) + "/" + forged.name;
   const std::string refusal = "skipped segment " + path + ": not trusted: owned by uid " + std::to_string(kOtherUid) +
                               ", mode 0666 (only a regular file of this user, uid " + std::to_string(getuid()) +
                               ", that no one else may read or write is read); another local user may be injecting "
-                              "records into this job: check who created " + path + ", then remove it";
-  EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM collector_log WHERE level = 'warning' AND message = '" + refusal +
-                              "'"), 1);
+                              "records into this job: check who created " +
+                              path + ", then remove it";
+  EXPECT_EQ(
+      query_int(s.db(), "SELECT count(*) FROM collector_log WHERE level = 'warning' AND message = '" + refusal + "'"),
+      1);
   EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM collector_log WHERE level = 'warning'"), 1);
   EXPECT_TRUE(segment_exists(forged.name)) << "not the collector's to delete";
 }
@@ -116,12 +118,11 @@ void collector_survives(const std::string& action, bool dropped) {
   ASSERT_EQ(forge_done.exit_code, 0) << forge_done.out;
   // The job keeps running after the attack; its first half is collected before the gate opens.
   EXPECT_TRUE(eventually([&] { return value_once_written(s.db(), kJobCopies) == 20; }));
-  const std::string warning = "dropped segment " + std::string(kShmDir) + "/" + forged.name +
-                              ": it shrank while being read";
+  const std::string warning =
+      "dropped segment " + std::string(kShmDir) + "/" + forged.name + ": it shrank while being read";
   if (dropped) {
-    EXPECT_TRUE(eventually([&] {
-      return value_once_written(s.db(), "SELECT count(*) FROM collector_log WHERE level = 'warning'") == 1;
-    }));
+    EXPECT_TRUE(eventually(
+        [&] { return value_once_written(s.db(), "SELECT count(*) FROM collector_log WHERE level = 'warning'") == 1; }));
   }
   gate.open();
   EXPECT_EQ(job.get().exit_code, 0);
@@ -134,8 +135,8 @@ void collector_survives(const std::string& action, bool dropped) {
       << "its one record was drained before the attack";
   const int64_t warnings = query_int(s.db(), "SELECT count(*) FROM collector_log WHERE level = 'warning'");
   EXPECT_EQ(warnings, dropped ? 1 : 0);
-  EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM collector_log WHERE level = 'warning' AND message LIKE '" +
-                                  warning + "%'"),
+  EXPECT_EQ(query_int(s.db(),
+                      "SELECT count(*) FROM collector_log WHERE level = 'warning' AND message LIKE '" + warning + "%'"),
             dropped ? 1 : 0);
   EXPECT_EQ(segments_of(s.job), dropped ? 1 : 0) << "a dropped segment is left for inspection";
 }

@@ -12,9 +12,7 @@ namespace {
 int64_t stored_calls(const std::string& db, const std::string& api) { return count_api(db, api); }
 // The copies themselves are kept in the window of recent copies (20,000 per process, far above
 // this job's 400): their threads are there.
-int64_t stored_threads(const std::string& db) {
-  return query_int(db, "SELECT count(DISTINCT tid) FROM recent_events");
-}
+int64_t stored_threads(const std::string& db) { return query_int(db, "SELECT count(DISTINCT tid) FROM recent_events"); }
 
 TEST(Start, ThreadsWhoseFirstCallsComeTogetherLoseNone) {
   constexpr int kThreads = 8;
@@ -22,9 +20,9 @@ TEST(Start, ThreadsWhoseFirstCallsComeTogetherLoseNone) {
   // Repeated: which thread starts recording, and how many arrive meanwhile, changes run to run.
   for (int attempt = 0; attempt < 3; ++attempt) {
     Scratch s;
-    const auto result = run("TRAINSHIM_JOB=" + s.job + " " + trainshim_cli() + " run --out " + s.db() + " -- " +
-                            program("start_race_prog") + " " + std::to_string(kThreads) + " " +
-                            std::to_string(kCopies));
+    const auto result =
+        run("TRAINSHIM_JOB=" + s.job + " " + trainshim_cli() + " run --out " + s.db() + " -- " +
+            program("start_race_prog") + " " + std::to_string(kThreads) + " " + std::to_string(kCopies));
     ASSERT_EQ(result.exit_code, 0) << result.out;
     EXPECT_EQ(stored_calls(s.db(), "cudaMemcpyAsync"), kThreads * kCopies);
     EXPECT_EQ(stored_threads(s.db()), kThreads);

@@ -51,8 +51,8 @@ json user_frames(const json& stack, const std::string& file) {
 TEST_P(PlantedPythonSyncs, ReportNamesExactlyThePlantedLines) {
   Scratch s;
   const std::string script = std::string(Paths::source) + "/tests/python/planted_syncs.py";
-  const auto result = run("PYTHONPATH=" + std::string(Paths::torchlike_site) + " " + trainshim_cli() + " run --json --out " +
-                          s.db() + " -- " + GetParam() + " " + script);
+  const auto result = run("PYTHONPATH=" + std::string(Paths::torchlike_site) + " " + trainshim_cli() +
+                          " run --json --out " + s.db() + " -- " + GetParam() + " " + script);
   ASSERT_EQ(result.exit_code, 0) << result.out;
   const json report = json::parse(result.out);
   ASSERT_EQ(report.at("ranks").size(), 1u) << "forked workers that make no CUDA call must leave no trace";
@@ -108,10 +108,11 @@ TEST_P(PlantedPythonSyncs, ReportNamesExactlyThePlantedLines) {
       << item.at("native_frame");
 }
 
-INSTANTIATE_TEST_SUITE_P(Interpreters, PlantedPythonSyncs, ::testing::ValuesIn(std::vector<std::string>{TRAINSHIM_TEST_PYTHONS}),
-                         [](const auto& info) {
+INSTANTIATE_TEST_SUITE_P(Interpreters, PlantedPythonSyncs,
+                         ::testing::ValuesIn(std::vector<std::string>{TRAINSHIM_TEST_PYTHONS}), [](const auto& info) {
                            std::string name = info.param;
-                           for (char& c : name) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           for (char& c : name)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
                            return name;
                          });
 
@@ -234,7 +235,8 @@ TEST_P(AutogradThreadSyncs, AreNamedByTheLineThatCalledBackward) {
 INSTANTIATE_TEST_SUITE_P(Interpreters, AutogradThreadSyncs,
                          ::testing::ValuesIn(std::vector<std::string>{TRAINSHIM_TEST_PYTHONS}), [](const auto& info) {
                            std::string name = info.param;
-                           for (char& c : name) if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           for (char& c : name)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
                            return name;
                          });
 
@@ -265,7 +267,8 @@ TEST(PythonStacksUnavailable, ReportSaysWhyOncePerRank) {
 TEST(NativeSyncs, FramesComeOutDemangledAtTheirLines) {
   Scratch s;
   const std::string source = std::string(Paths::source) + "/tests/programs/native_syncs.cpp";
-  const auto result = run(trainshim_cli() + " run --json --out " + s.db() + " -- " + Paths::programs + "/native_syncs_prog");
+  const auto result =
+      run(trainshim_cli() + " run --json --out " + s.db() + " -- " + Paths::programs + "/native_syncs_prog");
   ASSERT_EQ(result.exit_code, 0) << result.out;
   const json report = json::parse(result.out.substr(result.out.find('{')));
   const json& rank = report.at("ranks")[0];
@@ -288,7 +291,8 @@ TEST(NativeSyncs, FramesComeOutDemangledAtTheirLines) {
   for (const auto& f : item.at("native_stack")) functions.push_back(f.at("function"));
   ASSERT_GE(functions.size(), 8u);
   EXPECT_EQ(functions[0], "at::native::_local_scalar_dense_cuda(at::Tensor const&)");
-  EXPECT_EQ(functions[1], "at::(anonymous namespace)::(anonymous namespace)::wrapper_CUDA___local_scalar_dense(at::Tensor const&)");
+  EXPECT_EQ(functions[1],
+            "at::(anonymous namespace)::(anonymous namespace)::wrapper_CUDA___local_scalar_dense(at::Tensor const&)");
   EXPECT_EQ(functions[2], "at::_ops::_local_scalar_dense::call(at::Tensor const&)");
   EXPECT_EQ(functions[3], "at::native::item(at::Tensor const&)");
   EXPECT_EQ(functions[4], "at::_ops::item::call(at::Tensor const&)");

@@ -37,108 +37,234 @@ struct OpCase {
 
 const std::vector<OpCase>& cases() {
   static const std::vector<OpCase> all = {
-      {"item", "    y = torch.randn(256, device='cuda').sum()\n", "y.item()", "hidden_syncs", "Tensor.item()", 1,
+      {"item",
+       "    y = torch.randn(256, device='cuda').sum()\n",
+       "y.item()",
+       "hidden_syncs",
+       "Tensor.item()",
+       1,
        {"THPVariable_item", "at::_ops::item::call", "at::native::item(", "at::_ops::_local_scalar_dense::call",
         "wrapper_CUDA___local_scalar_dense", "at::native::_local_scalar_dense_cuda"},
-       {{"d2h", "pinned", kSteps}}, kSteps},
-      {"bool", "    y = torch.randn(256, device='cuda').sum()\n", "bool(y > 0)", "hidden_syncs",
-       "bool(tensor) / if tensor:", 1,
+       {{"d2h", "pinned", kSteps}},
+       kSteps},
+      {"bool",
+       "    y = torch.randn(256, device='cuda').sum()\n",
+       "bool(y > 0)",
+       "hidden_syncs",
+       "bool(tensor) / if tensor:",
+       1,
        {"THPVariable_bool_scalar", "THPVariable_is_nonzero", "at::_ops::is_nonzero::call", "at::native::is_nonzero",
         "at::_ops::item::call", "at::native::_local_scalar_dense_cuda"},
-       {{"d2h", "pinned", kSteps}}, kSteps},
-      {"cpu", "    x = torch.randn(256, device='cuda')\n", "x.cpu()", "hidden_syncs", "Tensor.cpu() / .to('cpu')", 1,
+       {{"d2h", "pinned", kSteps}},
+       kSteps},
+      {"cpu",
+       "    x = torch.randn(256, device='cuda')\n",
+       "x.cpu()",
+       "hidden_syncs",
+       "Tensor.cpu() / .to('cpu')",
+       1,
        {"THPVariable_cpu", "at::_ops::to_dtype_layout::call", "at::native::to(", "at::_ops::_to_copy::call",
         "at::native::_to_copy", "at::_ops::copy_::call", "at::native::copy_", "copy_kernel_cuda"},
-       {{"d2h", "pageable", kSteps}}, kSteps},
-      {"upload", "    h = torch.randn(256)\n", "h.to('cuda')", "hidden_syncs",
-       "Tensor.to('cuda') / .cuda() (blocking upload)", 1,
+       {{"d2h", "pageable", kSteps}},
+       kSteps},
+      {"upload",
+       "    h = torch.randn(256)\n",
+       "h.to('cuda')",
+       "hidden_syncs",
+       "Tensor.to('cuda') / .cuda() (blocking upload)",
+       1,
        {"THPVariable_to", "at::_ops::to_device::call", "at::_ops::_to_copy::call", "at::native::_to_copy",
         "at::_ops::copy_::call", "copy_kernel_cuda"},
-       {{"h2d", "pageable", kSteps}}, kSteps},
-      {"upload_pinned_async", "    p = torch.randn(256).pin_memory()\n", "p.to('cuda', non_blocking=True)", "", "", 0,
-       {}, {{"h2d", "pinned", kSteps}}, 0},
-      {"download_async", "    x = torch.randn(256, device='cuda')\n", "x.to('cpu', non_blocking=True)", "", "", 0, {},
-       {{"d2h", "pinned", kSteps}}, 0},
-      {"nonzero", "    m = torch.randn(256, device='cuda') > 0\n", "m.nonzero()", "hidden_syncs",
-       "nonzero() / boolean-mask indexing", 1,
+       {{"h2d", "pageable", kSteps}},
+       kSteps},
+      {"upload_pinned_async",
+       "    p = torch.randn(256).pin_memory()\n",
+       "p.to('cuda', non_blocking=True)",
+       "",
+       "",
+       0,
+       {},
+       {{"h2d", "pinned", kSteps}},
+       0},
+      {"download_async",
+       "    x = torch.randn(256, device='cuda')\n",
+       "x.to('cpu', non_blocking=True)",
+       "",
+       "",
+       0,
+       {},
+       {{"d2h", "pinned", kSteps}},
+       0},
+      {"nonzero",
+       "    m = torch.randn(256, device='cuda') > 0\n",
+       "m.nonzero()",
+       "hidden_syncs",
+       "nonzero() / boolean-mask indexing",
+       1,
        {"THPVariable_nonzero", "at::_ops::nonzero::call", "wrapper_CUDA__nonzero", "at::native::nonzero_cuda",
         "at::native::nonzero_out_cuda", "nonzero_cuda_out_impl"},
-       {{"d2h", "pinned", kSteps}}, kSteps},
-      {"mask_index", "    x = torch.randn(256, device='cuda')\n    m = x > 0\n", "x[m]", "hidden_syncs",
-       "nonzero() / boolean-mask indexing", 1,
+       {{"d2h", "pinned", kSteps}},
+       kSteps},
+      {"mask_index",
+       "    x = torch.randn(256, device='cuda')\n    m = x > 0\n",
+       "x[m]",
+       "hidden_syncs",
+       "nonzero() / boolean-mask indexing",
+       1,
        {"THPVariable_getitem", "at::_ops::index_Tensor::call", "wrapper_CUDA_index_Tensor", "at::native::index_out",
         "structured_index_Tensor::meta", "make_info", "expandTensors", "at::_ops::nonzero::call",
         "at::native::nonzero_cuda"},
-       {{"d2h", "pinned", kSteps}}, kSteps},
-      {"masked_select", "    x = torch.randn(256, device='cuda')\n    m = x > 0\n", "torch.masked_select(x, m)",
-       "hidden_syncs", "masked_select()", 1,
+       {{"d2h", "pinned", kSteps}},
+       kSteps},
+      {"masked_select",
+       "    x = torch.randn(256, device='cuda')\n    m = x > 0\n",
+       "torch.masked_select(x, m)",
+       "hidden_syncs",
+       "masked_select()",
+       1,
        {"THPVariable_masked_select", "at::_ops::masked_select::call", "wrapper_CUDA__masked_select",
         "at::native::masked_select_cuda", "masked_select_out_cuda_impl", "at::native::index_out",
         "at::_ops::nonzero::call", "at::native::nonzero_cuda"},
-       {{"d2h", "pinned", kSteps}}, kSteps},
-      {"unique", "    r = torch.randint(0, 50, (1024,), device='cuda')\n", "torch.unique(r)", "hidden_syncs",
-       "torch.unique()", 1,
+       {{"d2h", "pinned", kSteps}},
+       kSteps},
+      {"unique",
+       "    r = torch.randint(0, 50, (1024,), device='cuda')\n",
+       "torch.unique(r)",
+       "hidden_syncs",
+       "torch.unique()",
+       1,
        {"THPVariable__unique2", "at::_ops::_unique2::call", "wrapper_CUDA___unique2", "at::native::_unique2_cuda",
         "unique_cuda_template<long>", "UniqueCub<long>::operator()", "compute_unique<long>", "at::_ops::item::call",
         "at::native::_local_scalar_dense_cuda"},
-       {{"d2h", "pinned", kSteps}}, kSteps},
-      {"unique_bool", "    m = torch.randn(256, device='cuda') > 0\n", "torch.unique(m)", "hidden_syncs",
-       "torch.unique()", 1,
+       {{"d2h", "pinned", kSteps}},
+       kSteps},
+      {"unique_bool",
+       "    m = torch.randn(256, device='cuda') > 0\n",
+       "torch.unique(m)",
+       "hidden_syncs",
+       "torch.unique()",
+       1,
        {"THPVariable__unique2", "at::_ops::_unique2::call", "at::native::_unique2_cuda", "unique_cuda_template<bool>",
         "UniqueCub<bool>::operator()"},
-       {{"d2h", "pageable", kSteps}}, kSteps},
-      {"repeat_interleave", "    rep = torch.arange(4, device='cuda')\n", "torch.repeat_interleave(rep)",
-       "hidden_syncs", "torch.repeat_interleave()", 2,
+       {{"d2h", "pageable", kSteps}},
+       kSteps},
+      {"repeat_interleave",
+       "    rep = torch.arange(4, device='cuda')\n",
+       "torch.repeat_interleave(rep)",
+       "hidden_syncs",
+       "torch.repeat_interleave()",
+       2,
        {"THPVariable_repeat_interleave", "at::_ops::repeat_interleave_Tensor::call",
         "wrapper_CUDA_Tensor_repeat_interleave", "at::native::repeat_interleave_cuda", "repeat_interleave_common",
         "at::_ops::item::call", "at::native::_local_scalar_dense_cuda"},
-       {{"d2h", "pinned", 2 * kSteps}}, 2 * kSteps},
-      {"equal", "    x = torch.randn(256, device='cuda')\n    x2 = x.clone()\n", "torch.equal(x, x2)", "hidden_syncs",
-       "torch.equal()", 1,
+       {{"d2h", "pinned", 2 * kSteps}},
+       2 * kSteps},
+      {"equal",
+       "    x = torch.randn(256, device='cuda')\n    x2 = x.clone()\n",
+       "torch.equal(x, x2)",
+       "hidden_syncs",
+       "torch.equal()",
+       1,
        {"THPVariable_equal", "at::_ops::equal::call", "wrapper_CUDA__equal", "at::native::cuda_equal",
         "at::_ops::item::call", "at::native::_local_scalar_dense_cuda"},
-       {{"d2d", "device", 1}, {"d2h", "pinned", kSteps}}, kSteps},
-      {"bincount", "    r = torch.randint(0, 50, (1024,), device='cuda')\n", "torch.bincount(r)", "hidden_syncs",
-       "torch.bincount()", 2,
+       {{"d2d", "device", 1}, {"d2h", "pinned", kSteps}},
+       kSteps},
+      {"bincount",
+       "    r = torch.randint(0, 50, (1024,), device='cuda')\n",
+       "torch.bincount(r)",
+       "hidden_syncs",
+       "torch.bincount()",
+       2,
        {"THPVariable_bincount", "at::_ops::bincount::call", "wrapper_CUDA__bincount", "at::native::_bincount_cuda",
         "_bincount_cuda_template"},
-       {{"d2h", "pageable", kSteps}, {"d2h", "pinned", kSteps}}, 2 * kSteps},
-      {"histc", "    x = torch.randn(256, device='cuda')\n", "torch.histc(x, bins=10)", "hidden_syncs", "torch.histc()", 2,
+       {{"d2h", "pageable", kSteps}, {"d2h", "pinned", kSteps}},
+       2 * kSteps},
+      {"histc",
+       "    x = torch.randn(256, device='cuda')\n",
+       "torch.histc(x, bins=10)",
+       "hidden_syncs",
+       "torch.histc()",
+       2,
        {"THPVariable_histc", "at::_ops::histc::call", "wrapper_CUDA__histc", "at::native::_histc_cuda",
         "_histc_cuda_template", "at::_ops::to_dtype_layout::call", "copy_kernel_cuda"},
-       {{"d2h", "pageable", 2 * kSteps}}, 2 * kSteps},
-      {"tolist", "    x = torch.randn(8, device='cuda')\n", "x.tolist()", "hidden_syncs", "Tensor.tolist()", 1,
+       {{"d2h", "pageable", 2 * kSteps}},
+       2 * kSteps},
+      {"tolist",
+       "    x = torch.randn(8, device='cuda')\n",
+       "x.tolist()",
+       "hidden_syncs",
+       "Tensor.tolist()",
+       1,
        {"THPVariable_tolist", "torch::utils::tensor_to_list", "at::_ops::to_dtype_layout::call",
         "at::_ops::_to_copy::call", "copy_kernel_cuda"},
-       {{"d2h", "pageable", kSteps}}, kSteps},
+       {{"d2h", "pageable", kSteps}},
+       kSteps},
       // _Formatter: masked_select, one bool (1.5 is not an integer), three bools of the range
       // checks, four formatted items, then tolist() for the values: 10 syncs per print.
-      {"print", "    v = torch.arange(4, device='cuda') * 1.0 + 1.5\n", "print(v, file=sys.stderr)", "hidden_syncs",
-       "print/repr of a CUDA tensor", 10, {},
-       {{"d2h", "pinned", 9 * kSteps}, {"d2h", "pageable", kSteps}}, 10 * kSteps},
-      {"synchronize", "    torch.randn(256, device='cuda')\n", "torch.cuda.synchronize()", "explicit_syncs",
-       "torch.cuda.synchronize()", 1, {"THCPModule_cudaSynchronize", "c10::cuda::device_synchronize"}, {}, 0},
-      {"stream_synchronize", "    s = torch.cuda.current_stream()\n", "s.synchronize()", "explicit_syncs",
-       "torch.cuda.Stream.synchronize()", 1, {"THCPStream_synchronize", "c10::cuda::CUDAStream::synchronize"}, {}, 0},
-      {"event_synchronize", "    ev = torch.cuda.Event()\n", "ev.record(); ev.synchronize()", "explicit_syncs",
-       "torch.cuda.Event.synchronize()", 1, {"THCPEvent_synchronize"}, {}, 0},
-      {"stream_query", "    s = torch.cuda.current_stream()\n", "s.query()", "polls", "torch.cuda.Stream.query()", 1,
-       {"THCPStream_query", "c10::cuda::CUDAStream::query"}, {}, 0},
-      {"empty_cache", "    side = torch.cuda.Stream()\n",
+      {"print",
+       "    v = torch.arange(4, device='cuda') * 1.0 + 1.5\n",
+       "print(v, file=sys.stderr)",
+       "hidden_syncs",
+       "print/repr of a CUDA tensor",
+       10,
+       {},
+       {{"d2h", "pinned", 9 * kSteps}, {"d2h", "pageable", kSteps}},
+       10 * kSteps},
+      {"synchronize",
+       "    torch.randn(256, device='cuda')\n",
+       "torch.cuda.synchronize()",
+       "explicit_syncs",
+       "torch.cuda.synchronize()",
+       1,
+       {"THCPModule_cudaSynchronize", "c10::cuda::device_synchronize"},
+       {},
+       0},
+      {"stream_synchronize",
+       "    s = torch.cuda.current_stream()\n",
+       "s.synchronize()",
+       "explicit_syncs",
+       "torch.cuda.Stream.synchronize()",
+       1,
+       {"THCPStream_synchronize", "c10::cuda::CUDAStream::synchronize"},
+       {},
+       0},
+      {"event_synchronize",
+       "    ev = torch.cuda.Event()\n",
+       "ev.record(); ev.synchronize()",
+       "explicit_syncs",
+       "torch.cuda.Event.synchronize()",
+       1,
+       {"THCPEvent_synchronize"},
+       {},
+       0},
+      {"stream_query",
+       "    s = torch.cuda.current_stream()\n",
+       "s.query()",
+       "polls",
+       "torch.cuda.Stream.query()",
+       1,
+       {"THCPStream_query", "c10::cuda::CUDAStream::query"},
+       {},
+       0},
+      {"empty_cache",
+       "    side = torch.cuda.Stream()\n",
        "t = torch.empty(1 << 16, device='cuda'); t.record_stream(side); del t; torch.cuda.empty_cache()",
-       "hidden_syncs", "torch.cuda.empty_cache()", 2,
+       "hidden_syncs",
+       "torch.cuda.empty_cache()",
+       2,
        {"THCPModule_emptyCache", "NativeCachingAllocator::emptyCache", "DeviceCachingAllocator::emptyCache",
         "DeviceCachingAllocator::release_cached_blocks"},
-       {}, 0},
+       {},
+       0},
   };
   return all;
 }
 
 // The first CUDA tensor creates the context (cudaFree(nullptr)) before the op's own lines.
 std::string script_for(const OpCase& c) {
-  return std::string("import sys\n\nimport torch\n\n\ndef main():\n    cuda_context = torch.empty(1, device='cuda')\n") + c.setup +
-         "    for step in range(" +
-         std::to_string(kSteps) + "):\n        " + c.op + "  # OP\n\n\nmain()\n";
+  return std::string(
+             "import sys\n\nimport torch\n\n\ndef main():\n    cuda_context = torch.empty(1, device='cuda')\n") +
+         c.setup + "    for step in range(" + std::to_string(kSteps) + "):\n        " + c.op + "  # OP\n\n\nmain()\n";
 }
 
 bool ends_with(const std::string& text, const std::string& suffix) {
@@ -186,28 +312,28 @@ std::vector<std::string> outermost_first(const json& site) {
 std::map<std::string, int> copies_of(const json& rank) {
   std::map<std::string, int> out;
   for (const auto& c : rank.at("copies"))
-    out[c.at("direction").get<std::string>() + " " + c.at("host_memory").get<std::string>()] += c.at("calls").get<int>();
+    out[c.at("direction").get<std::string>() + " " + c.at("host_memory").get<std::string>()] +=
+        c.at("calls").get<int>();
   return out;
 }
 
 // Copies (host <-> device) followed at once, on their thread, by a cudaStreamSynchronize of the
 // same stream: memcpy_and_sync.
 int64_t synced_copies(const std::string& db) {
-  return query_int(db,
-                   "SELECT count(*) FROM (SELECT a.name AS api, d.name AS dir, e.stream AS stream,"
-                   " LEAD(a.name) OVER w AS next_api, LEAD(e.stream) OVER w AS next_stream"
-                   " FROM (SELECT process_id, tid, api, begin_ns, stream, direction, sequence FROM events UNION ALL"
-                   " SELECT process_id, tid, api, begin_ns, stream, direction, sequence FROM recent_events) e"
-                   " JOIN apis a ON a.id = e.api"
-                   " JOIN directions d ON d.id = e.direction"
-                   " WINDOW w AS (PARTITION BY e.process_id, e.tid ORDER BY e.begin_ns, e.sequence))"
-                   " WHERE api = 'cudaMemcpyAsync' AND dir IN ('h2d', 'd2h') AND next_api = 'cudaStreamSynchronize'"
-                   " AND next_stream = stream");
+  return query_int(db, "SELECT count(*) FROM (SELECT a.name AS api, d.name AS dir, e.stream AS stream,"
+                       " LEAD(a.name) OVER w AS next_api, LEAD(e.stream) OVER w AS next_stream"
+                       " FROM (SELECT process_id, tid, api, begin_ns, stream, direction, sequence FROM events UNION ALL"
+                       " SELECT process_id, tid, api, begin_ns, stream, direction, sequence FROM recent_events) e"
+                       " JOIN apis a ON a.id = e.api"
+                       " JOIN directions d ON d.id = e.direction"
+                       " WINDOW w AS (PARTITION BY e.process_id, e.tid ORDER BY e.begin_ns, e.sequence))"
+                       " WHERE api = 'cudaMemcpyAsync' AND dir IN ('h2d', 'd2h') AND next_api = 'cudaStreamSynchronize'"
+                       " AND next_stream = stream");
 }
 
 int64_t api_calls(const std::string& db, const std::string& api) {
-  return query_int(db, "SELECT coalesce(sum(c.count), 0) FROM calls c JOIN apis a ON a.id = c.api WHERE a.name = '" +
-                           api + "'");
+  return query_int(
+      db, "SELECT coalesce(sum(c.count), 0) FROM calls c JOIN apis a ON a.id = c.api WHERE a.name = '" + api + "'");
 }
 
 class TorchOps : public ::testing::TestWithParam<std::size_t> {};
@@ -302,7 +428,8 @@ TEST(TorchLike, BackwardSyncRunsOnTheEngineThread) {
   Scratch s;
   const std::string script =
       "import torch\n\n\ndef main():\n    x = torch.randn(256, device='cuda', requires_grad=True)\n"
-      "    for step in range(3):\n        y = x[x.detach() > 0]  # FORWARD\n        y.sum().backward()  # BACKWARD\n\n\n"
+      "    for step in range(3):\n        y = x[x.detach() > 0]  # FORWARD\n        y.sum().backward()  # "
+      "BACKWARD\n\n\n"
       "main()\n";
   const json report = run_script(s, script, Paths::torchlike_site);
   ASSERT_FALSE(report.empty());
@@ -316,11 +443,11 @@ TEST(TorchLike, BackwardSyncRunsOnTheEngineThread) {
     if (has_chain(outermost_first(site), {"IndexBackward0::apply"})) backward = site;
   ASSERT_FALSE(backward.is_null()) << rank.at("hidden_syncs").dump(1);
   EXPECT_EQ(backward.at("calls"), 3);
-  EXPECT_TRUE(has_chain(outermost_first(backward),
-                        {"torch::autograd::python::PythonEngine::thread_init", "torch::autograd::Engine::thread_init",
-                         "torch::autograd::Engine::thread_main", "IndexBackward0::apply", "at::_ops::index_put_::call",
-                         "at::native::index_put_", "expandTensors", "at::_ops::nonzero::call",
-                         "at::native::nonzero_cuda"}));
+  EXPECT_TRUE(
+      has_chain(outermost_first(backward),
+                {"torch::autograd::python::PythonEngine::thread_init", "torch::autograd::Engine::thread_init",
+                 "torch::autograd::Engine::thread_main", "IndexBackward0::apply", "at::_ops::index_put_::call",
+                 "at::native::index_put_", "expandTensors", "at::_ops::nonzero::call", "at::native::nonzero_cuda"}));
   EXPECT_EQ(backward.at("operation"), "nonzero() / boolean-mask indexing");
   // Attributed to the line that called backward, marked as borrowed from that thread.
   EXPECT_EQ(backward.value("line", 0), marked_line(file, "# BACKWARD"));
@@ -335,7 +462,8 @@ TEST(TorchLike, CompiledGraphSyncBelongsToTheUsersLine) {
       "import torch\nimport torch._dynamo\n\ntorch._dynamo.config.capture_dynamic_output_shape_ops = True\n\n\n"
       "@torch.compile\ndef pick(x):\n    return x[x > 0].sum()  # PICK\n\n\ndef main():\n"
       "    x = torch.randn(256, device='cuda')\n    for step in range(4):\n        pick(x)  # CALL\n\n\nmain()\n";
-  const json report = run_script(s, script, Paths::torchlike_site, "TORCHINDUCTOR_CACHE_DIR=" + s.dir + "/torchinductor_test");
+  const json report =
+      run_script(s, script, Paths::torchlike_site, "TORCHINDUCTOR_CACHE_DIR=" + s.dir + "/torchinductor_test");
   ASSERT_FALSE(report.empty());
   const json& rank = report.at("ranks")[0];
   json nonzero;
@@ -362,14 +490,13 @@ TEST(TorchLike, CompiledGraphSyncBelongsToTheUsersLine) {
 // got, but once the sync completed every freed block's event, the second epoch must reuse them.
 TEST(TorchLike, DataLoaderPinsBatchesThroughTheHostAllocator) {
   Scratch s;
-  const std::string script =
-      "import torch\nfrom torch.utils.data import DataLoader, TensorDataset\n\n\ndef main():\n"
-      "    ds = TensorDataset(torch.randn(64 * 8, 32))\n"
-      "    for epoch in range(2):\n"
-      "        for (xb,) in DataLoader(ds, batch_size=64, pin_memory=True, num_workers=2):\n"
-      "            xb = xb.to('cuda', non_blocking=True)  # H2D\n"
-      "            out = xb.sum(1).to('cpu', non_blocking=True)  # D2H\n"
-      "        torch.cuda.current_stream().synchronize()\n\n\nmain()\n";
+  const std::string script = "import torch\nfrom torch.utils.data import DataLoader, TensorDataset\n\n\ndef main():\n"
+                             "    ds = TensorDataset(torch.randn(64 * 8, 32))\n"
+                             "    for epoch in range(2):\n"
+                             "        for (xb,) in DataLoader(ds, batch_size=64, pin_memory=True, num_workers=2):\n"
+                             "            xb = xb.to('cuda', non_blocking=True)  # H2D\n"
+                             "            out = xb.sum(1).to('cpu', non_blocking=True)  # D2H\n"
+                             "        torch.cuda.current_stream().synchronize()\n\n\nmain()\n";
   const json report = run_script(s, script, Paths::torchlike_site);
   ASSERT_FALSE(report.empty());
   ASSERT_EQ(report.at("ranks").size(), 1u) << "forked workers must leave no trace";
@@ -387,11 +514,11 @@ TEST(TorchLike, DataLoaderPinsBatchesThroughTheHostAllocator) {
   const int64_t pinned_blocks = api_calls(s.db(), "cudaHostAlloc");
   EXPECT_GE(pinned_blocks, 2);
   EXPECT_LT(pinned_blocks, 32);
-  EXPECT_GE(query_int(s.db(),
-                      "SELECT count(*) FROM events e JOIN apis a ON a.id = e.api WHERE a.name = 'cudaHostAlloc' AND"
-                      " e.tid NOT IN (SELECT e2.tid FROM recent_events e2 JOIN apis a2 ON a2.id = e2.api"
-                      " WHERE a2.name = 'cudaMemcpyAsync')"),
-            1);
+  EXPECT_GE(
+      query_int(s.db(), "SELECT count(*) FROM events e JOIN apis a ON a.id = e.api WHERE a.name = 'cudaHostAlloc' AND"
+                        " e.tid NOT IN (SELECT e2.tid FROM recent_events e2 JOIN apis a2 ON a2.id = e2.api"
+                        " WHERE a2.name = 'cudaMemcpyAsync')"),
+      1);
 }
 
 // PYTORCH_CUDA_ALLOC_CONF=pinned_use_cuda_host_register:True: malloc + cudaHostRegister.
@@ -429,7 +556,8 @@ TEST(TorchLike, ExportsMatchTheWheel) {
   EXPECT_NE(local(lib + "libtorch_python.so").find("t torch::autograd::THPVariable_item(void*)"), std::string::npos);
   EXPECT_NE(local(lib + "libtorch_cuda.so").find("copy_kernel_cuda"), std::string::npos);
   EXPECT_NE(local(stripped + "libtorch_python.so").find("no symbols"), std::string::npos);
-  EXPECT_NE(exported(stripped + "libtorch_cpu.so").find("T at::_ops::item::call(at::Tensor const&)"), std::string::npos);
+  EXPECT_NE(exported(stripped + "libtorch_cpu.so").find("T at::_ops::item::call(at::Tensor const&)"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -22,9 +22,9 @@ std::string collector_lock_path_for(const std::string& job) { return collector_l
 
 json run_straggler_job(const Scratch& s, int delay_ms) {
   const std::string script = std::string(Paths::source) + "/tests/python/straggler.py";
-  const auto result = run("STRAGGLER_DELAY_MS=" + std::to_string(delay_ms) + " " + trainshim_cli() +
-                          " run --json --out " + s.db() + " -- " + Paths::source + "/scripts/simrun -n 4 -- python3 " +
-                          script);
+  const auto result =
+      run("STRAGGLER_DELAY_MS=" + std::to_string(delay_ms) + " " + trainshim_cli() + " run --json --out " + s.db() +
+          " -- " + Paths::source + "/scripts/simrun -n 4 -- python3 " + script);
   EXPECT_EQ(result.exit_code, 0) << result.out;
   return json::parse(result.out);
 }
@@ -71,8 +71,7 @@ TEST(CollectiveWaits, TheSlowRankIsNamedWithWhatItsHostWasDoing) {
   int ranks_named = 0, gpu_slices = 0, flow_starts = 0, flow_steps = 0, flow_ends = 0;
   for (const auto& e : trace.at("traceEvents")) {
     const std::string ph = e.at("ph");
-    if (ph == "M" && e.at("name") == "process_name" &&
-        e.at("args").at("name").get<std::string>().starts_with("rank "))
+    if (ph == "M" && e.at("name") == "process_name" && e.at("args").at("name").get<std::string>().starts_with("rank "))
       ++ranks_named;
     if (ph == "X" && e.contains("args") && e.at("args").contains("wait_ns")) ++gpu_slices;
     flow_starts += ph == "s";
@@ -128,7 +127,9 @@ TEST(CollectiveWaits, SplitCommunicatorsAndGroupsAreMatched) {
     EXPECT_EQ(query_int(s.db(), "SELECT DISTINCT e.rank_in_comm " + mine + " AND e.comm_size = 2"), rank / 2);
   }
   EXPECT_EQ(query_int(s.db(), "SELECT count(DISTINCT e.object) " + collectives + "AND e.comm_size = 2"), 2);
-  EXPECT_EQ(query_int(s.db(), "SELECT count(DISTINCT e.object) " + collectives + "AND e.comm_size = 2 AND p.rank IN (0, 2)"), 1);
+  EXPECT_EQ(
+      query_int(s.db(), "SELECT count(DISTINCT e.object) " + collectives + "AND e.comm_size = 2 AND p.rank IN (0, 2)"),
+      1);
 }
 
 // While the job hangs, the live report names the rank that never arrived and what it did last;
@@ -136,9 +137,9 @@ TEST(CollectiveWaits, SplitCommunicatorsAndGroupsAreMatched) {
 TEST(CollectiveWaits, AHangIsReportedWhileTheJobHangs) {
   Scratch s;
   const std::string script = std::string(Paths::source) + "/tests/python/hang.py";
-  const auto started = run("TRAINSHIM_HANG_S=2 setsid " + trainshim_cli() + " run --no-report --out " + s.db() +
-                           " -- " + Paths::source + "/scripts/simrun -n 4 -- python3 " + script + " > " + s.dir +
-                           "/job.log 2>&1 & echo $!");
+  const auto started =
+      run("TRAINSHIM_HANG_S=2 setsid " + trainshim_cli() + " run --no-report --out " + s.db() + " -- " + Paths::source +
+          "/scripts/simrun -n 4 -- python3 " + script + " > " + s.dir + "/job.log 2>&1 & echo $!");
   const pid_t job = std::stoi(started.out);
   json hangs = json::array();
   for (int i = 0; i < 120 && hangs.empty(); ++i) {

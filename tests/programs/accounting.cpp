@@ -38,8 +38,7 @@ int main() {
     CHECK(ncclGetUniqueId(&id));
     ncclComm_t comm;
     CHECK(ncclCommInitRank(&comm, world, id, rank));
-    for (int i = 0; i < 6; ++i)
-      CHECK(ncclAllReduce(device, device2, 256, ncclFloat32, ncclSum, comm, stream));
+    for (int i = 0; i < 6; ++i) CHECK(ncclAllReduce(device, device2, 256, ncclFloat32, ncclSum, comm, stream));
     CHECK(cudaStreamSynchronize(stream));
     CHECK(ncclCommDestroy(comm));
   }

@@ -23,14 +23,15 @@ cudaError_t expected_error = cudaSuccess;
 void expect_last_error(int line) {
   const cudaError_t seen = cudaPeekAtLastError();
   if (seen != expected_error) {
-    std::printf("line %d: last error %s, expected %s\n", line, cudaGetErrorName(seen), cudaGetErrorName(expected_error));
+    std::printf("line %d: last error %s, expected %s\n", line, cudaGetErrorName(seen),
+                cudaGetErrorName(expected_error));
     std::exit(4);
   }
 }
-#define HOOKED(call)               \
-  do {                             \
-    CHECK(call);                   \
-    expect_last_error(__LINE__);   \
+#define HOOKED(call)             \
+  do {                           \
+    CHECK(call);                 \
+    expect_last_error(__LINE__); \
   } while (0)
 
 ncclComm_t comm_on(int device) {

@@ -26,15 +26,14 @@
 
 extern "C" int call_from_jit(unsigned long garbage);
 // What JIT-generated or hand-written code looks like to an unwinder: no CFI, and rbp holds data.
-__asm__(
-    ".text\n.globl call_from_jit\n.type call_from_jit,@function\ncall_from_jit:\n"
-    "  push %rbp\n"
-    "  mov %rdi, %rbp\n"
-    "  xor %edi, %edi\n"
-    "  call cudaStreamSynchronize@PLT\n"
-    "  pop %rbp\n"
-    "  ret\n"
-    ".size call_from_jit, .-call_from_jit\n");
+__asm__(".text\n.globl call_from_jit\n.type call_from_jit,@function\ncall_from_jit:\n"
+        "  push %rbp\n"
+        "  mov %rdi, %rbp\n"
+        "  xor %edi, %edi\n"
+        "  call cudaStreamSynchronize@PLT\n"
+        "  pop %rbp\n"
+        "  ret\n"
+        ".size call_from_jit, .-call_from_jit\n");
 
 namespace {
 
@@ -49,12 +48,15 @@ int copy_and_sync() {
 int hammer(int n, int threads) {
   std::vector<pthread_t> workers(threads);
   for (auto& t : workers)
-    pthread_create(&t, nullptr, [](void* arg) -> void* {
-      const int times = *static_cast<int*>(arg);
-      for (int i = 0; i < times; ++i)
-        if (copy_and_sync() != 0) std::abort();
-      return nullptr;
-    }, &n);
+    pthread_create(
+        &t, nullptr,
+        [](void* arg) -> void* {
+          const int times = *static_cast<int*>(arg);
+          for (int i = 0; i < times; ++i)
+            if (copy_and_sync() != 0) std::abort();
+          return nullptr;
+        },
+        &n);
   for (auto& t : workers) pthread_join(t, nullptr);
   std::printf("done %d x %d\n", threads, n);
   return 0;

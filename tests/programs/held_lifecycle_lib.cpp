@@ -10,8 +10,8 @@ char g_device[64];
 
 __attribute__((constructor)) void on_load() {
   char host[64] = {};
-  const int rc = cudaMemcpyAsync(g_device, host, sizeof host, cudaMemcpyHostToDevice, nullptr) |
-                 cudaStreamSynchronize(nullptr);
+  const int rc =
+      cudaMemcpyAsync(g_device, host, sizeof host, cudaMemcpyHostToDevice, nullptr) | cudaStreamSynchronize(nullptr);
   std::fprintf(stderr, "constructor rc=%d\n", rc);
 }
 

@@ -15,8 +15,8 @@
 namespace {
 
 // A width x height x depth box at the origin of two pitched allocations.
-cudaMemcpy3DParms box(void* dst, const void* src, size_t pitch, size_t ysize, size_t width, size_t height,
-                      size_t depth, cudaMemcpyKind kind) {
+cudaMemcpy3DParms box(void* dst, const void* src, size_t pitch, size_t ysize, size_t width, size_t height, size_t depth,
+                      cudaMemcpyKind kind) {
   cudaMemcpy3DParms p{};
   p.srcPtr = {const_cast<void*>(src), pitch, width, ysize};
   p.dstPtr = {dst, pitch, width, ysize};

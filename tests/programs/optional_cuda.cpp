@@ -21,10 +21,15 @@ int main() {
   // cudaFree(nullptr) sets the runtime up; its answer is read as PyTorch's device_count_impl reads
   // cudaGetDeviceCount's: no device and no driver mean "run on the CPU", anything else is a failure.
   switch (const cudaError_t probe = cudaFree(nullptr)) {
-    case cudaSuccess: break;
+    case cudaSuccess:
+      break;
     case cudaErrorNoDevice:
-    case cudaErrorInsufficientDriver: std::puts("no usable CUDA device: running on CPU"); return 0;
-    default: std::printf("CUDA failed: %d\n", int(probe)); return 1;
+    case cudaErrorInsufficientDriver:
+      std::puts("no usable CUDA device: running on CPU");
+      return 0;
+    default:
+      std::printf("CUDA failed: %d\n", int(probe));
+      return 1;
   }
   void* device = nullptr;
   char host[256] = {};

@@ -20,14 +20,14 @@
 #define PRINT(key, value) printf("%s=%ld\n", key, (long)(value))
 
 /* The lowest set bit of a PyASCIIObject state word after `set` ran on a zeroed object. */
-#define STATE_BIT(key, field, value)                         \
-  do {                                                       \
-    PyASCIIObject o;                                         \
-    unsigned int word;                                       \
-    memset(&o, 0, sizeof o);                                 \
-    o.state.field = value;                                   \
-    memcpy(&word, &o.state, sizeof word);                    \
-    PRINT(key, __builtin_ctz(word));                         \
+#define STATE_BIT(key, field, value)      \
+  do {                                    \
+    PyASCIIObject o;                      \
+    unsigned int word;                    \
+    memset(&o, 0, sizeof o);              \
+    o.state.field = value;                \
+    memcpy(&word, &o.state, sizeof word); \
+    PRINT(key, __builtin_ctz(word));      \
   } while (0)
 
 int main(void) {

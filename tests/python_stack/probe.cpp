@@ -59,8 +59,7 @@ extern "C" __attribute__((visibility("default"))) unsigned probe_status() { retu
 
 // Mean nanoseconds of one capture of at most `max_frames` frames over `iterations` calls; the
 // frames the last one found go to `*found`.
-extern "C" __attribute__((visibility("default"))) double probe_capture_ns(int iterations, int max_frames,
-                                                                          int* found) {
+extern "C" __attribute__((visibility("default"))) double probe_capture_ns(int iterations, int max_frames, int* found) {
   py::RawFrame frames[256];
   if (max_frames > 256 || iterations <= 0) return -1;
   const auto start = std::chrono::steady_clock::now();

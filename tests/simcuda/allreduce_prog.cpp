@@ -137,9 +137,9 @@ int main(int argc, char** argv) {
   // all-reduce occupies the other ranks' streams until it arrives.
   {
     const unsigned busy_us = 300000;
-    float *buf = nullptr;
+    float* buf = nullptr;
     CUDA(cudaMalloc(&buf, 1024 * sizeof(float)));
-    CUDA(cudaMemsetAsync(buf, 0, 1024 * sizeof(float), stream));  // same stream: ordered
+    CUDA(cudaMemsetAsync(buf, 0, 1024 * sizeof(float), stream));              // same stream: ordered
     NCCL(ncclAllReduce(buf, buf, 1024, ncclFloat32, ncclSum, comm, stream));  // align the ranks
     CUDA(cudaStreamSynchronize(stream));
     cudaEvent_t start, end;

@@ -40,9 +40,8 @@ Captures& captures() {
 
 // Whether a blocking (non-legacy) stream of the device is capturing; the caller holds the lock.
 bool blocking_capture_on(Captures& c, int device) {
-  return std::any_of(c.active.begin(), c.active.end(), [&](const auto& seq) {
-    return seq->device == device && seq->origin->blocking();
-  });
+  return std::any_of(c.active.begin(), c.active.end(),
+                     [&](const auto& seq) { return seq->device == device && seq->origin->blocking(); });
 }
 
 void invalidate_blocking_captures(Captures& c, int device) {
@@ -78,8 +77,8 @@ cudaError_t check_potentially_unsafe() {
   std::lock_guard lock(c.mu);
   for (auto& seq : c.active) {
     const bool own = seq->thread == me && seq->mode != cudaStreamCaptureModeRelaxed;
-    const bool foreign_global = tls_mode == cudaStreamCaptureModeGlobal && seq->thread != me &&
-                                seq->mode == cudaStreamCaptureModeGlobal;
+    const bool foreign_global =
+        tls_mode == cudaStreamCaptureModeGlobal && seq->thread != me && seq->mode == cudaStreamCaptureModeGlobal;
     if (own || foreign_global) {
       seq->invalidated = true;
       forbidden = true;
@@ -145,7 +144,7 @@ Graph* executable_of(cudaGraphExec_t g) { return reinterpret_cast<Graph*>(g); }
 // cudaStreamIsCapturing and cudaStreamGetCaptureInfo; id and graph are written only for an active
 // capture.
 cudaError_t capture_status(cudaStream_t stream, cudaStreamCaptureStatus* status, unsigned long long* id,
-                          cudaGraph_t* graph) {
+                           cudaGraph_t* graph) {
   auto s = resolve_stream(stream);
   if (!s) return record_error(cudaErrorInvalidResourceHandle);
   if (!status) return record_error(cudaErrorInvalidValue);
@@ -153,7 +152,7 @@ cudaError_t capture_status(cudaStream_t stream, cudaStreamCaptureStatus* status,
   std::lock_guard lock(c.mu);
   // The blocking stream's capture is not invalidated by this query.
   if (s->legacy() && blocking_capture_on(c, s->device())) return record_error(cudaErrorStreamCaptureImplicit);
-  *status = !s->capture                ? cudaStreamCaptureStatusNone
+  *status = !s->capture               ? cudaStreamCaptureStatusNone
             : s->capture->invalidated ? cudaStreamCaptureStatusInvalidated
                                       : cudaStreamCaptureStatusActive;
   if (*status == cudaStreamCaptureStatusActive) {
@@ -184,8 +183,8 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMo
   Captures& c = captures();
   std::lock_guard lock(c.mu);
   if (s->capture) return record_error(cudaErrorIllegalState);
-  auto seq = std::make_shared<CaptureSequence>(CaptureSequence{c.next_id++, mode, std::this_thread::get_id(), s.get(),
-                                                               s->device(), false, new Graph});
+  auto seq = std::make_shared<CaptureSequence>(
+      CaptureSequence{c.next_id++, mode, std::this_thread::get_id(), s.get(), s->device(), false, new Graph});
   c.graphs.insert(seq->graph);
   c.active.push_back(seq);
   s->capture = seq;

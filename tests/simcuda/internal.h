@@ -3,8 +3,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include <condition_variable>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>

@@ -30,7 +30,7 @@
 namespace {
 
 constexpr std::uint32_t kReady = 0x51ACC1u;
-constexpr std::size_t kSlotBytes = std::size_t{1} << 20;     // collective chunk per rank
+constexpr std::size_t kSlotBytes = std::size_t{1} << 20;       // collective chunk per rank
 constexpr std::size_t kMailboxBytes = std::size_t{256} << 10;  // send/recv chunk per rank pair
 constexpr std::size_t kAlign = 64;
 
@@ -94,7 +94,7 @@ struct ncclComm {
   std::uint64_t id_hash = 0;        // of the unique id it was made from: names its splits
   std::atomic<unsigned> splits{0};  // splits made of it so far (the same count on every rank)
   std::atomic<unsigned> shrinks{0};
-  bool blocking = true;             // ncclConfig_t.blocking (1 unless a config says 0)
+  bool blocking = true;  // ncclConfig_t.blocking (1 unless a config says 0)
   // ncclInProgress while a non-blocking init, split or group launch of this communicator runs on
   // a thread of its own (init.cc commAlloc: initState; group.cc ncclGroupEndInternal).
   std::atomic<int> initState{ncclSuccess};
@@ -244,9 +244,9 @@ std::uint16_t float_to_half(float f) {
   std::memcpy(&bits, &f, 4);
   const auto sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
   const std::uint32_t magnitude = bits & 0x7fffffffu;
-  if (magnitude > 0x7f800000u) return sign | 0x7e00u;    // NaN
-  if (magnitude >= 0x477ff000u) return sign | 0x7c00u;   // 65520 and above round to infinity
-  if (magnitude < 0x38800000u)                            // below 2^-14: a subnormal half, in units of 2^-24
+  if (magnitude > 0x7f800000u) return sign | 0x7e00u;   // NaN
+  if (magnitude >= 0x477ff000u) return sign | 0x7c00u;  // 65520 and above round to infinity
+  if (magnitude < 0x38800000u)                          // below 2^-14: a subnormal half, in units of 2^-24
     return static_cast<std::uint16_t>(sign | static_cast<std::uint16_t>(std::nearbyint(std::fabs(f) * 0x1p24f)));
   std::uint32_t half = (magnitude >> 13) - ((127u - 15u) << 10);  // rebias the exponent, keep 10 mantissa bits
   const std::uint32_t rest = magnitude & 0x1fffu;
@@ -272,7 +272,7 @@ T combine(T a, T b, ncclRedOp_t op) {
 // all ranks get bitwise identical results.
 template <class T, class Load, class Store>
 void reduce_with(void* dst, const std::vector<const void*>& srcs, std::size_t count, ncclRedOp_t op, Load load,
-                Store store) {
+                 Store store) {
   using Acc = decltype(load(nullptr, 0));
   for (std::size_t i = 0; i < count; ++i) {
     Acc acc = load(srcs[0], i);
@@ -291,14 +291,22 @@ void reduce_plain(void* dst, const std::vector<const void*>& srcs, std::size_t c
 
 void reduce(void* dst, const std::vector<const void*>& srcs, std::size_t count, ncclDataType_t t, ncclRedOp_t op) {
   switch (t) {
-    case ncclInt8: return reduce_plain<std::int8_t>(dst, srcs, count, op);
-    case ncclUint8: return reduce_plain<std::uint8_t>(dst, srcs, count, op);
-    case ncclInt32: return reduce_plain<std::int32_t>(dst, srcs, count, op);
-    case ncclUint32: return reduce_plain<std::uint32_t>(dst, srcs, count, op);
-    case ncclInt64: return reduce_plain<std::int64_t>(dst, srcs, count, op);
-    case ncclUint64: return reduce_plain<std::uint64_t>(dst, srcs, count, op);
-    case ncclFloat32: return reduce_plain<float>(dst, srcs, count, op);
-    case ncclFloat64: return reduce_plain<double>(dst, srcs, count, op);
+    case ncclInt8:
+      return reduce_plain<std::int8_t>(dst, srcs, count, op);
+    case ncclUint8:
+      return reduce_plain<std::uint8_t>(dst, srcs, count, op);
+    case ncclInt32:
+      return reduce_plain<std::int32_t>(dst, srcs, count, op);
+    case ncclUint32:
+      return reduce_plain<std::uint32_t>(dst, srcs, count, op);
+    case ncclInt64:
+      return reduce_plain<std::int64_t>(dst, srcs, count, op);
+    case ncclUint64:
+      return reduce_plain<std::uint64_t>(dst, srcs, count, op);
+    case ncclFloat32:
+      return reduce_plain<float>(dst, srcs, count, op);
+    case ncclFloat64:
+      return reduce_plain<double>(dst, srcs, count, op);
     case ncclFloat16:
       return reduce_with<float>(
           dst, srcs, count, op,
@@ -348,7 +356,7 @@ std::vector<const void*> slot_ptrs(ncclComm* c, std::size_t byte_offset = 0) {
 
 // Reduces count elements of every rank's src into dst on the ranks for which want_result.
 bool reduce_chunks(ncclComm* c, const void* src, void* dst, std::size_t count, ncclDataType_t t, ncclRedOp_t op,
-                  bool want_result) {
+                   bool want_result) {
   std::size_t es = type_size(t);
   std::size_t per = kSlotBytes / es;
   for (std::size_t off = 0; off < count || off == 0; off += per) {
@@ -451,7 +459,7 @@ bool run_one(Task* t) {
       // Block r of every rank's sendbuff is reduced into rank r's recvbuff.
       for (int r = 0; r < c->nranks && ok; ++r)
         ok = reduce_chunks(c, static_cast<const std::uint8_t*>(t->send) + static_cast<std::size_t>(r) * t->count * es,
-                          t->recv, t->count, t->type, t->op, c->rank == r);
+                           t->recv, t->count, t->type, t->op, c->rank == r);
       break;
     case Kind::P2P:
       ok = run_p2p(c, t->p2p);
@@ -562,8 +570,8 @@ ncclResult_t flush_group() {
   return ncclInProgress;
 }
 
-ncclResult_t collective(Kind kind, const void* send, void* recv, std::size_t count, ncclDataType_t type,
-                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t collective(Kind kind, const void* send, void* recv, std::size_t count, ncclDataType_t type, ncclRedOp_t op,
+                        int root, ncclComm_t comm, cudaStream_t stream) {
   if (!comm || type_size(type) == 0) return ncclInvalidArgument;
   if (!comm->ready()) return ncclInvalidArgument;  // init.cc ncclCommEnsureReady
   if ((kind == Kind::AllReduce || kind == Kind::Reduce || kind == Kind::ReduceScatter) &&
@@ -782,9 +790,9 @@ ncclResult_t split_into(ncclComm* comm, int color, int key, unsigned nth, bool b
   for (std::size_t i = 0; i < members.size(); ++i)
     if (members[i].second == comm->rank) newrank = int(i);
   ncclComm_t child = nullptr;
-  const ncclResult_t r = init_comm(&child, int(members.size()),
-                                  child_id("split", comm->id_hash, std::to_string(color) + ":" + std::to_string(nth)),
-                                  newrank, true);
+  const ncclResult_t r =
+      init_comm(&child, int(members.size()),
+                child_id("split", comm->id_hash, std::to_string(color) + ":" + std::to_string(nth)), newrank, true);
   if (r != ncclSuccess) return r;
   child->blocking = blocking;
   *newcomm = child;  // filled only once the child is complete, as NCCL >= 2.23 does
@@ -794,7 +802,7 @@ ncclResult_t split_into(ncclComm* comm, int color, int key, unsigned nth, bool b
 // init.cc ncclCommInitChildComm: *newcomm stays NULL until the child is complete; for a
 // non-blocking child that happens on a thread, and the parent reports ncclInProgress meanwhile.
 ncclResult_t make_child(ncclComm* parent, bool blocking, ncclComm_t* newcomm,
-                       std::function<ncclResult_t(ncclComm_t*)> build) {
+                        std::function<ncclResult_t(ncclComm_t*)> build) {
   *newcomm = nullptr;
   if (blocking) return build(newcomm);
   parent->initState.store(ncclInProgress, std::memory_order_release);
@@ -816,15 +824,24 @@ ncclResult_t pncclGetVersion(int* version) {
 
 const char* pncclGetErrorString(ncclResult_t result) {
   switch (result) {
-    case ncclSuccess: return "no error";
-    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
-    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
-    case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
-    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
-    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
-    case ncclRemoteError: return "remote process exited or there was a network error";
-    case ncclInProgress: return "NCCL operation in progress";
-    default: return "unknown result code";
+    case ncclSuccess:
+      return "no error";
+    case ncclUnhandledCudaError:
+      return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError:
+      return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError:
+      return "internal error - please report this issue to the NCCL developers";
+    case ncclInvalidArgument:
+      return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage:
+      return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError:
+      return "remote process exited or there was a network error";
+    case ncclInProgress:
+      return "NCCL operation in progress";
+    default:
+      return "unknown result code";
   }
 }
 
@@ -847,8 +864,8 @@ ncclResult_t pncclGetUniqueId(ncclUniqueId* uniqueId) {
   } else {
     // No launcher: unique to this process.
     auto now = std::chrono::steady_clock::now().time_since_epoch().count();
-    std::snprintf(id.desc, sizeof(id.desc), "local:%d:%lld:%u", static_cast<int>(getpid()),
-                  static_cast<long long>(now), n);
+    std::snprintf(id.desc, sizeof(id.desc), "local:%d:%lld:%u", static_cast<int>(getpid()), static_cast<long long>(now),
+                  n);
   }
   id.hash = fnv1a(id.desc, sizeof(id.desc));
   std::memcpy(uniqueId->internal, &id, sizeof(id));
@@ -864,8 +881,8 @@ ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId 
   return init_comm(comm, nranks, commId, rank, config_blocking(config, true));
 }
 
-// init.cc ncclCommInitRankScalable (NCCL >= 2.23): nId roots share the bootstrap of a large job; every rank is given all of their
-// ids. The rendezvous here needs only one of them: the first.
+// init.cc ncclCommInitRankScalable (NCCL >= 2.23): nId roots share the bootstrap of a large job; every rank is given
+// all of their ids. The rendezvous here needs only one of them: the first.
 ncclResult_t pncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
                                        ncclConfig_t* config) {
   if (nId < 1 || !commIds) return ncclInvalidArgument;
@@ -996,13 +1013,13 @@ ncclResult_t pncclMemAlloc(void** ptr, size_t size) {
 
 ncclResult_t pncclMemFree(void* ptr) { return cudaFree(ptr) == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError; }
 
-ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t pncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                            ncclComm_t comm, cudaStream_t stream) {
   return collective(Kind::AllReduce, sendbuff, recvbuff, count, datatype, op, 0, comm, stream);
 }
 
-ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t pncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                         int root, ncclComm_t comm, cudaStream_t stream) {
   return collective(Kind::Reduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
 }
 
@@ -1070,8 +1087,8 @@ ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
 // collectives.cc ncclAlltoAll, ncclGather, ncclScatter (NCCL >= 2.28): each rank's buffer in
 // `count`-element blocks, one per peer (all to all), from every rank to the root (gather), from
 // the root to every rank (scatter).
-ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                           ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t pncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+                           cudaStream_t stream) {
   return exchange(comm, stream, sendbuff, recvbuff, count, datatype, 0, true, true);
 }
 

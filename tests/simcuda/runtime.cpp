@@ -3,12 +3,12 @@
 #include "internal.h"
 #include "simcuda.h"
 
+#include <unistd.h>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <tuple>
 #include <vector>
-#include <unistd.h>
 
 // Per-thread-default-stream twins; the header declares them only when a program is compiled
 // with CUDA_API_PER_THREAD_DEFAULT_STREAM, but the real library always exports them.
@@ -16,8 +16,8 @@ extern "C" {
 cudaError_t cudaMemcpy_ptds(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind);
 cudaError_t cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind,
                                  cudaStream_t stream);
-cudaError_t cudaMemcpy2D_ptds(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
-                              size_t height, enum cudaMemcpyKind kind);
+cudaError_t cudaMemcpy2D_ptds(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                              enum cudaMemcpyKind kind);
 cudaError_t cudaMemcpy2DAsync_ptsz(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                                    size_t height, enum cudaMemcpyKind kind, cudaStream_t stream);
 cudaError_t cudaMemset_ptds(void* devPtr, int value, size_t count);
@@ -86,7 +86,10 @@ cudaError_t submit(cudaStream_t stream, std::function<void()> op, bool wait) {
   auto s = resolve_stream(stream);
   if (!s) return ret(cudaErrorInvalidResourceHandle);
   std::uint64_t ticket = 0;
-  if (const cudaError_t e = submit_work(s, [op = std::move(op)] { return op; }, &ticket); e != cudaSuccess) return e;
+  if (const cudaError_t e = submit_work(
+          s, [op = std::move(op)] { return op; }, &ticket);
+      e != cudaSuccess)
+    return e;
   if (wait && ticket) s->wait_ticket(ticket);
   return cudaSuccess;
 }
@@ -107,7 +110,7 @@ cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cuda
 }
 
 cudaError_t copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
-                   cudaMemcpyKind kind, cudaStream_t stream, bool sync) {
+                    cudaMemcpyKind kind, cudaStream_t stream, bool sync) {
   if (!valid_kind(kind)) return ret(cudaErrorInvalidMemcpyDirection);
   if (width > dpitch || width > spitch) return ret(cudaErrorInvalidPitchValue);
   if (width == 0 || height == 0) return cudaSuccess;
@@ -122,7 +125,7 @@ cudaError_t copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, si
 // A __device__ variable's symbol is the address the runtime maps to its device copy; here device
 // memory stands in for it, so a symbol is an address inside a cudaMalloc'ed range.
 cudaError_t copy_symbol(void* dst, const void* src, const void* symbol, size_t count, size_t offset,
-                       cudaMemcpyKind kind, bool to_symbol, cudaStream_t stream, bool sync) {
+                        cudaMemcpyKind kind, bool to_symbol, cudaStream_t stream, bool sync) {
   auto r = find_range(symbol);
   if (!r || r->kind != MemKind::Device) return ret(cudaErrorInvalidSymbol);
   const auto base = reinterpret_cast<std::uintptr_t>(symbol);
@@ -159,14 +162,16 @@ cudaError_t copy_3d(const cudaMemcpy3DParms* p, cudaStream_t stream, bool sync) 
 // cudaMemcpyBatchAsync's checks: attrsIdxs starts at 0 and increases, below count; every
 // attribute names a source access order; never the legacy stream.
 cudaError_t copy_batch(void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,
-                      const cudaMemcpyAttributes* attrs, const size_t* attrsIdxs, size_t numAttrs, cudaStream_t stream) {
+                       const cudaMemcpyAttributes* attrs, const size_t* attrsIdxs, size_t numAttrs,
+                       cudaStream_t stream) {
   if (!dsts || !srcs || !sizes || count == 0 || !attrs || !attrsIdxs || numAttrs == 0 || numAttrs > count ||
       attrsIdxs[0] != 0 || stream == nullptr || stream == cudaStreamLegacy)
     return ret(cudaErrorInvalidValue);
   bool wait = false;
   for (size_t k = 0; k < numAttrs; ++k) {
     if ((k > 0 && attrsIdxs[k] <= attrsIdxs[k - 1]) || attrsIdxs[k] >= count) return ret(cudaErrorInvalidValue);
-    if (attrs[k].srcAccessOrder == cudaMemcpySrcAccessOrderInvalid || attrs[k].srcAccessOrder > cudaMemcpySrcAccessOrderAny)
+    if (attrs[k].srcAccessOrder == cudaMemcpySrcAccessOrderInvalid ||
+        attrs[k].srcAccessOrder > cudaMemcpySrcAccessOrderAny)
       return ret(cudaErrorInvalidValue);
     wait = wait || attrs[k].srcAccessOrder == cudaMemcpySrcAccessOrderDuringApiCall;
   }
@@ -176,9 +181,12 @@ cudaError_t copy_batch(void* const* dsts, const void* const* srcs, const size_t*
     copies.emplace_back(dsts[i], srcs[i], sizes[i]);
     wait = wait || touches_pageable(dsts[i], srcs[i]);
   }
-  return submit(stream, [copies] {
-    for (const auto& [dst, src, n] : copies) std::memmove(dst, src, n);
-  }, wait);
+  return submit(
+      stream,
+      [copies] {
+        for (const auto& [dst, src, n] : copies) std::memmove(dst, src, n);
+      },
+      wait);
 }
 
 cudaError_t fill(void* p, int value, size_t n, cudaStream_t stream, bool async) {
@@ -243,31 +251,31 @@ cudaError_t cudaGetLastError(void) {
 
 cudaError_t cudaPeekAtLastError(void) { return tls_last_error; }
 
-#define SIMCUDA_ERRORS(X)                                                                       \
-  X(cudaSuccess, "no error")                                                                    \
-  X(cudaErrorInvalidValue, "invalid argument")                                                  \
-  X(cudaErrorMemoryAllocation, "out of memory")                                                 \
-  X(cudaErrorInitializationError, "initialization error")                                       \
-  X(cudaErrorInvalidPitchValue, "invalid pitch argument")                                       \
-  X(cudaErrorInvalidMemcpyDirection, "invalid copy direction for memcpy")                       \
-  X(cudaErrorInvalidDevice, "invalid device ordinal")                                           \
-  X(cudaErrorNoDevice, "no CUDA-capable device is detected")                                    \
-  X(cudaErrorInvalidResourceHandle, "invalid resource handle")                                  \
-  X(cudaErrorNotReady, "device not ready")                                                      \
-  X(cudaErrorIllegalAddress, "an illegal memory access was encountered")                        \
-  X(cudaErrorLaunchFailure, "unspecified launch failure")                                       \
-  X(cudaErrorHostMemoryAlreadyRegistered, "part or all of the requested memory range is already mapped") \
-  X(cudaErrorHostMemoryNotRegistered, "pointer does not correspond to a registered memory region") \
-  X(cudaErrorNotSupported, "operation not supported")                                           \
-  X(cudaErrorIllegalState, "the operation cannot be performed in the present state")            \
-  X(cudaErrorInvalidSymbol, "invalid device symbol")                                            \
-  X(cudaErrorStreamCaptureUnsupported, "operation not permitted when stream is capturing")     \
-  X(cudaErrorStreamCaptureInvalidated, "operation failed due to a previous error during capture") \
-  X(cudaErrorStreamCaptureUnmatched, "capture was not initiated in this stream")               \
-  X(cudaErrorStreamCaptureIsolation, "dependency created on uncaptured work in another stream") \
+#define SIMCUDA_ERRORS(X)                                                                                           \
+  X(cudaSuccess, "no error")                                                                                        \
+  X(cudaErrorInvalidValue, "invalid argument")                                                                      \
+  X(cudaErrorMemoryAllocation, "out of memory")                                                                     \
+  X(cudaErrorInitializationError, "initialization error")                                                           \
+  X(cudaErrorInvalidPitchValue, "invalid pitch argument")                                                           \
+  X(cudaErrorInvalidMemcpyDirection, "invalid copy direction for memcpy")                                           \
+  X(cudaErrorInvalidDevice, "invalid device ordinal")                                                               \
+  X(cudaErrorNoDevice, "no CUDA-capable device is detected")                                                        \
+  X(cudaErrorInvalidResourceHandle, "invalid resource handle")                                                      \
+  X(cudaErrorNotReady, "device not ready")                                                                          \
+  X(cudaErrorIllegalAddress, "an illegal memory access was encountered")                                            \
+  X(cudaErrorLaunchFailure, "unspecified launch failure")                                                           \
+  X(cudaErrorHostMemoryAlreadyRegistered, "part or all of the requested memory range is already mapped")            \
+  X(cudaErrorHostMemoryNotRegistered, "pointer does not correspond to a registered memory region")                  \
+  X(cudaErrorNotSupported, "operation not supported")                                                               \
+  X(cudaErrorIllegalState, "the operation cannot be performed in the present state")                                \
+  X(cudaErrorInvalidSymbol, "invalid device symbol")                                                                \
+  X(cudaErrorStreamCaptureUnsupported, "operation not permitted when stream is capturing")                          \
+  X(cudaErrorStreamCaptureInvalidated, "operation failed due to a previous error during capture")                   \
+  X(cudaErrorStreamCaptureUnmatched, "capture was not initiated in this stream")                                    \
+  X(cudaErrorStreamCaptureIsolation, "dependency created on uncaptured work in another stream")                     \
   X(cudaErrorStreamCaptureImplicit, "operation would make the legacy stream depend on a capturing blocking stream") \
-  X(cudaErrorCapturedEvent, "operation not permitted on an event last recorded in a capturing stream") \
-  X(cudaErrorStreamCaptureWrongThread, "attempt to terminate a thread-local capture sequence from another thread") \
+  X(cudaErrorCapturedEvent, "operation not permitted on an event last recorded in a capturing stream")              \
+  X(cudaErrorStreamCaptureWrongThread, "attempt to terminate a thread-local capture sequence from another thread")  \
   X(cudaErrorUnknown, "unknown error")
 
 const char* cudaGetErrorString(cudaError_t error) {
@@ -446,12 +454,12 @@ cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitc
                          enum cudaMemcpyKind kind) {
   return copy_2d(dst, dpitch, src, spitch, width, height, kind, cudaStreamLegacy, true);
 }
-cudaError_t cudaMemcpy2D_ptds(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
-                              size_t height, enum cudaMemcpyKind kind) {
+cudaError_t cudaMemcpy2D_ptds(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                              enum cudaMemcpyKind kind) {
   return copy_2d(dst, dpitch, src, spitch, width, height, kind, cudaStreamPerThread, true);
 }
-cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
-                              size_t height, enum cudaMemcpyKind kind, cudaStream_t stream) {
+cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                              enum cudaMemcpyKind kind, cudaStream_t stream) {
   return copy_2d(dst, dpitch, src, spitch, width, height, kind, stream, false);
 }
 cudaError_t cudaMemcpy2DAsync_ptsz(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
@@ -475,8 +483,7 @@ cudaError_t cudaMemcpyToSymbolAsync_ptsz(const void* symbol, const void* src, si
                                          enum cudaMemcpyKind kind, cudaStream_t stream) {
   return copy_symbol(nullptr, src, symbol, count, offset, kind, true, stream ? stream : cudaStreamPerThread, false);
 }
-cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count, size_t offset,
-                                 enum cudaMemcpyKind kind) {
+cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count, size_t offset, enum cudaMemcpyKind kind) {
   return copy_symbol(dst, nullptr, symbol, count, offset, kind, false, cudaStreamLegacy, true);
 }
 cudaError_t cudaMemcpyFromSymbol_ptds(void* dst, const void* symbol, size_t count, size_t offset,
@@ -630,12 +637,15 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
     return ret(cudaErrorStreamCaptureIsolation);
   }
   std::uint64_t ticket = 0;
-  return submit_work(s, [e, seq] {
-    return std::function<void()>([e, seq] {
-      std::unique_lock lock(e->mu);
-      e->cv.wait(lock, [&] { return e->done >= seq; });
-    });
-  }, &ticket);
+  return submit_work(
+      s,
+      [e, seq] {
+        return std::function<void()>([e, seq] {
+          std::unique_lock lock(e->mu);
+          e->cv.wait(lock, [&] { return e->done >= seq; });
+        });
+      },
+      &ticket);
 }
 cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
   return cudaStreamWaitEvent(stream ? stream : cudaStreamPerThread, event, flags);
@@ -744,7 +754,8 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
 // node the real runtime inserts; the simulated framework's kernels are launched this way.
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
   if (!fn) return ret(cudaErrorInvalidValue);
-  return submit(stream, [fn, userData] { fn(userData); }, false);
+  return submit(
+      stream, [fn, userData] { fn(userData); }, false);
 }
 cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
   return cudaLaunchHostFunc(stream ? stream : cudaStreamPerThread, fn, userData);
@@ -753,13 +764,14 @@ cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void* 
 // ---------------- simulation extensions ----------------
 
 cudaError_t simcudaBusy(cudaStream_t stream, unsigned microseconds) {
-  return submit(stream, [microseconds] { std::this_thread::sleep_for(std::chrono::microseconds(microseconds)); },
-                false);
+  return submit(
+      stream, [microseconds] { std::this_thread::sleep_for(std::chrono::microseconds(microseconds)); }, false);
 }
 
 cudaError_t simcudaEnqueue(cudaStream_t stream, void (*fn)(void* arg), void* arg) {
   if (!fn) return ret(cudaErrorInvalidValue);
-  return submit(stream, [fn, arg] { fn(arg); }, false);
+  return submit(
+      stream, [fn, arg] { fn(arg); }, false);
 }
 
 }  // extern "C"

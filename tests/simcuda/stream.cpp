@@ -113,8 +113,7 @@ std::shared_ptr<Stream> legacy_stream(int device) {
 }
 
 std::shared_ptr<Stream> resolve_stream(cudaStream_t s) {
-  if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread)
-    return legacy_stream(currentDevice());
+  if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread) return legacy_stream(currentDevice());
   Handles& h = handles();
   std::lock_guard lock(h.mu);
   auto it = h.streams.find(reinterpret_cast<Stream*>(s));

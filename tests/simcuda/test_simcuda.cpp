@@ -84,7 +84,8 @@ struct OrderLog {
 
 std::vector<unsigned char> pattern(std::size_t n, int seed) {
   std::vector<unsigned char> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<unsigned char>((i * 31 + static_cast<std::size_t>(seed)) & 0xff);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = static_cast<unsigned char>((i * 31 + static_cast<std::size_t>(seed)) & 0xff);
   return v;
 }
 
@@ -480,8 +481,7 @@ TEST(SimNccl, FourRankAllReduceRendezvous) {
   while (std::size_t n = fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
   int status = pclose(p);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
-  for (int r = 0; r < 4; ++r)
-    EXPECT_NE(out.find("rank " + std::to_string(r) + "/4: ok"), std::string::npos) << out;
+  for (int r = 0; r < 4; ++r) EXPECT_NE(out.find("rank " + std::to_string(r) + "/4: ok"), std::string::npos) << out;
   // No shared-memory segment is left behind.
   for (auto& name : shm_entries()) EXPECT_TRUE(before.count(name)) << "left in /dev/shm: " << name;
 }
@@ -713,11 +713,13 @@ TEST(SimCapture, GlobalCaptureForbidsUnsafeCallsOfThreadsNotRelaxed) {
       {"cudaEventSynchronize", [&] { return cudaEventSynchronize(before); }},
       {"cudaStreamSynchronize", [&] { return cudaStreamSynchronize(other); }},
       {"cudaStreamQuery", [&] { return cudaStreamQuery(other); }},
-      {"cudaMalloc", [&] {
+      {"cudaMalloc",
+       [&] {
          void* p = nullptr;
          return cudaMalloc(&p, 16);
        }},
-      {"cudaPointerGetAttributes", [&] {
+      {"cudaPointerGetAttributes",
+       [&] {
          cudaPointerAttributes attributes;
          return cudaPointerGetAttributes(&attributes, device);
        }},
@@ -761,23 +763,25 @@ TEST(SimCapture, GlobalCaptureForbidsUnsafeCallsOfThreadsNotRelaxed) {
   // Safe calls from another thread never disturb a global capture.
   cudaGraph_t graph = nullptr;
   ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-  EXPECT_EQ(on_thread(cudaStreamCaptureModeGlobal, [&] {
-              cudaEvent_t e;
-              cudaStreamCaptureStatus status;
-              if (cudaEventCreate(&e) != cudaSuccess || cudaEventRecord(e, other) != cudaSuccess ||
-                  cudaStreamIsCapturing(other, &status) != cudaSuccess)
-                return cudaErrorUnknown;
-              return cudaEventDestroy(e);
-            }),
+  EXPECT_EQ(on_thread(cudaStreamCaptureModeGlobal,
+                      [&] {
+                        cudaEvent_t e;
+                        cudaStreamCaptureStatus status;
+                        if (cudaEventCreate(&e) != cudaSuccess || cudaEventRecord(e, other) != cudaSuccess ||
+                            cudaStreamIsCapturing(other, &status) != cudaSuccess)
+                          return cudaErrorUnknown;
+                        return cudaEventDestroy(e);
+                      }),
             cudaSuccess);
   EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
   cudaGraphDestroy(graph);
   // A capture not in relaxed mode ends on the thread that began it.
   ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-  EXPECT_EQ(on_thread(cudaStreamCaptureModeRelaxed, [&] {
-              cudaGraph_t g = nullptr;
-              return cudaStreamEndCapture(s, &g);
-            }),
+  EXPECT_EQ(on_thread(cudaStreamCaptureModeRelaxed,
+                      [&] {
+                        cudaGraph_t g = nullptr;
+                        return cudaStreamEndCapture(s, &g);
+                      }),
             cudaErrorStreamCaptureWrongThread);
   EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
   cudaGraphDestroy(graph);
@@ -804,7 +808,7 @@ TEST(SimCapture, LegacyStreamCannotBeUsedWhileABlockingStreamCaptures) {
   EXPECT_EQ(capture_status(blocking), cudaStreamCaptureStatusActive);
   // Using it does, whatever the caller's mode.
   EXPECT_EQ(on_thread(cudaStreamCaptureModeRelaxed,
-                     [&] { return cudaMemcpyAsync(device, host, 64, cudaMemcpyHostToDevice, nullptr); }),
+                      [&] { return cudaMemcpyAsync(device, host, 64, cudaMemcpyHostToDevice, nullptr); }),
             cudaErrorStreamCaptureImplicit);
   EXPECT_EQ(capture_status(blocking), cudaStreamCaptureStatusInvalidated);
   EXPECT_EQ(cudaStreamEndCapture(blocking, &graph), cudaErrorStreamCaptureInvalidated);
@@ -814,7 +818,7 @@ TEST(SimCapture, LegacyStreamCannotBeUsedWhileABlockingStreamCaptures) {
   ASSERT_EQ(cudaStreamBeginCapture(nonblocking, cudaStreamCaptureModeGlobal), cudaSuccess);
   EXPECT_EQ(capture_status(nullptr), cudaStreamCaptureStatusNone);
   EXPECT_EQ(on_thread(cudaStreamCaptureModeRelaxed,
-                     [&] { return cudaMemcpyAsync(device, host, 64, cudaMemcpyHostToDevice, nullptr); }),
+                      [&] { return cudaMemcpyAsync(device, host, 64, cudaMemcpyHostToDevice, nullptr); }),
             cudaSuccess);
   EXPECT_EQ(cudaStreamEndCapture(nonblocking, &graph), cudaSuccess);
   cudaGraphDestroy(graph);
@@ -833,7 +837,8 @@ TEST(SimCuda, SymbolThreeDimensionalAndBatchCopies) {
   std::vector<unsigned char> back(256, 0);
   ASSERT_EQ(cudaMemcpyToSymbol(symbol, src.data(), 100, 16, cudaMemcpyHostToDevice), cudaSuccess);
   ASSERT_EQ(cudaMemcpyFromSymbol(back.data(), symbol, 100, 16, cudaMemcpyDeviceToHost), cudaSuccess);
-  EXPECT_EQ(std::vector<unsigned char>(back.begin(), back.begin() + 100), std::vector<unsigned char>(src.begin(), src.begin() + 100));
+  EXPECT_EQ(std::vector<unsigned char>(back.begin(), back.begin() + 100),
+            std::vector<unsigned char>(src.begin(), src.begin() + 100));
   EXPECT_EQ(cudaMemcpyToSymbol(src.data(), src.data(), 1, 0, cudaMemcpyHostToDevice), cudaErrorInvalidSymbol);
   EXPECT_EQ(cudaMemcpyToSymbol(symbol, src.data(), 200, 100, cudaMemcpyHostToDevice), cudaErrorInvalidValue);
   EXPECT_EQ(cudaMemcpyToSymbol(symbol, src.data(), 1, 0, cudaMemcpyDeviceToHost), cudaErrorInvalidMemcpyDirection);

@@ -77,8 +77,8 @@ TEST(ClassifierRules, PythonModuleSynchronizeIsTorchCudaSynchronize) {
 
 TEST(ClassifierRules, StreamSynchronize) {
   const std::string frame = "c10::cuda::CUDAStream::synchronize() const";
-  expect_rule(classify(sync_from(frame, "/x/libc10_cuda.so")), "stream.synchronize",
-              "torch.cuda.Stream.synchronize()", SyncKind::Explicit, frame);
+  expect_rule(classify(sync_from(frame, "/x/libc10_cuda.so")), "stream.synchronize", "torch.cuda.Stream.synchronize()",
+              SyncKind::Explicit, frame);
 }
 
 TEST(ClassifierRules, EventSynchronize) {
@@ -95,8 +95,8 @@ TEST(ClassifierRules, LocalScalarDenseIsItem) {
 
 TEST(ClassifierRules, IsNonzeroIsBool) {
   const std::string frame = "at::native::is_nonzero(at::Tensor const&)";
-  expect_rule(classify(sync_from(frame, "/x/libtorch_cpu.so")), "bool", "bool(tensor) / if tensor:",
-              SyncKind::Hidden, frame);
+  expect_rule(classify(sync_from(frame, "/x/libtorch_cpu.so")), "bool", "bool(tensor) / if tensor:", SyncKind::Hidden,
+              frame);
 }
 
 TEST(ClassifierRules, TensorToListIsTolist) {
@@ -122,8 +122,7 @@ TEST(ClassifierRules, EmptyCache) {
 }
 
 TEST(ClassifierRules, CachingAllocatorFlush) {
-  const std::string frame =
-      "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::release_cached_blocks()";
+  const std::string frame = "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::release_cached_blocks()";
   expect_rule(classify(free_from(frame, "/x/libc10_cuda.so")), "allocator",
               "caching-allocator flush (out of cached memory)", SyncKind::Hidden, frame);
 }
@@ -135,13 +134,14 @@ TEST(ClassifierRules, ToCopyIsCpuForASyncAndADeviceToHostCopy) {
   SyncShape wait = sync_from(frame, "/x/libtorch_cpu.so");
   wait.follows_copy = Direction::DeviceToHost;
   expect_rule(classify(wait), "cpu", "Tensor.cpu() / .to('cpu')", SyncKind::Hidden, frame);
-  expect_rule(classify(copy_from(frame, Direction::DeviceToHost, HostMemory::Pageable, "/x/libtorch_cpu.so")), "cpu", "Tensor.cpu() / .to('cpu')",
-              SyncKind::Hidden, frame);
+  expect_rule(classify(copy_from(frame, Direction::DeviceToHost, HostMemory::Pageable, "/x/libtorch_cpu.so")), "cpu",
+              "Tensor.cpu() / .to('cpu')", SyncKind::Hidden, frame);
 }
 
 TEST(ClassifierRules, ToCopyIsABlockingUploadForAHostToDeviceCopy) {
   const std::string frame = "at::native::_to_copy(at::Tensor const&)";
-  const Classification c = classify(copy_from(frame, Direction::HostToDevice, HostMemory::Pageable, "/x/libtorch_cpu.so"));
+  const Classification c =
+      classify(copy_from(frame, Direction::HostToDevice, HostMemory::Pageable, "/x/libtorch_cpu.so"));
   expect_rule(c, "upload", "Tensor.to('cuda') / .cuda() (blocking upload)", SyncKind::Hidden, frame);
 }
 
@@ -156,7 +156,8 @@ TEST(ClassifierRules, CopyIsCpuForASyncAndADeviceToHostCopy) {
 
 TEST(ClassifierRules, CopyIsNotCpuForAHostToDeviceCopy) {
   const std::string frame = "at::native::copy_(at::Tensor&, at::Tensor const&, bool)";
-  const Classification c = classify(copy_from(frame, Direction::HostToDevice, HostMemory::Pageable, "/x/libtorch_cpu.so"));
+  const Classification c =
+      classify(copy_from(frame, Direction::HostToDevice, HostMemory::Pageable, "/x/libtorch_cpu.so"));
   EXPECT_EQ(c.rule, "upload");
   EXPECT_EQ(c.operation, "Tensor.copy_() from a host tensor (blocking upload)");
 }
@@ -164,10 +165,14 @@ TEST(ClassifierRules, CopyIsNotCpuForAHostToDeviceCopy) {
 // A wait under a copy frame that follows no copy is not the copy's: the caching allocator's flush
 // when an upload runs out of memory (R20) is the allocator's.
 TEST(ClassifierRules, WaitUnderACopyFrameThatFollowsNoCopyIsNotTheCopy) {
-  SyncShape s = sync_from("c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::synchronize_and_free_events()",
-                          "/x/libc10_cuda.so");
+  SyncShape s =
+      sync_from("c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::synchronize_and_free_events()",
+                "/x/libc10_cuda.so");
   s.api = "cudaEventSynchronize";
-  s.native.push_back({"/x/libc10_cuda.so", "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(signed char, unsigned long, CUstream_st*)", "", 0});
+  s.native.push_back({"/x/libc10_cuda.so",
+                      "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(signed char, unsigned "
+                      "long, CUstream_st*)",
+                      "", 0});
   s.native.push_back({"/x/libtorch_cpu.so", "at::native::_to_copy(at::Tensor const&)", "", 0});
   s.native.push_back({"/x/libtorch_cpu.so", "at::_ops::_to_copy::call(at::Tensor const&)", "", 0});
   EXPECT_EQ(classify(s).rule, "allocator");
@@ -322,13 +327,18 @@ TEST(ClassifierWheelStacks, OpsThatCallItemInsideAreNamedAfterTheOp) {
     const char* rule;
     const char* operation;
   };
-  for (const Case& c : {Case{"at::_ops::_unique2::call(at::Tensor const&, bool, bool, bool)", "unique", "torch.unique()"},
-                        Case{"at::_ops::unique_dim::call(at::Tensor const&, long, bool, bool, bool)", "unique", "torch.unique()"},
-                        Case{"at::_ops::unique_consecutive::call(at::Tensor const&, bool, bool, std::optional<long>)", "unique", "torch.unique()"},
-                        Case{"at::_ops::repeat_interleave_Tensor::call(at::Tensor const&, std::optional<c10::SymInt>)", "repeat_interleave", "torch.repeat_interleave()"},
-                        Case{"at::_ops::equal::call(at::Tensor const&, at::Tensor const&)", "equal", "torch.equal()"},
-                        Case{"at::_ops::bincount::call(at::Tensor const&, std::optional<at::Tensor> const&, long)", "bincount", "torch.bincount()"},
-                        Case{"at::_ops::histc::call(at::Tensor const&, long, c10::Scalar const&, c10::Scalar const&)", "histc", "torch.histc()"}}) {
+  for (const Case& c :
+       {Case{"at::_ops::_unique2::call(at::Tensor const&, bool, bool, bool)", "unique", "torch.unique()"},
+        Case{"at::_ops::unique_dim::call(at::Tensor const&, long, bool, bool, bool)", "unique", "torch.unique()"},
+        Case{"at::_ops::unique_consecutive::call(at::Tensor const&, bool, bool, std::optional<long>)", "unique",
+             "torch.unique()"},
+        Case{"at::_ops::repeat_interleave_Tensor::call(at::Tensor const&, std::optional<c10::SymInt>)",
+             "repeat_interleave", "torch.repeat_interleave()"},
+        Case{"at::_ops::equal::call(at::Tensor const&, at::Tensor const&)", "equal", "torch.equal()"},
+        Case{"at::_ops::bincount::call(at::Tensor const&, std::optional<at::Tensor> const&, long)", "bincount",
+             "torch.bincount()"},
+        Case{"at::_ops::histc::call(at::Tensor const&, long, c10::Scalar const&, c10::Scalar const&)", "histc",
+             "torch.histc()"}}) {
     auto frames = item_inside;
     frames.push_back({kWheelCuda, "at::native::(anonymous namespace)::op_impl<long>(at::Tensor const&)"});
     frames.push_back({kTorchCpu, c.op_frame});
@@ -378,19 +388,26 @@ TEST(ClassifierWheelStacks, EventStreamAndBarrierWaitsAreExplicit) {
     const char* operation;
   };
   const std::vector<Case> cases = {
-      {"cudaEventSynchronize", {{kWheelPython, "THCPEvent_synchronize(_object*, _object*)"}}, "event.synchronize",
+      {"cudaEventSynchronize",
+       {{kWheelPython, "THCPEvent_synchronize(_object*, _object*)"}},
+       "event.synchronize",
        "torch.cuda.Event.synchronize()"},
-      {"cudaStreamSynchronize", {{kWheelPython, "THCPStream_synchronize(_object*, _object*)"}}, "stream.synchronize",
+      {"cudaStreamSynchronize",
+       {{kWheelPython, "THCPStream_synchronize(_object*, _object*)"}},
+       "stream.synchronize",
        "torch.cuda.Stream.synchronize()"},
-      {"cudaStreamSynchronize", {{kC10Cuda, "c10::cuda::CUDAStream::synchronize() const"},
-                                 {kWheelPython, "THCPStream_synchronize(_object*, _object*)"}},
-       "stream.synchronize", "torch.cuda.Stream.synchronize()"},
+      {"cudaStreamSynchronize",
+       {{kC10Cuda, "c10::cuda::CUDAStream::synchronize() const"},
+        {kWheelPython, "THCPStream_synchronize(_object*, _object*)"}},
+       "stream.synchronize",
+       "torch.cuda.Stream.synchronize()"},
       {"cudaStreamSynchronize",
        {{"/venv/lib/python3.12/site-packages/torch/lib/libtorch_cuda.so",
          "c10d::ProcessGroupNCCL::WorkNCCL::synchronize()"},
         {kWheelCuda, "c10d::ProcessGroupNCCL::WorkNCCL::wait(std::chrono::duration<long, std::ratio<1l, 1000l> >)"},
         {kWheelPython, "pybind11::cpp_function::dispatcher(_object*, _object*, _object*)"}},
-       "barrier", "dist.barrier() / Work.wait()"},
+       "barrier",
+       "dist.barrier() / Work.wait()"},
   };
   for (const Case& c : cases) {
     const Classification got = classify(wheel(c.api, c.frames));
@@ -432,8 +449,8 @@ TEST(ClassifierShape, SyncFromTheMainProgramIsDirect) {
 }
 
 TEST(ClassifierShape, SyncThroughCtypesIsDirect) {
-  expect_rule(classify(sync_from("_ctypes_callproc", kCtypes)), "direct", "cudaStreamSynchronize()",
-              SyncKind::Explicit, "");
+  expect_rule(classify(sync_from("_ctypes_callproc", kCtypes)), "direct", "cudaStreamSynchronize()", SyncKind::Explicit,
+              "");
 }
 
 TEST(ClassifierShape, SyncThroughLibffiIsDirect) {
@@ -451,13 +468,14 @@ TEST(ClassifierShape, RuleFrameWinsOverADirectCall) {
 }
 
 TEST(ClassifierShape, PageableDeviceToHostCopyFromALibrary) {
-  expect_rule(classify(copy_from("foo::read_back(void*)", Direction::DeviceToHost, HostMemory::Pageable, "/opt/lib/libfoo.so")), "pageable_d2h",
-              "blocking D2H copy into pageable memory", SyncKind::Hidden, "");
+  expect_rule(
+      classify(copy_from("foo::read_back(void*)", Direction::DeviceToHost, HostMemory::Pageable, "/opt/lib/libfoo.so")),
+      "pageable_d2h", "blocking D2H copy into pageable memory", SyncKind::Hidden, "");
 }
 
 TEST(ClassifierShape, FreeFromALibrary) {
-  expect_rule(classify(free_from("foo::release(void*)", "/opt/lib/libfoo.so")), "free", "cudaFree()",
-              SyncKind::Hidden, "");
+  expect_rule(classify(free_from("foo::release(void*)", "/opt/lib/libfoo.so")), "free", "cudaFree()", SyncKind::Hidden,
+              "");
 }
 
 TEST(ClassifierShape, SyncFromAnUnknownLibraryIsUnclassified) {
@@ -544,7 +562,8 @@ TEST(ClassifierIsSync, SynchronousCopyWaitsInEveryDirectionButDeviceToDevice) {
 }
 
 TEST(ClassifierShape, SynchronousUploadFromALibraryIsABlockingCopy) {
-  SyncShape s = copy_from("foo::upload(void const*)", Direction::HostToDevice, HostMemory::Pinned, "/opt/lib/libfoo.so");
+  SyncShape s =
+      copy_from("foo::upload(void const*)", Direction::HostToDevice, HostMemory::Pinned, "/opt/lib/libfoo.so");
   s.api = "cudaMemcpy";
   expect_rule(classify(s), "blocking_copy", "cudaMemcpy() h2d", SyncKind::Hidden, "");
 }
@@ -562,9 +581,7 @@ TEST(ClassifierUserFrame, PythonSkipsPackagesStandardLibraryAndFrozenFrames) {
   EXPECT_EQ(top_user_python_frame(frames), 4);
 }
 
-TEST(ClassifierUserFrame, PythonInnermostUserFrameIsFirst) {
-  EXPECT_EQ(top_user_python_frame(user_python()), 0);
-}
+TEST(ClassifierUserFrame, PythonInnermostUserFrameIsFirst) { EXPECT_EQ(top_user_python_frame(user_python()), 0); }
 
 TEST(ClassifierUserFrame, PythonAllFrameworkFramesGivesTheInnermost) {
   const std::vector<PythonFrameView> frames = {{"/usr/lib/python3.11/site-packages/torch/_tensor.py", "item", "", 1},

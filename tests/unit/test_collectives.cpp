@@ -16,7 +16,9 @@ constexpr int64_t kUs = 1'000;
 constexpr int64_t kBase = 5 * kMs;  // a collective's duration for the last rank to arrive
 
 // Each rank's host clock has its own origin: host times are only compared within a rank.
-int64_t host_time(int32_t rank, uint32_t sequence) { return int64_t(rank) * 7'000'000'000 + int64_t(sequence) * 100 * kMs; }
+int64_t host_time(int32_t rank, uint32_t sequence) {
+  return int64_t(rank) * 7'000'000'000 + int64_t(sequence) * 100 * kMs;
+}
 
 CollectiveTiming timing(int32_t rank, uint64_t comm, uint32_t size, uint32_t sequence, int64_t gpu_ns) {
   return {rank, comm, size, sequence, gpu_ns, host_time(rank, sequence)};
@@ -231,10 +233,10 @@ TEST(Collectives, InconsistentRecordsAreLeftOut) {
   std::vector<CollectiveTiming> v;
   for (uint32_t seq = 1; seq <= 3; ++seq)
     for (int32_t r = 0; r < 2; ++r) v.push_back(timing(r, 8, 2, seq, kBase + r * kMs));
-  v.push_back(timing(5, 8, 2, 1, kBase));          // a third rank in a communicator of 2
-  v.push_back(timing(0, 8, 3, 4, kBase));          // another size
-  v.push_back(timing(1, 8, 2, 4, -1));             // a negative duration
-  v.push_back(timing(0, 9, 0, 1, kBase));          // size 0
+  v.push_back(timing(5, 8, 2, 1, kBase));  // a third rank in a communicator of 2
+  v.push_back(timing(0, 8, 3, 4, kBase));  // another size
+  v.push_back(timing(1, 8, 2, 4, -1));     // a negative duration
+  v.push_back(timing(0, 9, 0, 1, kBase));  // size 0
   const CollectiveAnalysis a = analyze_collectives(v);
   EXPECT_EQ(a.inconsistent, 4);
   EXPECT_EQ(a.matched, 3);

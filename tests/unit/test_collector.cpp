@@ -1,7 +1,7 @@
 // The collector against real /dev/shm segments built here as the shim builds them.
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <fcntl.h>
 #include <link.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -54,13 +54,28 @@ class TestSegment {
     bool publish = true;
     bool fill_header = true;
     bool producer_running = true;  // the liveness lock is held
-    std::string suffix;  // the shim appends ".N" when an old segment holds its name
+    std::string suffix;            // the shim appends ".N" when an old segment holds its name
 
-    Options& with_pid(pid_t p) { pid = p; return *this; }
-    Options& with_suffix(std::string s) { suffix = std::move(s); return *this; }
-    Options& unpublished() { publish = false; return *this; }
-    Options& header_unwritten() { fill_header = false; return *this; }
-    Options& producer_gone() { producer_running = false; return *this; }
+    Options& with_pid(pid_t p) {
+      pid = p;
+      return *this;
+    }
+    Options& with_suffix(std::string s) {
+      suffix = std::move(s);
+      return *this;
+    }
+    Options& unpublished() {
+      publish = false;
+      return *this;
+    }
+    Options& header_unwritten() {
+      fill_header = false;
+      return *this;
+    }
+    Options& producer_gone() {
+      producer_running = false;
+      return *this;
+    }
   };
 
   TestSegment(const std::string& job, Options o) : options_(o), job_(job) {
@@ -222,8 +237,8 @@ TEST_F(CollectorTest, ListSegmentsFindsOnlyThisJobsSegments) {
 TEST_F(CollectorTest, DrainsRecordsIntoTheDatabase) {
   TestSegment seg(job_, Opts());
   ASSERT_TRUE(seg.ring(0).push(copy_record(10'000, 10'500, 4096, Direction::HostToDevice, HostMemory::Pageable)));
-  ASSERT_TRUE(seg.ring(0).push(copy_record(11'000, 11'200, 512, Direction::DeviceToHost, HostMemory::Pinned,
-                                           Api::cudaMemcpy)));
+  ASSERT_TRUE(
+      seg.ring(0).push(copy_record(11'000, 11'200, 512, Direction::DeviceToHost, HostMemory::Pinned, Api::cudaMemcpy)));
   EventRecord sync{};
   sync.api = static_cast<uint16_t>(Api::cudaStreamSynchronize);
   sync.begin_ticks = 12'000;
@@ -239,9 +254,20 @@ TEST_F(CollectorTest, DrainsRecordsIntoTheDatabase) {
                               "start_realtime_ns, start_monotonic_ns, events, dropped_ring_full, malformed, ended "
                               "FROM processes");
   ASSERT_EQ(processes.size(), 1u);
-  const std::vector<std::string> expected_process = {
-      seg.name(), std::to_string(getpid()), "unit-host", "3", "1", "8", job_, "python train.py --epochs 1",
-      "1700000000000000000", "5000", "3", "0", "0", "0"};
+  const std::vector<std::string> expected_process = {seg.name(),
+                                                     std::to_string(getpid()),
+                                                     "unit-host",
+                                                     "3",
+                                                     "1",
+                                                     "8",
+                                                     job_,
+                                                     "python train.py --epochs 1",
+                                                     "1700000000000000000",
+                                                     "5000",
+                                                     "3",
+                                                     "0",
+                                                     "0",
+                                                     "0"};
   EXPECT_EQ(processes[0], expected_process);
 
   // Copies are counted in `calls`, one row per key; the sync is also kept one by one in `events`.
@@ -305,7 +331,8 @@ TEST_F(CollectorTest, MalformedRecordsAreCountedNotStored) {
   EXPECT_EQ(value("SELECT count(*) FROM calls WHERE api >= " + std::to_string(kApiCount)), 0);
   EXPECT_EQ(value("SELECT sum(bytes) FROM calls"), 300);
   EXPECT_EQ(value("SELECT count(*) FROM collector_log WHERE level = 'warning' AND message = '2 malformed "
-                  "records skipped in /dev/shm/" + seg.name() + "'"),
+                  "records skipped in /dev/shm/" +
+                  seg.name() + "'"),
             1);
   // Counted once: another pass adds nothing.
   EXPECT_EQ(collector.pass(), 0u);
@@ -502,7 +529,7 @@ TEST_F(CollectorTest, WaitsArePairedWithTheCopyTheyFollowAndPollsInheritTheirThr
   h2d.tid = 5;
   h2d.stream = 1;
   ASSERT_TRUE(ring.push(h2d));
-  ASSERT_TRUE(ring.push(call_record(Api::cudaStreamQuery, 6, 1, 120, 0, 0)));       // another thread: no stacks yet
+  ASSERT_TRUE(ring.push(call_record(Api::cudaStreamQuery, 6, 1, 120, 0, 0)));        // another thread: no stacks yet
   ASSERT_TRUE(ring.push(call_record(Api::cudaStreamSynchronize, 5, 1, 130, 3, 4)));  // follows the h2d copy
   ASSERT_TRUE(ring.push(call_record(Api::cudaStreamSynchronize, 5, 1, 140, 3, 4)));  // the copy was followed already
   ASSERT_TRUE(ring.push(call_record(Api::cudaStreamQuery, 5, 1, 150, 9, 8)));        // a sampled poll
@@ -513,7 +540,7 @@ TEST_F(CollectorTest, WaitsArePairedWithTheCopyTheyFollowAndPollsInheritTheirThr
   ASSERT_TRUE(ring.push(d2h));
   ASSERT_TRUE(ring.push(call_record(Api::cudaStreamSynchronize, 5, 2, 190, 3, 4)));  // another stream
   ASSERT_TRUE(ring.push(d2h));
-  ASSERT_TRUE(ring.push(call_record(Api::cudaStreamQuery, 5, 1, 200)));              // a poll follows it too
+  ASSERT_TRUE(ring.push(call_record(Api::cudaStreamQuery, 5, 1, 200)));  // a poll follows it too
   ASSERT_TRUE(ring.push(call_record(Api::cudaFree, 5, 1, 210, 3, 4)));
 
   Collector collector(options());
@@ -536,8 +563,8 @@ TEST_F(CollectorTest, WaitsArePairedWithTheCopyTheyFollowAndPollsInheritTheirThr
                 {poll, "9", "8", "2", "1", "200"},
             }));
   EXPECT_EQ(rows("SELECT api, begin_ns, follows_copy FROM events ORDER BY begin_ns"),
-            (std::vector<std::vector<std::string>>{{sync, "130", "1"}, {sync, "140", "0"}, {sync, "190", "0"},
-                                                   {free, "210", "0"}}));
+            (std::vector<std::vector<std::string>>{
+                {sync, "130", "1"}, {sync, "140", "0"}, {sync, "190", "0"}, {free, "210", "0"}}));
   EXPECT_EQ(value("SELECT events FROM processes"), 11);
 }
 
@@ -678,8 +705,10 @@ TEST_F(CollectorTest, DatabaseOfAnotherSchemaIsRefusedUntouched) {
   {
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open(db_path_.c_str(), &db), SQLITE_OK);
-    ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
-                               "INSERT INTO meta VALUES('schema_version', '5')", nullptr, nullptr, nullptr),
+    ASSERT_EQ(sqlite3_exec(db,
+                           "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+                           "INSERT INTO meta VALUES('schema_version', '5')",
+                           nullptr, nullptr, nullptr),
               SQLITE_OK);
     sqlite3_close(db);
   }
@@ -968,7 +997,6 @@ TEST_F(CollectorTest, CollectiveOfAnImpossibleCommunicatorIsMalformed) {
   EXPECT_EQ(rows("SELECT comm_size, rank_in_comm FROM events")[0], (std::vector<std::string>{"4", "2"}));
 }
 
-
 // An all-reduce of communicator 0xC0 on stream 0x5, as the calling thread records it, and its GPU
 // timing as the shim's polling thread (another thread, its own ring) writes it once the GPU has
 // finished: a copy of the call but for api, detail (the GPU ns), stacks and thread.
@@ -1076,14 +1104,14 @@ TEST_F(CollectorTest, AGroupsTimingLandsInItsFirstCallsRowWithTheExchangeItWas) 
   ASSERT_TRUE(seg.ring(1).push(timing));
   ASSERT_TRUE(seg.ring(1).push(timing_of(grouped, 3'000)));
   EXPECT_EQ(collector.pass(), 2u);
-  EXPECT_EQ(rows("SELECT sequence, peer, flags, coalesce(gpu_ns, 'none'), exchange FROM events ORDER BY rowid"),
-            (std::vector<std::vector<std::string>>{
-                {"7", "1", std::to_string(kInGroup | kPointToPoint | kSend | kExchange | kGroupInProgress), "9000",
-                 "4"},
-                {"7", "1", std::to_string(kInGroup | kPointToPoint), "none", "0"},
-                {"2", "3", std::to_string(kInGroup | kPointToPoint | kSend), "none", "0"},
-                {"9", "0", std::to_string(kInGroup), "3000", "0"},
-                {"9", "0", std::to_string(kInGroup), "none", "0"}}));
+  EXPECT_EQ(
+      rows("SELECT sequence, peer, flags, coalesce(gpu_ns, 'none'), exchange FROM events ORDER BY rowid"),
+      (std::vector<std::vector<std::string>>{
+          {"7", "1", std::to_string(kInGroup | kPointToPoint | kSend | kExchange | kGroupInProgress), "9000", "4"},
+          {"7", "1", std::to_string(kInGroup | kPointToPoint), "none", "0"},
+          {"2", "3", std::to_string(kInGroup | kPointToPoint | kSend), "none", "0"},
+          {"9", "0", std::to_string(kInGroup), "3000", "0"},
+          {"9", "0", std::to_string(kInGroup), "none", "0"}}));
 }
 
 // A collector replacing a dead one carries on with what the dead one's rows wait for: a timing
@@ -1179,7 +1207,8 @@ TEST_F(CollectorTest, TheCollectorLogsHowLongItsPassesTookWhenItStops) {
     EXPECT_EQ(collector.timings().recent.count(), 0u) << "the window is queued every 10 s";
   }
   EXPECT_EQ(value("SELECT count(*) FROM collector_log WHERE level = 'info' AND message LIKE 'passes: 2, mean %; "
-                  "pass to pass: 1, mean %; commits: 2, mean %; recent-window slices: 0; discoveries: 2, mean %; WAL checkpoints: 0'"),
+                  "pass to pass: 1, mean %; commits: 2, mean %; recent-window slices: 0; discoveries: 2, mean %; WAL "
+                  "checkpoints: 0'"),
             1);
 }
 

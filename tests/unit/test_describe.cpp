@@ -99,8 +99,8 @@ TEST_F(DescribeCopy, NothingIsAskedOfTheRuntimeWhileTheStreamIsCaptured) {
   EXPECT_EQ(captured_default.host_memory, HostMemory::Unknown);
   EXPECT_EQ(captured_up.direction, Direction::HostToDevice);
   EXPECT_EQ(captured_up.host_memory, HostMemory::Unknown);
-  EXPECT_EQ(copy_linear(device_, unseen.data(), 100, cudaMemcpyHostToDevice, stream_).host_memory,
-            HostMemory::Pageable) << "asked once the capture ended";
+  EXPECT_EQ(copy_linear(device_, unseen.data(), 100, cudaMemcpyHostToDevice, stream_).host_memory, HostMemory::Pageable)
+      << "asked once the capture ended";
 }
 
 // The shim's pinned table (filled by the cudaHostAlloc/cudaHostRegister hooks) answers before
@@ -108,7 +108,9 @@ TEST_F(DescribeCopy, NothingIsAskedOfTheRuntimeWhileTheStreamIsCaptured) {
 TEST_F(DescribeCopy, ThePinnedTableAnswersFirst) {
   std::vector<char> buffer(8192);
   const auto begin = reinterpret_cast<uintptr_t>(buffer.data());
-  auto host_memory = [&] { return copy_linear(device_, buffer.data(), 64, cudaMemcpyHostToDevice, stream_).host_memory; };
+  auto host_memory = [&] {
+    return copy_linear(device_, buffer.data(), 64, cudaMemcpyHostToDevice, stream_).host_memory;
+  };
   EXPECT_EQ(host_memory(), HostMemory::Pageable);
   ASSERT_TRUE(pinned_ranges().add(begin, buffer.size()));
   EXPECT_EQ(host_memory(), HostMemory::Pinned) << "the remembered answer is older than the table";

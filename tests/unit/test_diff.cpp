@@ -43,8 +43,7 @@ ProcessReport process(int rank, int64_t pid, std::vector<SyncSite> sites, int64_
   p.sync_sites.steps.step_ns = steps ? kSpanNs / steps : 0;
   p.sync_sites.span_ns = kSpanNs;
   for (auto& s : sites)
-    (s.classification.kind == SyncKind::Hidden ? p.sync_sites.hidden : p.sync_sites.explicit_)
-        .push_back(std::move(s));
+    (s.classification.kind == SyncKind::Hidden ? p.sync_sites.hidden : p.sync_sites.explicit_).push_back(std::move(s));
   return p;
 }
 
@@ -62,20 +61,24 @@ Report run_a() {
   Report r;
   r.job = "jobA";
   r.database = "a.db";
-  ProcessReport p0 = process(0, 100, {
-      site("Tensor.item()", 57, "loss_val = loss.item()", 100, 500 * kMs),          // moves to line 60
-      site("nonzero()", 80, "idx = mask.nonzero()", 100, 300 * kMs),                // 1.0 -> 2.0 per step
-      site("Tensor.cpu()", 90, "x = t.cpu()", 100, 500 * kMs),                      // 5 % -> 12 %
-      site("torch.cuda.synchronize()", 71, "torch.cuda.synchronize()", 100, 200 * kMs, SyncKind::Explicit),
-  });
+  ProcessReport p0 =
+      process(0, 100,
+              {
+                  site("Tensor.item()", 57, "loss_val = loss.item()", 100, 500 * kMs),  // moves to line 60
+                  site("nonzero()", 80, "idx = mask.nonzero()", 100, 300 * kMs),        // 1.0 -> 2.0 per step
+                  site("Tensor.cpu()", 90, "x = t.cpu()", 100, 500 * kMs),              // 5 % -> 12 %
+                  site("torch.cuda.synchronize()", 71, "torch.cuda.synchronize()", 100, 200 * kMs, SyncKind::Explicit),
+              });
   p0.copies.push_back({Direction::HostToDevice, HostMemory::Pageable, 100, 200 * 1048576, 50 * kMs});
   p0.copies.push_back({Direction::HostToDevice, HostMemory::Pinned, 100, 999 * 1048576, 5 * kMs});
   r.processes.push_back(std::move(p0));
-  r.processes.push_back(process(1, 101, {
-      site("Tensor.item()", 57, "loss_val = loss.item()", 100, 500 * kMs),  // 1.0 -> 1.05: unchanged
-      site("Tensor.tolist()", 40, "ids = out.tolist()", 200, 400 * kMs),    // 2.0 -> 1.0, 4 % -> 2 %
-      site("Tensor.numpy()", 45, "a = t.numpy()", 100, 200 * kMs),          // 1.0 -> 0.5 but 2 % -> 6 %
-  }));
+  r.processes.push_back(
+      process(1, 101,
+              {
+                  site("Tensor.item()", 57, "loss_val = loss.item()", 100, 500 * kMs),  // 1.0 -> 1.05: unchanged
+                  site("Tensor.tolist()", 40, "ids = out.tolist()", 200, 400 * kMs),    // 2.0 -> 1.0, 4 % -> 2 %
+                  site("Tensor.numpy()", 45, "a = t.numpy()", 100, 200 * kMs),          // 1.0 -> 0.5 but 2 % -> 6 %
+              }));
   r.waits.analysis.matched = 300;
   r.waits.analysis.ranks = {waits(0, 300, 10 * kMs, 150), waits(1, 300, 200 * kMs, 150)};
   return r;
@@ -86,17 +89,19 @@ Report run_b() {
   Report r;
   r.job = "jobB";
   r.database = "b.db";
-  r.processes.push_back(process(1, 201, {
-      site("Tensor.item()", 57, "loss_val = loss.item()", 105, 500 * kMs),
-      site("Tensor.tolist()", 40, "ids = out.tolist()", 100, 200 * kMs),
-      site("Tensor.numpy()", 45, "a = t.numpy()", 50, 600 * kMs),
-  }));
-  ProcessReport p0 = process(0, 200, {
-      site("Tensor.item()", 60, "  loss_val = loss.item()  ", 100, 500 * kMs),
-      site("nonzero()", 80, "idx = mask.nonzero()", 200, 350 * kMs),
-      site("Tensor.cpu()", 90, "x = t.cpu()", 100, 1200 * kMs),
-      site("Tensor.item()", 99, "acc = correct.item()", 100, 900 * kMs),
-  });
+  r.processes.push_back(process(1, 201,
+                                {
+                                    site("Tensor.item()", 57, "loss_val = loss.item()", 105, 500 * kMs),
+                                    site("Tensor.tolist()", 40, "ids = out.tolist()", 100, 200 * kMs),
+                                    site("Tensor.numpy()", 45, "a = t.numpy()", 50, 600 * kMs),
+                                }));
+  ProcessReport p0 = process(0, 200,
+                             {
+                                 site("Tensor.item()", 60, "  loss_val = loss.item()  ", 100, 500 * kMs),
+                                 site("nonzero()", 80, "idx = mask.nonzero()", 200, 350 * kMs),
+                                 site("Tensor.cpu()", 90, "x = t.cpu()", 100, 1200 * kMs),
+                                 site("Tensor.item()", 99, "acc = correct.item()", 100, 900 * kMs),
+                             });
   p0.copies.push_back({Direction::HostToDevice, HostMemory::Pinned, 100, 100 * 1048576, 5 * kMs});
   r.processes.push_back(std::move(p0));  // out of rank order: the diff orders them itself
   r.waits.analysis.matched = 300;
@@ -125,7 +130,8 @@ TEST(DiffSiteKey, IgnoresTheLineAndSurroundingBlanksButNotTheText) {
   EXPECT_EQ(site_identity(a), site_identity(site("Tensor.item()", 60, " loss_val = loss.item()\t", 9, 9)));
   EXPECT_NE(site_identity(a), site_identity(site("Tensor.item()", 57, "acc = correct.item()", 1, 1)));
   EXPECT_NE(site_identity(a), site_identity(site("Tensor.cpu()", 57, "loss_val = loss.item()", 1, 1)));
-  EXPECT_NE(site_identity(a), site_identity(site("Tensor.item()", 57, "loss_val = loss.item()", 1, 1, SyncKind::Hidden, "eval")));
+  EXPECT_NE(site_identity(a),
+            site_identity(site("Tensor.item()", 57, "loss_val = loss.item()", 1, 1, SyncKind::Hidden, "eval")));
   SyncSite other_file = a;
   other_file.file = "/src/eval.py";
   EXPECT_NE(site_identity(a), site_identity(other_file));
@@ -258,8 +264,9 @@ TEST(DiffSites, RatesPerSecondWhenARunHasNoSteps) {
 
 TEST(DiffSites, SameTextOnTwoLinesIsOneSite) {
   Report a, b;
-  a.processes.push_back(process(0, 1, {site("Tensor.item()", 10, "v = x.item()", 100, 100 * kMs),
-                                       site("Tensor.item()", 20, "v = x.item()", 100, 300 * kMs)}));
+  a.processes.push_back(process(0, 1,
+                                {site("Tensor.item()", 10, "v = x.item()", 100, 100 * kMs),
+                                 site("Tensor.item()", 20, "v = x.item()", 100, 300 * kMs)}));
   b.processes.push_back(process(0, 2, {site("Tensor.item()", 12, "v = x.item()", 100, 100 * kMs)}));
   const RunDiff d = diff_reports(a, b);
   ASSERT_EQ(d.sites.size(), 1u);
@@ -357,7 +364,8 @@ TEST(DiffRender, Json) {
   EXPECT_TRUE(appeared["a"].is_null());
   fields.clear();
   for (const auto& [k, v] : appeared["b"].items()) fields.push_back(k);
-  EXPECT_EQ(fields, (std::vector<std::string>{"line", "calls", "per_step", "per_second", "blocked_ns", "share_of_step"}));
+  EXPECT_EQ(fields,
+            (std::vector<std::string>{"line", "calls", "per_step", "per_second", "blocked_ns", "share_of_step"}));
   EXPECT_EQ(appeared["b"]["line"], 99);
   EXPECT_EQ(appeared["b"]["blocked_ns"], 900 * kMs);
   EXPECT_DOUBLE_EQ(appeared["b"]["per_step"].get<double>(), 1.0);

@@ -116,16 +116,16 @@ std::string listed(const Names& names) {
 
 void expect_same(const Names& code, const Names& docs, const std::string& what, const std::string& doc) {
   EXPECT_EQ(minus(code, docs), Names{}) << what << " missing in " << doc << ":" << listed(minus(code, docs));
-  EXPECT_EQ(minus(docs, code), Names{}) << what << " in " << doc << " that the code does not have:"
-                                        << listed(minus(docs, code));
+  EXPECT_EQ(minus(docs, code), Names{}) << what << " in " << doc
+                                        << " that the code does not have:" << listed(minus(docs, code));
 }
 
 // A report with one of everything, so that every key the renderers can write is written (and no
 // optional object is null).
 Report full_report() {
   SyncSite site;
-  site.classification = {"Tensor.item()", SyncKind::Hidden, "reads a value", "log less often", "at::_ops::item::call",
-                         "item"};
+  site.classification = {"Tensor.item()",  SyncKind::Hidden,       "reads a value",
+                         "log less often", "at::_ops::item::call", "item"};
   site.file = "/src/train.py";
   site.function = "train_step";
   site.source = "loss_val = loss.item()";

@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "database.hpp"
 #include "commands/commands.hpp"
+#include "database.hpp"
 #include "export.hpp"
 #include "report_json.hpp"
 #include "report_model.hpp"
@@ -73,7 +73,6 @@ void collective(test::Records& records, int64_t process, Api api, uint32_t tid, 
 
 class ExportTest : public test::TempDirTest {
  protected:
-
   // Rank 1 is added first: the trace orders processes by rank, pid is the process row id.
   void write_two_rank_run() {
     Database db(path_, "unitjob");
@@ -83,29 +82,38 @@ class ExportTest : public test::TempDirTest {
 
     // Rank 0: a pageable H2D copy, a Tensor.item() with its stacks, two all-reduces (the first
     // longer on the GPU than rank 1's: rank 0 waited), a broadcast only rank 0 timed.
-    records.add(r0_, copy(Api::cudaMemcpyAsync, 100, 4096, Direction::HostToDevice, HostMemory::Pageable),
-                1'000'000, 1'003'500);
+    records.add(r0_, copy(Api::cudaMemcpyAsync, 100, 4096, Direction::HostToDevice, HostMemory::Pageable), 1'000'000,
+                1'003'500);
     EventRecord item = record(Api::cudaStreamSynchronize, 100);
     item.native_stack = 7;
     item.python_stack = 3;
     records.add(r0_, item, 1'010'250, 1'012'750);
-    db.add_native_frame(r0_, 7, 0, {0x1000, "/x/libtorch_cuda.so", "at::native::_local_scalar_dense(at::Tensor const&)", "", 0});
+    db.add_native_frame(r0_, 7, 0,
+                        {0x1000, "/x/libtorch_cuda.so", "at::native::_local_scalar_dense(at::Tensor const&)", "", 0});
     db.add_native_frame(r0_, 7, 1, {0x2000, "/x/libtorch_python.so", "THPVariable_item", "", 0});
     db.add_python_frame(r0_, 3, 0, "train.py", "train_step", 57, kSource);
     db.add_python_frame(r0_, 3, 1, "train.py", "main", 90, "train_step(model, batch)");
     collective(records, r0_, Api::ncclAllReduce, 100, kComm, 1, 0, 1'020'000, 1'021'000, 5000);
     collective(records, r0_, Api::ncclAllReduce, 100, kComm, 2, 0, 1'022'000, 1'023'000, 800);
     collective(records, r0_, Api::ncclBroadcast, 100, kOtherComm, 1, 0, 1'030'000, 1'030'100, 700);
-    db.update_process(r0_, {.events = 9, .dropped_ring_full = 5, .dropped_not_ready = 1, .lost_unpublished = 0,
-                            .malformed = 2, .ended = true});
+    db.update_process(r0_, {.events = 9,
+                            .dropped_ring_full = 5,
+                            .dropped_not_ready = 1,
+                            .lost_unpublished = 0,
+                            .malformed = 2,
+                            .ended = true});
 
     // Rank 1: the two all-reduces, and a D2H copy into pageable memory (a sync) on another thread.
     collective(records, r1_, Api::ncclAllReduce, 101, kComm, 1, 1, 2'000'000, 2'000'500, 1000);
     collective(records, r1_, Api::ncclAllReduce, 101, kComm, 2, 1, 2'010'000, 2'010'500, 3000);
     records.add(r1_, copy(Api::cudaMemcpy, 102, 300, Direction::DeviceToHost, HostMemory::Pageable), 2'020'000,
                 2'022'000);
-    db.update_process(r1_, {.events = 5, .dropped_ring_full = 6200, .dropped_not_ready = 0, .lost_unpublished = 0,
-                            .malformed = 0, .ended = false});
+    db.update_process(r1_, {.events = 5,
+                            .dropped_ring_full = 6200,
+                            .dropped_not_ready = 0,
+                            .lost_unpublished = 0,
+                            .malformed = 0,
+                            .ended = false});
     records.store();
     db.commit();
   }
@@ -290,8 +298,8 @@ TEST_F(ExportTest, DroppedEventCountersAtStartAndEnd) {
   ASSERT_EQ(dropped[r1_].size(), 2u);
   EXPECT_EQ(dropped[r0_][0]["ts"].get<double>(), 0.0);
   EXPECT_EQ(dropped[r0_][1]["ts"].get<double>(), 30.7);  // the end of its last GPU slice
-  EXPECT_EQ(dropped[r0_][0]["args"], (Json{{"ring_full", 5}, {"not_ready", 1}, {"unpublished", 0},
-                                           {"malformed", 2}, {"side_ring_full", 0}}));
+  EXPECT_EQ(dropped[r0_][0]["args"],
+            (Json{{"ring_full", 5}, {"not_ready", 1}, {"unpublished", 0}, {"malformed", 2}, {"side_ring_full", 0}}));
   EXPECT_EQ(dropped[r0_][1]["args"], dropped[r0_][0]["args"]);
   EXPECT_EQ(dropped[r1_][0]["ts"].get<double>(), 1000.0);
   EXPECT_EQ(dropped[r1_][1]["ts"].get<double>(), 1022.0);
@@ -427,7 +435,8 @@ TEST_F(ExportTest, HundredThousandEventsAreWrittenWhileRead) {
     test::Records records(db, kEvents);
     for (int k = 0; k < 2; ++k) {
       db.add_python_frame(p[k], 1, 0, "train.py", "train_step", 57, "loss.item()");
-      db.add_native_frame(p[k], 1, 0, {0x1000, "/x/libtorch_cuda.so", "at::native::_local_scalar_dense(at::Tensor const&)", "", 0});
+      db.add_native_frame(p[k], 1, 0,
+                          {0x1000, "/x/libtorch_cuda.so", "at::native::_local_scalar_dense(at::Tensor const&)", "", 0});
     }
     for (int i = 0; i < kEvents; ++i) {
       const int64_t process = p[i % 2];
@@ -437,8 +446,10 @@ TEST_F(ExportTest, HundredThousandEventsAreWrittenWhileRead) {
         r.native_stack = r.python_stack = 1;
         records.add(process, r, t, t + 500);
       } else {
-        records.add(process, copy(Api::cudaMemcpyAsync, 100 + uint32_t(i % 2), 4096, Direction::HostToDevice,
-                                  HostMemory::Pinned), t, t + 200);
+        records.add(
+            process,
+            copy(Api::cudaMemcpyAsync, 100 + uint32_t(i % 2), 4096, Direction::HostToDevice, HostMemory::Pinned), t,
+            t + 200);
       }
     }
     records.store();

@@ -146,7 +146,8 @@ TEST(HangWatch, AMemberWhoseCollectivesWereNeverTimedIsNotWaiting) {
 TEST(HangWatch, NoHangWhenNoMemberWasEverTimed) {
   HangWatch w(10 * kS);
   for (uint32_t rank : {0u, 1u})
-    for (uint32_t seq = 1; seq <= 5; ++seq) w.observe(int(rank), call(Api::ncclAllReduce, rank, seq), int64_t(seq) * kS, "");
+    for (uint32_t seq = 1; seq <= 5; ++seq)
+      w.observe(int(rank), call(Api::ncclAllReduce, rank, seq), int64_t(seq) * kS, "");
   EXPECT_TRUE(w.check(30 * kS).empty());
 }
 

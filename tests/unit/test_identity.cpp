@@ -16,11 +16,23 @@ namespace {
 // Clears every variable identity_from_environment reads and restores them afterwards.
 class IdentityTest : public ::testing::Test {
  protected:
-  static constexpr const char* kVariables[] = {
-      "RANK", "LOCAL_RANK", "WORLD_SIZE", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS",
-      "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK",
-      "MPI_LOCALRANKID", "PMI_SIZE", "TRAINSHIM_JOB", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID",
-      "TORCHELASTIC_ERROR_FILE", "TRAINSHIM_LAUNCH"};
+  static constexpr const char* kVariables[] = {"RANK",
+                                               "LOCAL_RANK",
+                                               "WORLD_SIZE",
+                                               "SLURM_PROCID",
+                                               "SLURM_LOCALID",
+                                               "SLURM_NTASKS",
+                                               "OMPI_COMM_WORLD_RANK",
+                                               "OMPI_COMM_WORLD_LOCAL_RANK",
+                                               "OMPI_COMM_WORLD_SIZE",
+                                               "PMI_RANK",
+                                               "MPI_LOCALRANKID",
+                                               "PMI_SIZE",
+                                               "TRAINSHIM_JOB",
+                                               "TORCHELASTIC_RUN_ID",
+                                               "SLURM_JOB_ID",
+                                               "TORCHELASTIC_ERROR_FILE",
+                                               "TRAINSHIM_LAUNCH"};
 
   void SetUp() override {
     for (const char* name : kVariables) {
@@ -31,7 +43,8 @@ class IdentityTest : public ::testing::Test {
   void TearDown() override {
     for (const char* name : kVariables) {
       const auto it = saved_.find(name);
-      if (it == saved_.end()) unsetenv(name); else setenv(name, it->second.c_str(), 1);
+      if (it == saved_.end()) unsetenv(name);
+      else setenv(name, it->second.c_str(), 1);
     }
   }
   static void set(const char* name, const char* value) { setenv(name, value, 1); }

@@ -9,16 +9,21 @@ namespace {
 TEST(OutputText, ValidUtf8ReplacesEachBadSequenceAndKeepsGoodOnes) {
   EXPECT_EQ(valid_utf8("caf\xe9.bin"), "caf\xEF\xBF\xBD.bin");
   EXPECT_EQ(valid_utf8("µs \xE2\x82\xAC \xF0\x9F\x98\x80"), "µs \xE2\x82\xAC \xF0\x9F\x98\x80");
-  EXPECT_EQ(valid_utf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong '/'
+  EXPECT_EQ(valid_utf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");                  // overlong '/'
   EXPECT_EQ(valid_utf8("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a surrogate
-  EXPECT_EQ(valid_utf8("\xE2\x82"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // cut short
+  EXPECT_EQ(valid_utf8("\xE2\x82"), "\xEF\xBF\xBD\xEF\xBF\xBD");                  // cut short
 }
 
 TEST(OutputText, TerminalTextEscapesControlsButNotNewlines) {
   EXPECT_EQ(terminal_text("\x1b]0;pwned\x1b\\\x1b[2Jloss.item()\n"), "\\x1b]0;pwned\\x1b\\\\x1b[2Jloss.item()\n");
   EXPECT_EQ(terminal_text(std::string("a\0b\rc\td\x7f", 8)), "a\\x00b\\x0dc\\x09d\\x7f");
-  EXPECT_EQ(terminal_text("\xC2\x9B" "31m 3.41 µs"), "\\u009b31m 3.41 µs");
-  EXPECT_EQ(terminal_text("\x9B" "31m caf\xe9"), "\xEF\xBF\xBD" "31m caf\xEF\xBF\xBD");
+  EXPECT_EQ(terminal_text("\xC2\x9B"
+                          "31m 3.41 µs"),
+            "\\u009b31m 3.41 µs");
+  EXPECT_EQ(terminal_text("\x9B"
+                          "31m caf\xe9"),
+            "\xEF\xBF\xBD"
+            "31m caf\xEF\xBF\xBD");
 }
 
 TEST(OutputText, XmlTextIsWellFormedCharacterData) {

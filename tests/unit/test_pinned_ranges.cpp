@@ -28,11 +28,11 @@ TEST(PinnedRanges, BoundariesOfOneRange) {
   auto t = make_table();
   ASSERT_TRUE(t->add(0x10000, 0x1000));
   EXPECT_EQ(t->size(), 1u);
-  EXPECT_FALSE(t->contains(0xFFFF));    // just before
-  EXPECT_TRUE(t->contains(0x10000));    // first byte
-  EXPECT_TRUE(t->contains(0x10800));    // inside
-  EXPECT_TRUE(t->contains(0x10FFF));    // last byte
-  EXPECT_FALSE(t->contains(0x11000));   // one past the end
+  EXPECT_FALSE(t->contains(0xFFFF));   // just before
+  EXPECT_TRUE(t->contains(0x10000));   // first byte
+  EXPECT_TRUE(t->contains(0x10800));   // inside
+  EXPECT_TRUE(t->contains(0x10FFF));   // last byte
+  EXPECT_FALSE(t->contains(0x11000));  // one past the end
   EXPECT_FALSE(t->contains(0x20000));
 }
 
@@ -133,8 +133,7 @@ TEST(PinnedRanges, GenerationChangesOnEveryChange) {
 
 TEST(PinnedRanges, FullTableRefusesMore) {
   auto t = make_table();
-  for (std::size_t i = 0; i < PinnedRanges::kCapacity; ++i)
-    ASSERT_TRUE(t->add(0x100000 + i * 0x100, 0x80)) << i;
+  for (std::size_t i = 0; i < PinnedRanges::kCapacity; ++i) ASSERT_TRUE(t->add(0x100000 + i * 0x100, 0x80)) << i;
   EXPECT_EQ(t->size(), PinnedRanges::kCapacity);
   const uint64_t g = t->generation();
   EXPECT_FALSE(t->add(0x10, 0x10));

@@ -19,9 +19,17 @@ constexpr uint32_t kSide = 4;
 std::unique_ptr<SegmentHeader> good_header() {
   auto h = std::make_unique<SegmentHeader>();
   init_segment_header(*h, kRings, kFirstCapacity, kCapacity, kSide,
-                      {.pid = 1234, .rank = 0, .local_rank = 0, .world_size = 1, .clock_kind = ClockKind::Tsc,
-                       .anchor_monotonic_ns = 1, .anchor_ticks = 2, .anchor_realtime_ns = 3, .host = "node",
-                       .job = "job", .command = "python train.py"});
+                      {.pid = 1234,
+                       .rank = 0,
+                       .local_rank = 0,
+                       .world_size = 1,
+                       .clock_kind = ClockKind::Tsc,
+                       .anchor_monotonic_ns = 1,
+                       .anchor_ticks = 2,
+                       .anchor_realtime_ns = 3,
+                       .host = "node",
+                       .job = "job",
+                       .command = "python train.py"});
   h->producer_state.store(static_cast<uint32_t>(ProducerState::Live), std::memory_order_release);
   return h;
 }
@@ -43,9 +51,17 @@ TEST(ValidateHeader, GoodHeaderIsOk) {
 TEST(InitSegmentHeader, WritesTheLayoutAndTheProducerButPublishesNothing) {
   auto h = std::make_unique<SegmentHeader>();
   init_segment_header(*h, kRings, kFirstCapacity, kCapacity, kSide,
-                      {.pid = 77, .rank = 5, .local_rank = 1, .world_size = 8, .clock_kind = ClockKind::Tsc,
-                       .anchor_monotonic_ns = 10, .anchor_ticks = 20, .anchor_realtime_ns = 30, .host = "node7",
-                       .job = "job7", .command = "python train.py"});
+                      {.pid = 77,
+                       .rank = 5,
+                       .local_rank = 1,
+                       .world_size = 8,
+                       .clock_kind = ClockKind::Tsc,
+                       .anchor_monotonic_ns = 10,
+                       .anchor_ticks = 20,
+                       .anchor_realtime_ns = 30,
+                       .host = "node7",
+                       .job = "job7",
+                       .command = "python train.py"});
   EXPECT_EQ(h->magic, kSegmentMagic);
   EXPECT_EQ(h->format_version, kFormatVersion);
   EXPECT_EQ(h->segment_bytes, kMapped);

@@ -11,7 +11,8 @@ namespace trainshim {
 namespace {
 
 // A real inductor output path: code_hash() is "c" + 51 base32 characters, the folder its [1:3].
-constexpr const char* kInductorModule = "/tmp/torchinductor_alice/fv/cfvyrmqvxe2yeialcpsu7xlbs6xefgd5rsa6mjwycewdrpeq2jca.py";
+constexpr const char* kInductorModule =
+    "/tmp/torchinductor_alice/fv/cfvyrmqvxe2yeialcpsu7xlbs6xefgd5rsa6mjwycewdrpeq2jca.py";
 
 TEST(PythonFiles, InductorOutputInTheDefaultCacheIsLibrary) {
   EXPECT_TRUE(is_library_python_file(kInductorModule));

@@ -42,7 +42,8 @@ class PythonReportTest : public test::TempDirTest {
     for (uint64_t i = 0; i < 3; ++i) sync_with_python_stack(records, rank0, 7, 10'000 + i * 10'000);
     sync_with_python_stack(records, rank0, 8, 50'000);
     records.store();
-    db.update_process(rank0, {.events = 4, .python_stacks = python_stacks_word(PythonStacks::Available, 11), .ended = true});
+    db.update_process(rank0,
+                      {.events = 4, .python_stacks = python_stacks_word(PythonStacks::Available, 11), .ended = true});
     db.update_process(rank1, {.python_stacks = python_stacks_word(PythonStacks::FreeThreaded, 13), .ended = true});
     db.commit();
   }

@@ -22,10 +22,14 @@ namespace {
 
 // The variables a torchrun rank of a job has, and those that keep the test to itself: no
 // collector is started, and the rings are small.
-const std::vector<std::pair<const char*, const char*>> kEnvironment = {
-    {"TRAINSHIM_SPAWN_COLLECTOR", "0"}, {"TRAINSHIM_RINGS", "2"}, {"TRAINSHIM_FIRST_RING_EVENTS", "64"},
-    {"TRAINSHIM_RING_EVENTS", "32"}, {"TRAINSHIM_SIDE_RECORDS", "16"}, {"RANK", "1"}, {"LOCAL_RANK", "1"},
-    {"WORLD_SIZE", "4"}};
+const std::vector<std::pair<const char*, const char*>> kEnvironment = {{"TRAINSHIM_SPAWN_COLLECTOR", "0"},
+                                                                       {"TRAINSHIM_RINGS", "2"},
+                                                                       {"TRAINSHIM_FIRST_RING_EVENTS", "64"},
+                                                                       {"TRAINSHIM_RING_EVENTS", "32"},
+                                                                       {"TRAINSHIM_SIDE_RECORDS", "16"},
+                                                                       {"RANK", "1"},
+                                                                       {"LOCAL_RANK", "1"},
+                                                                       {"WORLD_SIZE", "4"}};
 
 class RecorderRoundTrip : public ::testing::Test {
  protected:
@@ -61,8 +65,10 @@ TEST_F(RecorderRoundTrip, TheCollectorDrainsExactlyTheRecordsTheShimWrote) {
   ASSERT_EQ(segments, (std::vector<std::string>{segment_name(getuid(), job_, getpid())}));
 
   const auto main_thread = uint32_t(syscall(SYS_gettid));
-  recorder->record(shim::thread_state(), [](EventRecord& r) { r = copy(100, 4096, Direction::HostToDevice, HostMemory::Pageable); });
-  recorder->record(shim::thread_state(), [](EventRecord& r) { r = copy(200, 512, Direction::DeviceToHost, HostMemory::Pinned); });
+  recorder->record(shim::thread_state(),
+                   [](EventRecord& r) { r = copy(100, 4096, Direction::HostToDevice, HostMemory::Pageable); });
+  recorder->record(shim::thread_state(),
+                   [](EventRecord& r) { r = copy(200, 512, Direction::DeviceToHost, HostMemory::Pinned); });
   uint32_t other_thread = 0;
   std::thread([&] {
     other_thread = uint32_t(syscall(SYS_gettid));

@@ -46,7 +46,6 @@ void event(test::Records& records, int64_t process, Api api, uint64_t bytes, uin
 
 class ReportTest : public test::TempDirTest {
  protected:
-
   // Rank 1 is added first: the report orders by rank, with unranked processes last.
   void write_two_rank_run() {
     Database db(path_, "unitjob");
@@ -68,16 +67,31 @@ class ReportTest : public test::TempDirTest {
     event(records, r0, Api::ncclAllReduce, 1 << 20, 700);
     event(records, r0, Api::ncclAllReduce, 1 << 20, 300);
     event(records, r0, Api::cudaHostAlloc, 1 << 20, 9999);  // in no table
-    db.update_process(r0, {.events = 12, .dropped_ring_full = 5, .dropped_not_ready = 1, .lost_unpublished = 0, .malformed = 2, .ended = true});
+    db.update_process(r0, {.events = 12,
+                           .dropped_ring_full = 5,
+                           .dropped_not_ready = 1,
+                           .lost_unpublished = 0,
+                           .malformed = 2,
+                           .ended = true});
 
     // Rank 1: pageable D2H copies, one sync, one all-reduce, many events lost to full rings.
     event(records, r1, Api::cudaMemcpyAsync, 100, 1000, Direction::DeviceToHost, HostMemory::Pageable);
     event(records, r1, Api::cudaMemcpy, 300, 2000, Direction::DeviceToHost, HostMemory::Pageable);
     event(records, r1, Api::cudaStreamSynchronize, 0, 2000);
     event(records, r1, Api::ncclAllReduce, 1 << 20, 1000);
-    db.update_process(r1, {.events = 4, .dropped_ring_full = 6200, .dropped_not_ready = 0, .lost_unpublished = 0, .malformed = 0, .ended = false});
+    db.update_process(r1, {.events = 4,
+                           .dropped_ring_full = 6200,
+                           .dropped_not_ready = 0,
+                           .lost_unpublished = 0,
+                           .malformed = 0,
+                           .ended = false});
 
-    db.update_process(stray, {.events = 0, .dropped_ring_full = 0, .dropped_not_ready = 0, .lost_unpublished = 0, .malformed = 0, .ended = true});
+    db.update_process(stray, {.events = 0,
+                              .dropped_ring_full = 0,
+                              .dropped_not_ready = 0,
+                              .lost_unpublished = 0,
+                              .malformed = 0,
+                              .ended = true});
     records.store();
     db.commit();
   }
@@ -121,14 +135,15 @@ TEST_F(ReportTest, PerRankFiguresTotalsAndFindings) {
   EXPECT_EQ(rank0["command"], "python train.py --rank 0");
   EXPECT_EQ(rank0["ended"], true);
   EXPECT_EQ(rank0["events"], 12);
-  EXPECT_EQ(rank0["copies"], Json::array({copy_row("h2d", "pinned", 2, 8192, 100),
-                                          copy_row("h2d", "pageable", 3, 6000, 600),
-                                          copy_row("d2h", "pinned", 1, 512, 40)}));
-  EXPECT_EQ(rank0["syncs"], Json::array({sync_row("cudaDeviceSynchronize", 1, 500),
-                                         sync_row("cudaStreamSynchronize", 2, 4000)}));
+  EXPECT_EQ(rank0["copies"],
+            Json::array({copy_row("h2d", "pinned", 2, 8192, 100), copy_row("h2d", "pageable", 3, 6000, 600),
+                         copy_row("d2h", "pinned", 1, 512, 40)}));
+  EXPECT_EQ(rank0["syncs"],
+            Json::array({sync_row("cudaDeviceSynchronize", 1, 500), sync_row("cudaStreamSynchronize", 2, 4000)}));
   EXPECT_EQ(rank0["collectives"], Json::array({collective_row("all_reduce", 2, 2 << 20, 1000)}));
   EXPECT_EQ(rank0["dropped_events"], 8);
-  EXPECT_EQ(rank0["lost"], (Json{{"ring_full", 5}, {"not_ready", 1}, {"unpublished", 0}, {"malformed", 2}, {"side_ring_full", 0}}));
+  EXPECT_EQ(rank0["lost"],
+            (Json{{"ring_full", 5}, {"not_ready", 1}, {"unpublished", 0}, {"malformed", 2}, {"side_ring_full", 0}}));
 
   const Json& rank1 = doc["ranks"][1];
   EXPECT_EQ(rank1["rank"], 1);
@@ -153,8 +168,8 @@ TEST_F(ReportTest, PerRankFiguresTotalsAndFindings) {
   EXPECT_EQ(*find_copy(totals["copies"], "h2d", "pageable"), copy_row("h2d", "pageable", 3, 6000, 600));
   EXPECT_EQ(*find_copy(totals["copies"], "d2h", "pinned"), copy_row("d2h", "pinned", 1, 512, 40));
   EXPECT_EQ(*find_copy(totals["copies"], "d2h", "pageable"), copy_row("d2h", "pageable", 2, 400, 3000));
-  EXPECT_EQ(totals["syncs"], Json::array({sync_row("cudaDeviceSynchronize", 1, 500),
-                                          sync_row("cudaStreamSynchronize", 3, 6000)}));
+  EXPECT_EQ(totals["syncs"],
+            Json::array({sync_row("cudaDeviceSynchronize", 1, 500), sync_row("cudaStreamSynchronize", 3, 6000)}));
   EXPECT_EQ(totals["collectives"], Json::array({collective_row("all_reduce", 3, 3 << 20, 2000)}));
   EXPECT_EQ(totals["dropped_events"], 6208);
 
@@ -168,7 +183,8 @@ TEST_F(ReportTest, PerRankFiguresTotalsAndFindings) {
   std::vector<std::string> sync_copies;
   for (const auto& f : hidden)
     if (f["message"].get<std::string>().find("cudaMemcpy() ") != std::string::npos)
-      sync_copies.push_back(fmt::format("{} {} {}", f["rank"].get<int>(), f["calls"].get<int>(), f["cost_ns"].get<int>()));
+      sync_copies.push_back(
+          fmt::format("{} {} {}", f["rank"].get<int>(), f["calls"].get<int>(), f["cost_ns"].get<int>()));
   EXPECT_EQ(sync_copies, (std::vector<std::string>{"0 1 200", "0 1 40"}));
   EXPECT_EQ(hidden[0]["rank"], 0);
   EXPECT_EQ(hidden[0]["calls"], 2);
@@ -231,7 +247,10 @@ TEST(LossAdvice, EachCauseGetsItsOwnAdvice) {
   EXPECT_EQ(loss_advice({.dropped_not_ready = 169}), starting);
   EXPECT_EQ(loss_advice({.lost_unpublished = 2}), unfinished);
   EXPECT_EQ(loss_advice({.malformed = 4}), malformed);
-  EXPECT_EQ(loss_advice({.dropped_ring_full = 1, .dropped_not_ready = 1, .lost_unpublished = 1, .malformed = 1,
+  EXPECT_EQ(loss_advice({.dropped_ring_full = 1,
+                         .dropped_not_ready = 1,
+                         .lost_unpublished = 1,
+                         .malformed = 1,
                          .dropped_side_full = 1}),
             ring + "; " + side + "; " + starting + "; " + unfinished + "; " + malformed);
   EXPECT_EQ(loss_advice({}), "");
@@ -340,7 +359,12 @@ TEST_F(ReportTest, OneCleanProcessHasNoFindings) {
     const int64_t p = db.add_process("seg", *header_for(0, 10, "n"));
     test::Records records(db);
     event(records, p, Api::cudaMemcpyAsync, 64, 10, Direction::HostToDevice, HostMemory::Pinned);
-    db.update_process(p, {.events = 1, .dropped_ring_full = 0, .dropped_not_ready = 0, .lost_unpublished = 0, .malformed = 0, .ended = true});
+    db.update_process(p, {.events = 1,
+                          .dropped_ring_full = 0,
+                          .dropped_not_ready = 0,
+                          .lost_unpublished = 0,
+                          .malformed = 0,
+                          .ended = true});
     records.store();
     db.commit();
   }

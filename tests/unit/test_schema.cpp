@@ -63,8 +63,8 @@ TEST(Schema, TheDdlCreatesEveryTableWithItsKey) {
   ASSERT_EQ(sqlite3_exec(db, create_statements().c_str(), nullptr, nullptr, &error), SQLITE_OK) << error;
   for (const Table& t : kTables) {
     sqlite3_stmt* s = nullptr;
-    ASSERT_EQ(sqlite3_prepare_v2(db, ("SELECT " + column_list(t.name) + " FROM " + std::string(t.name)).c_str(), -1,
-                                 &s, nullptr),
+    ASSERT_EQ(sqlite3_prepare_v2(db, ("SELECT " + column_list(t.name) + " FROM " + std::string(t.name)).c_str(), -1, &s,
+                                 nullptr),
               SQLITE_OK)
         << t.name << ": " << sqlite3_errmsg(db);
     sqlite3_finalize(s);
@@ -77,8 +77,10 @@ TEST(Schema, TheDdlCreatesEveryTableWithItsKey) {
     ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error), SQLITE_OK) << error;
   }
   sqlite3_stmt* s = nullptr;
-  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT count(*), sum(count), sum(bytes), sum(total_ns), max(max_ns), "
-                                   "min(first_begin_ns), max(last_end_ns) FROM calls", -1, &s, nullptr),
+  ASSERT_EQ(sqlite3_prepare_v2(db,
+                               "SELECT count(*), sum(count), sum(bytes), sum(total_ns), max(max_ns), "
+                               "min(first_begin_ns), max(last_end_ns) FROM calls",
+                               -1, &s, nullptr),
             SQLITE_OK);
   ASSERT_EQ(sqlite3_step(s), SQLITE_ROW);
   const int64_t expected[] = {1, 5, 350, 55, 20, 900, 2000};

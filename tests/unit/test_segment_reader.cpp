@@ -1,13 +1,13 @@
 // SegmentReader's two-phase reading: drain() hands records out, release() gives their slots back,
 // and a reader replacing a dead one resumes where the records it had committed end.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
-#include <atomic>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -149,7 +149,8 @@ TEST(SegmentReader, ReleasesWorkAcrossLaps) {
   // Batches of 1..8 records, so that head, cursor and tail cross every slot on many laps; two
   // batches at most between releases, so that the ring never fills.
   for (int batch = 0; pushed < 1000; ++batch) {
-    for (uint64_t n = uint64_t(batch % (kCapacity / 2)) + 1; n > 0 && pushed < 1000; --n) ASSERT_TRUE(seg.push(1, pushed++));
+    for (uint64_t n = uint64_t(batch % (kCapacity / 2)) + 1; n > 0 && pushed < 1000; --n)
+      ASSERT_TRUE(seg.push(1, pushed++));
     for (uint64_t v : drain_values(reader)) seen.push_back(v);
     if (batch % 2 == 1) reader.release();
   }

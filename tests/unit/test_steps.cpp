@@ -160,7 +160,7 @@ TEST(StepsCollectives, SetUpLongerThanAQuarterGivesNoPeriod) {
   // 4 set-up collectives before 3 repetitions of 2: 4 * 4 > 10.
   StepInput in;
   in.collectives = calls({"broadcast/1", "broadcast/2", "broadcast/3", "broadcast/4",  // set-up
-                    "a/1", "b/2", "a/1", "b/2", "a/1", "b/2"});
+                          "a/1", "b/2", "a/1", "b/2", "a/1", "b/2"});
   in.span_ns = 100;
   const Steps s = find_steps(in, "");
   EXPECT_EQ(s.count, 0);

@@ -22,9 +22,8 @@ constexpr uint64_t kWorld = 0xA11, kGraphed = 0xC0;
 
 class WaitsTest : public test::TempDirTest {
  protected:
-
-  void add(test::Records& records, int64_t process, Api api, uint32_t rank, uint64_t comm, uint32_t sequence, uint32_t flags,
-           uint32_t peer = 0, uint64_t detail = 0) {
+  void add(test::Records& records, int64_t process, Api api, uint32_t rank, uint64_t comm, uint32_t sequence,
+           uint32_t flags, uint32_t peer = 0, uint64_t detail = 0) {
     EventRecord r{};
     r.api = static_cast<uint16_t>(api);
     r.object = comm;
@@ -101,10 +100,13 @@ TEST_F(WaitsTest, PointToPointCapturedAndInProgressAreReportedApart) {
 
   const std::string text = render_text(report);
   EXPECT_NE(text.find("communicator 00000000000000c0: 3 collectives captured into CUDA graphs; their replays are "
-                      "not measured"), std::string::npos) << text;
+                      "not measured"),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("4 NCCL operations were not timed"), std::string::npos) << text;
   EXPECT_NE(text.find("point-to-point: 2 sends, 1 receives, 1 pairs matched, 1 calls unmatched, 1 timed"),
-            std::string::npos) << text;
+            std::string::npos)
+      << text;
 }
 
 TEST_F(WaitsTest, NothingCapturedNothingSaid) {

@@ -1,7 +1,7 @@
 // `trainshim audit DB [--policy FILE] [--baseline FILE] [--write-baseline FILE]
 //                     [--format text|json|junit|markdown] [--step STEP]`
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <fstream>
 #include <iostream>
@@ -27,8 +27,8 @@ nlohmann::json read_baseline(const std::string& path) {
   if (!in) throw UsageError(fmt::format("{}: cannot read the baseline", path));
   nlohmann::json baseline = nlohmann::json::parse(in, nullptr, false);
   if (!is_baseline(baseline))
-    throw UsageError(fmt::format("{}: not a trainshim baseline; write one with trainshim audit DB --write-baseline FILE",
-                                 path));
+    throw UsageError(
+        fmt::format("{}: not a trainshim baseline; write one with trainshim audit DB --write-baseline FILE", path));
   return baseline;
 }
 
@@ -60,7 +60,8 @@ Command add_audit_command(CLI::App& app) {
                                                   "violation, 2 a usage or input error");
   command->add_option("database", args->database, "run database")->required();
   command->add_option("--policy", args->policy, "TOML policy file (limits and allowed sync sites)");
-  command->add_option("--baseline", args->baseline, "baseline written by --write-baseline: fail on what is new or worse");
+  command->add_option("--baseline", args->baseline,
+                      "baseline written by --write-baseline: fail on what is new or worse");
   command->add_option("--write-baseline", args->write_baseline, "write this run as the baseline FILE and exit 0");
   add_format_option(*command, args->format, {"text", "json", "junit", "markdown"});
   add_step_option(*command, args->step);

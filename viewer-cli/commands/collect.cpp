@@ -1,8 +1,8 @@
 // `trainshim collect [--job JOB] [--out DB] [--idle-exit SECONDS]`: the collector in the
 // foreground, for segments a run left in shared memory when its collector could not start.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <cerrno>
 #include <chrono>
@@ -35,9 +35,10 @@ int collect(const CollectArguments& args) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(idle);
   while (!job_has_segment(getuid(), job)) {
     if (std::chrono::steady_clock::now() >= deadline) {
-      fmt::print(stderr, "trainshim: no segment of job {} was found in {} (waited {} s): nothing to collect, no "
-                         "database written. Segments are named {}<pid>; check the job id (--job, else "
-                         "TRAINSHIM_JOB, torchrun's run id, Slurm's job id, else the process group)\n",
+      fmt::print(stderr,
+                 "trainshim: no segment of job {} was found in {} (waited {} s): nothing to collect, no "
+                 "database written. Segments are named {}<pid>; check the job id (--job, else "
+                 "TRAINSHIM_JOB, torchrun's run id, Slurm's job id, else the process group)\n",
                  job, kShmDir, idle, segment_prefix(getuid(), job));
       return 1;
     }

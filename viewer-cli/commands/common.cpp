@@ -26,8 +26,9 @@ std::string step_name(const std::string& given) {
 }
 
 void add_step_option(CLI::App& command, std::string& step) {
-  command.add_option("--step", step, "what one training step is: a Python function or file:line "
-                                      "(default: $TRAINSHIM_STEP, else detected)");
+  command.add_option("--step", step,
+                     "what one training step is: a Python function or file:line "
+                     "(default: $TRAINSHIM_STEP, else detected)");
 }
 
 void add_format_option(CLI::App& command, std::string& format, const std::vector<std::string>& formats) {
@@ -35,7 +36,10 @@ void add_format_option(CLI::App& command, std::string& format, const std::vector
   CLI::Option* option =
       command.add_option("--format", format, "output format")->check(CLI::IsMember(formats))->capture_default_str();
   if (std::find(formats.begin(), formats.end(), "json") != formats.end())
-    command.add_flag_callback("--json", [&format] { format = "json"; }, "same as --format json")->excludes(option);
+    command
+        .add_flag_callback(
+            "--json", [&format] { format = "json"; }, "same as --format json")
+        ->excludes(option);
 }
 
 void print_report(const Report& report, const std::string& format) {

@@ -1,9 +1,9 @@
 // `trainshim export [DB] [--format chrome] -o FILE`, and the file it writes: under a name of its
 // own first, renamed into place once complete.
-#include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <cerrno>
 #include <cstdio>
@@ -41,8 +41,8 @@ class PartialFile : public std::streambuf {
       if (fd_ < 0 && errno != EEXIST) break;
     }
     if (fd_ < 0)
-      throw UsageError(fmt::format("{}: cannot create the trace ({}): pass a writable path with -o", path_,
-                                   std::strerror(errno)));
+      throw UsageError(
+          fmt::format("{}: cannot create the trace ({}): pass a writable path with -o", path_, std::strerror(errno)));
     setp(buffer_, buffer_ + sizeof buffer_);
   }
   ~PartialFile() override { close(); }

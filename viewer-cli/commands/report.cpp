@@ -20,7 +20,8 @@ int report(ReportArguments args) {
   if (args.databases.empty()) args.databases.push_back(database_argument(""));
   std::vector<std::unique_ptr<RunDatabase>> open;
   std::vector<const RunDatabase*> databases;
-  for (const auto& path : args.databases) databases.push_back(open.emplace_back(std::make_unique<RunDatabase>(path)).get());
+  for (const auto& path : args.databases)
+    databases.push_back(open.emplace_back(std::make_unique<RunDatabase>(path)).get());
   print_report(load_report(databases, step_name(args.step)), args.format);
   return 0;
 }

@@ -1,7 +1,7 @@
 // `trainshim run [--out DB] [--format text|json] [--no-report] [--step STEP] -- CMD ...`
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <memory>
 

@@ -21,10 +21,8 @@ namespace {
 std::string fileName(const std::string& key) {
   std::string name;
   for (const char c : key) {
-    if (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.')
-      name += c;
-    else
-      name += '%' + std::to_string(static_cast<unsigned char>(c)) + '%';
+    if (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') name += c;
+    else name += '%' + std::to_string(static_cast<unsigned char>(c)) + '%';
   }
   return name;
 }
@@ -33,8 +31,7 @@ std::string fileName(const std::string& key) {
 
 FileStore::FileStore(std::string path, int numWorkers) : path_(std::move(path)) {
   (void)numWorkers;
-  if (mkdir(path_.c_str(), 0700) != 0 && errno != EEXIST)
-    throw c10::Error("FileStore: cannot create " + path_);
+  if (mkdir(path_.c_str(), 0700) != 0 && errno != EEXIST) throw c10::Error("FileStore: cannot create " + path_);
 }
 
 void FileStore::set(const std::string& key, const std::vector<uint8_t>& value) {

@@ -24,10 +24,8 @@ Tensor reduce(const Tensor& self, ReduceOp op, std::vector<int64_t> dims, bool k
     extent = self.size(d);
     for (int64_t i = d + 1; i < self.dim(); ++i) inner *= self.size(i);
     for (int64_t i = 0; i < self.dim(); ++i) {
-      if (i != d)
-        out_sizes.push_back(self.size(i));
-      else if (keepdim)
-        out_sizes.push_back(1);
+      if (i != d) out_sizes.push_back(self.size(i));
+      else if (keepdim) out_sizes.push_back(1);
     }
   }
   TORCH_CHECK(!(op == ReduceOp::Max || op == ReduceOp::Min) || self.numel() > 0,

@@ -26,8 +26,7 @@ constexpr int kCommInitBusyWaitMillis = 10;
 constexpr int CoalActive = 0x01, CoalColl = 0x02, CoalP2P = 0x04;
 
 void check(ncclResult_t result, const char* what) {
-  if (result != ncclSuccess)
-    throw c10::Error(std::string("NCCL error in ") + what + ": " + ncclGetErrorString(result));
+  if (result != ncclSuccess) throw c10::Error(std::string("NCCL error in ") + what + ": " + ncclGetErrorString(result));
 }
 
 // C10D_NCCL_CHECK_NONBLOCKING: ncclInProgress is not an error for a non-blocking communicator.
@@ -38,10 +37,8 @@ void checkNonblocking(ncclResult_t result, const char* what) {
 // C10D_NCCL_CHECK_TIMEOUT(_SLEEP): poll the communicator while it answers ncclInProgress.
 void checkTimeout(ncclResult_t result, ncclComm_t comm, const char* what, bool sleep) {
   while (result == ncclInProgress) {
-    if (sleep)
-      std::this_thread::sleep_for(std::chrono::milliseconds(kCommInitBusyWaitMillis));
-    else
-      sched_yield();
+    if (sleep) std::this_thread::sleep_for(std::chrono::milliseconds(kCommInitBusyWaitMillis));
+    else sched_yield();
     check(ncclCommGetAsyncError(comm, &result), "ncclCommGetAsyncError");
   }
   check(result, what);
@@ -65,22 +62,32 @@ bool nccl_use_nonblocking() {
 
 ncclDataType_t getNcclDataType(at::ScalarType type) {
   switch (type) {
-    case at::kFloat: return ncclFloat32;
-    case at::kDouble: return ncclFloat64;
-    case at::kLong: return ncclInt64;
-    case at::kInt: return ncclInt32;
-    case at::kBool: return ncclUint8;
+    case at::kFloat:
+      return ncclFloat32;
+    case at::kDouble:
+      return ncclFloat64;
+    case at::kLong:
+      return ncclInt64;
+    case at::kInt:
+      return ncclInt32;
+    case at::kBool:
+      return ncclUint8;
   }
   throw c10::Error("Unsupported data type for NCCL process group");
 }
 
 ncclRedOp_t getNcclReduceOp(ReduceOp op) {
   switch (op) {
-    case ReduceOp::SUM: return ncclSum;
-    case ReduceOp::AVG: return ncclAvg;
-    case ReduceOp::PRODUCT: return ncclProd;
-    case ReduceOp::MIN: return ncclMin;
-    case ReduceOp::MAX: return ncclMax;
+    case ReduceOp::SUM:
+      return ncclSum;
+    case ReduceOp::AVG:
+      return ncclAvg;
+    case ReduceOp::PRODUCT:
+      return ncclProd;
+    case ReduceOp::MIN:
+      return ncclMin;
+    case ReduceOp::MAX:
+      return ncclMax;
   }
   throw c10::Error("Unsupported ReduceOp for NCCL process group");
 }
@@ -138,14 +145,14 @@ NCCLComm::~NCCLComm() {
   if (ncclComm_ && !aborted_) (void)ncclCommDestroy(ncclComm_);
 }
 
-// NCCLComm::create: ncclCommInitRankConfig; a non-blocking one is ready once ncclCommGetAsyncError says so (getNcclComm).
-TORCHLIKE_FRAME std::shared_ptr<NCCLComm> NCCLComm::create(int numRanks, int rank, ncclUniqueId commId,
-                                                           int deviceIndex, ncclConfig_t& config) {
+// NCCLComm::create: ncclCommInitRankConfig; a non-blocking one is ready once ncclCommGetAsyncError says so
+// (getNcclComm).
+TORCHLIKE_FRAME std::shared_ptr<NCCLComm> NCCLComm::create(int numRanks, int rank, ncclUniqueId commId, int deviceIndex,
+                                                           ncclConfig_t& config) {
   DeviceGuard guard(deviceIndex);
   auto comm = std::make_shared<NCCLComm>();
   comm->nonBlocking_ = config.blocking == 0;
-  checkNonblocking(ncclCommInitRankConfig(&comm->ncclComm_, numRanks, commId, rank, &config),
-                   "ncclCommInitRankConfig");
+  checkNonblocking(ncclCommInitRankConfig(&comm->ncclComm_, numRanks, commId, rank, &config), "ncclCommInitRankConfig");
   comm->rank_ = rank;
   comm->deviceIndex_ = deviceIndex;
   comm->initialized_ = !comm->nonBlocking_;
@@ -154,8 +161,8 @@ TORCHLIKE_FRAME std::shared_ptr<NCCLComm> NCCLComm::create(int numRanks, int ran
 
 // NCCLComm::create_scalable: ncclCommInitRankScalable with one unique id per root.
 TORCHLIKE_FRAME std::shared_ptr<NCCLComm> NCCLComm::create_scalable(int numRanks, int rank,
-                                                                    std::vector<ncclUniqueId>& commIds,
-                                                                    int deviceIndex, ncclConfig_t& config) {
+                                                                    std::vector<ncclUniqueId>& commIds, int deviceIndex,
+                                                                    ncclConfig_t& config) {
   DeviceGuard guard(deviceIndex);
   auto comm = std::make_shared<NCCLComm>();
   comm->nonBlocking_ = config.blocking == 0;
@@ -182,8 +189,7 @@ TORCHLIKE_FRAME std::shared_ptr<NCCLComm> NCCLComm::split(NCCLComm* source, int 
   if (config.blocking == 0)
     checkTimeout(ncclCommSplit(sourceComm, color_id, rank, &comm->ncclComm_, &config), sourceComm, "ncclCommSplit",
                  true);
-  else
-    check(ncclCommSplit(sourceComm, color_id, rank, &comm->ncclComm_, &config), "ncclCommSplit");
+  else check(ncclCommSplit(sourceComm, color_id, rank, &comm->ncclComm_, &config), "ncclCommSplit");
   ++source->ncclCommSplitCounter_;
   comm->rank_ = rank;
   comm->deviceIndex_ = source->deviceIndex_;
@@ -307,10 +313,8 @@ void ProcessGroupNCCL::groupEndNonblocking(const std::shared_ptr<NCCLComm>& comm
 void ProcessGroupNCCL::broadcastUniqueNCCLID(ncclUniqueId* ncclID, bool isSingleP2POp, const std::string& p2pKey,
                                              int p2pRank) {
   const std::string storeKey = isSingleP2POp ? p2pKey : std::to_string(ncclCommCounter_++);
-  if (rank_ == 0 || (isSingleP2POp && p2pRank == 0))
-    store_->set(storeKey, idBytes(*ncclID));
-  else
-    idFromBytes(store_->get(storeKey), ncclID);
+  if (rank_ == 0 || (isSingleP2POp && p2pRank == 0)) store_->set(storeKey, idBytes(*ncclID));
+  else idFromBytes(store_->get(storeKey), ncclID);
 }
 
 // allgatherUniqueNCCLIDs: each root publishes its id; every rank reads all of them.
@@ -345,7 +349,8 @@ TORCHLIKE_FRAME std::shared_ptr<NCCLComm> ProcessGroupNCCL::initNCCLComm(const s
   std::shared_ptr<NCCLComm> ncclComm;
   if (options_.split_from) {
     auto parent = options_.split_from->getNCCLComm(getKeyFromDevice(device));
-    if (parent && !parent->isAborted()) ncclComm = NCCLComm::split(parent.get(), options_.split_color, rank_, options_.config);
+    if (parent && !parent->isAborted())
+      ncclComm = NCCLComm::split(parent.get(), options_.split_color, rank_, options_.config);
   }
   if (!ncclComm) {
     const int numRanks = isSendRecvSelf ? 1 : (singleP2POp ? 2 : size_);
@@ -410,8 +415,7 @@ TORCHLIKE_FRAME std::shared_ptr<ProcessGroupNCCL::WorkNCCL> ProcessGroupNCCL::co
     coalescedDevice_ = device;
     coalescedComm_ = ncclComm;
   }
-  c10::cuda::CUDAStream ncclStream =
-      asyncOp ? ncclStreams_.at(key) : c10::cuda::getCurrentCUDAStream(device);
+  c10::cuda::CUDAStream ncclStream = asyncOp ? ncclStreams_.at(key) : c10::cuda::getCurrentCUDAStream(device);
   if (asyncOp) {
     // syncStream: the NCCL stream waits for the inputs' producers on the current stream.
     auto& event = ncclEvents_.at(key);
@@ -494,8 +498,8 @@ TORCHLIKE_FRAME std::shared_ptr<ProcessGroupNCCL::WorkNCCL> ProcessGroupNCCL::al
       OpType::ALLREDUCE, asyncOp);
 }
 
-TORCHLIKE_FRAME std::shared_ptr<ProcessGroupNCCL::WorkNCCL> ProcessGroupNCCL::allreduce(at::Tensor& tensor,
-                                                                                        ReduceOp op, bool asyncOp) {
+TORCHLIKE_FRAME std::shared_ptr<ProcessGroupNCCL::WorkNCCL> ProcessGroupNCCL::allreduce(at::Tensor& tensor, ReduceOp op,
+                                                                                        bool asyncOp) {
   return allreduce_impl(tensor, op, asyncOp);
 }
 
@@ -515,8 +519,8 @@ TORCHLIKE_FRAME std::shared_ptr<ProcessGroupNCCL::WorkNCCL> ProcessGroupNCCL::se
   return pointToPoint(
       tensor,
       [](at::Tensor& input, ncclComm_t comm, c10::cuda::CUDAStream& stream, int dst) {
-        return ncclSend(input.data_ptr(), static_cast<std::size_t>(input.numel()),
-                        getNcclDataType(input.scalar_type()), dst, comm, stream.stream());
+        return ncclSend(input.data_ptr(), static_cast<std::size_t>(input.numel()), getNcclDataType(input.scalar_type()),
+                        dst, comm, stream.stream());
       },
       dstRank, OpType::SEND);
 }
@@ -553,10 +557,8 @@ TORCHLIKE_FRAME std::shared_ptr<ProcessGroupNCCL::WorkNCCL> ProcessGroupNCCL::en
   work->ncclComm_ = comm;
   work->blockingWait_ = blockingWait_;
   work->ncclStartEvent_->record(ncclStream);
-  if (useNonblocking())
-    groupEndNonblocking(comm);
-  else
-    groupEnd();
+  if (useNonblocking()) groupEndNonblocking(comm);
+  else groupEnd();
   work->ncclEndEvent_->record(ncclStream);
   coalescing_state_ = 0;
   coalescedComm_ = nullptr;

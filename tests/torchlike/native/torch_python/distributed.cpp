@@ -125,7 +125,8 @@ int64_t Work_is_completed(void* self) {
 
 void Work_delete(void* self) { delete static_cast<WorkHandle*>(self); }
 
-#define TORCHLIKE_METHOD(name, signature) {"c10d_" #name, signature, reinterpret_cast<void*>(&name)}
+#define TORCHLIKE_METHOD(name, signature) \
+  { "c10d_" #name, signature, reinterpret_cast<void*>(&name) }
 const torch::MethodDef methods[] = {
     TORCHLIKE_METHOD(FileStore_new, "p:sl"),
     TORCHLIKE_METHOD(PrefixStore_new, "p:sp"),
