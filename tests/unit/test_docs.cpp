@@ -1,10 +1,14 @@
 // The documentation against the code it describes: the keys of the JSON documents, the list of
-// interposed functions and the environment variables. Each documented list is a Markdown table
-// after a marker line (<!-- keys:NAME -->, <!-- list:NAME -->); its first column holds the names in
+// interposed functions, the loss counters, the environment variables, each command's flags, the
+// source files and the links the pages name. Each documented list is a Markdown table after a
+// marker line (<!-- keys:NAME -->, <!-- list:NAME -->); its first column holds the names in
 // backticks. A key is written as its path: `ranks[].copies[].bytes` (`[]`: an element of an array),
 // and `{a,b}.x` stands for `a.x` and `b.x`.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <CLI/CLI.hpp>
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -15,11 +19,13 @@
 
 #include "audit.hpp"
 #include "audit_render.hpp"
+#include "commands/commands.hpp"
 #include "diff.hpp"
 #include "diff_render.hpp"
 #include "report_json.hpp"
 #include "report_model.hpp"
 #include "trainshim/api.hpp"
+#include "trainshim/counters.hpp"
 
 namespace trainshim::cli {
 namespace {
@@ -50,31 +56,52 @@ std::vector<std::string> expand_braces(const std::string& pattern) {
   return out;
 }
 
-// The names in backticks in the first column of the table that follows `marker` in `text`.
-// Records the failure and returns nothing when the marker or its table is missing.
-Names first_column(const std::string& text, const std::string& marker, const std::string& where) {
-  Names names;
+using Row = std::vector<std::string>;
+
+// The cells of each row of the table that follows `marker` in `text`, header and separator left
+// out; `\|` inside a cell is a character, not a column. Records the failure and returns nothing
+// when the marker or its table is missing.
+std::vector<Row> table_rows(const std::string& text, const std::string& marker, const std::string& where) {
+  std::vector<Row> rows;
   const auto at = text.find(marker);
   if (at == std::string::npos) {
     ADD_FAILURE() << where << " lacks the line " << marker;
-    return names;
+    return rows;
   }
   std::stringstream lines(text.substr(at + marker.size()));
   std::string line;
   bool in_table = false;
-  int row = 0;
+  int seen = 0;
   while (std::getline(lines, line)) {
     if (line.empty() && !in_table) continue;
     if (line.rfind('|', 0) != 0) break;
     in_table = true;
-    if (row++ < 2) continue;  // the header and the separator
-    const auto end = line.find('|', 1);
-    const std::string cell = line.substr(1, end == std::string::npos ? std::string::npos : end - 1);
-    static const std::regex quoted("`([^`]+)`");
-    for (std::sregex_iterator it(cell.begin(), cell.end(), quoted), last; it != last; ++it)
-      for (const std::string& name : expand_braces((*it)[1])) names.insert(name);
+    if (seen++ < 2) continue;  // the header and the separator
+    Row cells(1);
+    for (std::size_t i = 1; i < line.size(); ++i) {
+      if (line[i] == '|' && line[i - 1] != '\\') cells.emplace_back();
+      else cells.back() += line[i];
+    }
+    if (cells.back().find_first_not_of(' ') == std::string::npos) cells.pop_back();  // after the last |
+    rows.push_back(cells);
   }
   if (!in_table) ADD_FAILURE() << where << ": no table after " << marker;
+  return rows;
+}
+
+// The names in backticks in `cell`, braces expanded.
+Names quoted_names(const std::string& cell) {
+  Names names;
+  static const std::regex quoted("`([^`]+)`");
+  for (std::sregex_iterator it(cell.begin(), cell.end(), quoted), last; it != last; ++it)
+    for (const std::string& name : expand_braces((*it)[1])) names.insert(name);
+  return names;
+}
+
+// The names in backticks in the first column of the table that follows `marker` in `text`.
+Names first_column(const std::string& text, const std::string& marker, const std::string& where) {
+  Names names;
+  for (const Row& row : table_rows(text, marker, where)) names.merge(quoted_names(row.front()));
   return names;
 }
 
@@ -287,6 +314,206 @@ TEST(Docs, TheTestsSafetyMdNamesExist) {
   }
   EXPECT_GT(seen, 50);
   EXPECT_EQ(missing, Names{}) << "tests named in docs/safety.md that do not exist:" << listed(missing);
+}
+
+// formats.md maps each counter's database column to its JSON key: the two names differ.
+TEST(Docs, CountersTableMatchesCountersDef) {
+  Names code, docs;
+  for (const CounterInfo& c : kCounters)
+    code.insert(fmt::format("{} -> {} ({})", c.column, c.json_key, c.kind == CounterKind::Lost ? "lost" : "untimed"));
+  for (const Row& row :
+       table_rows(file_text(kSourceDir + "/docs/formats.md"), "<!-- list:counters -->", "docs/formats.md")) {
+    ASSERT_GE(row.size(), 3u) << "a row of the counters table needs a column, a JSON key and a kind";
+    const Names column = quoted_names(row[0]), key = quoted_names(row[1]);
+    std::string kind = row[2];
+    std::erase(kind, ' ');
+    docs.insert(
+        fmt::format("{} -> {} ({})", column.empty() ? "?" : *column.begin(), key.empty() ? "?" : *key.begin(), kind));
+  }
+  expect_same(code, docs, "counters of counters.def", "docs/formats.md");
+}
+
+// The application as main.cpp builds it (but --version, which main adds itself).
+struct Cli {
+  CLI::App app;
+  std::vector<Command> commands{add_run_command(app),  add_report_command(app), add_audit_command(app),
+                                add_diff_command(app), add_export_command(app), add_collect_command(app)};
+
+  std::vector<const CLI::App*> subcommands() const {
+    return app.get_subcommands([](const CLI::App*) { return true; });
+  }
+};
+
+// What `--format` of a subcommand accepts: CLI11 describes an IsMember check as "{a,b}".
+Names formats_of(const CLI::App& command) {
+  const CLI::Option* format = command.get_option_no_throw("--format");
+  if (!format) return {};
+  const std::string type = format->get_type_name();
+  const auto open = type.find('{'), close = type.find('}');
+  if (open == std::string::npos || close == std::string::npos) return {"?" + type};
+  Names out;
+  std::stringstream values(type.substr(open + 1, close - open - 1));
+  for (std::string value; std::getline(values, value, ',');) out.insert(value);
+  return out;
+}
+
+// docs/commands/<command>.md's flag table (<!-- list:flags -->) against the subcommand's options:
+// each flag's names (`-o, --output FILE`: -o and --output), and as many positional rows (`DB ...`)
+// as the command has positional arguments.
+TEST(Docs, EveryCommandsFlagsAreTheDocumentedOnes) {
+  const Cli cli;
+  ASSERT_EQ(cli.subcommands().size(), 6u);
+  for (const CLI::App* command : cli.subcommands()) {
+    const std::string name = command->get_name();
+    const std::string doc = "docs/commands/" + name + ".md";
+    Names code, docs;
+    int code_positionals = 0, doc_positionals = 0;
+    for (const CLI::Option* option : command->get_options()) {
+      if (option == command->get_help_ptr()) continue;
+      if (!option->nonpositional()) ++code_positionals;
+      for (const std::string& l : option->get_lnames()) code.insert("--" + l);
+      for (const std::string& s : option->get_snames()) code.insert("-" + s);
+    }
+    for (const std::string& cell : documented(doc, "<!-- list:flags -->")) {
+      std::stringstream words(cell);
+      bool flag = false;
+      for (std::string word; words >> word;) {
+        if (!word.empty() && word.back() == ',') word.pop_back();
+        if (word.rfind('-', 0) == 0) {
+          docs.insert(word);
+          flag = true;
+        }
+      }
+      if (!flag) ++doc_positionals;
+    }
+    expect_same(code, docs, "flags of trainshim " + name, doc);
+    EXPECT_EQ(code_positionals, doc_positionals) << "positional arguments of trainshim " << name << " in " << doc;
+  }
+}
+
+// README.md's table of commands: every command, and for each the formats its --format accepts.
+TEST(Docs, ReadmeListsEveryCommandWithItsFormats) {
+  const Cli cli;
+  Names code, docs;
+  for (const CLI::App* command : cli.subcommands()) {
+    std::string formats;
+    for (const std::string& format : formats_of(*command)) formats += " " + format;
+    code.insert(command->get_name() + ":" + formats);
+  }
+  for (const Row& row : table_rows(file_text(kSourceDir + "/README.md"), "<!-- list:commands -->", "README.md")) {
+    ASSERT_GE(row.size(), 3u) << "a row of the commands table needs a command, what it does and its formats";
+    const Names command = quoted_names(row[0]);
+    std::string formats;
+    for (const std::string& format : quoted_names(row[2])) formats += " " + format;
+    docs.insert((command.empty() ? "?" : command.begin()->substr(command.begin()->find(' ') + 1)) + ":" + formats);
+  }
+  expect_same(code, docs, "commands and their --format values", "README.md");
+}
+
+// `text` without its fenced code blocks, whose backticks would pair with the prose's.
+std::string without_code_blocks(const std::string& text) {
+  std::stringstream lines(text);
+  std::string out;
+  bool in_block = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("```", 0) == 0) in_block = !in_block;
+    else if (!in_block) out += line + "\n";
+  }
+  return out;
+}
+
+// README.md and every page of docs/.
+std::vector<std::filesystem::path> markdown_pages() {
+  std::vector<std::filesystem::path> pages{kSourceDir + "/README.md"};
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(kSourceDir + "/docs"))
+    if (entry.is_regular_file() && entry.path().extension() == ".md") pages.push_back(entry.path());
+  return pages;
+}
+
+// A heading's anchor as GitHub makes it: lower case, spaces to hyphens, punctuation dropped.
+std::string anchor_of(const std::string& heading) {
+  std::string anchor;
+  for (const char c : heading) {
+    const auto u = static_cast<unsigned char>(c);
+    if (std::isalnum(u) || c == '-' || c == '_') anchor += char(std::tolower(u));
+    else if (c == ' ') anchor += '-';
+  }
+  return anchor;
+}
+
+Names anchors_in(const std::string& text) {
+  Names anchors;
+  static const std::regex heading(R"((?:^|\n)#+ ([^\n]+))");
+  const std::string prose = without_code_blocks(text);
+  for (std::sregex_iterator it(prose.begin(), prose.end(), heading), last; it != last; ++it)
+    anchors.insert(anchor_of((*it)[1]));
+  return anchors;
+}
+
+// Every relative link of README.md and docs/ leads to a file of the tree, and its #anchor, if it
+// has one and points at a Markdown page, to a heading of that page.
+TEST(Docs, RelativeLinksLeadToFilesAndHeadings) {
+  namespace fs = std::filesystem;
+  Names broken;
+  int seen = 0;
+  for (const fs::path& page : markdown_pages()) {
+    const std::string text = file_text(page);
+    static const std::regex link(R"(\]\(([^)\s]+)\))");
+    for (std::sregex_iterator it(text.begin(), text.end(), link), last; it != last; ++it) {
+      const std::string target = (*it)[1];
+      if (target.find("://") != std::string::npos || target.rfind("mailto:", 0) == 0) continue;
+      ++seen;
+      const auto hash = target.find('#');
+      const std::string file = target.substr(0, hash);
+      const fs::path path = file.empty() ? page : page.parent_path() / file;
+      const std::string where = fs::relative(page, kSourceDir).string() + ": " + target;
+      if (!fs::exists(path)) broken.insert(where + " (no such file)");
+      else if (hash != std::string::npos && path.extension() == ".md" &&
+               !anchors_in(file_text(path)).count(target.substr(hash + 1)))
+        broken.insert(where + " (no such heading)");
+    }
+  }
+  EXPECT_GT(seen, 40);
+  EXPECT_EQ(broken, Names{}) << "links that lead nowhere:" << listed(broken);
+}
+
+// The source files the pages name in backticks exist: a path from the top of the tree
+// (`shim/call.hpp`), or a bare name (`segment.cpp`) somewhere in it; `recorder.*` stands for
+// recorder.cpp and recorder.hpp. Headers from outside the tree (`nccl.h`) are named bare: only a
+// path is checked for them.
+TEST(Docs, TheSourceFilesThePagesNameExist) {
+  namespace fs = std::filesystem;
+  Names stems, files;
+  for (const char* dir : {"common", "launch", "shim", "collector", "viewer-cli", "tests", "scripts"})
+    for (const auto& entry : fs::recursive_directory_iterator(kSourceDir + "/" + dir))
+      if (entry.is_regular_file()) {
+        files.insert(entry.path().filename().string());
+        stems.insert(entry.path().stem().string());
+      }
+  Names missing;
+  static const std::regex source(R"((?:^|[\s`(])([\w./-]+)\.(cpp|hpp|def|h|\*)(?=[`\s,)]))");
+  for (const fs::path& page : markdown_pages()) {
+    const std::string text = without_code_blocks(file_text(page));
+    static const std::regex quoted("`([^`]+)`");
+    for (std::sregex_iterator q(text.begin(), text.end(), quoted), end; q != end; ++q) {
+      const std::string words = " " + (*q)[1].str() + " ";
+      for (std::sregex_iterator it(words.begin(), words.end(), source), last; it != last; ++it) {
+        const std::string stem = (*it)[1], ext = (*it)[2];
+        if (stem.front() == '/' || stem.front() == '.') continue;  // outside the tree, or relative to it
+        const std::string base = fs::path(stem).filename().string();
+        if (ext == "*" && std::isupper(static_cast<unsigned char>(base.front()))) continue;  // a test suite, `Suite.*`
+        const bool path = stem.find('/') != std::string::npos;
+        bool found;
+        if (ext == "*")
+          found = path ? fs::exists(kSourceDir + "/" + stem + ".cpp") || fs::exists(kSourceDir + "/" + stem + ".hpp")
+                       : stems.count(stem) > 0;
+        else if (path) found = fs::exists(kSourceDir + "/" + stem + "." + ext);
+        else found = ext == "h" || files.count(stem + "." + ext) > 0;
+        if (!found) missing.insert(fs::relative(page, kSourceDir).string() + ": " + stem + "." + ext);
+      }
+    }
+  }
+  EXPECT_EQ(missing, Names{}) << "source files named in the docs that do not exist:" << listed(missing);
 }
 
 TEST(Docs, BracesInADocumentedPathExpand) {
