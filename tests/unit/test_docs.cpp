@@ -15,6 +15,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "audit.hpp"
@@ -514,6 +515,40 @@ TEST(Docs, TheSourceFilesThePagesNameExist) {
     }
   }
   EXPECT_EQ(missing, Names{}) << "source files named in the docs that do not exist:" << listed(missing);
+}
+
+// The functions, types, constants and targets architecture.md and adding-an-api.md name in
+// backticks (`create_segment`, `Call::wants_stacks()`: a name with `_` or `::`) are words of the
+// sources or their CMakeLists.txt.
+TEST(Docs, TheCodeNamesTheWalkthroughsCiteExist) {
+  namespace fs = std::filesystem;
+  Names words;
+  for (const char* dir : {"common", "launch", "shim", "collector", "viewer-cli", "tests"})
+    for (const auto& entry : fs::recursive_directory_iterator(kSourceDir + "/" + dir)) {
+      const std::string ext = entry.path().extension().string();
+      const bool source = ext == ".cpp" || ext == ".hpp" || ext == ".h" || ext == ".def";
+      if (!entry.is_regular_file() || !(source || entry.path().filename() == "CMakeLists.txt")) continue;
+      std::string word;
+      for (const char c : file_text(entry.path()) + " ") {
+        if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') word += c;
+        else if (!word.empty()) words.insert(std::exchange(word, {}));
+      }
+    }
+  Names missing;
+  static const std::regex name(R"([A-Za-z_]\w*(?:::[A-Za-z_]\w*)*(?:\(\))?)");
+  static const std::regex quoted("`([^`]+)`");
+  for (const char* doc : {"docs/architecture.md", "docs/adding-an-api.md"}) {
+    const std::string text = without_code_blocks(file_text(kSourceDir + "/" + doc));
+    for (std::sregex_iterator it(text.begin(), text.end(), quoted), last; it != last; ++it) {
+      std::string cited = (*it)[1];
+      if (!std::regex_match(cited, name) || cited.find_first_of("_:") == std::string::npos) continue;
+      if (cited.ends_with("()")) cited.resize(cited.size() - 2);
+      const auto scope = cited.rfind("::");
+      if (!words.count(scope == std::string::npos ? cited : cited.substr(scope + 2)))
+        missing.insert(std::string(doc) + ": " + (*it)[1].str());
+    }
+  }
+  EXPECT_EQ(missing, Names{}) << "names cited in the docs that no source has:" << listed(missing);
 }
 
 TEST(Docs, BracesInADocumentedPathExpand) {
