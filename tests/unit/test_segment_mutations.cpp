@@ -169,8 +169,8 @@ TEST_F(SegmentMutations, SeededMutationsAreReadWithoutACrash) {
   ASSERT_EQ(count(db, "SELECT count(*) FROM modules"), 1);
 
   // One collector reads them all, each mutation as one more segment of its job (the names the
-  // shim gives a pid's later segments), as a collector meets them; no disk write per mutation.
-  Collector collector(options(job, ":memory:"));
+  // shim gives a pid's later segments), as a collector meets them.
+  Collector collector(options(job, dir_ + "/mutations.db"));
   std::mt19937 random(97);
   auto below = [&](std::size_t n) { return std::uniform_int_distribution<std::size_t>(0, n - 1)(random); };
   const std::size_t structured = sizeof(SegmentHeader) + event_rings_bytes(kRings, kFirstCapacity, kCapacity);
