@@ -130,10 +130,7 @@ int main(int argc, char** argv) {
 
   if (job.empty()) job = trainshim::job_from_environment();
   job = trainshim::sanitize_job(job);
-  if (out.empty()) {
-    const char* env = std::getenv("TRAINSHIM_OUT");
-    out = env && *env ? env : fmt::format("trainshim-{}.db", job);
-  }
+  if (out.empty()) out = trainshim::default_database(job);
   std::chrono::milliseconds hang{120'000};
   if (const char* value = std::getenv("TRAINSHIM_HANG_S"); value && *value) {
     char* end = nullptr;

@@ -3,7 +3,13 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <exception>
+#include <iostream>
+#include <memory>
+#include <streambuf>
 
 #include "commands/commands.hpp"
 #include "errors.hpp"
@@ -11,7 +17,60 @@
 
 using namespace trainshim::cli;
 
+namespace {
+
+// std::cout written through stdio's stdout, as fmt::print writes, keeping the error of the first
+// write that failed: stdio writes its buffer out while the command prints, and errno is
+// overwritten after.
+class StdoutBuffer : public std::streambuf {
+ public:
+  int error() const { return error_; }
+
+ protected:
+  int overflow(int c) override {
+    if (c == traits_type::eof()) return traits_type::not_eof(c);
+    const char byte = char(c);
+    return xsputn(&byte, 1) == 1 ? c : traits_type::eof();
+  }
+  std::streamsize xsputn(const char* text, std::streamsize size) override {
+    const std::size_t written = std::fwrite(text, 1, std::size_t(size), stdout);
+    if (written < std::size_t(size)) failed();
+    return std::streamsize(written);
+  }
+  int sync() override {
+    if (std::fflush(stdout) == 0) return 0;
+    failed();
+    return -1;
+  }
+
+ private:
+  void failed() {
+    if (!error_) error_ = errno ? errno : EIO;
+  }
+  int error_ = 0;
+};
+
+// A full disk may show only once the output is flushed: the exit code must not say that an output
+// which was never written was. A reader that closed the pipe (`| head`) kills trainshim with
+// SIGPIPE; where SIGPIPE is ignored, EPIPE exits 1 without a message, as the reader stopped on
+// purpose. Returns the exit code.
+int flush_output(StdoutBuffer& output, int code) {
+  std::cout.flush();
+  if (!output.error() && !std::ferror(stdout)) return code;
+  const int error = output.error() ? output.error() : EIO;
+  if (error != EPIPE)
+    fmt::print(stderr, "trainshim: cannot write the output ({}): write it to a disk with free space\n",
+               std::strerror(error));
+  return 1;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  StdoutBuffer output;
+  // std::cout is flushed once more at exit, after `output` is gone: it is given its own back first.
+  const std::unique_ptr<std::streambuf, void (*)(std::streambuf*)> restore(
+      std::cout.rdbuf(&output), [](std::streambuf* own) { std::cout.rdbuf(own); });
   CLI::App app{"trainshim: why is this CUDA training job slow? Run it under the shim, then read the report."};
   app.set_version_flag("--version", fmt::format("trainshim {}", trainshim::kTrainshimVersion));
   app.require_subcommand(1);
@@ -28,7 +87,7 @@ int main(int argc, char** argv) {
   }
   try {
     for (const Command& command : commands)
-      if (*command.app) return command.run();
+      if (*command.app) return flush_output(output, command.run());
   } catch (const UsageError& e) {
     fmt::print(stderr, "trainshim: {}\n", e.what());
     return 2;

@@ -59,12 +59,7 @@ JobRun run_job(const std::vector<std::string>& command, const std::string& datab
   const char* job_env = std::getenv("TRAINSHIM_JOB");
   const std::string job =
       sanitize_job(job_env && *job_env ? std::string(job_env) : fmt::format("run_{}_{}", getpid(), std::time(nullptr)));
-  std::string out = database;
-  if (out.empty()) {
-    const char* env = std::getenv("TRAINSHIM_OUT");
-    out = env && *env ? env : fmt::format("trainshim-{}.db", job);
-  }
-  out = absolute_path(out);
+  const std::string out = absolute_path(database.empty() ? default_database(job) : database);
   const std::string shim = own_directory() + "/libtrainshim.so";
   if (access(shim.c_str(), R_OK) != 0)
     throw UsageError(fmt::format("{} not found: trainshim run expects the shim beside the trainshim executable", shim));

@@ -1,6 +1,6 @@
 #pragma once
-// Names shared by the shim, the collector and the CLI: the job id, the segment names and the
-// collector's lock file. A segment is "/dev/shm/trainshim-<uid>-<job>-<pid>".
+// Names shared by the shim, the collector and the CLI: the job id, the database, the segment names
+// and the collector's lock file. A segment is "/dev/shm/trainshim-<uid>-<job>-<pid>".
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -67,6 +67,12 @@ inline std::string job_from_environment() {
   // Without its log directory the placeholder is all they share.
   if (run_id && *run_id) return sanitize_job(run_id);
   return "pg" + std::to_string(getpgrp());
+}
+
+// The database a job writes where none is named: TRAINSHIM_OUT, else ./trainshim-<job>.db.
+inline std::string default_database(std::string_view job) {
+  if (const char* value = std::getenv("TRAINSHIM_OUT"); value && *value) return value;
+  return "trainshim-" + std::string(job) + ".db";
 }
 
 // What tells one launch of a job from another with the same job id, empty if unknown: a

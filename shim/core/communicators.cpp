@@ -256,6 +256,10 @@ void reset_communicators_after_fork() {
   // NCCL communicators do not survive fork(): the child has none.
   for (Entry& e : g_entries) e.handle.store(0, std::memory_order_relaxed);
   for (Pending& p : g_pending) p.slot.store(nullptr, std::memory_order_relaxed);
+  for (PeerCounter& c : g_peers) {
+    c.key.store(0, std::memory_order_relaxed);
+    c.count.store(0, std::memory_order_relaxed);
+  }
   group_state() = {};
 }
 

@@ -84,6 +84,24 @@ TEST_F(CliFlags, AuditStepOverridesTrainshimStep) {
   EXPECT_EQ(stepped.out.find("no steps found"), std::string::npos) << stepped.out;
 }
 
+// /dev/full takes no byte (ENOSPC): a report that was not written must not exit 0 as if it had been.
+TEST_F(CliFlags, OutputThatCannotBeWrittenExits1AndSaysSo) {
+  const std::string db = s.dir + "/run.db";
+  ASSERT_EQ(run_job(db, "--no-report").exit_code, 0);
+  // Standard error to the pipe the test reads, standard output to /dev/full.
+  for (const std::string command : {"report " + db, "report --json " + db, "audit " + db, "diff " + db + " " + db}) {
+    const Outcome full = run(trainshim_cli() + " " + command + " 2>&1 >/dev/full");
+    EXPECT_EQ(full.exit_code, 1) << command;
+    EXPECT_EQ(full.out, "trainshim: cannot write the output (No space left on device): write it to a disk with free "
+                        "space\n")
+        << command;
+  }
+  const Outcome full_run = run_job(s.dir + "/again.db", "2>&1 >/dev/full");
+  EXPECT_EQ(full_run.exit_code, 1);
+  EXPECT_NE(full_run.out.find("trainshim: cannot write the output (No space left on device)"), std::string::npos)
+      << full_run.out;
+}
+
 TEST(Cli, VersionPrintsTheProjectVersion) {
   const Outcome version = run(trainshim_cli() + " --version");
   EXPECT_EQ(version.exit_code, 0);

@@ -23,14 +23,10 @@ std::string line_text(const std::string& source, int wanted) {
   return {};
 }
 
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // The site of `sites` at file (by suffix) and line; fails the test when missing.
 json site_at(const json& sites, const std::string& file, int line) {
   for (const auto& s : sites)
-    if (ends_with(s.at("file").get<std::string>(), file) && s.at("line") == line) return s;
+    if (s.at("file").get<std::string>().ends_with(file) && s.at("line") == line) return s;
   ADD_FAILURE() << "no site at " << file << ":" << line << " in " << sites.dump(1);
   return json::object();
 }
@@ -42,7 +38,7 @@ json user_frames(const json& stack, const std::string& file) {
   json out = json::array();
   bool inside = false;
   for (const auto& frame : stack) {
-    inside = inside || ends_with(frame.at("file").get<std::string>(), file);
+    inside = inside || frame.at("file").get<std::string>().ends_with(file);
     if (inside) out.push_back(frame);
   }
   return out;
@@ -183,7 +179,7 @@ TEST_P(AutogradThreadSyncs, AreNamedByTheLineThatCalledBackward) {
       {"/backward_sync.py", "main"},
       {"/backward_sync.py", "<module>"}};
   for (std::size_t i = 0; i < frames.size(); ++i) {
-    EXPECT_TRUE(ends_with(stack[i].at("file").get<std::string>(), frames[i].first)) << i << " " << stack[i];
+    EXPECT_TRUE(stack[i].at("file").get<std::string>().ends_with(frames[i].first)) << i << " " << stack[i];
     EXPECT_EQ(stack[i].at("function"), frames[i].second) << i;
   }
   EXPECT_EQ(stack[3].at("line"), backward_line);
@@ -197,7 +193,7 @@ TEST_P(AutogradThreadSyncs, AreNamedByTheLineThatCalledBackward) {
       ++without_python;
       EXPECT_EQ(site.at("in_backward"), false);
     }
-    if (ends_with(site.at("file").get<std::string>(), "backward_sync.py")) {
+    if (site.at("file").get<std::string>().ends_with("backward_sync.py")) {
       EXPECT_NE(site.at("line"), marked_line(script, "# PLANTED not_in_backward")) << site;
     }
   }
@@ -276,7 +272,7 @@ TEST(NativeSyncs, FramesComeOutDemangledAtTheirLines) {
   const json drain = rank.at("explicit_syncs")[0];
   EXPECT_EQ(drain.at("operation"), "cudaStreamSynchronize()");
   EXPECT_EQ(drain.at("function"), "planted::drain_queue()");
-  EXPECT_TRUE(ends_with(drain.at("file").get<std::string>(), "native_syncs.cpp")) << drain.at("file");
+  EXPECT_TRUE(drain.at("file").get<std::string>().ends_with("native_syncs.cpp")) << drain.at("file");
   EXPECT_EQ(drain.at("line"), marked_line(source, "NATIVE_EXPLICIT_LINE"));
   EXPECT_EQ(drain.at("calls"), 8);
 

@@ -267,10 +267,6 @@ std::string script_for(const OpCase& c) {
          c.setup + "    for step in range(" + std::to_string(kSteps) + "):\n        " + c.op + "  # OP\n\n\nmain()\n";
 }
 
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // Runs `script` with the stand-in on PYTHONPATH under `trainshim run --json`.
 json run_script(const Scratch& s, const std::string& script, const std::string& site, const std::string& env = "") {
   std::ofstream(s.dir + "/train.py") << script;
@@ -285,7 +281,7 @@ std::vector<json> sites_at(const json& rank, const std::string& list, const std:
   std::vector<json> out;
   if (!rank.contains(list)) return out;
   for (const auto& site : rank.at(list))
-    if (ends_with(site.value("file", ""), file) && site.value("line", 0) == line) out.push_back(site);
+    if (site.value("file", "").ends_with(file) && site.value("line", 0) == line) out.push_back(site);
   return out;
 }
 
@@ -366,7 +362,7 @@ TEST_P(TorchOps, NativeChainOperationAndMemoryKinds) {
     if (std::string(c.name) == "print") {
       bool formatter = false;
       for (const auto& frame : site.at("python_stack"))
-        formatter = formatter || ends_with(frame.at("file").get<std::string>(), "torch/_tensor_str.py");
+        formatter = formatter || frame.at("file").get<std::string>().ends_with("torch/_tensor_str.py");
       EXPECT_TRUE(formatter) << site.at("python_stack").dump(1);
     }
   }
@@ -475,11 +471,11 @@ TEST(TorchLike, CompiledGraphSyncBelongsToTheUsersLine) {
   for (const auto& frame : nonzero.at("python_stack")) {
     const std::string path = frame.at("file");
     generated = generated || (path.find("/torchinductor_test/") != std::string::npos && frame.at("function") == "call");
-    wrapper = wrapper || ends_with(path, "torch/_dynamo/eval_frame.py");
+    wrapper = wrapper || path.ends_with("torch/_dynamo/eval_frame.py");
   }
   EXPECT_TRUE(generated) << nonzero.at("python_stack").dump(1);
   EXPECT_TRUE(wrapper) << nonzero.at("python_stack").dump(1);
-  EXPECT_TRUE(ends_with(nonzero.at("file").get<std::string>(), "/train.py")) << nonzero.at("file");
+  EXPECT_TRUE(nonzero.at("file").get<std::string>().ends_with("/train.py")) << nonzero.at("file");
   EXPECT_EQ(nonzero.at("line"), marked_line(s.dir + "/train.py", "# CALL"));
 }
 

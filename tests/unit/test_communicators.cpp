@@ -125,6 +125,19 @@ TEST_F(Communicators, PointToPointCallsAreNumberedPerPeerAndDirection) {
   EXPECT_EQ(next_p2p_sequence(kOther, 1, true), 0u) << "an unknown communicator numbers nothing";
 }
 
+// A forked child has no communicator: one it creates with the id of its parent's numbers its
+// sends and receives from one again.
+TEST_F(Communicators, AForkedChildNumbersPointToPointCallsFromOne) {
+  comm_created(kWorld, {kWorldId, 4, 0});
+  EXPECT_EQ(next_p2p_sequence(kWorld, 1, true), 1u);
+  EXPECT_EQ(next_p2p_sequence(kWorld, 1, true), 2u);
+  EXPECT_EQ(next_p2p_sequence(kWorld, 2, false), 1u);
+  reset_communicators_after_fork();
+  comm_created(kWorld, {kWorldId, 4, 0});
+  EXPECT_EQ(next_p2p_sequence(kWorld, 1, true), 1u);
+  EXPECT_EQ(next_p2p_sequence(kWorld, 2, false), 1u);
+}
+
 // Two ranks hold the same parent at different addresses; each splits it twice, in the same order.
 // The n-th split with a colour gets the same id on both, whatever the handles.
 TEST_F(Communicators, SplitsInTheSameOrderGetTheSameIdsOnEveryRank) {

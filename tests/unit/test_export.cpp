@@ -1,8 +1,10 @@
 // `trainshim export --format chrome`: a run database written with the collector's Database,
 // exported as a Chrome trace and read back with nlohmann::json.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <malloc.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -321,7 +323,10 @@ TEST_F(ExportTest, CommandWritesTheFileAndRefusesBadArguments) {
   std::ifstream in(out);
   const Json trace = Json::parse(in);
   EXPECT_EQ(with_phase(trace, "X").size(), 13u);
-  EXPECT_FALSE(fs::exists(out + ".partial"));
+  // Written beside its name, then renamed into place: nothing else is left in the directory.
+  std::set<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir_)) names.insert(entry.path().filename().string());
+  EXPECT_EQ(names, (std::set<std::string>{"trace.json", "trainshim-unitjob.db"}));
 
   auto message = [](auto&& call) {
     try {
@@ -333,6 +338,31 @@ TEST_F(ExportTest, CommandWritesTheFileAndRefusesBadArguments) {
   };
   EXPECT_NE(message([&] { export_trace(dir_ + "/missing.db", out); }).find("no such database"), std::string::npos);
   EXPECT_NE(message([&] { export_trace(path_, dir_ + "/no/such/dir/trace.json"); }).find("-o"), std::string::npos);
+}
+
+// A FIFO (as a device such as /dev/stdout) is written where it is: renaming a file over it would
+// replace the FIFO and leave its reader waiting.
+TEST_F(ExportTest, FifoIsWrittenInPlaceAndItsReaderGetsTheWholeTrace) {
+  write_two_rank_run();
+  const std::string fifo = dir_ + "/trace.fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  // The reader is open before the export (so that opening the FIFO to write does not wait), and
+  // the pipe holds the whole trace (so that the export does not wait for it to be read).
+  const int reader = open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(reader, 0);
+  ASSERT_GE(fcntl(reader, F_SETPIPE_SZ, 1 << 20), 1 << 20);
+  export_trace(path_, fifo);
+  std::string received;
+  char buffer[4096];
+  for (ssize_t n; (n = read(reader, buffer, sizeof buffer)) > 0;) received.append(buffer, std::size_t(n));
+  close(reader);
+
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  export_json();
+  EXPECT_EQ(received, text_);
+  std::set<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir_)) names.insert(entry.path().filename().string());
+  EXPECT_EQ(names, (std::set<std::string>{"trace.fifo", "trainshim-unitjob.db"}));
 }
 
 // Copies and polls are kept one by one only in a window of each process's most recent ones: the

@@ -1,9 +1,7 @@
 // The lists declared once (counters.def, call_kinds.def) and what is expanded from them: the
 // database's columns and lookup tables, the report's and the trace's JSON keys, the CLI's parsing.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -17,25 +15,18 @@
 #include "run_database.hpp"
 #include "run_fixtures.hpp"
 #include "syncs.hpp"
+#include "temp_dir.hpp"
 #include "trainshim/counters.hpp"
 #include "trainshim/schema.hpp"
 
 namespace trainshim::cli {
 namespace {
 
-namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
 
-class VocabularyTest : public ::testing::Test {
+class VocabularyTest : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/trainshim_vocabulary_XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-    path_ = dir_ + "/trainshim-vocab.db";
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string dir_, path_;
+  const std::string path_ = dir_ + "/trainshim-vocab.db";
 };
 
 // Counter i of counters.def holds 100 + i: each key must show its own column's value.

@@ -25,7 +25,8 @@ Command add_collect_command(CLI::App& app);
 
 // What `trainshim export DB -o OUTPUT` does: the trace of `database` written to `output` ("-":
 // standard output). A file is written beside its final name and renamed into place once complete,
-// so a failed export leaves no half-written trace. Throws UsageError for an output that cannot be
+// so a failed export leaves no half-written trace; an output that exists and is no regular file
+// (a FIFO, a device) is written where it is. Throws UsageError for an output that cannot be
 // created or renamed into place, std::runtime_error when writing fails (a full disk).
 void export_trace(const std::string& database, const std::string& output);
 

@@ -1,7 +1,8 @@
 // `trainshim export [DB] [--format chrome] -o FILE`, and the file it writes: under a name of its
-// own first, renamed into place once complete.
+// own first, renamed into place once complete; a FIFO or a device is written where it is.
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
@@ -14,6 +15,7 @@
 #include <random>
 #include <stdexcept>
 #include <streambuf>
+#include <utility>
 
 #include "commands.hpp"
 #include "common.hpp"
@@ -28,24 +30,38 @@ struct ExportArguments {
   std::string database, format, output;
 };
 
-// The trace is written beside `output` under a name of its own, then renamed over it: a reader
-// never sees half a trace. The name is new (O_EXCL) and never a link another user planted in a
-// shared directory (O_NOFOLLOW): a <output>.partial.<random> created here, by this process.
-class PartialFile : public std::streambuf {
+// The file a trace is written to, through a descriptor of its own: close() tells whether every byte
+// was written.
+class TraceFile : public std::streambuf {
  public:
-  explicit PartialFile(const std::string& output) {
+  // A file of its own beside `output`, renamed over it once complete: a reader never sees half a
+  // trace. The name is new (O_EXCL) and never a link another user planted in a shared directory
+  // (O_NOFOLLOW): a <output>.partial.<random> created here, by this process.
+  static std::unique_ptr<TraceFile> beside(const std::string& output) {
     std::random_device random;
-    for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
-      path_ = fmt::format("{}.partial.{:08x}", output, random());
-      fd_ = open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-      if (fd_ < 0 && errno != EEXIST) break;
+    std::string path;
+    int fd = -1;
+    for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+      path = fmt::format("{}.partial.{:08x}", output, random());
+      fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+      if (fd < 0 && errno != EEXIST) break;
     }
-    if (fd_ < 0)
+    if (fd < 0)
       throw UsageError(
-          fmt::format("{}: cannot create the trace ({}): pass a writable path with -o", path_, std::strerror(errno)));
-    setp(buffer_, buffer_ + sizeof buffer_);
+          fmt::format("{}: cannot create the trace ({}): pass a writable path with -o", path, std::strerror(errno)));
+    return std::unique_ptr<TraceFile>(new TraceFile(path, fd));
   }
-  ~PartialFile() override { close(); }
+  // `output` itself, which exists and is no regular file (a FIFO, /dev/stdout): there is nothing
+  // to rename, and a rename would replace the FIFO or the device with a file.
+  static std::unique_ptr<TraceFile> in_place(const std::string& output) {
+    const int fd = open(output.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+      throw UsageError(
+          fmt::format("{}: cannot open the output ({}): pass a writable path with -o", output, std::strerror(errno)));
+    return std::unique_ptr<TraceFile>(new TraceFile(output, fd));
+  }
+
+  ~TraceFile() override { close(); }
   const std::string& path() const { return path_; }
   // False if anything could not be written.
   bool close() {
@@ -82,6 +98,8 @@ class PartialFile : public std::streambuf {
     return true;
   }
 
+  TraceFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) { setp(buffer_, buffer_ + sizeof buffer_); }
+
   std::string path_;
   int fd_ = -1;
   bool ok_ = true;
@@ -97,23 +115,33 @@ void export_trace(const std::string& database, const std::string& output) {
     export_chrome_trace(db, std::cout);
     return;
   }
-  PartialFile partial(output);
-  std::ostream file(&partial);
+  struct stat existing;
+  if (stat(output.c_str(), &existing) == 0 && !S_ISREG(existing.st_mode)) {
+    const std::unique_ptr<TraceFile> device = TraceFile::in_place(output);
+    std::ostream file(device.get());
+    export_chrome_trace(db, file);
+    file.flush();
+    if (!file || !device->close())
+      throw std::runtime_error(fmt::format("{}: cannot write the trace: pass another path with -o", output));
+    return;
+  }
+  const std::unique_ptr<TraceFile> partial = TraceFile::beside(output);
+  std::ostream file(partial.get());
   try {
     export_chrome_trace(db, file);
     file.flush();
     // Not the user's mistake: the disk filled up (exit code 1).
-    if (!file || !partial.close())
+    if (!file || !partial->close())
       throw std::runtime_error(
-          fmt::format("{}: cannot write the trace: pass a path with free space with -o", partial.path()));
+          fmt::format("{}: cannot write the trace: pass a path with free space with -o", partial->path()));
     std::error_code ec;
-    std::filesystem::rename(partial.path(), output, ec);
+    std::filesystem::rename(partial->path(), output, ec);
     if (ec)
-      throw UsageError(fmt::format("cannot rename {} to {} ({}): pass a writable path with -o", partial.path(), output,
+      throw UsageError(fmt::format("cannot rename {} to {} ({}): pass a writable path with -o", partial->path(), output,
                                    ec.message()));
   } catch (...) {
-    partial.close();
-    std::remove(partial.path().c_str());
+    partial->close();
+    std::remove(partial->path().c_str());
     throw;
   }
 }
