@@ -314,9 +314,8 @@ inline void init_segment_header(SegmentHeader& header, uint32_t ring_count, uint
   header.anchor_monotonic_ns = producer.anchor_monotonic_ns;
   header.anchor_realtime_ns = producer.anchor_realtime_ns;
   const auto copy_text = [](char* field, std::size_t capacity, std::string_view text) {
-    const std::size_t n = std::min(capacity - 1, text.size());
-    std::memcpy(field, text.data(), n);
-    field[n] = '\0';
+    // string_view::copy, not memcpy: an empty view's data() may be null.
+    field[text.copy(field, capacity - 1)] = '\0';
   };
   copy_text(header.host, sizeof header.host, producer.host);
   copy_text(header.job, sizeof header.job, producer.job);

@@ -34,6 +34,9 @@ constexpr uint32_t kDefaultSideRecords = 2048;
 // The descriptor that holds this image's segment's liveness lock (protocol.hpp), open for the
 // image's life: closing any descriptor of the file would drop the lock.
 int g_liveness_fd = -1;
+// The segment's mapping, for the process's life: a region of the last segment created, held where
+// it stays reachable (a recorder made again after fork() maps a new one and leaves the old).
+bip::mapped_region* g_region = nullptr;
 
 uint32_t round_up_power_of_two(uint32_t n) {
   uint32_t p = 1;
@@ -121,6 +124,7 @@ SegmentHeader* create_segment(const Identity& id) {
   }
   reserve(shm, name, bytes);
   auto* region = new bip::mapped_region(shm, bip::read_write, 0, bytes);
+  g_region = region;
   hold_liveness_lock(shm, name);
 
   auto* header = static_cast<SegmentHeader*>(region->get_address());

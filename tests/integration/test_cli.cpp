@@ -89,7 +89,7 @@ TEST_F(CliFlags, OutputThatCannotBeWrittenExits1AndSaysSo) {
   const std::string db = s.dir + "/run.db";
   ASSERT_EQ(run_job(db, "--no-report").exit_code, 0);
   // Standard error to the pipe the test reads, standard output to /dev/full.
-  for (const std::string command : {"report " + db, "report --json " + db, "audit " + db, "diff " + db + " " + db}) {
+  for (const std::string& command : {"report " + db, "report --json " + db, "audit " + db, "diff " + db + " " + db}) {
     const Outcome full = run(trainshim_cli() + " " + command + " 2>&1 >/dev/full");
     EXPECT_EQ(full.exit_code, 1) << command;
     EXPECT_EQ(full.out, "trainshim: cannot write the output (No space left on device): write it to a disk with free "
