@@ -36,15 +36,16 @@ inline constexpr int kLostCounters = 0
 #include "trainshim/counters.def"
     ;
 
-// The `processes` columns of the TS_LOST counters, for a SELECT, in the order read_lost reads them.
-inline std::string lost_columns() {
+// The `processes` columns of one kind's counters, for a SELECT, in the order read_lost and
+// read_untimed read them.
+inline std::string counter_columns(CounterKind kind) {
   std::string columns;
   for (const CounterInfo& c : kCounters)
-    if (c.kind == CounterKind::Lost) (columns += columns.empty() ? "" : ", ") += c.column;
+    if (c.kind == kind) (columns += columns.empty() ? "" : ", ") += c.column;
   return columns;
 }
 
-// The counters from `row`, lost_columns() starting at column `first`.
+// The counters from `row`, counter_columns(CounterKind::Lost) starting at column `first`.
 inline LostEvents read_lost(const Statement& row, int first) {
   LostEvents lost;
 #define TS_LOST(column, json_key, words, meaning) lost.column = row.integer(first++);
@@ -87,14 +88,7 @@ struct UntimedCollectives {
   }
 };
 
-// The `processes` columns of the TS_UNTIMED counters, in the order read_untimed reads them.
-inline std::string untimed_columns() {
-  std::string columns;
-  for (const CounterInfo& c : kCounters)
-    if (c.kind == CounterKind::Untimed) (columns += columns.empty() ? "" : ", ") += c.column;
-  return columns;
-}
-
+// The counters from `row`, counter_columns(CounterKind::Untimed) starting at column `first`.
 inline UntimedCollectives read_untimed(const Statement& row, int first) {
   UntimedCollectives untimed;
 #define TS_UNTIMED(column, json_key, words, meaning) untimed.column = row.integer(first++);

@@ -405,8 +405,8 @@ void export_chrome_trace(const RunDatabase& db, std::ostream& out) {
   std::unordered_map<int64_t, uint32_t> ordinal;
   {
     constexpr int kLostColumn = 5, kUntimedColumn = kLostColumn + kLostCounters;
-    Statement q(db, ("SELECT id, pid, host, rank, command, " + lost_columns() + ", " + untimed_columns() +
-                     " FROM processes ORDER BY rank < 0, rank, pid, id")
+    Statement q(db, ("SELECT id, pid, host, rank, command, " + counter_columns(CounterKind::Lost) + ", " +
+                     counter_columns(CounterKind::Untimed) + " FROM processes ORDER BY rank < 0, rank, pid, id")
                         .c_str());
     while (q.step()) {
       processes.push_back({q.integer(0), q.integer(1), q.integer(3), q.text(2), q.text(4), read_lost(q, kLostColumn),

@@ -124,7 +124,7 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
     Statement processes(*db,
                         ("SELECT id, rank, local_rank, world_size, pid, host, command, ended, events, python_version, "
                          "python_stacks_unavailable, " +
-                         lost_columns() + " FROM processes")
+                         counter_columns(CounterKind::Lost) + " FROM processes")
                             .c_str());
     while (processes.step()) {
       ProcessReport p;

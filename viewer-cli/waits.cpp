@@ -160,7 +160,8 @@ WaitReport load_waits(std::vector<ProcessCollectives>& processes) {
     out.p2p.timed += c.p2p_timed;
     out.p2p.gpu_ns += c.p2p_gpu_ns;
     out.p2p.exchanges += c.exchanges;
-    Statement untimed(*p.db, ("SELECT " + untimed_columns() + " FROM processes WHERE id = ?").c_str());
+    Statement untimed(*p.db,
+                      ("SELECT " + counter_columns(CounterKind::Untimed) + " FROM processes WHERE id = ?").c_str());
     untimed.bind(1, p.process_id);
     if (untimed.step()) out.untimed += read_untimed(untimed, 0);
     // Operations launched on NCCL's thread: calls outside a group and operations of groups whose
