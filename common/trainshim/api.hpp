@@ -37,7 +37,7 @@ inline constexpr std::array kHostMemoryNames = {
 #define TS_HOST_MEMORY(value, name) std::string_view(name),
 #include "trainshim/call_kinds.def"
 };
-inline constexpr uint8_t kApiClassCount = uint8_t(ApiClass::CommQuery) + 1;
+inline constexpr uint8_t kApiClassCount = uint8_t(ApiClass::GpuSet) + 1;
 inline constexpr uint8_t kDirectionCount = uint8_t(Direction::Peer) + 1;
 inline constexpr uint8_t kHostMemoryCount = uint8_t(HostMemory::Device) + 1;
 static_assert(kApiClassNames.size() == kApiClassCount && kDirectionNames.size() == kDirectionCount &&
@@ -104,6 +104,11 @@ inline constexpr std::array<ApiInfo, kApiCount> kApis = {{
 #undef TS_RECORD
 #undef TS_API
 }};
+
+// The classes of the GPU's own activity (CUPTI records), not of calls made by the host.
+inline constexpr bool is_gpu_activity(ApiClass c) {
+  return c == ApiClass::GpuKernel || c == ApiClass::GpuCopy || c == ApiClass::GpuSet;
+}
 
 inline constexpr const ApiInfo& api_info(Api api) { return kApis[static_cast<std::size_t>(api)]; }
 

@@ -29,7 +29,7 @@
 namespace trainshim {
 
 inline constexpr uint64_t kSegmentMagic = 0x314753485352'5254ULL;  // the bytes "TRRSHSG1" (little-endian)
-inline constexpr uint32_t kFormatVersion = 7;  // 7: the first ring sized apart (first_ring_capacity)
+inline constexpr uint32_t kFormatVersion = 8;  // 8: the GPU timeline (gpu_timeline, gpu_records_dropped)
 
 enum class ClockKind : uint32_t { Tsc = 1, Monotonic = 2 };
 
@@ -54,6 +54,14 @@ enum class ClockKind : uint32_t { Tsc = 1, Monotonic = 2 };
 //                   id; for a split, of the parent's id, the colour and the split's number),
 //                   rank_in_comm, comm_size
 //   CommEnd         object = communicator handle
+//   Launch          the first kernel or graph launch on its thread since that thread's last host sync:
+//                   stream, object = the kernel function (or graph exec) as an integer
+//   GpuKernel       written by the shim from a CUPTI activity record: begin/end_ticks = the kernel's
+//                   start and end on the GPU, on the segment's clock; stream = CUPTI's stream id;
+//                   object = CUPTI's correlation id (of the launching call); detail = the kernel
+//                   name's String id; sequence = the device
+//   GpuCopy         as GpuKernel, detail = 0; bytes, direction, host_memory (from CUPTI's memory kinds)
+//   GpuSet          as GpuKernel, detail = 0; bytes
 struct EventRecord {
   uint64_t begin_ticks;  // clock reading on entry (ClockKind of the segment)
   uint64_t end_ticks;    // clock reading when the real function returned
@@ -113,6 +121,33 @@ inline constexpr uint64_t gpu_ns(const EventRecord& r) {
 // point-to-point calls.
 inline constexpr uint64_t group_operations(const EventRecord& r) {
   return api_class_of(r) == ApiClass::GroupEnd ? r.detail : 0;
+}
+
+// A GPU activity record's kernel name (String id), its device and CUPTI's correlation id.
+inline constexpr uint32_t kernel_name_id(const EventRecord& r) {
+  return api_class_of(r) == ApiClass::GpuKernel ? uint32_t(r.detail) : 0;
+}
+inline constexpr uint32_t gpu_device(const EventRecord& r) { return is_gpu_activity(api_class_of(r)) ? r.sequence : 0; }
+inline constexpr uint64_t gpu_correlation(const EventRecord& r) {
+  return is_gpu_activity(api_class_of(r)) ? r.object : 0;
+}
+
+// What the shim's GPU timeline (CUPTI's activity records) did in a process
+// (SegmentHeader::gpu_timeline).
+enum class GpuTimeline : uint32_t {
+  NotStarted = 0,   // no CUDA call recorded yet, or the header of an older shim
+  On = 1,           // CUPTI delivers records (in the windows of the duty cycle)
+  Off = 2,          // turned off by the user (TRAINSHIM_GPU_TIMELINE=0)
+  Unavailable = 3,  // no libcupti.so could be loaded, or it lacks what trainshim needs
+  Taken = 4,        // another CUPTI client (a profiler, Nsight) held CUPTI first
+  Yielded = 5,      // another CUPTI client started while trainshim held it: trainshim stepped aside
+  Failed = 6,       // CUPTI returned an error; the timeline stopped
+};
+inline constexpr uint32_t kGpuTimelineCount = 7;
+// In the database's `processes.gpu_timeline`; "" for NotStarted.
+inline constexpr std::string_view gpu_timeline_name(GpuTimeline t) {
+  constexpr std::string_view names[kGpuTimelineCount] = {"", "on", "off", "unavailable", "taken", "yielded", "failed"};
+  return static_cast<uint32_t>(t) < kGpuTimelineCount ? names[static_cast<uint32_t>(t)] : "";
 }
 
 // What the shim knows of how a collective was (or was not) timed on the GPU.
@@ -241,12 +276,14 @@ struct alignas(64) SegmentHeader {
   uint64_t anchor_realtime_ns;
   char host[64];
   char job[128];
-  char command[256];                        // argv[0] and arguments, space-separated, truncated
-  std::atomic<uint64_t> dropped_not_ready;  // events lost while the segment was being created
-  std::atomic<uint64_t> untimed_capturing;  // collectives not timed: their stream was being captured
-  std::atomic<uint64_t> untimed_no_event;   // collectives not timed: no timing event free
-  std::atomic<uint32_t> producer_state;     // ProducerState; published last with release
-  std::atomic<uint32_t> python_stacks;      // python_stacks_word(); 0 until the first stack capture
+  char command[256];                          // argv[0] and arguments, space-separated, truncated
+  std::atomic<uint64_t> dropped_not_ready;    // events lost while the segment was being created
+  std::atomic<uint64_t> untimed_capturing;    // collectives not timed: their stream was being captured
+  std::atomic<uint64_t> untimed_no_event;     // collectives not timed: no timing event free
+  std::atomic<uint32_t> producer_state;       // ProducerState; published last with release
+  std::atomic<uint32_t> python_stacks;        // python_stacks_word(); 0 until the first stack capture
+  std::atomic<uint32_t> gpu_timeline;         // GpuTimeline
+  std::atomic<uint64_t> gpu_records_dropped;  // activity records CUPTI dropped (its buffers were full)
 };
 
 inline constexpr uint64_t ring_bytes(uint32_t capacity) {

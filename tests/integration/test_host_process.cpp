@@ -102,7 +102,7 @@ TEST(HostProcess, NumbersOutOfRangeInTheEnvironmentGetTheDefaultAndAWarning) {
   EXPECT_EQ(header.first_ring_capacity, 131072u);
   EXPECT_EQ(header.ring_capacity, 16384u);
   EXPECT_EQ(header.side_capacity, 2048u);
-  EXPECT_EQ(header.segment_bytes, 25'708'800u);
+  EXPECT_EQ(header.segment_bytes, 25'708'864u);
 }
 
 TEST(HostProcess, ValidNumbersInTheEnvironmentAreUsedSilently) {

@@ -466,6 +466,9 @@ TEST(ApiTable, NamesAndClassesMatchTheEnum) {
       {Api::ncclCommDestroy, "ncclCommDestroy", ApiClass::CommEnd, Library::Nccl},
       {Api::ncclCommAbort, "ncclCommAbort", ApiClass::CommEnd, Library::Nccl},
       {Api::ncclGpuTiming, "ncclGpuTiming", ApiClass::CollectiveTiming, Library::Nccl},
+      {Api::gpuKernel, "gpuKernel", ApiClass::GpuKernel, Library::Nccl},
+      {Api::gpuMemcpy, "gpuMemcpy", ApiClass::GpuCopy, Library::Nccl},
+      {Api::gpuMemset, "gpuMemset", ApiClass::GpuSet, Library::Nccl},
   };
   ASSERT_EQ(kApiCount, std::size(expected));
   for (std::size_t i = 0; i < std::size(expected); ++i) {
@@ -495,8 +498,8 @@ TEST(Layout, SegmentSizes) {
   EXPECT_EQ(segment_bytes(3, 64, 16, kSide),
             sizeof(SegmentHeader) + (192u + 64u * 96u) + 2u * (192u + 16u * 96u) + 192u + kSide * 1032u);
   // The shim's default: 8 rings, the first of 131,072 records, the others of 16,384, 2,048 side records.
-  EXPECT_EQ(sizeof(SegmentHeader), 576u);
-  EXPECT_EQ(segment_bytes(8, 131072, 16384, 2048), 25'708'800u);
+  EXPECT_EQ(sizeof(SegmentHeader), 640u);
+  EXPECT_EQ(segment_bytes(8, 131072, 16384, 2048), 25'708'864u);
   EXPECT_EQ(sizeof(SideSlot), 1032u);
   EXPECT_EQ(sizeof(SegmentHeader) % 64, 0u);
 }

@@ -293,7 +293,7 @@ TEST(SegmentReader, RecordsOfTheLargerFirstRingAndOfAnotherRingRoundTrip) {
   constexpr uint64_t kOnFirst = 40000, kOnFourth = kOthers + 100;
   Segment seg(8, kFirst, kOthers);
   // The header, ring 0, rings 1-7, the side ring of kSideCapacity.
-  ASSERT_EQ(seg.header()->segment_bytes, 576u + (192u + 65536u * 96u) + 7u * (192u + 16384u * 96u) + 192u + 4u * 1032u);
+  ASSERT_EQ(seg.header()->segment_bytes, 640u + (192u + 65536u * 96u) + 7u * (192u + 16384u * 96u) + 192u + 4u * 1032u);
   shim::Recorder recorder(seg.header());
   auto record = [&](uint64_t from, uint64_t count) {
     for (uint64_t v = from; v < from + count; ++v)
