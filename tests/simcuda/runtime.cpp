@@ -116,6 +116,16 @@ Traced memcpy_activity(const void* dst, const void* src, std::uint64_t bytes, bo
   return t;
 }
 
+// A kernel of the simulation's own (no registered function), one block of one thread.
+Traced kernel_activity(std::string name) {
+  Traced t;
+  t.activity.kind = SIMCUDA_ACTIVITY_KERNEL;
+  t.activity.grid = dim3(1);
+  t.activity.block = dim3(1);
+  t.name = std::move(name);
+  return t;
+}
+
 cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t stream, bool sync) {
   if (!valid_kind(kind)) return ret(cudaErrorInvalidMemcpyDirection);
   if (n == 0) return cudaSuccess;
@@ -800,20 +810,21 @@ cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void* 
 
 // A kernel named simcudaBusyKernel that runs for the given time.
 cudaError_t simcudaBusy(cudaStream_t stream, unsigned microseconds) {
-  Traced as;
-  as.activity.kind = SIMCUDA_ACTIVITY_KERNEL;
-  as.activity.grid = dim3(1);
-  as.activity.block = dim3(1);
-  as.name = "simcudaBusyKernel";
   return submit(
       stream, [microseconds] { std::this_thread::sleep_for(std::chrono::microseconds(microseconds)); }, false,
-      std::move(as));
+      kernel_activity("simcudaBusyKernel"));
 }
 
 cudaError_t simcudaEnqueue(cudaStream_t stream, void (*fn)(void* arg), void* arg) {
   if (!fn) return ret(cudaErrorInvalidValue);
   return submit(
       stream, [fn, arg] { fn(arg); }, false);
+}
+
+cudaError_t simcudaEnqueueKernel(cudaStream_t stream, const char* deviceName, void (*fn)(void* arg), void* arg) {
+  if (!fn || !deviceName) return ret(cudaErrorInvalidValue);
+  return submit(
+      stream, [fn, arg] { fn(arg); }, false, kernel_activity(deviceName));
 }
 
 }  // extern "C"

@@ -28,6 +28,10 @@ cudaError_t simcudaRegisterKernel(const char* deviceName, unsigned long long ns,
 // call returns at once; fn owns arg.
 cudaError_t simcudaEnqueue(cudaStream_t stream, void (*fn)(void* arg), void* arg);
 
+// The same, run as a kernel with this device (mangled) name: the simulated NCCL's collectives,
+// which the real NCCL launches as kernels through the driver (so no runtime launch call sees them).
+cudaError_t simcudaEnqueueKernel(cudaStream_t stream, const char* deviceName, void (*fn)(void* arg), void* arg);
+
 #ifdef __cplusplus
 }
 #endif

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -1386,4 +1387,38 @@ TEST(SimAbi, CuptiSymbolsCarryTheRealVersion) {
     EXPECT_NE(out.find(std::string("libcupti.so.13 ") + sym + "\n"), std::string::npos) << sym;
   std::string dyn = run(std::string("objdump -p ") + SIMCUPTI_PATH);
   EXPECT_NE(dyn.find("SONAME               libcupti.so.13"), std::string::npos) << dyn;
+}
+
+TEST_F(SimCupti, CollectivesAreKernelsNamedAsNcclsOwn) {
+  Client::register_callbacks();
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+  std::array<ncclComm_t, 2> comms{};
+  ASSERT_EQ(ncclCommInitAll(comms.data(), 2, nullptr), ncclSuccess);
+  std::array<cudaStream_t, 2> streams{};
+  std::array<float*, 2> bufs{};
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&bufs[r]), 64 * sizeof(float)), cudaSuccess);
+  }
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < 2; ++r)
+    ASSERT_EQ(ncclAllReduce(bufs[r], bufs[r], 64, ncclFloat32, ncclSum, comms[r], streams[r]), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < 2; ++r)
+    ASSERT_EQ(ncclAllReduce(bufs[r], bufs[r], 64, ncclFloat32, ncclMax, comms[r], streams[r]), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(cudaStreamSynchronize(streams[r]), cudaSuccess);
+  auto seen = Client::flushed();
+  ASSERT_EQ(seen.size(), 4u);
+  std::map<std::uint32_t, std::vector<std::string>> names_by_stream;
+  for (const Seen& s : seen) names_by_stream[s.stream].push_back(s.name);
+  const std::vector<std::string> want{"_Z39ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE",
+                                      "_Z21ncclDevKernel_Generic24ncclDevKernelArgsStorageILm4096EE"};
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(names_by_stream[stream_id(streams[r])], want) << r;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(ncclCommDestroy(comms[r]), ncclSuccess);
+    cudaFree(bufs[r]);
+    cudaStreamDestroy(streams[r]);
+  }
 }
