@@ -13,6 +13,9 @@ namespace {
 std::atomic<const simcudaActivitySink*> g_sink{nullptr};
 std::atomic<std::uint32_t> g_next_correlation{1};
 
+std::atomic<std::uint64_t> g_next_thread{1};
+thread_local const std::uint64_t tls_thread = g_next_thread++;
+
 thread_local bool tls_sharing = false;
 thread_local std::uint32_t tls_shared_correlation = 0;
 
@@ -52,6 +55,7 @@ std::function<void()> traced(const Stream& s, Traced t, std::function<void()> op
   t.activity.device = static_cast<std::uint32_t>(s.device());
   t.activity.stream_id = s.id();
   t.activity.correlation = correlation_for_call();
+  t.activity.launching_thread = tls_thread;
   return [t = std::move(t), op = std::move(op)]() mutable {
     t.activity.start_ns = monotonic_ns();
     op();

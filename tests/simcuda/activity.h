@@ -23,8 +23,9 @@ struct simcudaActivity {
   std::uint64_t start_ns;  // CLOCK_MONOTONIC when the worker began the operation
   std::uint64_t end_ns;    // ... and when it finished
   std::uint32_t device;
-  std::uint32_t stream_id;    // the stream's id (what cuptiGetStreamIdEx answers)
-  std::uint32_t correlation;  // of the runtime call that launched it; a graph's nodes share the cudaGraphLaunch's
+  std::uint32_t stream_id;         // the stream's id (what cuptiGetStreamIdEx answers)
+  std::uint32_t correlation;       // of the runtime call that launched it; a graph's nodes share the cudaGraphLaunch's
+  std::uint64_t launching_thread;  // an id of the host thread that launched it (CUPTI keeps a buffer per thread)
   // Kernels
   const char* name;  // the device (mangled) name; valid only during the report
   dim3 grid;

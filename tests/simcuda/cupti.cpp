@@ -14,6 +14,8 @@
 //   records, and return through bufferCompleted on CUPTI's worker thread once full, or at
 //   cuptiActivityFlushAll; a record for which the client gave no buffer is dropped and counted
 //   (cuptiActivityGetNumDroppedRecords);
+// - as in CUPTI 13 by default (CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER = 1), each host thread
+//   that launches work has a buffer of its own, so several buffers may be filling at once;
 // - timestamps: with cuptiActivityRegisterTimestampCallback, the GPU's timestamps are put on the
 //   callback's clock by linear interpolation when the records are made; without it, CUPTI's own
 //   clock. The real one is CLOCK_REALTIME; here it is CLOCK_MONOTONIC plus a large constant, so
@@ -30,6 +32,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -85,8 +88,9 @@ struct State {
   std::string subscriber_name;
   CUpti_BuffersCallbackRequestFunc requested = nullptr;
   CUpti_BuffersCallbackCompleteFunc completed = nullptr;
-  std::optional<Buffer> current;
-  std::deque<Buffer> full;  // waiting for the worker
+  bool per_thread_buffers = true;
+  std::map<std::uint64_t, Buffer> filling;  // by launching thread; only key 0 without per-thread buffers
+  std::deque<Buffer> full;                  // waiting for the worker
   std::uint64_t handed_over = 0, delivered = 0;
   bool worker_started = false;
   std::condition_variable work_cv, delivered_cv;
@@ -110,43 +114,45 @@ std::uint64_t private_clock() { return monotonic_ns() + kPrivateClockOffset; }
 // ---- the buffers ----
 
 // The caller holds the lock. Asks the client for a buffer, as CUPTI does when it has a record
-// and no buffer.
-void request_buffer(State& s) {
-  if (!s.requested) return;
+// and no buffer; null when the client gives none.
+Buffer* request_buffer(State& s, std::uint64_t key) {
+  if (!s.requested) return nullptr;
   Buffer b;
   s.requested(&b.data, &b.size, &b.max_records);
-  if (b.data && b.size) s.current = b;
+  if (!b.data || !b.size) return nullptr;
+  return &(s.filling[key] = b);
 }
 
 // The caller holds the lock.
-void hand_over_current(State& s) {
-  s.full.push_back(*s.current);
-  s.current.reset();
+void hand_over(State& s, std::map<std::uint64_t, Buffer>::iterator filling) {
+  s.full.push_back(filling->second);
+  s.filling.erase(filling);
   ++s.handed_over;
   s.work_cv.notify_one();
 }
 
-void append(const void* record, std::size_t size) {
+bool fits(const Buffer& b, std::size_t size) {
+  return !(b.max_records && b.records >= b.max_records) && aligned(b.data, b.valid) + size <= b.size;
+}
+
+void append(const void* record, std::size_t size, std::uint64_t launching_thread) {
   State& s = state();
   std::lock_guard lock(s.mu);
-  if (!s.current) request_buffer(s);
-  if (s.current) {
-    Buffer& b = *s.current;
-    const bool counted_out = b.max_records && b.records >= b.max_records;
-    if (counted_out || aligned(b.data, b.valid) + size > b.size) {
-      hand_over_current(s);
-      request_buffer(s);
-    }
+  const std::uint64_t key = s.per_thread_buffers ? launching_thread : 0;
+  auto it = s.filling.find(key);
+  Buffer* b = it == s.filling.end() ? request_buffer(s, key) : &it->second;
+  if (b && !fits(*b, size)) {
+    hand_over(s, s.filling.find(key));
+    b = request_buffer(s, key);
   }
-  if (!s.current || aligned(s.current->data, s.current->valid) + size > s.current->size) {
+  if (!b || !fits(*b, size)) {
     ++s.dropped;
     return;
   }
-  Buffer& b = *s.current;
-  const std::size_t at = aligned(b.data, b.valid);
-  std::memcpy(b.data + at, record, size);
-  b.valid = at + size;
-  ++b.records;
+  const std::size_t at = aligned(b->data, b->valid);
+  std::memcpy(b->data + at, record, size);
+  b->valid = at + size;
+  ++b->records;
 }
 
 // CUPTI's worker thread: returns full buffers to the client, outside the lock.
@@ -166,12 +172,16 @@ void deliver_forever() {
   }
 }
 
-// Hands over the current buffer (also an empty one, with `empty_too`) and waits until the worker
-// has returned every buffer handed over so far.
+// Hands over the buffers being filled (also empty ones, with `empty_too`) and waits until the
+// worker has returned every buffer handed over so far.
 void flush(bool empty_too) {
   State& s = state();
   std::unique_lock lock(s.mu);
-  if (s.current && (s.current->records || empty_too)) hand_over_current(s);
+  for (auto it = s.filling.begin(); it != s.filling.end();) {
+    auto next = std::next(it);
+    if (it->second.records || empty_too) hand_over(s, it);
+    it = next;
+  }
   const std::uint64_t target = s.handed_over;
   s.delivered_cv.wait(lock, [&] { return s.delivered >= target; });
 }
@@ -276,7 +286,7 @@ void sink_completed(const simcudaActivity* a) {
       r.launchType =
           a->cooperative ? CUPTI_ACTIVITY_LAUNCH_TYPE_COOPERATIVE_SINGLE_DEVICE : CUPTI_ACTIVITY_LAUNCH_TYPE_REGULAR;
       r.channelType = CUPTI_CHANNEL_TYPE_COMPUTE;
-      append(&r, sizeof(r));
+      append(&r, sizeof(r), a->launching_thread);
       return;
     }
     case SIMCUDA_ACTIVITY_MEMCPY: {
@@ -295,7 +305,7 @@ void sink_completed(const simcudaActivity* a) {
       r.correlationId = a->correlation;
       r.channelType = CUPTI_CHANNEL_TYPE_ASYNC_MEMCPY;
       r.copyCount = a->copy_count;
-      append(&r, sizeof(r));
+      append(&r, sizeof(r), a->launching_thread);
       return;
     }
     case SIMCUDA_ACTIVITY_MEMSET: {
@@ -312,7 +322,7 @@ void sink_completed(const simcudaActivity* a) {
       r.flags = a->async ? CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC : CUPTI_ACTIVITY_FLAG_NONE;
       r.memoryKind = cupti_memory_kind(a->dst);
       r.channelType = CUPTI_CHANNEL_TYPE_COMPUTE;
-      append(&r, sizeof(r));
+      append(&r, sizeof(r), a->launching_thread);
       return;
     }
   }
@@ -505,6 +515,31 @@ CUptiResult cuptiActivityFlushPeriod(uint32_t time) {
   return CUPTI_SUCCESS;
 }
 
+// Only CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER changes anything here; the others tune the
+// device's buffers and memory, which the simulation has none of, and are accepted as they are.
+CUptiResult cuptiActivitySetAttribute(CUpti_ActivityAttribute attr, size_t* valueSize, void* value) {
+  if (!valueSize || !value || attr < CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE ||
+      attr > CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE_DEVICE_GRAPHS)
+    return CUPTI_ERROR_INVALID_PARAMETER;
+  if (attr != CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER) return CUPTI_SUCCESS;
+  if (*valueSize < sizeof(std::uint8_t)) return CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  s.per_thread_buffers = *static_cast<std::uint8_t*>(value) != 0;
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiActivityGetAttribute(CUpti_ActivityAttribute attr, size_t* valueSize, void* value) {
+  if (!valueSize || !value || attr != CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER)
+    return CUPTI_ERROR_INVALID_PARAMETER;
+  if (*valueSize < sizeof(std::uint8_t)) return CUPTI_ERROR_PARAMETER_SIZE_NOT_SUFFICIENT;
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  *static_cast<std::uint8_t*>(value) = s.per_thread_buffers ? 1 : 0;
+  *valueSize = sizeof(std::uint8_t);
+  return CUPTI_SUCCESS;
+}
+
 CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext context, uint32_t streamId, size_t* dropped) {
   (void)context, (void)streamId;
   if (!dropped) return CUPTI_ERROR_INVALID_PARAMETER;
@@ -586,6 +621,7 @@ CUptiResult cuptiFinalize(void) {
   s.completed = nullptr;
   s.dropped = 0;
   s.timestamp = nullptr;
+  s.per_thread_buffers = true;
   return CUPTI_SUCCESS;
 }
 

@@ -965,6 +965,7 @@ struct Client {
   static inline int completed = 0;
   static inline std::set<std::thread::id> completing_threads;
   static inline std::vector<std::size_t> records_per_buffer;
+  static inline std::vector<std::set<std::string>> names_per_buffer;
 
   static void reset() {
     std::lock_guard lock(mu);
@@ -974,6 +975,7 @@ struct Client {
     completed = 0;
     completing_threads.clear();
     records_per_buffer.clear();
+    names_per_buffer.clear();
   }
   static void register_callbacks() { ASSERT_EQ(cuptiActivityRegisterCallbacks(&requested, &done), CUPTI_SUCCESS); }
 
@@ -1027,6 +1029,8 @@ struct Client {
     std::lock_guard lock(mu);
     seen.insert(seen.end(), got.begin(), got.end());
     records_per_buffer.push_back(got.size());
+    names_per_buffer.emplace_back();
+    for (const Seen& g : got) names_per_buffer.back().insert(g.name);
     completing_threads.insert(std::this_thread::get_id());
     ++completed;
     cv.notify_all();
@@ -1259,11 +1263,10 @@ TEST_F(SimCupti, FullBuffersAreCompletedOnCuptisThreadAndFlushDeliversTheRest) {
     EXPECT_EQ(Client::seen.size(), 4u);
     EXPECT_EQ(Client::completing_threads.count(std::this_thread::get_id()), 0u);
   }
-  auto seen = Client::flushed();
-  EXPECT_EQ(seen.size(), 5u);
+  EXPECT_EQ(Client::flushed().size(), 5u);
+  EXPECT_EQ(Client::flushed().size(), 5u);  // nothing more to deliver: no buffer comes back
   std::lock_guard lock(Client::mu);
   EXPECT_EQ(Client::records_per_buffer, (std::vector<std::size_t>{2, 2, 1}));
-  // Nothing more to deliver: a second flush returns no buffer.
 }
 
 TEST_F(SimCupti, RecordsOfDisabledKindsAreAbsent) {
@@ -1421,4 +1424,45 @@ TEST_F(SimCupti, CollectivesAreKernelsNamedAsNcclsOwn) {
     cudaFree(bufs[r]);
     cudaStreamDestroy(streams[r]);
   }
+}
+
+TEST_F(SimCupti, EachLaunchingThreadFillsABufferOfItsOwnUnlessTheClientAsksForOne) {
+  std::uint8_t per_thread = 0;
+  std::size_t size = sizeof(per_thread);
+  ASSERT_EQ(cuptiActivityGetAttribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &size, &per_thread),
+            CUPTI_SUCCESS);
+  EXPECT_EQ(per_thread, 1);  // CUPTI 13's default
+  Client::register_callbacks();
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+  const void* a = registered("_Z7threadAv", 0);
+  const void* b = registered("_Z7threadBv", 0);
+  auto launch_twice = [](const void* k) {
+    cudaStream_t s;
+    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+    for (int i = 0; i < 2; ++i) ASSERT_EQ(cudaLaunchKernel(k, dim3(1), dim3(1), nullptr, 0, s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    cudaStreamDestroy(s);
+  };
+  std::thread(launch_twice, a).join();
+  std::thread(launch_twice, b).join();
+  EXPECT_EQ(Client::flushed().size(), 4u);
+  {
+    std::lock_guard lock(Client::mu);
+    EXPECT_EQ(Client::records_per_buffer, (std::vector<std::size_t>{2, 2}));
+    for (const auto& names : Client::names_per_buffer) EXPECT_EQ(names.size(), 1u);  // one thread's kernels
+  }
+  ASSERT_EQ(cuptiFinalize(), CUPTI_SUCCESS);
+
+  // One global buffer, as before CUDA 12.3, when the client sets the attribute to 0 first.
+  Client::reset();
+  per_thread = 0;
+  ASSERT_EQ(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &size, &per_thread),
+            CUPTI_SUCCESS);
+  Client::register_callbacks();
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+  std::thread(launch_twice, a).join();
+  std::thread(launch_twice, b).join();
+  EXPECT_EQ(Client::flushed().size(), 4u);
+  std::lock_guard lock(Client::mu);
+  EXPECT_EQ(Client::records_per_buffer, (std::vector<std::size_t>{4}));
 }
