@@ -249,7 +249,11 @@ cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* pGraphExec, cudaGraph
   return cudaGraphInstantiate(pGraphExec, graph, flags);
 }
 
-cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
+}  // extern "C"
+
+namespace {
+
+cudaError_t launch_graph(cudaGraphExec_t graphExec, cudaStream_t stream) {
   auto s = resolve_stream(stream);
   if (!s) return record_error(cudaErrorInvalidResourceHandle);
   std::vector<Work> nodes;
@@ -266,6 +270,17 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
     if (const cudaError_t e = submit_work(s, node, &ticket); e != cudaSuccess) return e;
   }
   return cudaSuccess;
+}
+
+}  // namespace
+
+extern "C" {
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) { return launch_graph(graphExec, stream); }
+// Exported by the real library for per-thread-default-stream builds; declared here for the same reason.
+cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream);
+cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream) {
+  return launch_graph(graphExec, stream ? stream : cudaStreamPerThread);
 }
 
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec) {

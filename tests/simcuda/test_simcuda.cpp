@@ -907,6 +907,7 @@ cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
                                cudaStream_t stream);
 cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
                                   cudaStream_t stream);
+cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream);
 }
 
 namespace {
@@ -1325,7 +1326,7 @@ TEST_F(SimCupti, GraphLaunchesRecordTheKernelsTheyReplay) {
   ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
   EXPECT_TRUE(Client::flushed().empty());  // capturing runs nothing
   ASSERT_EQ(cudaGraphLaunch(exec, stream_), cudaSuccess);
-  ASSERT_EQ(cudaGraphLaunch(exec, stream_), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch_ptsz(exec, stream_), cudaSuccess);
   ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
   auto seen = Client::flushed();
   ASSERT_EQ(seen.size(), 6u);
