@@ -62,11 +62,11 @@ struct KernelTime {
 };
 
 struct KernelSummary {
-  int64_t busy_ns = 0;           // GPU busy time: kernels, copies and memsets, GpuBusyUnion over devices
-  int64_t kernel_ns = 0;         // every kernel's duration, summed (concurrent kernels each count)
-  int64_t fp32_gemm_ns = 0;      // the FP32 GEMMs' durations, summed
-  double fp32_gemm_share = 0;    // fp32_gemm_ns / busy_ns; 0 without busy time
-  std::vector<KernelTime> top;   // the kernels with the most GPU time, most first (ties: by name)
+  int64_t busy_ns = 0;          // GPU busy time: kernels, copies and memsets, GpuBusyUnion over devices
+  int64_t kernel_ns = 0;        // every kernel's duration, summed (concurrent kernels each count)
+  int64_t fp32_gemm_ns = 0;     // the FP32 GEMMs' durations, summed
+  double fp32_gemm_share = 0;   // fp32_gemm_ns / busy_ns; 0 without busy time
+  std::vector<KernelTime> top;  // the kernels with the most GPU time, most first (ties: by name)
 };
 
 // A process's kernels (every row of its `gpu_activities`): the `limit` with the most time.
