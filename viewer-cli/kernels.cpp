@@ -1,6 +1,7 @@
 #include "kernels.hpp"
 
 #include <cxxabi.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cctype>
@@ -161,9 +162,24 @@ KernelSummary summarize_kernels(const RunDatabase& db, int64_t process_id, std::
   std::sort(all.begin(), all.end(), [](const KernelTime& a, const KernelTime& b) {
     return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
   });
+  for (const KernelTime& k : all)
+    if (is_fp32_gemm(k.kind)) {
+      summary.top_fp32_gemm = k.name;
+      break;
+    }
   if (all.size() > limit) all.resize(limit);
   summary.top = std::move(all);
   return summary;
+}
+
+std::string fp32_gemm_words(const KernelSummary& summary) {
+  if (summary.top_fp32_gemm.empty()) return {};
+  // bf16 and TF32 tensor cores came with Ampere; before it, fp16 is the one tensor-core type.
+  return fmt::format("{:.1f} % of GPU time in FP32 GEMMs ({} the longest): use autocast with bf16 "
+                     "(torch.autocast('cuda', dtype=torch.bfloat16); fp16 with a GradScaler before Ampere), or TF32 "
+                     "for the FP32 matmuls: torch.backends.cuda.matmul.allow_tf32 = True / "
+                     "torch.set_float32_matmul_precision('high')",
+                     100 * summary.fp32_gemm_share, summary.top_fp32_gemm);
 }
 
 }  // namespace trainshim::cli

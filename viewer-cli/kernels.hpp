@@ -67,7 +67,12 @@ struct KernelSummary {
   int64_t fp32_gemm_ns = 0;     // the FP32 GEMMs' durations, summed
   double fp32_gemm_share = 0;   // fp32_gemm_ns / busy_ns; 0 without busy time
   std::vector<KernelTime> top;  // the kernels with the most GPU time, most first (ties: by name)
+  std::string top_fp32_gemm;    // the FP32 GEMM with the most GPU time (readable); empty: none ran
 };
+
+// The AMP finding in words, e.g. "38.0 % of GPU time in FP32 GEMMs (ampere_sgemm_128x64_tn the
+// longest): use autocast with bf16, or TF32: ..."; empty when no FP32 GEMM ran.
+std::string fp32_gemm_words(const KernelSummary& summary);
 
 // A process's kernels (every row of its `gpu_activities`): the `limit` with the most time.
 KernelSummary summarize_kernels(const RunDatabase& db, int64_t process_id, std::size_t limit = 10);

@@ -192,6 +192,12 @@ TEST_F(KernelSummaryTest, TopKernelsAndTheShareOfFp32Gemms) {
   EXPECT_EQ(s.top[1].total_ns, 3000);
   EXPECT_EQ(s.top[1].kind, (KernelKind{true, P::Bf16}));
 
+  EXPECT_EQ(s.top_fp32_gemm, sgemm);
+  EXPECT_EQ(fp32_gemm_words(s),
+            "60.9 % of GPU time in FP32 GEMMs (ampere_sgemm_128x64_tn the longest): use autocast with bf16 "
+            "(torch.autocast('cuda', dtype=torch.bfloat16); fp16 with a GradScaler before Ampere), or TF32 for the "
+            "FP32 matmuls: torch.backends.cuda.matmul.allow_tf32 = True / torch.set_float32_matmul_precision('high')");
+
   const KernelSummary all = summarize_kernels(db, p);
   ASSERT_EQ(all.top.size(), 3u);
   EXPECT_EQ(all.top[2].name, "triton_poi_fused_mul_silu_2");
@@ -215,6 +221,8 @@ TEST_F(KernelSummaryTest, Bf16GemmsOnlyAndNoActivity) {
   EXPECT_EQ(s.busy_ns, 800);
   EXPECT_EQ(s.fp32_gemm_ns, 0);
   EXPECT_EQ(s.fp32_gemm_share, 0.0);
+  EXPECT_EQ(s.top_fp32_gemm, "");
+  EXPECT_EQ(fp32_gemm_words(s), "");
   ASSERT_EQ(s.top.size(), 2u);
   EXPECT_EQ(s.top[0].kind, (KernelKind{true, P::Bf16}));
   EXPECT_EQ(s.top[1].kind, (KernelKind{true, P::Tf32}));
