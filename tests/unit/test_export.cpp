@@ -371,6 +371,9 @@ TEST_F(ExportTest, FifoIsWrittenInPlaceAndItsReaderGetsTheWholeTrace) {
 // The GPU timeline: one track per (device, CUPTI stream) with its kernels, copies and memsets on
 // the host's clock, and per device an idle track marking the stretches above 1 ms between them.
 TEST_F(ExportTest, GpuTimelineTracksPerStreamAndIdleGapsPerDevice) {
+  const std::string sgemm = "ampere_sgemm_128x64_tn";
+  const std::string bf16 =
+      "_ZN7cutlass7Kernel2I56cutlass_80_tensorop_s16816gemm_bf16_64x64_64x6_tn_align8EEvNT_6ParamsE";
   int64_t p = 0;
   {
     Database db(path_, "unitjob");
@@ -378,50 +381,47 @@ TEST_F(ExportTest, GpuTimelineTracksPerStreamAndIdleGapsPerDevice) {
     test::Records records(db);
     records.add(p, copy(Api::cudaMemcpyAsync, 100, 4096, Direction::HostToDevice, HostMemory::Pageable), 1'000'000,
                 1'003'500);
-    db.update_process(p, {.events = 1, .ended = true});
+    test::add_gpu_rows(db, records, p,
+                       {{.api = Api::gpuMemcpy,
+                         .start_ns = 1'500'000,
+                         .end_ns = 4'500'000,
+                         .stream = 7,
+                         .bytes = 4096,
+                         .direction = Direction::HostToDevice,
+                         .host_memory = HostMemory::Pageable,
+                         .correlation = 10},
+                        {.start_ns = 10'000'000, .end_ns = 14'000'000, .stream = 7, .name = sgemm, .correlation = 11},
+                        {.start_ns = 12'000'000, .end_ns = 13'000'000, .stream = 13, .name = bf16, .correlation = 12},
+                        {.api = Api::gpuMemset,
+                         .start_ns = 14'500'000,
+                         .end_ns = 14'700'000,
+                         .stream = 13,
+                         .bytes = 256,
+                         .correlation = 13},
+                        {.start_ns = 20'000'000, .end_ns = 21'000'000, .stream = 7, .name = sgemm, .correlation = 14},
+                        {.start_ns = 2'000'000,
+                         .end_ns = 2'500'000,
+                         .device = 1,
+                         .stream = 20,
+                         .name = "triton_poi_fused_mul_silu_2",
+                         .correlation = 15},
+                        {.start_ns = 2'600'000,
+                         .end_ns = 2'700'000,
+                         .device = 1,
+                         .stream = 20,
+                         .name = "triton_poi_fused_mul_silu_2",
+                         .correlation = 16},
+                        // Exactly 1 ms after the last one: not above the threshold.
+                        {.start_ns = 3'700'000,
+                         .end_ns = 3'800'000,
+                         .device = 1,
+                         .stream = 20,
+                         .name = "triton_poi_fused_mul_silu_2",
+                         .correlation = 17}});
+    db.update_process(p, {.events = 9, .gpu_timeline = uint32_t(GpuTimeline::On), .ended = true});
     records.store();
     db.commit();
   }
-  const std::string sgemm = "ampere_sgemm_128x64_tn";
-  const std::string bf16 =
-      "_ZN7cutlass7Kernel2I56cutlass_80_tensorop_s16816gemm_bf16_64x64_64x6_tn_align8EEvNT_6ParamsE";
-  test::add_gpu_rows(path_, p,
-                     {{.api = Api::gpuMemcpy,
-                       .start_ns = 1'500'000,
-                       .end_ns = 4'500'000,
-                       .stream = 7,
-                       .bytes = 4096,
-                       .direction = Direction::HostToDevice,
-                       .host_memory = HostMemory::Pageable,
-                       .correlation = 10},
-                      {.start_ns = 10'000'000, .end_ns = 14'000'000, .stream = 7, .name = sgemm, .correlation = 11},
-                      {.start_ns = 12'000'000, .end_ns = 13'000'000, .stream = 13, .name = bf16, .correlation = 12},
-                      {.api = Api::gpuMemset,
-                       .start_ns = 14'500'000,
-                       .end_ns = 14'700'000,
-                       .stream = 13,
-                       .bytes = 256,
-                       .correlation = 13},
-                      {.start_ns = 20'000'000, .end_ns = 21'000'000, .stream = 7, .name = sgemm, .correlation = 14},
-                      {.start_ns = 2'000'000,
-                       .end_ns = 2'500'000,
-                       .device = 1,
-                       .stream = 20,
-                       .name = "triton_poi_fused_mul_silu_2",
-                       .correlation = 15},
-                      {.start_ns = 2'600'000,
-                       .end_ns = 2'700'000,
-                       .device = 1,
-                       .stream = 20,
-                       .name = "triton_poi_fused_mul_silu_2",
-                       .correlation = 16},
-                      // Exactly 1 ms after the last one: not above the threshold.
-                      {.start_ns = 3'700'000,
-                       .end_ns = 3'800'000,
-                       .device = 1,
-                       .stream = 20,
-                       .name = "triton_poi_fused_mul_silu_2",
-                       .correlation = 17}});
   const Json trace = export_json();
 
   constexpr int64_t kBase = kGpuActivityTrackBase;

@@ -148,31 +148,33 @@ class KernelSummaryTest : public test::TempDirTest {
 };
 
 TEST_F(KernelSummaryTest, TopKernelsAndTheShareOfFp32Gemms) {
+  const std::string sgemm = "ampere_sgemm_128x64_tn", bf16 = "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT";
   int64_t p = 0, other = 0;
   {
     collector::Database db(path_, "unitjob");
     p = db.add_process("seg-100", *test::header_for(0, 100, "nodeA"));
     other = db.add_process("seg-101", *test::header_for(1, 101, "nodeA"));
+    test::Records records(db);
+    test::add_gpu_rows(
+        db, records, p,
+        {
+            {.start_ns = 1000, .end_ns = 5000, .stream = 7, .name = sgemm},
+            {.start_ns = 4000, .end_ns = 7000, .stream = 8, .name = bf16},
+            {.start_ns = 6000, .end_ns = 9000, .stream = 7, .name = sgemm},
+            {.api = Api::gpuMemcpy,
+             .start_ns = 20000,
+             .end_ns = 22000,
+             .stream = 7,
+             .bytes = 4096,
+             .direction = Direction::HostToDevice,
+             .host_memory = HostMemory::Pageable},
+            {.start_ns = 1000, .end_ns = 2000, .device = 1, .stream = 9, .name = "triton_poi_fused_mul_silu_2"},
+            {.api = Api::gpuMemset, .start_ns = 2000, .end_ns = 2500, .device = 1, .stream = 9, .bytes = 64},
+        });
+    test::add_gpu_rows(db, records, other, {{.start_ns = 0, .end_ns = 1'000'000, .name = sgemm}});
+    records.store();
     db.commit();
   }
-  const std::string sgemm = "ampere_sgemm_128x64_tn", bf16 = "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT";
-  test::add_gpu_rows(
-      path_, p,
-      {
-          {.start_ns = 1000, .end_ns = 5000, .stream = 7, .name = sgemm},
-          {.start_ns = 4000, .end_ns = 7000, .stream = 8, .name = bf16},
-          {.start_ns = 6000, .end_ns = 9000, .stream = 7, .name = sgemm},
-          {.api = Api::gpuMemcpy,
-           .start_ns = 20000,
-           .end_ns = 22000,
-           .stream = 7,
-           .bytes = 4096,
-           .direction = Direction::HostToDevice,
-           .host_memory = HostMemory::Pageable},
-          {.start_ns = 1000, .end_ns = 2000, .device = 1, .stream = 9, .name = "triton_poi_fused_mul_silu_2"},
-          {.api = Api::gpuMemset, .start_ns = 2000, .end_ns = 2500, .device = 1, .stream = 9, .bytes = 64},
-      });
-  test::add_gpu_rows(path_, other, {{.start_ns = 0, .end_ns = 1'000'000, .name = sgemm}});
 
   RunDatabase db(path_);
   const KernelSummary s = summarize_kernels(db, p, 2);
@@ -211,11 +213,13 @@ TEST_F(KernelSummaryTest, Bf16GemmsOnlyAndNoActivity) {
     collector::Database db(path_, "unitjob");
     p = db.add_process("seg-100", *test::header_for(0, 100, "nodeA"));
     idle = db.add_process("seg-101", *test::header_for(1, 101, "nodeA"));
+    test::Records records(db);
+    test::add_gpu_rows(db, records, p,
+                       {{.start_ns = 0, .end_ns = 500, .name = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn"},
+                        {.start_ns = 500, .end_ns = 800, .name = "nvjet_sss_tf32_128x256_TNT"}});
+    records.store();
     db.commit();
   }
-  test::add_gpu_rows(path_, p,
-                     {{.start_ns = 0, .end_ns = 500, .name = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn"},
-                      {.start_ns = 500, .end_ns = 800, .name = "nvjet_sss_tf32_128x256_TNT"}});
   RunDatabase db(path_);
   const KernelSummary s = summarize_kernels(db, p);
   EXPECT_EQ(s.busy_ns, 800);
