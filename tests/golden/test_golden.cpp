@@ -19,6 +19,7 @@
 #include <string>
 
 #include "database.hpp"
+#include "gpu_rows.hpp"
 #include "hang_watch.hpp"
 #include "run_fixtures.hpp"
 #include "temp_dir.hpp"
@@ -94,6 +95,47 @@ EventRecord all_reduce(int rank, uint32_t sequence) {
   return r;
 }
 
+// Rank 0's GPU timeline (CUPTI's records): each step its batch's upload, a GEMM (FP32 in run A,
+// BF16 in run B) with an elementwise kernel after it, and a memset; the GPU idles in between.
+// Returns the records added.
+int64_t add_gpu_timeline(Database& db, test::Records& records, int64_t process, bool after) {
+  std::vector<test::GpuRow> gpu;
+  for (uint32_t step = 0; step < kSteps; ++step) {
+    const uint64_t base = kFirstStepNs + step * kStepNs;
+    const uint64_t correlation = 100 * (step + 1);
+    gpu.push_back({.api = Api::gpuMemcpy,
+                   .start_ns = base + 100'000,
+                   .end_ns = base + 900'000,
+                   .stream = 7,
+                   .bytes = 4 << 20,
+                   .direction = Direction::HostToDevice,
+                   .host_memory = after ? HostMemory::Pinned : HostMemory::Pageable,
+                   .correlation = correlation});
+    gpu.push_back({.start_ns = base + 2'500'000,
+                   .end_ns = base + 6'500'000,
+                   .stream = 7,
+                   .name = after ? "ampere_bf16_s16816gemm_bf16_64x64_sliced1x2_ldg8_f2f_stages_64x5_tn"
+                                 : "ampere_sgemm_128x64_tn",
+                   .correlation = correlation + 1});
+    gpu.push_back({.start_ns = base + 6'500'000,
+                   .end_ns = base + 7'000'000,
+                   .stream = 7,
+                   .name =
+                       "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctorOnSelf_add<float>, "
+                       "std::array<char *, (unsigned long)2>>(int, at::native::CUDAFunctorOnSelf_add<float>, "
+                       "std::array<char *, (unsigned long)2>)",
+                   .correlation = correlation + 2});
+    gpu.push_back({.api = Api::gpuMemset,
+                   .start_ns = base + 7'000'000,
+                   .end_ns = base + 7'100'000,
+                   .stream = 13,
+                   .bytes = 1024,
+                   .correlation = correlation + 3});
+  }
+  test::add_gpu_rows(db, records, process, gpu);
+  return int64_t(gpu.size());
+}
+
 // Run A (`after` false), and run B, the same job after a change: rank 0 reads its loss twice a
 // step and copies from pinned memory, rank 1 calls nonzero() each step, rank 2 is no longer late.
 //
@@ -156,10 +198,12 @@ void write_run(const std::string& path, bool after) {
       add(hung, end, 100'000);
       hangs.observe(rank, hung, int64_t(end), "train.py:95");
     }
+    if (rank == 0) events += add_gpu_timeline(db, records, p, after);
     db.update_process(p, {.events = uint64_t(events),
                           .dropped_ring_full = rank == 2 ? 17u : 0u,
                           .untimed_no_event = rank == 1 ? 2u : 0u,
                           .python_stacks = python_stacks_word(PythonStacks::Available, 11),
+                          .gpu_timeline = uint32_t(rank == 0 ? GpuTimeline::On : GpuTimeline::NotStarted),
                           .ended = rank != 0});
   }
   // As the collector's watch_hangs() stores what it finds, 30 s after the hung all-reduce began.
