@@ -1,8 +1,8 @@
 #pragma once
 // What the collector keeps of one process's records, built record by record as they are drained
 // and handed to the database once per pass: the exact aggregates per call key (calls), the
-// records analyses need one by one (events), a bounded window of the most recent copies and
-// polls (recent_events), and the GPU's own activity up to a bound (gpu_activities). The
+// records analyses need one by one (events), a bounded window of the most recent copies without
+// stacks and polls (recent_events), and the GPU's own activity up to a bound (gpu_activities). The
 // per-record path touches no database and allocates nothing in the steady state: one lookup of
 // the thread for copies, syncs, frees and polls, one probe of an open-addressing table, one store
 // into a preallocated ring or a vector reused from pass to pass.
@@ -85,7 +85,8 @@ class CallTable {
   uint64_t last_ = kNoSlot;  // the slot found last
 };
 
-// The most recent `capacity` copies and polls, oldest overwritten first; the memory is taken once.
+// The most recent `capacity` copies without stacks and polls, oldest overwritten first; the memory is
+// taken once.
 class RecentWindow {
  public:
   explicit RecentWindow(uint32_t capacity) : capacity_(capacity), events_(capacity) {}
