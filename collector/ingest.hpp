@@ -20,11 +20,12 @@
 
 namespace trainshim::collector {
 
-// GPU activity rows kept per process (TRAINSHIM_GPU_ROWS). A row costs about 60 bytes of the
-// database with its index: 2 M rows are about 120 MB per process, a day of a job that runs
-// 2,500 kernels a second while the timeline is on at the default duty cycle (2 s of every 20),
-// a few hours of one that runs 25,000. The report needs whole steps, not every one of them: past
-// the bound the records are still counted in `calls`.
+// GPU activity rows kept per process (TRAINSHIM_GPU_ROWS). A row takes about 50 bytes of the
+// database with its index (scripts/bench/ingest --per-record): 2 M rows are about 100 MB per
+// process, under 1 GB for a node of 8 ranks. At the default duty cycle (on 2 s of every 20) they
+// hold the first 2 hours of a job whose GPU runs 2,500 kernels, copies and memsets a second, a
+// day of one that runs 230: thousands of steps, more than the report needs to measure a step's
+// idle share. Past the bound the records are still counted in `calls`.
 inline constexpr uint64_t kDefaultGpuRows = 2'000'000;
 
 // The key of a `calls` row within its process (schema.def).
