@@ -210,7 +210,10 @@ ApiClass ProcessIngest::add(const EventRecord& r, uint64_t begin_ns, uint64_t en
   }
   if (api_class != ApiClass::CollectiveTiming) last_activity_ = {r.api, r.python_stack, r.rank_in_comm, begin_ns, true};
 
-  if (api_class == ApiClass::Copy || api_class == ApiClass::Poll) {
+  // A copy with stacks (a host sync, or pageable memory) is kept: the GPU's idle gaps are told
+  // apart by the copies the host made in them (an input batch's upload).
+  const bool copy_without_stacks = api_class == ApiClass::Copy && r.native_stack == 0 && r.python_stack == 0;
+  if (copy_without_stacks || api_class == ApiClass::Poll) {
     recent_.push({r, begin_ns, end_ns, key.follows_copy});
   } else {
     kept_.push_back({r, begin_ns, end_ns, key.follows_copy});

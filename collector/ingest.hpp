@@ -1,8 +1,8 @@
 #pragma once
 // What the collector keeps of one process's records, built record by record as they are drained
 // and handed to the database once per pass: the exact aggregates per call key (calls), the
-// records analyses need one by one (events), a bounded window of the most recent copies and
-// polls (recent_events), and the GPU's own activity up to a bound (gpu_activities). The
+// records analyses need one by one (events), a bounded window of the most recent copies without
+// stacks and polls (recent_events), and the GPU's own activity up to a bound (gpu_activities). The
 // per-record path touches no database and allocates nothing in the steady state: one lookup of
 // the thread for copies, syncs, frees and polls, one probe of an open-addressing table, one store
 // into a preallocated ring or a vector reused from pass to pass.
@@ -20,11 +20,12 @@
 
 namespace trainshim::collector {
 
-// GPU activity rows kept per process (TRAINSHIM_GPU_ROWS). A row costs about 60 bytes of the
-// database with its index: 2 M rows are about 120 MB per process, a day of a job that runs
-// 2,500 kernels a second while the timeline is on at the default duty cycle (2 s of every 20),
-// a few hours of one that runs 25,000. The report needs whole steps, not every one of them: past
-// the bound the records are still counted in `calls`.
+// GPU activity rows kept per process (TRAINSHIM_GPU_ROWS). A row takes about 50 bytes of the
+// database with its index (scripts/bench/ingest --per-record): 2 M rows are about 100 MB per
+// process, under 1 GB for a node of 8 ranks. At the default duty cycle (on 2 s of every 20) they
+// hold the first 2 hours of a job whose GPU runs 2,500 kernels, copies and memsets a second, a
+// day of one that runs 230: thousands of steps, more than the report needs to measure a step's
+// idle share. Past the bound the records are still counted in `calls`.
 inline constexpr uint64_t kDefaultGpuRows = 2'000'000;
 
 // The key of a `calls` row within its process (schema.def).
@@ -85,7 +86,8 @@ class CallTable {
   uint64_t last_ = kNoSlot;  // the slot found last
 };
 
-// The most recent `capacity` copies and polls, oldest overwritten first; the memory is taken once.
+// The most recent `capacity` copies without stacks and polls, oldest overwritten first; the memory is
+// taken once.
 class RecentWindow {
  public:
   explicit RecentWindow(uint32_t capacity) : capacity_(capacity), events_(capacity) {}

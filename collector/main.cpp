@@ -113,8 +113,8 @@ int main(int argc, char** argv) {
       ->default_str("10");
   int64_t recent_events = -1;
   app.add_option("--recent-events", recent_events,
-                 "most recent copies and polls kept per process for the timeline (default: $TRAINSHIM_RECENT_EVENTS, "
-                 "else 20000; 0: none)")
+                 "most recent copies without stacks and polls kept per process for the timeline (default: "
+                 "$TRAINSHIM_RECENT_EVENTS, else 20000; 0: none)")
       ->check(CLI::Range(int64_t{0}, kMostRecentEvents));
   int64_t gpu_rows = -1;
   app.add_option("--gpu-rows", gpu_rows,

@@ -84,7 +84,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       reader.drain([](const EventRecord&) {}, producer_gone);
       reader.release();
     }
-    (void)(reader.dropped_ring_full() + reader.dropped_side_full() + reader.dropped_not_ready());
+    (void)(reader.dropped_ring_full() + reader.dropped_side_full() + reader.dropped_not_ready() +
+           reader.gpu_records_dropped() + reader.gpu_timeline());
     reader.unlink();
   } catch (const std::exception&) {
     // Refused with a reason: what the collector does with a segment it cannot read.

@@ -6,17 +6,30 @@ named review-s8-* reproduce the reliability review's §8: the geometry changed, 
 shrunk, after the reader validated the header.
 fuzz_side_records: the published side records of each segment, back to back.
 fuzz_database: each run database, vacuumed to 512-byte pages.
+
+The seeds named gpu* carry the GPU timeline (segment format 8): `gpu` is the native segment with
+its ring's records turned into the GPU activity records the shim writes from CUPTI's (kernels
+named by a String side record, a pageable copy, a memset), its timeline on and CUPTI's drop count
+set; the `gpu` database is the native run's with `gpu_activities` rows and their kernel names.
 """
 import os
 import shutil
 import sqlite3
 import struct
 import sys
+from contextlib import closing
 
 # Offsets in SegmentHeader (common/trainshim/protocol.hpp).
 HEADER_BYTES_AT, SEGMENT_BYTES_AT, RING_COUNT_AT, FIRST_RING_CAPACITY_AT, RING_CAPACITY_AT, SIDE_CAPACITY_AT = (
     12, 16, 24, 28, 32, 40)
-SIDE_KIND_MODULE = 3
+GPU_TIMELINE_AT, GPU_RECORDS_DROPPED_AT = 576, 584
+GPU_TIMELINE_ON = 1
+SIDE_KIND_MODULE, SIDE_KIND_STRING = 3, 4
+# EventRecord: begin/end ticks, bytes, stream, object, detail; tid, native and Python stacks,
+# result, rank_in_comm, comm_size; api, direction, host_memory; sequence, peer, flags.
+EVENT_RECORD = struct.Struct("<QQQQQQIIIiIIHBBIII")
+DIRECTION_H2D, HOST_MEMORY_PAGEABLE = 1, 2
+KERNEL_NAMES = ["ampere_sgemm_128x64_nn", "sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x32"]
 RING_CONTROL_BYTES, SLOT_BYTES, SIDE_SLOT_BYTES, SIDE_RECORD_BYTES = 192, 96, 1032, 1024
 NOTHING, CHANGE, TRUNCATE = 0, 1, 2
 
@@ -41,13 +54,14 @@ def side_records(image):
     return side_ring, records
 
 
-def compacted(image):
+def compacted(image, extra_side_records=()):
     """The segment with a side ring just big enough for its first two modules and its first
-    stacks and strings (a process loads dozens of modules; they would fill every seed)."""
+    stacks and strings (a process loads dozens of modules; they would fill every seed), and
+    `extra_side_records` after them."""
     side_ring, records = side_records(image)
     modules = [r for r in records if struct.unpack_from("<H", r)[0] == SIDE_KIND_MODULE]
     others = [r for r in records if struct.unpack_from("<H", r)[0] != SIDE_KIND_MODULE]
-    kept = [r for r in records if r in modules[:2] or r in others[:14]]
+    kept = [r for r in records if r in modules[:2] or r in others[:14]] + list(extra_side_records)
     capacity = 1 << (len(kept) - 1).bit_length()
     dropped = image[side_ring + 128 : side_ring + 136]
     control_block = struct.pack("<Q", len(kept)).ljust(128, b"\0") + dropped.ljust(64, b"\0")
@@ -58,12 +72,88 @@ def compacted(image):
     return bytes(header) + control_block + slots, b"".join(kept)
 
 
+def string_ids(records):
+    return [struct.unpack_from("<I", r, 4)[0] for r in records if struct.unpack_from("<H", r)[0] == SIDE_KIND_STRING]
+
+
+def string_record(string_id, text):
+    data = text.encode()
+    return struct.pack("<HHIQ", SIDE_KIND_STRING, len(data), string_id, 0) + data.ljust(SIDE_RECORD_BYTES - 16, b"\0")
+
+
+def with_gpu_timeline(image, apis):
+    """The segment with the shim's GPU activity records in place of its ring's, their kernel
+    names published as String side records (new ids of the process's one String numbering)."""
+    _, records = side_records(image)
+    first_id = max(string_ids(records), default=0) + 1
+    names = [string_record(first_id + i, text) for i, text in enumerate(KERNEL_NAMES)]
+    image, _ = compacted(image, names)
+    image = bytearray(image)
+    struct.pack_into("<I", image, GPU_TIMELINE_AT, GPU_TIMELINE_ON)
+    struct.pack_into("<Q", image, GPU_RECORDS_DROPPED_AT, 3)
+    ring = u32(image, HEADER_BYTES_AT)
+    # Begins at the first record's own clock reading: the GPU ran what the host enqueued.
+    slot = ring + RING_CONTROL_BYTES
+    tid, start = struct.unpack_from("<I", image, slot + 8 + 48)[0], struct.unpack_from("<Q", image, slot + 8)[0]
+    for i in range(u32(image, FIRST_RING_CAPACITY_AT)):
+        at = ring + RING_CONTROL_BYTES + i * SLOT_BYTES
+        if not struct.unpack_from("<Q", image, at)[0] & 1:
+            continue
+        begin, end = start + i * 10_000, start + i * 10_000 + 8_000
+        correlation, device, stream = 100 + i, 0, 7
+        if i % 4 == 2:
+            fields = (begin, end, 1 << 20, stream, correlation, 0, tid, 0, 0, 0, 0, 0, apis["gpuMemcpy"],
+                      DIRECTION_H2D, HOST_MEMORY_PAGEABLE, device, 0, 0)
+        elif i % 4 == 3:
+            fields = (begin, end, 4096, stream, correlation, 0, tid, 0, 0, 0, 0, 0, apis["gpuMemset"], 0, 0, device, 0, 0)
+        else:
+            name = first_id + i % len(KERNEL_NAMES)
+            fields = (begin, end, 0, stream, correlation, name, tid, 0, 0, 0, 0, 0, apis["gpuKernel"], 0, 0, device, 0, 0)
+        EVENT_RECORD.pack_into(image, at + 8, *fields)
+    return bytes(image), names
+
+
+def with_gpu_activities(db, apis):
+    """A run database with the GPU timeline of its first process: rows of gpu_activities and
+    their kernel names, its timeline on, records CUPTI dropped and records not kept."""
+    process = db.execute("SELECT min(id) FROM processes").fetchone()[0]
+    begin = db.execute("SELECT min(first_begin_ns) FROM calls WHERE process_id = ?", (process,)).fetchone()[0]
+    first_id = db.execute("SELECT coalesce(max(id), 0) + 1 FROM python_strings WHERE process_id = ?",
+                          (process,)).fetchone()[0]
+    for i, text in enumerate(KERNEL_NAMES):
+        db.execute("INSERT INTO python_strings (process_id, id, text) VALUES (?, ?, ?)", (process, first_id + i, text))
+    for i in range(12):
+        start = begin + i * 100_000
+        api, nbytes, direction, memory, name = apis["gpuKernel"], 0, 0, 0, first_id + i % len(KERNEL_NAMES)
+        if i % 4 == 2:
+            api, nbytes, direction, memory, name = apis["gpuMemcpy"], 1 << 20, DIRECTION_H2D, HOST_MEMORY_PAGEABLE, 0
+        db.execute("INSERT INTO gpu_activities (process_id, api, start_ns, end_ns, device, stream, bytes, direction, "
+                   "host_memory, name, correlation) VALUES (?, ?, ?, ?, 0, 7, ?, ?, ?, ?, ?)",
+                   (process, api, start, start + 80_000, nbytes, direction, memory, name, 100 + i))
+    db.execute("UPDATE processes SET gpu_timeline = 'on', gpu_records_dropped = 3, gpu_records_not_kept = 2 "
+               "WHERE id = ?", (process,))
+    db.commit()
+
+
 def write(path, data):
     with open(path, "wb") as f:
         f.write(data)
 
 
+def vacuumed(path):
+    """The database's bytes with 512-byte pages, in one file."""
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA journal_mode=DELETE")
+    db.execute("PRAGMA page_size=512")
+    db.execute("VACUUM")
+    db.close()
+    return open(path, "rb").read()
+
+
 def main(scratch, corpus):
+    # The records' api numbers as this build has them (api.def), from a run database.
+    with closing(sqlite3.connect(os.path.join(scratch, "native.db"))) as db:
+        apis = dict(db.execute("SELECT name, id FROM apis"))
     for name in sorted(os.listdir(scratch)):
         source = os.path.join(scratch, name)
         stem = name.split(".")[0].removeprefix("fuzzseed_")
@@ -81,13 +171,17 @@ def main(scratch, corpus):
                       control(CHANGE, struct.pack("<I", 1 << 22), FIRST_RING_CAPACITY_AT) + image)
                 write(os.path.join(seeds, "review-s8-truncate-rings"), control(TRUNCATE, position=4096) + image)
                 write(os.path.join(seeds, "review-s8-truncate-header"), control(TRUNCATE, position=0) + image)
+                gpu_image, names = with_gpu_timeline(open(source, "rb").read(), apis)
+                write(os.path.join(seeds, "gpu"), control(NOTHING) + gpu_image)
+                write(os.path.join(corpus, "fuzz_side_records", "gpu"), b"".join(names))
         elif name.endswith(".db"):
-            db = sqlite3.connect(source)
-            db.execute("PRAGMA journal_mode=DELETE")
-            db.execute("PRAGMA page_size=512")
-            db.execute("VACUUM")
-            db.close()
-            shutil.copy(source, os.path.join(corpus, "fuzz_database", stem))
+            if stem == "native":
+                gpu = os.path.join(scratch, "gpu.dbseed")
+                shutil.copy(source, gpu)
+                with closing(sqlite3.connect(gpu)) as db:
+                    with_gpu_activities(db, apis)
+                write(os.path.join(corpus, "fuzz_database", "gpu"), vacuumed(gpu))
+            write(os.path.join(corpus, "fuzz_database", stem), vacuumed(source))
 
 
 if __name__ == "__main__":

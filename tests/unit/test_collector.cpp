@@ -1313,6 +1313,34 @@ TEST_F(CollectorTest, NoGpuActivityRowIsKeptWhenTheBoundIsZero) {
   EXPECT_EQ(value("SELECT sum(count) FROM calls"), 2);
 }
 
+// The copies that carry stacks (a host sync, pageable memory) are kept one by one: the report
+// needs their times to tell what the host was doing in the GPU's idle gaps. The others stay in the
+// window of recent copies, never in both.
+TEST_F(CollectorTest, CopiesWithStacksAreKeptInEventsTheOthersOnlyInTheRecentWindow) {
+  TestSegment seg(job_, Opts());
+  EventRecord pageable = copy_record(10'000, 10'800, 4096, Direction::HostToDevice, HostMemory::Pageable);
+  pageable.native_stack = 4;
+  pageable.python_stack = 5;
+  EventRecord blocking = copy_record(11'000, 11'300, 512, Direction::DeviceToHost, HostMemory::Pinned, Api::cudaMemcpy);
+  blocking.python_stack = 6;
+  const EventRecord pinned = copy_record(12'000, 12'050, 4096, Direction::HostToDevice, HostMemory::Pinned);
+  record_as_the_shim(seg, {pageable, blocking, pinned});
+  {
+    Collector collector(options());
+    EXPECT_EQ(collector.pass(), 3u);
+    EXPECT_EQ(
+        rows("SELECT api, begin_ns, end_ns, bytes, direction, host_memory, native_stack, python_stack FROM events "
+             "ORDER BY begin_ns"),
+        (std::vector<std::vector<std::string>>{
+            {std::to_string(int(Api::cudaMemcpyAsync)), "10000", "10800", "4096", "1", "2", "4", "5"},
+            {std::to_string(int(Api::cudaMemcpy)), "11000", "11300", "512", "2", "1", "0", "6"}}));
+  }
+  // Written when the collector exits: the copy without stacks alone.
+  EXPECT_EQ(rows("SELECT begin_ns, end_ns, bytes FROM recent_events"),
+            (std::vector<std::vector<std::string>>{{"12000", "12050", "4096"}}));
+  EXPECT_EQ(value("SELECT sum(count) FROM calls"), 3);
+}
+
 // What waits for its other half is bounded: an entry is forgotten once kMaxAwaitedTimings later
 // ones came, an early timing's row handed back to be deleted.
 TEST(TimingFolder, AnEntryIsForgottenOnceTheBoundOfLaterOnesCame) {
