@@ -1,7 +1,9 @@
 // The GPU timeline (shim/core/gpu_activity.cpp) and the launch records, on simcuda and its simulated
 // libcupti.so.13: what a process's segment holds once it exited (no collector runs: the segment is
 // read as the collector reads it).
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 
 #include "harness.hpp"
 #include "segment_reader.hpp"
+#include "trainshim/names.hpp"
 #include "trainshim/protocol.hpp"
 
 namespace trainshim::test {
@@ -43,8 +46,18 @@ Segment run_program(const Scratch& s, const std::string& command, const std::str
   Segment segment;
   if (names.size() != 1) return segment;
   collector::SegmentReader reader(names[0]);
-  segment.timeline = GpuTimeline(reader.header().gpu_timeline.load());
-  segment.dropped = reader.header().gpu_records_dropped.load();
+  // The reader's copy of the header leaves the GPU timeline's fields out: they are read in place.
+  const int fd = open((std::string(kShmDir) + "/" + names[0]).c_str(), O_RDONLY | O_CLOEXEC);
+  EXPECT_GE(fd, 0);
+  void* mapped = mmap(nullptr, sizeof(SegmentHeader), PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  EXPECT_NE(mapped, MAP_FAILED);
+  if (mapped != MAP_FAILED) {
+    const auto* header = static_cast<const SegmentHeader*>(mapped);
+    segment.timeline = GpuTimeline(header->gpu_timeline.load());
+    segment.dropped = header->gpu_records_dropped.load();
+    munmap(mapped, sizeof(SegmentHeader));
+  }
   reader.drain([&](const EventRecord& r) { segment.records.push_back(r); }, true);
   reader.drain_side(
       [&](const SideRecord& r) {
