@@ -310,11 +310,13 @@ void flush_at_exit() {
   t->cupti.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 }
 
-// The loaded libcupti (Kineto loads it into PyTorch), else TRAINSHIM_CUPTI, else the soname.
+// The loaded libcupti (Kineto loads it into PyTorch), else TRAINSHIM_CUPTI, else the soname. Bound
+// now: a libcupti that needs what the process lacks is refused here, where a lazy binding would end
+// the process at its first call.
 void* open_cupti() {
-  if (void* loaded = dlopen(kCuptiSoname, RTLD_LAZY | RTLD_NOLOAD)) return loaded;
+  if (void* loaded = dlopen(kCuptiSoname, RTLD_NOW | RTLD_NOLOAD)) return loaded;
   const char* path = std::getenv("TRAINSHIM_CUPTI");
-  return dlopen(path && *path ? path : kCuptiSoname, RTLD_LAZY | RTLD_LOCAL);
+  return dlopen(path && *path ? path : kCuptiSoname, RTLD_NOW | RTLD_LOCAL);
 }
 
 bool resolve_cupti(void* handle, Cupti& c) {
