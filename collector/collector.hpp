@@ -38,6 +38,9 @@ struct CollectorOptions {
   // How often what the recent window gained is queued for writing while a process runs (written a
   // slice per pass: recent_writer.hpp).
   std::chrono::milliseconds recent_flush{10'000};
+  // The most GPU activity records kept per process in `gpu_activities`, the first ones (0: none);
+  // the rest are counted in `calls` and in `processes.gpu_records_not_kept`.
+  uint64_t gpu_rows = kDefaultGpuRows;
 };
 
 class Collector {

@@ -18,6 +18,8 @@ namespace {
 // The share of step time the GPU waits for input before a data-starvation finding: the idle-gap
 // threshold's 5 %.
 constexpr double kStarvationShare = 0.05;
+// The share of GPU busy time in FP32 GEMMs before the AMP finding.
+constexpr double kFp32GemmShare = 0.05;
 
 // "2.0 times per step", or per second in a run without steps.
 std::string rate_words(int64_t calls, const RankSyncs& rs) {
@@ -70,6 +72,21 @@ void add_starvation_finding(Report& report, const ProcessReport& p) {
     remedies.push_back("persistent_workers=True (workers that restart each epoch stall its first steps) and a deeper "
                        "prefetch_factor to absorb the slow batches");
   f.advice = fmt::format("{}", fmt::join(remedies, "; "));
+  report.findings.push_back(std::move(f));
+}
+
+// Matrix multiplies in FP32 on the CUDA cores, where autocast or TF32 would use tensor cores.
+void add_fp32_gemm_finding(Report& report, const ProcessReport& p) {
+  const KernelSummary& k = p.gpu.kernels;
+  const std::string words = fp32_gemm_words(k);
+  if (words.empty() || k.fp32_gemm_share < kFp32GemmShare) return;
+  Finding f;
+  f.kind = "fp32_gemm";
+  f.rank = p.rank;
+  f.cost_ns = k.fp32_gemm_ns;
+  const auto advice = words.find(": use ");
+  f.message = fmt::format("{}: {}", rank_words(p.rank, p.pid), words.substr(0, advice));
+  f.advice = advice == std::string::npos ? std::string() : words.substr(advice + 2);
   report.findings.push_back(std::move(f));
 }
 
@@ -172,6 +189,7 @@ void add_findings(Report& report) {
       report.findings.push_back(std::move(f));
     }
     add_starvation_finding(report, p);
+    add_fp32_gemm_finding(report, p);
     if (p.lost.total() > 0) {
       Finding f;
       f.kind = "dropped_events";

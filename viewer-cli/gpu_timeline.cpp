@@ -273,6 +273,7 @@ GpuTimelineReport load_gpu_timeline(const RunDatabase& db, int64_t process_id, c
   }
   rank_by_bubble(syncs);
 
+  if (!activities.empty()) out.kernels = summarize_kernels(db, process_id);
   if (activities.empty()) {
     out.why_none =
         timeline == "on" || timeline == "yielded" ? "no GPU activity was recorded" : gpu_timeline_state_words(timeline);

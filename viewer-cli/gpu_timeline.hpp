@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels.hpp"
 #include "run_database.hpp"
 #include "syncs.hpp"
 
@@ -51,6 +52,7 @@ struct GpuTimelineReport {
   int64_t data_loading_steps = 0;
   bool pageable_input = false;
   std::string input_site;  // the upload's line most data-loading gaps ended with
+  KernelSummary kernels;   // every recorded kernel, not only the covered steps'
 
   bool has_figures() const { return covered_ns > 0; }
   double share(int64_t ns) const { return covered_ns > 0 ? double(ns) / double(covered_ns) : 0; }

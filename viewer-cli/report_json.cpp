@@ -83,6 +83,9 @@ nlohmann::ordered_json gpu_json(const GpuTimelineReport& g) {
                     {"duration_ns", gap.duration_ns},
                     {"cause", idle_cause_key(gap.cause)},
                     {"site", gap.site.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(gap.site)}});
+  auto top_kernels = nlohmann::ordered_json::array();
+  for (const KernelTime& k : g.kernels.top)
+    top_kernels.push_back({{"name", k.name}, {"count", k.count}, {"total_ns", k.total_ns}, {"share", k.share}});
   return {{"timeline", g.timeline.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(g.timeline)},
           {"why_none", g.why_none.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(g.why_none)},
           {"covered_steps", g.covered_steps},
@@ -93,7 +96,9 @@ nlohmann::ordered_json gpu_json(const GpuTimelineReport& g) {
           {"idle_by_cause", by_cause},
           {"gap_threshold_ns", figures ? nlohmann::ordered_json(g.gap_threshold_ns) : nullptr},
           {"gaps_above_threshold", g.gaps_above_threshold},
-          {"gaps", gaps}};
+          {"gaps", gaps},
+          {"top_kernels", top_kernels},
+          {"fp32_gemm_share", g.kernels.busy_ns > 0 ? nlohmann::ordered_json(g.kernels.fp32_gemm_share) : nullptr}};
 }
 
 }  // namespace

@@ -12,6 +12,8 @@ namespace trainshim::cli {
 
 namespace {
 
+constexpr std::size_t kKernelsShown = 5;  // of the 10 the JSON lists
+
 void render_tables(std::string& out, const std::vector<CopyRow>& copies, const std::vector<SyncRow>& syncs,
                    const std::vector<CollectiveRow>& collectives, int64_t lost) {
   if (!copies.empty()) {
@@ -56,7 +58,19 @@ void render_sites(std::string& out, const std::vector<SyncSite>& sites, const Ra
 }
 
 // The rank's GPU timeline: busy and idle shares of its steps, idle by cause, the longest gaps.
+void render_kernels(std::string& out, const KernelSummary& k) {
+  if (k.top.empty()) return;
+  out += fmt::format("  {:<46} {:>9} {:>10} {:>10}\n", "Kernels by GPU time", "count", "total", "of busy");
+  for (std::size_t i = 0; i < k.top.size() && i < kKernelsShown; ++i)
+    out += fmt::format("  {:<46} {:>9} {:>10} {:>8.1f} %\n", k.top[i].name, with_thousands(k.top[i].count),
+                       human_duration(k.top[i].total_ns), 100 * k.top[i].share);
+  if (k.fp32_gemm_ns > 0)
+    out +=
+        fmt::format("  FP32 GEMMs (CUDA cores, no tensor cores): {:.1f} % of GPU busy time\n", 100 * k.fp32_gemm_share);
+}
+
 void render_gpu(std::string& out, const GpuTimelineReport& g) {
+  render_kernels(out, g.kernels);
   if (!g.has_figures()) {
     out += fmt::format("  GPU timeline: none: {}\n", g.why_none);
     return;

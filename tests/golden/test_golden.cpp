@@ -20,6 +20,7 @@
 #include <string>
 
 #include "database.hpp"
+#include "gpu_rows.hpp"
 #include "hang_watch.hpp"
 #include "run_fixtures.hpp"
 #include "temp_dir.hpp"
@@ -169,45 +170,74 @@ void write_run(const std::string& path, bool after) {
                    collector::rank_list(h.missing), h.waited_ns, h.message);
   records.store();
   db.commit();
+
+  // Rank 0's GPU timeline (CUPTI's records): each step its batch's upload, a GEMM (FP32 in run A,
+  // BF16 in run B) with an elementwise kernel after it, and a memset; the GPU idles in between.
+  std::vector<test::GpuRow> gpu;
+  for (uint32_t step = 0; step < kSteps; ++step) {
+    const int64_t base = int64_t(kFirstStepNs + step * kStepNs);
+    const uint64_t correlation = 100 * (step + 1);
+    gpu.push_back({.api = Api::gpuMemcpy,
+                   .start_ns = base + 100'000,
+                   .end_ns = base + 900'000,
+                   .stream = 7,
+                   .bytes = 4 << 20,
+                   .direction = Direction::HostToDevice,
+                   .host_memory = after ? HostMemory::Pinned : HostMemory::Pageable,
+                   .correlation = correlation});
+    gpu.push_back({.start_ns = base + 2'500'000,
+                   .end_ns = base + 6'500'000,
+                   .stream = 7,
+                   .name = after ? "ampere_bf16_s16816gemm_bf16_64x64_sliced1x2_ldg8_f2f_stages_64x5_tn"
+                                 : "ampere_sgemm_128x64_tn",
+                   .correlation = correlation + 1});
+    gpu.push_back({.start_ns = base + 6'500'000,
+                   .end_ns = base + 7'000'000,
+                   .stream = 7,
+                   .name =
+                       "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctorOnSelf_add<float>, "
+                       "std::array<char *, (unsigned long)2>>(int, at::native::CUDAFunctorOnSelf_add<float>, "
+                       "std::array<char *, (unsigned long)2>)",
+                   .correlation = correlation + 2});
+    gpu.push_back({.api = Api::gpuMemset,
+                   .start_ns = base + 7'000'000,
+                   .end_ns = base + 7'100'000,
+                   .stream = 13,
+                   .bytes = 1024,
+                   .correlation = correlation + 3});
+  }
+  test::add_gpu_rows(path, -1, gpu, 0);
 }
 
-// The GPU's activity of each rank as CUPTI records it (`gpu_activities`), written as the collector
-// writes it, and the state of each rank's timeline: ranks 0 and 1 recorded theirs, rank 2's CUPTI
-// was held by another client. Each step (from one all-reduce to the next): the batch's upload ends
-// a wait for input, a GEMM runs until the sync returns, the host works 1.7 ms before it queues the
-// next kernels, then the all-reduce's NCCL kernel and the optimizer.
+// Rank 1's GPU timeline, and rank 2's, which another CUPTI client held. Each step of rank 1 (from
+// one all-reduce to the next): the batch's upload ends a wait for input, a GEMM runs until the sync
+// returns, the host works 1.7 ms before it queues the next kernels, then the all-reduce's NCCL
+// kernel and the optimizer.
 void write_gpu_timeline(const std::string& path) {
-  constexpr int kGemm = 9001, kNccl = 9002;
-  std::string sql = fmt::format(
-      "UPDATE processes SET gpu_timeline = CASE rank WHEN 2 THEN 'taken' ELSE 'on' END;"
-      "INSERT INTO python_strings (process_id, id, text) SELECT id, {}, 'ampere_sgemm_128x64_tn' FROM processes;"
-      "INSERT INTO python_strings (process_id, id, text) SELECT id, {}, 'ncclDevKernel_AllReduce_Sum_f32_RING_LL' "
-      "FROM processes;",
-      kGemm, kNccl);
-  auto activity = [&](int rank, const char* api, uint64_t start, uint64_t end, int name, bool pageable) {
-    sql += fmt::format(
-        "INSERT INTO gpu_activities (process_id, api, start_ns, end_ns, device, stream, bytes, direction, "
-        "host_memory, name, correlation) SELECT p.id, (SELECT id FROM apis WHERE name = '{}'), {}, {}, 0, 7, {}, "
-        "(SELECT id FROM directions WHERE name = '{}'), (SELECT id FROM host_memories WHERE name = '{}'), {}, 0 "
-        "FROM processes p WHERE p.rank = {};",
-        api, start, end, name ? 0 : 4 << 20, name ? "none" : "h2d",
-        name       ? "unknown"
-        : pageable ? "pageable"
-                   : "pinned",
-        name, rank);
+  std::vector<test::GpuRow> gpu;
+  auto kernel = [&](int64_t start, int64_t end, const char* name) {
+    gpu.push_back({.start_ns = start, .end_ns = end, .stream = 7, .name = name});
   };
-  for (int rank = 0; rank < 2; ++rank)
-    for (uint32_t step = 0; step < kSteps; ++step) {
-      const uint64_t base = kFirstStepNs + step * kStepNs;
-      activity(rank, "gpuMemcpy", base + 800'000, base + 1'000'000, 0, rank == 0);
-      activity(rank, "gpuKernel", base + 1'000'000, base + 1'300'000, kGemm, false);
-      activity(rank, "gpuKernel", base + 3'000'000, base + 5'000'000, kGemm, false);
-      activity(rank, "gpuKernel", base + 5'000'000, base + 10'000'000, kNccl, false);
-      activity(rank, "gpuKernel", base + 10'000'000, base + 18'000'000, kGemm, false);
-    }
+  for (uint32_t step = 0; step < kSteps; ++step) {
+    const int64_t base = int64_t(kFirstStepNs + step * kStepNs);
+    gpu.push_back({.api = Api::gpuMemcpy,
+                   .start_ns = base + 800'000,
+                   .end_ns = base + 1'000'000,
+                   .stream = 7,
+                   .bytes = 4 << 20,
+                   .direction = Direction::HostToDevice,
+                   .host_memory = HostMemory::Pinned});
+    kernel(base + 1'000'000, base + 1'300'000, "ampere_bf16_s16816gemm_bf16_64x64_sliced1x2_ldg8_f2f_stages_64x5_tn");
+    kernel(base + 3'000'000, base + 5'000'000, "ampere_bf16_s16816gemm_bf16_64x64_sliced1x2_ldg8_f2f_stages_64x5_tn");
+    kernel(base + 5'000'000, base + 10'000'000, "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+    kernel(base + 10'000'000, base + 18'000'000, "ampere_bf16_s16816gemm_bf16_64x64_sliced1x2_ldg8_f2f_stages_64x5_tn");
+  }
+  test::add_gpu_rows(path, -1, gpu, 1);
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  ASSERT_EQ(sqlite3_exec(db, "UPDATE processes SET gpu_timeline = 'taken' WHERE rank = 2", nullptr, nullptr, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(db);
   sqlite3_close(db);
 }
 

@@ -47,6 +47,7 @@ class TimelineRun {
     db_->add_python_frame(process_, kAllReduce, 0, "/src/train.py", "train", 70, "dist.all_reduce(grad)");
     db_->add_python_string(process_, 901, "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
     db_->add_python_string(process_, 902, "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn");
+    db_->add_python_string(process_, 903, "ampere_sgemm_128x64_tn");
   }
 
   void item(int64_t begin, int64_t end) { add(call(Api::cudaStreamSynchronize, kItem, kItem), begin, end); }
@@ -70,8 +71,9 @@ class TimelineRun {
     add(r, begin, begin + 50'000);
   }
 
-  void kernel(int64_t start, int64_t end, bool nccl = false) {
-    activities_.push_back({"gpuKernel", start, end, HostMemory::Unknown, nccl ? 901 : 902});
+  enum Kernel { kBf16Gemm = 902, kNccl = 901, kFp32Gemm = 903 };
+  void kernel(int64_t start, int64_t end, Kernel name = kBf16Gemm) {
+    activities_.push_back({"gpuKernel", start, end, HostMemory::Unknown, name});
   }
   void gpu_upload(int64_t start, int64_t end, HostMemory memory) {
     activities_.push_back({"gpuMemcpy", start, end, memory, 0});
@@ -157,7 +159,7 @@ void write_starved_rank(TimelineRun& run, HostMemory memory) {
   for (int k = 0; k < kAllReduces; ++k) {
     const int64_t t = kStart + k * 100 * kMs;
     run.all_reduce(t, uint32_t(k + 1));
-    run.kernel(t, t + 5 * kMs, true);
+    run.kernel(t, t + 5 * kMs, TimelineRun::kNccl);
     run.kernel(t + 5 * kMs, t + 10 * kMs);
     if (k == kAllReduces - 1) break;
     run.upload(t + 40 * kMs, t + 40 * kMs + 20'000, memory);
@@ -212,6 +214,17 @@ TEST_F(GpuTimelineTest, DataLoadingGapBeforeEachUpload) {
             "waiting 30.0 ms");
   EXPECT_TRUE(findings_of(report, "gpu_timeline").empty());
 
+  // Kernels over every recorded one: 16 bf16 GEMMs (325 ms) and 6 NCCL kernels (30 ms) in 360 ms busy.
+  ASSERT_EQ(gpu["top_kernels"].size(), 2u);
+  EXPECT_EQ(gpu["top_kernels"][0]["name"], "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn");
+  EXPECT_EQ(gpu["top_kernels"][0]["count"], 16);
+  EXPECT_EQ(gpu["top_kernels"][0]["total_ns"], 325 * kMs);
+  EXPECT_NEAR(gpu["top_kernels"][0]["share"].get<double>(), 325.0 / 360.0, 1e-9);
+  EXPECT_EQ(gpu["top_kernels"][1]["name"], "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+  EXPECT_EQ(gpu["top_kernels"][1]["total_ns"], 30 * kMs);
+  EXPECT_EQ(gpu["fp32_gemm_share"], 0.0);
+  EXPECT_TRUE(findings_of(report, "fp32_gemm").empty());
+
   const std::string text = render_text(report);
   EXPECT_NE(text.find("  GPU busy 70.0 % of each step (communication 5.0 %), idle 30.0 % (data loading 30.0 %): 5 "
                       "steps on the GPU timeline, 30.0 ms idle per step\n"),
@@ -258,11 +271,11 @@ constexpr int kItems = 6;
 
 // A loop that reads its loss each step: launch, 50 ms of kernels, Tensor.item() waits for them,
 // then 5 ms of host work before the next launch. The steps run from one item() to the next (55 ms).
-void write_item_loop(TimelineRun& run, bool gpu) {
+void write_item_loop(TimelineRun& run, bool gpu, TimelineRun::Kernel kernel = TimelineRun::kBf16Gemm) {
   for (int i = 0; i < kItems; ++i) {
     const int64_t base = kStart + i * 55 * kMs;
     run.launch(base + 5 * kMs);
-    if (gpu) run.kernel(base + 5 * kMs, base + 55 * kMs);
+    if (gpu) run.kernel(base + 5 * kMs, base + 55 * kMs, kernel);
     run.item(base + 6 * kMs, base + 55 * kMs);
   }
 }
@@ -306,6 +319,24 @@ TEST_F(GpuTimelineTest, ItemThenHostWorkBubble) {
       << hidden[0]["message"];
   EXPECT_NE(render_text(report).find("      GPU idle after it: 5.0 ms per call, 25.0 ms in all (GPU timeline)\n"),
             std::string::npos);
+}
+
+// Matmuls in FP32 on the CUDA cores: the AMP finding, its cost their GPU time.
+TEST_F(GpuTimelineTest, Fp32GemmsAreFound) {
+  {
+    TimelineRun run(path_, 0);
+    write_item_loop(run, true, TimelineRun::kFp32Gemm);
+    run.finish("on");
+  }
+  RunDatabase db(path_);
+  const Report report = load_report(db);
+  EXPECT_EQ(first_rank(report)["gpu"]["fp32_gemm_share"], 1.0);
+  const std::vector<Json> amp = findings_of(report, "fp32_gemm");
+  ASSERT_EQ(amp.size(), 1u);
+  EXPECT_EQ(amp[0]["rank"], 0);
+  EXPECT_EQ(amp[0]["cost_ns"], kItems * 50 * kMs);
+  EXPECT_EQ(amp[0]["message"], "rank 0: 100.0 % of GPU time in FP32 GEMMs (ampere_sgemm_128x64_tn the longest)");
+  EXPECT_TRUE(amp[0]["advice"].get<std::string>().starts_with("use autocast with bf16")) << amp[0]["advice"];
 }
 
 // No CUPTI: the bubble is the host's time from each return to its thread's next launch.
@@ -377,7 +408,7 @@ TEST_F(GpuTimelineTest, WellFedRankHasNoGapAndNoFinding) {
     for (int k = 0; k < kAllReduces; ++k) {
       const int64_t t = kStart + k * 100 * kMs;
       run.all_reduce(t, uint32_t(k + 1));
-      run.kernel(t, t + 5 * kMs, true);
+      run.kernel(t, t + 5 * kMs, TimelineRun::kNccl);
       for (int j = 0; j < 4; ++j) run.kernel(t + 5 * kMs + j * 23'750'000 + 10'000, t + 5 * kMs + (j + 1) * 23'750'000);
       run.upload(t + 20 * kMs, t + 20 * kMs + 20'000, HostMemory::Pinned);
       run.gpu_upload(t + 20 * kMs, t + 21 * kMs, HostMemory::Pinned);
