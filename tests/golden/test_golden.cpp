@@ -9,6 +9,7 @@
 // directory, time of day or pid reaches the output.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -214,6 +215,38 @@ void write_run(const std::string& path, bool after) {
   db.commit();
 }
 
+// Rank 1's GPU timeline, and rank 2's, which another CUPTI client held. Each step of rank 1 (from
+// one all-reduce to the next): the batch's upload ends a wait for input, a GEMM runs until the sync
+// returns, the host works 1.7 ms before it queues the next kernels, then the all-reduce's NCCL
+// kernel and the optimizer.
+void write_gpu_timeline(const std::string& path) {
+  std::vector<test::GpuRow> gpu;
+  auto kernel = [&](int64_t start, int64_t end, const char* name) {
+    gpu.push_back({.start_ns = start, .end_ns = end, .stream = 7, .name = name});
+  };
+  for (uint32_t step = 0; step < kSteps; ++step) {
+    const int64_t base = int64_t(kFirstStepNs + step * kStepNs);
+    gpu.push_back({.api = Api::gpuMemcpy,
+                   .start_ns = base + 800'000,
+                   .end_ns = base + 1'000'000,
+                   .stream = 7,
+                   .bytes = 4 << 20,
+                   .direction = Direction::HostToDevice,
+                   .host_memory = HostMemory::Pinned});
+    kernel(base + 1'000'000, base + 1'300'000, "ampere_bf16_s16816gemm_bf16_64x64_sliced1x2_ldg8_f2f_stages_64x5_tn");
+    kernel(base + 3'000'000, base + 5'000'000, "ampere_bf16_s16816gemm_bf16_64x64_sliced1x2_ldg8_f2f_stages_64x5_tn");
+    kernel(base + 5'000'000, base + 10'000'000, "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+    kernel(base + 10'000'000, base + 18'000'000, "ampere_bf16_s16816gemm_bf16_64x64_sliced1x2_ldg8_f2f_stages_64x5_tn");
+  }
+  test::add_gpu_rows(path, -1, gpu, 1);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "UPDATE processes SET gpu_timeline = 'taken' WHERE rank = 2", nullptr, nullptr, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(db);
+  sqlite3_close(db);
+}
+
 struct Output {
   std::string text;
   int exit_code = -1;
@@ -259,7 +292,9 @@ class Golden : public test::TempDirTest {
  protected:
   void SetUp() override {
     write_run(dir_ + "/a.db", false);
+    write_gpu_timeline(dir_ + "/a.db");
     write_run(dir_ + "/b.db", true);
+    write_gpu_timeline(dir_ + "/b.db");
   }
 };
 
