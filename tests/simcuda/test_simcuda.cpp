@@ -1391,6 +1391,8 @@ TEST(SimAbi, CuptiSymbolsCarryTheRealVersion) {
     EXPECT_NE(out.find(std::string("libcupti.so.13 ") + sym + "\n"), std::string::npos) << sym;
   std::string dyn = run(std::string("objdump -p ") + SIMCUPTI_PATH);
   EXPECT_NE(dyn.find("SONAME               libcupti.so.13"), std::string::npos) << dyn;
+  // libcupti is optional: the runtime does not load it.
+  EXPECT_EQ(run(std::string("objdump -p ") + SIMCUDART_PATH).find("libcupti"), std::string::npos);
 }
 
 TEST_F(SimCupti, CollectivesAreKernelsNamedAsNcclsOwn) {
