@@ -63,8 +63,9 @@ TEST_P(DriverCalls, EveryCallIsCountedOnceAtItsLine) {
   EXPECT_EQ(count_api(db, "cuMemcpyDtoH_v2"), 4);
   EXPECT_EQ(count_api(db, "cuMemcpyDtoD_v2"), 4);
   EXPECT_EQ(count_api(db, "cuMemcpy"), 4);
-  EXPECT_EQ(count_api(db, "cuMemcpyHtoD_v2", "direction = 'h2d' AND host_memory = 'pageable' AND bytes = 1000"), 4);
-  EXPECT_EQ(count_api(db, "cuMemcpy", "direction = 'h2d' AND host_memory = 'pinned' AND bytes = 600"), 4);
+  // The records themselves (direction 1: h2d; host_memory 1: pinned, 2: pageable).
+  EXPECT_EQ(count_api(db, "cuMemcpyHtoD_v2", "direction = 1 AND host_memory = 2 AND bytes = 1000"), 4);
+  EXPECT_EQ(count_api(db, "cuMemcpy", "direction = 1 AND host_memory = 1 AND bytes = 600"), 4);
   EXPECT_EQ(count_api(db, "cuStreamSynchronize"), 4);
   EXPECT_EQ(count_api(db, "cuCtxSynchronize"), 4);
   EXPECT_EQ(count_api(db, "cuStreamQuery"), 4);
