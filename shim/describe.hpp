@@ -2,6 +2,7 @@
 // The `describe` column of api.def: what each call is, taken from its arguments before the real
 // function runs. Values the call produces (an allocated address, a new communicator) are read
 // back from `result_object` after it returns successfully.
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -149,6 +150,34 @@ inline Draft copy_peer(size_t bytes, cudaStream_t stream) {
   return d;
 }
 
+// A driver copy: the direction is the function's, `host` its host-side pointer (null device to
+// device), classified as the runtime's copies are. CUstream and cudaStream_t are one type.
+inline Draft driver_copy(Direction direction, const void* host, size_t bytes, CUstream stream) {
+  Draft d;
+  d.bytes = bytes;
+  d.stream = as_integer(stream);
+  d.direction = direction;
+  d.host_memory = host ? classify_host_memory(host, bytes, stream) : HostMemory::Device;
+  return d;
+}
+
+inline Draft driver_to_device(const void* src, size_t bytes, CUstream stream) {
+  return driver_copy(Direction::HostToDevice, src, bytes, stream);
+}
+inline Draft driver_to_host(void* dst, size_t bytes, CUstream stream) {
+  return driver_copy(Direction::DeviceToHost, dst, bytes, stream);
+}
+inline Draft driver_on_device(size_t bytes, CUstream stream) {
+  return driver_copy(Direction::DeviceToDevice, nullptr, bytes, stream);
+}
+
+inline void* device_address(CUdeviceptr pointer) { return reinterpret_cast<void*>(static_cast<uintptr_t>(pointer)); }
+
+// cuMemcpy(Async): unified addressing, the pointers say the direction, as for cudaMemcpyDefault.
+inline Draft driver_copy_unified(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+  return copy_linear(device_address(dst), device_address(src), bytes, cudaMemcpyDefault, stream);
+}
+
 inline Draft on_stream(cudaStream_t stream) {
   Draft d;
   d.stream = as_integer(stream);
@@ -168,6 +197,8 @@ inline Draft on_object(const void* object) {
   d.object = as_integer(object);
   return d;
 }
+
+inline Draft on_device_pointer(CUdeviceptr pointer) { return on_object(device_address(pointer)); }
 
 inline Draft pinned_alloc(void** result, size_t size) {
   Draft d;

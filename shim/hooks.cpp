@@ -1,4 +1,5 @@
 // The interposed functions, generated from common/trainshim/api.def.
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <cupti.h>
 #include <nccl.h>
@@ -9,6 +10,7 @@
 #include "core/gpu_activity.hpp"
 #include "core/resolve.hpp"
 #include "cudart_per_thread.h"
+#include "driver_per_thread.h"
 
 namespace {
 
@@ -33,6 +35,12 @@ template <>
 ncclResult_t not_loaded<ncclResult_t>() {
   const bool nccl_loaded = trainshim::shim::runtime_function(trainshim::Library::Nccl, "pncclGetVersion");
   return nccl_loaded ? ncclSystemError : ncclUnhandledCudaError;
+}
+// The driver likewise: no device when no libcuda is loaded.
+template <>
+CUresult not_loaded<CUresult>() {
+  const bool driver_loaded = trainshim::shim::runtime_function(trainshim::Library::Driver, "cuDriverGetVersion");
+  return driver_loaded ? CUDA_ERROR_NOT_FOUND : CUDA_ERROR_NO_DEVICE;
 }
 
 }  // namespace

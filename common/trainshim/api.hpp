@@ -72,7 +72,9 @@ inline constexpr std::optional<HostMemory> host_memory_named(std::string_view na
   return detail::value_named<HostMemory>(kHostMemoryNames, name);
 }
 
-enum class Library : uint8_t { Cudart, Nccl };
+// Where the real function is: Cudart and Driver (libcuda.so.1) under the hook's own name, Nccl
+// under "p" + name.
+enum class Library : uint8_t { Cudart, Nccl, Driver };
 
 // The interposed functions first, then the records the shim writes of its own (TS_RECORD).
 enum class Api : uint16_t {

@@ -72,7 +72,7 @@ void* find(const char* name) {
 }
 
 void* find(Library library, const char* name) {
-  if (library == Library::Cudart) return find(name);
+  if (library != Library::Nccl) return find(name);
   // NCCL exports every ncclX also as pncclX (NCCL_API with PROFAPI, the default), the name a
   // profiler forwards to. Built without it, only ncclX exists: the definition of another object.
   const std::string unprefixed = name[0] == 'p' ? name + 1 : name;

@@ -12,7 +12,8 @@ void* resolve(Api api);
 }  // namespace detail
 
 // dlsym(RTLD_NEXT) first; where that finds nothing (a library in a local scope, as Python loads
-// extensions, or under another name), whichever loaded object exports it. For NCCL, pncclX first,
+// extensions and libcudart loads libcuda.so.1, or under another name), whichever loaded object
+// exports it. For NCCL, pncclX first,
 // then ncclX defined by another object than the shim. nullptr when no loaded object exports it.
 // The answer is cached once found.
 inline void* real_function(Api api) {

@@ -1,5 +1,6 @@
 // The CUDA runtime API of the simulation, compiled against the real headers so that every
 // signature matches; exported with the version libcudart.so.13 (see cudart.map).
+#include "driver_link.h"
 #include "internal.h"
 #include "simcuda.h"
 
@@ -134,6 +135,18 @@ cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cuda
   Traced as = memcpy_activity(dst, src, n, !sync);
   return sync ? submit_and_wait(stream, op, std::move(as))
               : submit(stream, op, touches_pageable(dst, src), std::move(as));
+}
+
+// libcudart's synchronous linear copy is the driver's cuMemcpy (its _ptds twin for the per-thread
+// stream), called through the table the runtime took from cuGetProcAddress (driver_link.cpp).
+cudaError_t copy_through_driver(void* dst, const void* src, size_t n, cudaMemcpyKind kind, bool per_thread) {
+  const Driver* d = driver();
+  if (!d) return copy(dst, src, n, kind, per_thread ? cudaStreamPerThread : cudaStreamLegacy, true);
+  if (!valid_kind(kind)) return ret(cudaErrorInvalidMemcpyDirection);
+  if (n == 0) return cudaSuccess;
+  if (!dst || !src) return ret(cudaErrorInvalidValue);
+  const auto to = reinterpret_cast<std::uintptr_t>(dst), from = reinterpret_cast<std::uintptr_t>(src);
+  return ret(static_cast<cudaError_t>((per_thread ? d->memcpy_ptds : d->memcpy)(to, from, n)));
 }
 
 cudaError_t copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
@@ -355,6 +368,7 @@ cudaError_t cudaRuntimeGetVersion(int* version) {
 
 cudaError_t cudaDriverGetVersion(int* version) {
   if (!version) return ret(cudaErrorInvalidValue);
+  if (const Driver* d = driver()) return ret(static_cast<cudaError_t>(d->driver_get_version(version)));
   *version = CUDART_VERSION;
   return cudaSuccess;
 }
@@ -483,10 +497,10 @@ cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
 // ---------------- copies and memset ----------------
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
-  return copy(dst, src, count, kind, cudaStreamLegacy, true);
+  return copy_through_driver(dst, src, count, kind, false);
 }
 cudaError_t cudaMemcpy_ptds(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
-  return copy(dst, src, count, kind, cudaStreamPerThread, true);
+  return copy_through_driver(dst, src, count, kind, true);
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream) {
   return copy(dst, src, count, kind, stream, false);
@@ -641,6 +655,7 @@ cudaError_t cudaDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPr
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (const Driver* d = driver()) return ret(static_cast<cudaError_t>(d->stream_synchronize(stream)));
   auto s = resolve_stream(stream);
   if (!s) return ret(cudaErrorInvalidResourceHandle);
   if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
@@ -649,6 +664,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream) {
+  if (const Driver* d = driver()) return ret(static_cast<cudaError_t>(d->stream_synchronize_ptsz(stream)));
   return cudaStreamSynchronize(stream ? stream : cudaStreamPerThread);
 }
 
