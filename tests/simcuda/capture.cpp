@@ -128,7 +128,7 @@ cudaError_t submit_work(const std::shared_ptr<Stream>& s, Work work, std::uint64
       return cudaSuccess;
     }
   }
-  *ticket = enqueue(s, work());
+  *ticket = enqueue(s, work(*s));
   return cudaSuccess;
 }
 
@@ -259,6 +259,8 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
     if (!c.executables.count(executable_of(graphExec))) return record_error(cudaErrorInvalidValue);
     nodes = executable_of(graphExec)->nodes;
   }
+  // The kernels, copies and memsets a launch replays carry the cudaGraphLaunch's correlation id.
+  SharedCorrelation correlation;
   for (auto& node : nodes) {
     std::uint64_t ticket = 0;
     if (const cudaError_t e = submit_work(s, node, &ticket); e != cudaSuccess) return e;

@@ -3,6 +3,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "activity.h"
+
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -12,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -38,6 +41,7 @@ std::optional<Range> find_range(const void* p);
 bool overlaps_any(std::uintptr_t base, std::size_t size);
 // Whether host code must wait for an async copy touching p (pageable host memory).
 inline bool is_pageable(const void* p) { return !find_range(p).has_value(); }
+simcudaMemoryKind memory_kind(const void* p);
 
 // ---- devices (runtime.cpp) ----
 int device_count();
@@ -50,8 +54,8 @@ struct CaptureSequence;
 
 class Stream : public std::enable_shared_from_this<Stream> {
  public:
-  Stream(int device, unsigned flags, int priority, bool legacy)
-      : device_(device), flags_(flags), priority_(priority), legacy_(legacy) {}
+  Stream(int device, unsigned flags, int priority, bool legacy, std::uint32_t id)
+      : device_(device), flags_(flags), priority_(priority), legacy_(legacy), id_(id) {}
   void start();
   // Appends op; returns its ticket (1-based position in the stream's history).
   std::uint64_t push(std::function<void()> op);
@@ -68,6 +72,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   int priority() const { return priority_; }
   bool legacy() const { return legacy_; }
   bool blocking() const { return !(flags_ & cudaStreamNonBlocking); }
+  // The id its activity records carry (cuptiGetStreamIdEx).
+  std::uint32_t id() const { return id_; }
 
   // The capture sequence this stream is recording into, if any (guarded by capture.cpp's lock).
   std::shared_ptr<CaptureSequence> capture;
@@ -78,6 +84,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   unsigned flags_;
   int priority_;
   bool legacy_;
+  std::uint32_t id_;
   std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
   std::deque<std::function<void()>> queue_;
@@ -112,10 +119,31 @@ cudaEvent_t create_event(unsigned flags, int device);
 std::shared_ptr<Event> resolve_event(cudaEvent_t e);
 bool destroy_event(cudaEvent_t e);
 
+// ---- activity reports to the simulated CUPTI (activity.cpp) ----
+// An operation as the activity records describe it; traced() fills in device, stream and
+// correlation.
+struct Traced {
+  simcudaActivity activity{};
+  std::string name;  // a kernel's; the report points into this copy
+};
+// The op as the stream runs it: when the sink wants the kind now, the worker stamps its start and
+// end and reports it. Called at the launching call, or at each graph launch for a graph's nodes.
+std::function<void()> traced(const Stream& s, Traced t, std::function<void()> op);
+// The launching calls made inside a scope share one correlation id (a graph launch's nodes);
+// otherwise each call takes its own, as each runtime API call has one in CUPTI.
+class SharedCorrelation {
+ public:
+  SharedCorrelation();
+  ~SharedCorrelation();
+  SharedCorrelation(const SharedCorrelation&) = delete;
+  SharedCorrelation& operator=(const SharedCorrelation&) = delete;
+};
+
 // ---- stream capture (capture.cpp) ----
 // What a stream runs, made when it is enqueued: a graph makes it again at every launch, so that
-// an event record in a graph takes a new sequence number each time.
-using Work = std::function<std::function<void()>()>;
+// an event record in a graph takes a new sequence number each time, and a kernel reports a record
+// for each launch.
+using Work = std::function<std::function<void()>(const Stream& s)>;
 
 struct Graph {
   std::vector<Work> nodes;
@@ -145,5 +173,10 @@ cudaError_t check_device_wait(int device);
 std::shared_ptr<CaptureSequence> active_capture(std::uint64_t id);
 std::shared_ptr<CaptureSequence> capture_of(const Stream& s);
 void invalidate(CaptureSequence& c);
+
+// ---- submitting operations (runtime.cpp) ----
+// Submits op on the stream (or into its capture), reported as `as` when given; with wait, returns
+// once it ran (never for a captured op, which does not run at the call).
+cudaError_t submit(cudaStream_t stream, std::function<void()> op, bool wait, std::optional<Traced> as = {});
 
 }  // namespace simcuda

@@ -480,9 +480,70 @@ void run_task(void* arg) {
   delete t;
 }
 
+// The kernel the real NCCL (2.2x, as in libnccl.so.2's device code) launches for a task, by its
+// mangled name: a kernel specialised for Sum in the RING_LL protocol where libnccl has one (signed
+// integers share the unsigned ones), ncclDevKernel_SendRecv for point-to-point work,
+// ncclDevKernel_Generic for the rest and for several collectives in one launch.
+std::string kernel_name(const Task& t) {
+  if (t.kind == Kind::Batch && t.batch.size() == 1) return kernel_name(t.batch.front());
+  auto type = [](ncclDataType_t d) -> const char* {
+    switch (d) {
+      case ncclInt8:
+      case ncclUint8:
+        return "u8";
+      case ncclInt32:
+      case ncclUint32:
+        return "u32";
+      case ncclInt64:
+      case ncclUint64:
+        return "u64";
+      case ncclFloat16:
+        return "f16";
+      case ncclBfloat16:
+        return "bf16";
+      case ncclFloat32:
+        return "f32";
+      case ncclFloat64:
+        return "f64";
+      case ncclFloat8e4m3:
+        return "f8e4m3";
+      case ncclFloat8e5m2:
+        return "f8e5m2";
+      default:
+        return nullptr;
+    }
+  };
+  std::string name = "ncclDevKernel_Generic";
+  const char* ty = type(t.type);
+  const bool sum = t.op == ncclSum && ty;
+  switch (t.kind) {
+    case Kind::AllReduce:
+      if (sum) name = std::string("ncclDevKernel_AllReduce_Sum_") + ty + "_RING_LL";
+      break;
+    case Kind::Reduce:
+      if (sum) name = std::string("ncclDevKernel_Reduce_Sum_") + ty + "_RING_LL";
+      break;
+    case Kind::ReduceScatter:
+      if (sum) name = std::string("ncclDevKernel_ReduceScatter_Sum_") + ty + "_RING_LL";
+      break;
+    case Kind::Broadcast:
+      name = "ncclDevKernel_Broadcast_RING_LL";
+      break;
+    case Kind::AllGather:
+      name = "ncclDevKernel_AllGather_RING_LL";
+      break;
+    case Kind::P2P:
+      name = "ncclDevKernel_SendRecv";
+      break;
+    case Kind::Batch:
+      break;
+  }
+  return "_Z" + std::to_string(name.size()) + name + "24ncclDevKernelArgsStorageILm4096EE";
+}
+
 ncclResult_t submit(cudaStream_t stream, Task* t) {
   t->comm->pending.fetch_add(1);
-  if (simcudaEnqueue(stream, run_task, t) != cudaSuccess) {
+  if (simcudaEnqueueKernel(stream, kernel_name(*t).c_str(), run_task, t) != cudaSuccess) {
     t->comm->pending.fetch_sub(1);
     delete t;
     return ncclUnhandledCudaError;

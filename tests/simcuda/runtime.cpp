@@ -81,24 +81,49 @@ bool valid_kind(cudaMemcpyKind k) { return k >= cudaMemcpyHostToHost && k <= cud
 // taken from the host buffer before the call returns), D2H must land before the call returns.
 bool touches_pageable(const void* a, const void* b) { return is_pageable(a) || is_pageable(b); }
 
+}  // namespace
+
 // A captured operation never runs at the call, so the call never waits for it.
-cudaError_t submit(cudaStream_t stream, std::function<void()> op, bool wait) {
+cudaError_t simcuda::submit(cudaStream_t stream, std::function<void()> op, bool wait, std::optional<Traced> as) {
   auto s = resolve_stream(stream);
   if (!s) return ret(cudaErrorInvalidResourceHandle);
   std::uint64_t ticket = 0;
-  if (const cudaError_t e = submit_work(
-          s, [op = std::move(op)] { return op; }, &ticket);
-      e != cudaSuccess)
-    return e;
+  Work work = [op = std::move(op), as = std::move(as)](const Stream& on) { return as ? traced(on, *as, op) : op; };
+  if (const cudaError_t e = submit_work(s, std::move(work), &ticket); e != cudaSuccess) return e;
   if (wait && ticket) s->wait_ticket(ticket);
   return cudaSuccess;
 }
 
+namespace {
+
 // Synchronous copies and memsets are potentially unsafe during a capture, like every call that
 // waits for the device.
-cudaError_t submit_and_wait(cudaStream_t stream, std::function<void()> op) {
+cudaError_t submit_and_wait(cudaStream_t stream, std::function<void()> op, Traced as) {
   if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
-  return submit(stream, std::move(op), true);
+  return submit(stream, std::move(op), true, std::move(as));
+}
+
+// A copy as CUPTI's memcpy record describes it (CUpti_ActivityMemcpy6): its bytes and where
+// they live, whatever cudaMemcpyKind the call named.
+Traced memcpy_activity(const void* dst, const void* src, std::uint64_t bytes, bool async, std::uint64_t copies = 1) {
+  Traced t;
+  t.activity.kind = SIMCUDA_ACTIVITY_MEMCPY;
+  t.activity.bytes = bytes;
+  t.activity.src = memory_kind(src);
+  t.activity.dst = memory_kind(dst);
+  t.activity.copy_count = copies;
+  t.activity.async = async;
+  return t;
+}
+
+// A kernel of the simulation's own (no registered function), one block of one thread.
+Traced kernel_activity(std::string name) {
+  Traced t;
+  t.activity.kind = SIMCUDA_ACTIVITY_KERNEL;
+  t.activity.grid = dim3(1);
+  t.activity.block = dim3(1);
+  t.name = std::move(name);
+  return t;
 }
 
 cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t stream, bool sync) {
@@ -106,7 +131,9 @@ cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cuda
   if (n == 0) return cudaSuccess;
   if (!dst || !src) return ret(cudaErrorInvalidValue);
   auto op = [dst, src, n] { std::memmove(dst, src, n); };
-  return sync ? submit_and_wait(stream, op) : submit(stream, op, touches_pageable(dst, src));
+  Traced as = memcpy_activity(dst, src, n, !sync);
+  return sync ? submit_and_wait(stream, op, std::move(as))
+              : submit(stream, op, touches_pageable(dst, src), std::move(as));
 }
 
 cudaError_t copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
@@ -119,7 +146,9 @@ cudaError_t copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, si
     for (size_t row = 0; row < height; ++row)
       std::memmove(static_cast<char*>(dst) + row * dpitch, static_cast<const char*>(src) + row * spitch, width);
   };
-  return sync ? submit_and_wait(stream, op) : submit(stream, op, touches_pageable(dst, src));
+  Traced as = memcpy_activity(dst, src, std::uint64_t{width} * height, !sync);
+  return sync ? submit_and_wait(stream, op, std::move(as))
+              : submit(stream, op, touches_pageable(dst, src), std::move(as));
 }
 
 // A __device__ variable's symbol is the address the runtime maps to its device copy; here device
@@ -155,8 +184,11 @@ cudaError_t copy_3d(const cudaMemcpy3DParms* p, cudaStream_t stream, bool sync) 
       for (size_t y = 0; y < q.extent.height; ++y)
         std::memmove(row(q.dstPtr, q.dstPos, y, z), row(q.srcPtr, q.srcPos, y, z), q.extent.width);
   };
-  return sync ? submit_and_wait(stream, op)
-              : submit(stream, op, touches_pageable(row(q.dstPtr, q.dstPos, 0, 0), row(q.srcPtr, q.srcPos, 0, 0)));
+  void* first_dst = row(q.dstPtr, q.dstPos, 0, 0);
+  const void* first_src = row(q.srcPtr, q.srcPos, 0, 0);
+  Traced as = memcpy_activity(first_dst, first_src, std::uint64_t{e.width} * e.height * e.depth, !sync);
+  return sync ? submit_and_wait(stream, op, std::move(as))
+              : submit(stream, op, touches_pageable(first_dst, first_src), std::move(as));
 }
 
 // cudaMemcpyBatchAsync's checks: attrsIdxs starts at 0 and increases, below count; every
@@ -176,17 +208,21 @@ cudaError_t copy_batch(void* const* dsts, const void* const* srcs, const size_t*
     wait = wait || attrs[k].srcAccessOrder == cudaMemcpySrcAccessOrderDuringApiCall;
   }
   std::vector<std::tuple<void*, const void*, size_t>> copies;
+  std::uint64_t bytes = 0;
   for (size_t i = 0; i < count; ++i) {
     if (!dsts[i] || !srcs[i]) return ret(cudaErrorInvalidValue);
     copies.emplace_back(dsts[i], srcs[i], sizes[i]);
+    bytes += sizes[i];
     wait = wait || touches_pageable(dsts[i], srcs[i]);
   }
+  // One record for the batch, its copyCount the number of copies (CUpti_ActivityMemcpy6), with
+  // the memory kinds of the first copy.
   return submit(
       stream,
       [copies] {
         for (const auto& [dst, src, n] : copies) std::memmove(dst, src, n);
       },
-      wait);
+      wait, memcpy_activity(dsts[0], srcs[0], bytes, true, count));
 }
 
 cudaError_t fill(void* p, int value, size_t n, cudaStream_t stream, bool async) {
@@ -195,7 +231,14 @@ cudaError_t fill(void* p, int value, size_t n, cudaStream_t stream, bool async) 
   if (!r) return ret(cudaErrorInvalidValue);
   // The real cudaMemset is asynchronous unless it writes host memory.
   auto op = [p, value, n] { std::memset(p, value, n); };
-  return r->kind != MemKind::Device && !async ? submit_and_wait(stream, op) : submit(stream, op, false);
+  Traced as;
+  as.activity.kind = SIMCUDA_ACTIVITY_MEMSET;
+  as.activity.bytes = n;
+  as.activity.dst = memory_kind(p);
+  as.activity.value = static_cast<std::uint32_t>(value);
+  as.activity.async = async;
+  return r->kind != MemKind::Device && !async ? submit_and_wait(stream, op, std::move(as))
+                                              : submit(stream, op, false, std::move(as));
 }
 
 void* allocate_aligned(size_t alignment, size_t size) {
@@ -254,6 +297,8 @@ cudaError_t cudaPeekAtLastError(void) { return tls_last_error; }
 #define SIMCUDA_ERRORS(X)                                                                                           \
   X(cudaSuccess, "no error")                                                                                        \
   X(cudaErrorInvalidValue, "invalid argument")                                                                      \
+  X(cudaErrorInvalidConfiguration, "invalid configuration argument")                                                \
+  X(cudaErrorInvalidDeviceFunction, "invalid device function")                                                      \
   X(cudaErrorMemoryAllocation, "out of memory")                                                                     \
   X(cudaErrorInitializationError, "initialization error")                                                           \
   X(cudaErrorInvalidPitchValue, "invalid pitch argument")                                                           \
@@ -639,7 +684,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   std::uint64_t ticket = 0;
   return submit_work(
       s,
-      [e, seq] {
+      [e, seq](const Stream&) {
         return std::function<void()>([e, seq] {
           std::unique_lock lock(e->mu);
           e->cv.wait(lock, [&] { return e->done >= seq; });
@@ -677,7 +722,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (!e || !s || e->device != s->device()) return ret(cudaErrorInvalidResourceHandle);
   auto capture = capture_of(*s);
   // Made at each launch: a record in a graph records the event anew every time it runs.
-  Work record = [e] {
+  Work record = [e](const Stream&) {
     std::uint64_t seq;
     {
       std::lock_guard lock(e->mu);
@@ -763,15 +808,23 @@ cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void* 
 
 // ---------------- simulation extensions ----------------
 
+// A kernel named simcudaBusyKernel that runs for the given time.
 cudaError_t simcudaBusy(cudaStream_t stream, unsigned microseconds) {
   return submit(
-      stream, [microseconds] { std::this_thread::sleep_for(std::chrono::microseconds(microseconds)); }, false);
+      stream, [microseconds] { std::this_thread::sleep_for(std::chrono::microseconds(microseconds)); }, false,
+      kernel_activity("simcudaBusyKernel"));
 }
 
 cudaError_t simcudaEnqueue(cudaStream_t stream, void (*fn)(void* arg), void* arg) {
   if (!fn) return ret(cudaErrorInvalidValue);
   return submit(
       stream, [fn, arg] { fn(arg); }, false);
+}
+
+cudaError_t simcudaEnqueueKernel(cudaStream_t stream, const char* deviceName, void (*fn)(void* arg), void* arg) {
+  if (!fn || !deviceName) return ret(cudaErrorInvalidValue);
+  return submit(
+      stream, [fn, arg] { fn(arg); }, false, kernel_activity(deviceName));
 }
 
 }  // extern "C"

@@ -3,6 +3,7 @@
 // streams, because a profiler's findings about default-stream serialisation depend on it.
 #include "internal.h"
 
+#include <atomic>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -77,6 +78,11 @@ struct Handles {
   std::mutex enqueue_mu;
 };
 
+// Stream ids as the driver numbers them (Nsight Systems shows them): the legacy stream of each
+// context is 7, created streams count up from 13.
+constexpr std::uint32_t kLegacyStreamId = 7;
+std::atomic<std::uint32_t> g_next_stream_id{13};
+
 // Leaked on purpose: workers outlive static destruction at exit.
 Handles& handles() {
   static Handles* h = new Handles;
@@ -106,7 +112,7 @@ std::shared_ptr<Stream> legacy_stream(int device) {
   if (device < 0 || static_cast<std::size_t>(device) >= h.legacy.size()) return nullptr;
   auto& slot = h.legacy[static_cast<std::size_t>(device)];
   if (!slot) {
-    slot = std::make_shared<Stream>(device, cudaStreamDefault, 0, true);
+    slot = std::make_shared<Stream>(device, cudaStreamDefault, 0, true, kLegacyStreamId);
     slot->start();
   }
   return slot;
@@ -121,7 +127,7 @@ std::shared_ptr<Stream> resolve_stream(cudaStream_t s) {
 }
 
 cudaStream_t create_stream(int device, unsigned flags, int priority) {
-  auto s = std::make_shared<Stream>(device, flags, priority, false);
+  auto s = std::make_shared<Stream>(device, flags, priority, false, g_next_stream_id++);
   s->start();
   Handles& h = handles();
   std::lock_guard lock(h.mu);

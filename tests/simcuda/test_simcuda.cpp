@@ -1,18 +1,24 @@
 // Tests of the simulated CUDA runtime and NCCL. Ordering is checked with gates (operations that
 // hold a stream until the test opens them), not with timing thresholds, so nothing can flake.
+#include <cupti.h>
+#include <fatbinary_section.h>
 #include <gtest/gtest.h>
 #include <nccl.h>
+#include <time.h>
 
 #include "simcuda.h"
 
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -884,4 +890,579 @@ TEST(SimCuda, SymbolThreeDimensionalAndBatchCopies) {
   cudaStreamDestroy(s);
   cudaFree(device);
   cudaFree(symbol);
+}
+
+// ---- kernels and the simulated CUPTI ----
+
+extern "C" {
+void** __cudaRegisterFatBinary(void* fatCubin);
+void __cudaRegisterFatBinaryEnd(void** fatCubinHandle);
+void __cudaUnregisterFatBinary(void** fatCubinHandle);
+void __cudaRegisterFunction(void** fatCubinHandle, const char* hostFun, char* deviceFun, const char* deviceName,
+                            int thread_limit, uint3* tid, uint3* bid, dim3* bDim, dim3* gDim, int* wSize);
+unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem, struct CUstream_st* stream);
+cudaError_t __cudaPopCallConfiguration(dim3* gridDim, dim3* blockDim, size_t* sharedMem, void* stream);
+cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* hostFun);
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
+                               cudaStream_t stream);
+cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
+                                  cudaStream_t stream);
+}
+
+namespace {
+
+// What nvcc generates for `__global__ void scale(float* data, int n)` in a .cu file: the host stub
+// that `scale<<<grid, block, 0, stream>>>(data, n)` calls, and the module's registration.
+void scale(float* data, int n) {
+  void* args[] = {&data, &n};
+  dim3 grid, block;
+  size_t shared;
+  cudaStream_t stream;
+  if (__cudaPopCallConfiguration(&grid, &block, &shared, &stream) != cudaSuccess) return;
+  static cudaKernel_t handle = nullptr;
+  if (!handle) __cudaGetKernel(&handle, reinterpret_cast<const void*>(&scale));
+  __cudaLaunchKernel(handle, grid, block, args, shared, stream);
+}
+
+const __fatBinC_Wrapper_t kScaleFatbin{FATBINC_MAGIC, FATBINC_VERSION, nullptr, nullptr};
+constexpr const char* kScaleName = "_Z5scalePfi";
+
+void** register_scale_module() {
+  void** module = __cudaRegisterFatBinary(const_cast<__fatBinC_Wrapper_t*>(&kScaleFatbin));
+  __cudaRegisterFunction(module, reinterpret_cast<const char*>(&scale), const_cast<char*>(kScaleName), kScaleName, -1,
+                         nullptr, nullptr, nullptr, nullptr, nullptr);
+  __cudaRegisterFatBinaryEnd(module);
+  return module;
+}
+
+std::uint64_t monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+// One activity record as the client read it.
+struct Seen {
+  CUpti_ActivityKind kind;
+  std::string name;
+  std::uint64_t start, end;
+  std::uint32_t device, context, stream, correlation;
+  std::uint64_t bytes;
+  std::uint8_t copy_kind, src_kind, dst_kind, flags;
+  std::uint32_t value;
+  std::uint16_t memory_kind;
+  std::int32_t grid_x, block_x;
+};
+
+// A CUPTI client written from cupti_activity.h: buffers from bufferRequested, records read with
+// cuptiActivityGetNextRecord in bufferCompleted.
+struct Client {
+  static inline std::mutex mu;
+  static inline std::condition_variable cv;
+  static inline std::vector<Seen> seen;
+  static inline std::size_t buffer_size = 1 << 16;
+  static inline bool decline = false;  // bufferRequested gives no buffer
+  static inline int completed = 0;
+  static inline std::set<std::thread::id> completing_threads;
+  static inline std::vector<std::size_t> records_per_buffer;
+  static inline std::vector<std::set<std::string>> names_per_buffer;
+
+  static void reset() {
+    std::lock_guard lock(mu);
+    seen.clear();
+    buffer_size = 1 << 16;
+    decline = false;
+    completed = 0;
+    completing_threads.clear();
+    records_per_buffer.clear();
+    names_per_buffer.clear();
+  }
+  static void register_callbacks() { ASSERT_EQ(cuptiActivityRegisterCallbacks(&requested, &done), CUPTI_SUCCESS); }
+
+  static void CUPTIAPI requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+    std::lock_guard lock(mu);
+    *max_records = 0;
+    *size = decline ? 0 : buffer_size;
+    *buffer = decline ? nullptr : static_cast<uint8_t*>(std::aligned_alloc(8, buffer_size));
+  }
+  static void CUPTIAPI done(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+    std::vector<Seen> got;
+    CUpti_Activity* record = nullptr;
+    CUptiResult status;
+    while ((status = cuptiActivityGetNextRecord(buffer, valid, &record)) == CUPTI_SUCCESS) {
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(record) % 8, 0u);
+      Seen s{};
+      s.kind = record->kind;
+      if (record->kind == CUPTI_ACTIVITY_KIND_KERNEL || record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
+        auto* k = reinterpret_cast<CUpti_ActivityKernel10*>(record);
+        s = {k->kind, k->name, k->start, k->end, k->deviceId, k->contextId, k->streamId, k->correlationId, 0, 0,
+             0,       0,       0,        0,      0,           k->gridX,     k->blockX};
+      } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+        auto* m = reinterpret_cast<CUpti_ActivityMemcpy6*>(record);
+        s = {m->kind,
+             "",
+             m->start,
+             m->end,
+             m->deviceId,
+             m->contextId,
+             m->streamId,
+             m->correlationId,
+             m->bytes,
+             m->copyKind,
+             m->srcKind,
+             m->dstKind,
+             m->flags,
+             0,
+             0,
+             0,
+             0};
+      } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
+        auto* m = reinterpret_cast<CUpti_ActivityMemset4*>(record);
+        s = {m->kind,  "", m->start, m->end, m->deviceId, m->contextId, m->streamId,   m->correlationId,
+             m->bytes, 0,  0,        0,      0,           m->value,     m->memoryKind, 0,
+             0};
+      }
+      got.push_back(s);
+    }
+    EXPECT_EQ(status, CUPTI_ERROR_MAX_LIMIT_REACHED);
+    std::free(buffer);
+    std::lock_guard lock(mu);
+    seen.insert(seen.end(), got.begin(), got.end());
+    records_per_buffer.push_back(got.size());
+    names_per_buffer.emplace_back();
+    for (const Seen& g : got) names_per_buffer.back().insert(g.name);
+    completing_threads.insert(std::this_thread::get_id());
+    ++completed;
+    cv.notify_all();
+  }
+  static std::vector<Seen> flushed() {
+    EXPECT_EQ(cuptiActivityFlushAll(0), CUPTI_SUCCESS);
+    std::lock_guard lock(mu);
+    return seen;
+  }
+};
+
+// Every test starts with CUPTI detached and leaves it so.
+class SimCupti : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Client::reset();
+    ASSERT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
+  }
+  void TearDown() override {
+    EXPECT_EQ(cuptiFinalize(), CUPTI_SUCCESS);
+    cudaStreamDestroy(stream_);
+  }
+  std::uint32_t stream_id(cudaStream_t s) {
+    std::uint32_t id = 0;
+    EXPECT_EQ(cuptiGetStreamIdEx(nullptr, reinterpret_cast<CUstream>(s), 0, &id), CUPTI_SUCCESS);
+    return id;
+  }
+  cudaStream_t stream_ = nullptr;
+};
+
+const void* registered(const char* name, unsigned long long ns) {
+  const void* stub = nullptr;
+  EXPECT_EQ(simcudaRegisterKernel(name, ns, &stub), cudaSuccess);
+  return stub;
+}
+
+}  // namespace
+
+TEST_F(SimCupti, KernelsRunInStreamOrderForTheirDurationsAndAreRecordedByName) {
+  Client::register_callbacks();
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+  const void* gemm = registered("ampere_sgemm_128x64_nn", 3'000'000);
+  const void* relu = registered("_Z4reluPfi", 0);
+  ASSERT_EQ(simcudaSetKernelDuration(relu, 2'000'000), cudaSuccess);
+  void** module = register_scale_module();
+
+  const std::uint64_t before = monotonic_ns();
+  ASSERT_EQ(cudaLaunchKernel(gemm, dim3(8, 2), dim3(256), nullptr, 0, stream_), cudaSuccess);
+  ASSERT_EQ(cudaLaunchKernel(relu, dim3(4), dim3(128), nullptr, 0, stream_), cudaSuccess);
+  float* data = nullptr;
+  __cudaPushCallConfiguration(dim3(16), dim3(64), 0, stream_);  // scale<<<16, 64, 0, stream>>>(data, 3)
+  scale(data, 3);
+  ASSERT_EQ(simcudaBusy(stream_, 1000), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  const std::uint64_t after = monotonic_ns();
+
+  auto seen = Client::flushed();
+  ASSERT_EQ(seen.size(), 4u);
+  const std::vector<std::string> names{"ampere_sgemm_128x64_nn", "_Z4reluPfi", kScaleName, "simcudaBusyKernel"};
+  const std::vector<std::uint64_t> durations{3'000'000, 2'000'000, 0, 1'000'000};
+  const std::vector<std::int32_t> grids{8, 4, 16, 1}, blocks{256, 128, 64, 1};
+  std::set<std::uint32_t> correlations;
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    SCOPED_TRACE(names[i]);
+    EXPECT_EQ(seen[i].kind, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    EXPECT_EQ(seen[i].name, names[i]);
+    EXPECT_EQ(seen[i].grid_x, grids[i]);
+    EXPECT_EQ(seen[i].block_x, blocks[i]);
+    EXPECT_EQ(seen[i].stream, stream_id(stream_));
+    EXPECT_EQ(seen[i].device, 0u);
+    EXPECT_EQ(seen[i].context, 1u);
+    EXPECT_GE(seen[i].end - seen[i].start, durations[i]);  // sleeping never takes less than asked
+    if (i > 0) {
+      EXPECT_GE(seen[i].start, seen[i - 1].end);  // in stream order, one after the other
+    }
+    correlations.insert(seen[i].correlation);
+  }
+  EXPECT_EQ(correlations.size(), 4u);  // one per launching call
+  EXPECT_EQ(correlations.count(0), 0u);
+  // Without a timestamp callback the records carry CUPTI's own clock, far from the host's.
+  EXPECT_GE(seen.front().start, before + 1'000'000'000'000'000'000ull);
+  EXPECT_LE(seen.back().end, after + 1'000'000'000'000'000'000ull);
+  __cudaUnregisterFatBinary(module);
+}
+
+TEST_F(SimCupti, LaunchVariantsAndUnregisteredFunctions) {
+  Client::register_callbacks();
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_KERNEL), CUPTI_SUCCESS);
+  const void* k = registered("_Z6launchv", 0);
+  cudaKernel_t handle = nullptr;
+  ASSERT_EQ(cudaGetKernel(&handle, k), cudaSuccess);
+  cudaLaunchAttribute cooperative{};
+  cooperative.id = cudaLaunchAttributeCooperative;
+  cooperative.val.cooperative = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(2);
+  config.blockDim = dim3(32);
+  config.stream = stream_;
+  config.attrs = &cooperative;
+  config.numAttrs = 1;
+  EXPECT_EQ(cudaLaunchKernel(k, dim3(1), dim3(1), nullptr, 0, stream_), cudaSuccess);
+  EXPECT_EQ(cudaLaunchKernel_ptsz(k, dim3(1), dim3(1), nullptr, 0, stream_), cudaSuccess);
+  EXPECT_EQ(cudaLaunchKernel(handle, dim3(1), dim3(1), nullptr, 0, stream_), cudaSuccess);  // a cudaKernel_t
+  EXPECT_EQ(cudaLaunchKernelExC(&config, k, nullptr), cudaSuccess);
+  EXPECT_EQ(cudaLaunchCooperativeKernel(k, dim3(1), dim3(1), nullptr, 0, stream_), cudaSuccess);
+  EXPECT_EQ(cudaLaunchKernel(k, dim3(1), dim3(1), nullptr, 0, nullptr), cudaSuccess);  // the legacy stream
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+
+  // Not a registered host stub: the real runtime's error, recorded as the last error.
+  int not_a_kernel = 0;
+  EXPECT_EQ(cudaLaunchKernel(&not_a_kernel, dim3(1), dim3(1), nullptr, 0, stream_), cudaErrorInvalidDeviceFunction);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidDeviceFunction);
+  EXPECT_EQ(cudaLaunchKernel(k, dim3(0), dim3(1), nullptr, 0, stream_), cudaErrorInvalidConfiguration);
+  EXPECT_EQ(cudaLaunchKernel(k, dim3(1), dim3(2048), nullptr, 0, stream_), cudaErrorInvalidConfiguration);
+  cudaGetLastError();
+  // A module's kernels are gone once it is unregistered.
+  void** module = register_scale_module();
+  __cudaUnregisterFatBinary(module);
+  EXPECT_EQ(cudaLaunchKernel(reinterpret_cast<const void*>(&scale), dim3(1), dim3(1), nullptr, 0, stream_),
+            cudaErrorInvalidDeviceFunction);
+  cudaGetLastError();
+
+  auto seen = Client::flushed();
+  ASSERT_EQ(seen.size(), 6u);  // the failed launches ran nothing
+  for (const Seen& s : seen) {
+    EXPECT_EQ(s.kind, CUPTI_ACTIVITY_KIND_KERNEL);  // only KERNEL is enabled
+    EXPECT_EQ(s.name, "_Z6launchv");
+  }
+  EXPECT_EQ(seen[3].grid_x, 2);
+  EXPECT_EQ(seen[3].block_x, 32);
+  EXPECT_EQ(seen[5].stream, stream_id(nullptr));
+  EXPECT_EQ(stream_id(nullptr), 7u);
+  EXPECT_NE(stream_id(stream_), 7u);
+}
+
+TEST_F(SimCupti, CopiesAndMemsetsAreRecordedWithBytesDirectionAndMemoryKinds) {
+  Client::register_callbacks();
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET), CUPTI_SUCCESS);
+  void *d = nullptr, *d2 = nullptr, *pinned = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, 8192), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&d2, 8192), cudaSuccess);
+  ASSERT_EQ(cudaMallocHost(&pinned, 8192), cudaSuccess);
+  std::vector<unsigned char> pageable(8192, 1);
+
+  ASSERT_EQ(cudaMemcpyAsync(d, pageable.data(), 4096, cudaMemcpyHostToDevice, stream_), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(d, pinned, 1024, cudaMemcpyHostToDevice, stream_), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(pinned, d, 2048, cudaMemcpyDefault, stream_), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(d2, d, 512, cudaMemcpyDeviceToDevice, stream_), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(d, 0x5a, 300, stream_), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy2DAsync(pageable.data(), 64, d, 128, 32, 4, cudaMemcpyDeviceToHost, stream_), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(pageable.data(), d, 100, cudaMemcpyDeviceToHost), cudaSuccess);  // the legacy stream
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+
+  auto seen = Client::flushed();
+  ASSERT_EQ(seen.size(), 7u);
+  struct Want {
+    CUpti_ActivityKind kind;
+    std::uint64_t bytes;
+    std::uint8_t copy_kind, src, dst;
+  };
+  const std::vector<Want> want{
+      {CUPTI_ACTIVITY_KIND_MEMCPY, 4096, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE,
+       CUPTI_ACTIVITY_MEMORY_KIND_DEVICE},
+      {CUPTI_ACTIVITY_KIND_MEMCPY, 1024, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, CUPTI_ACTIVITY_MEMORY_KIND_PINNED,
+       CUPTI_ACTIVITY_MEMORY_KIND_DEVICE},
+      {CUPTI_ACTIVITY_KIND_MEMCPY, 2048, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
+       CUPTI_ACTIVITY_MEMORY_KIND_PINNED},
+      {CUPTI_ACTIVITY_KIND_MEMCPY, 512, CUPTI_ACTIVITY_MEMCPY_KIND_DTOD, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
+       CUPTI_ACTIVITY_MEMORY_KIND_DEVICE},
+      {CUPTI_ACTIVITY_KIND_MEMSET, 300, 0, 0, 0},
+      {CUPTI_ACTIVITY_KIND_MEMCPY, 128, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
+       CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE},
+      {CUPTI_ACTIVITY_KIND_MEMCPY, 100, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
+       CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE},
+  };
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(seen[i].kind, want[i].kind);
+    EXPECT_EQ(seen[i].bytes, want[i].bytes);
+    EXPECT_EQ(seen[i].copy_kind, want[i].copy_kind);
+    EXPECT_EQ(seen[i].src_kind, want[i].src);
+    EXPECT_EQ(seen[i].dst_kind, want[i].dst);
+    EXPECT_EQ(seen[i].stream, i < 6 ? stream_id(stream_) : 7u);
+    EXPECT_LE(seen[i].start, seen[i].end);
+  }
+  EXPECT_EQ(seen[0].flags, CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC);
+  EXPECT_EQ(seen[6].flags, 0);  // cudaMemcpy is synchronous
+  EXPECT_EQ(seen[4].value, 0x5au);
+  EXPECT_EQ(seen[4].memory_kind, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE);
+  cudaFree(d);
+  cudaFree(d2);
+  cudaFreeHost(pinned);
+}
+
+namespace {
+// A client clock of another unit and origin than CLOCK_MONOTONIC: CUPTI interpolates onto it.
+std::uint64_t CUPTIAPI doubled_clock() { return 2 * monotonic_ns() + 12345; }
+}  // namespace
+
+TEST_F(SimCupti, TimestampsAreOnTheRegisteredCallbacksClock) {
+  ASSERT_EQ(cuptiActivityRegisterTimestampCallback(&doubled_clock), CUPTI_SUCCESS);
+  Client::register_callbacks();
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+  const void* k = registered("_Z5stampv", 2'000'000);
+  std::uint64_t before = 0, after = 0;
+  ASSERT_EQ(cuptiGetTimestamp(&before), CUPTI_SUCCESS);
+  ASSERT_EQ(cudaLaunchKernel(k, dim3(1), dim3(1), nullptr, 0, stream_), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  ASSERT_EQ(cuptiGetTimestamp(&after), CUPTI_SUCCESS);
+  auto seen = Client::flushed();
+  ASSERT_EQ(seen.size(), 1u);
+  // The interpolation samples both clocks a few ns apart: allow 1 µs of the client's units.
+  EXPECT_GE(seen[0].start + 1000, before);
+  EXPECT_LE(seen[0].end, after + 1000);
+  EXPECT_GE(seen[0].end - seen[0].start + 1000, 2 * 2'000'000u);  // 2 ms in the client's half-ns
+}
+
+TEST_F(SimCupti, FullBuffersAreCompletedOnCuptisThreadAndFlushDeliversTheRest) {
+  Client::buffer_size = 2 * sizeof(CUpti_ActivityKernel10) + 8;  // room for two records
+  Client::register_callbacks();
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+  const void* k = registered("_Z4fillv", 0);
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(cudaLaunchKernel(k, dim3(1), dim3(1), nullptr, 0, stream_), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  {
+    // Two buffers filled up; CUPTI returns them without a flush.
+    std::unique_lock lock(Client::mu);
+    Client::cv.wait(lock, [] { return Client::completed == 2; });
+    EXPECT_EQ(Client::seen.size(), 4u);
+    EXPECT_EQ(Client::completing_threads.count(std::this_thread::get_id()), 0u);
+  }
+  EXPECT_EQ(Client::flushed().size(), 5u);
+  EXPECT_EQ(Client::flushed().size(), 5u);  // nothing more to deliver: no buffer comes back
+  std::lock_guard lock(Client::mu);
+  EXPECT_EQ(Client::records_per_buffer, (std::vector<std::size_t>{2, 2, 1}));
+}
+
+TEST_F(SimCupti, RecordsOfDisabledKindsAreAbsent) {
+  Client::register_callbacks();
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY), CUPTI_SUCCESS);
+  const void* k = registered("_Z3offv", 0);
+  void* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, 256), cudaSuccess);
+  std::vector<unsigned char> host(256);
+  ASSERT_EQ(cudaLaunchKernel(k, dim3(1), dim3(1), nullptr, 0, stream_), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(d, 0, 256, stream_), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(host.data(), d, 64, cudaMemcpyDeviceToHost, stream_), cudaSuccess);
+  ASSERT_EQ(cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY), CUPTI_SUCCESS);
+  ASSERT_EQ(cudaMemcpyAsync(host.data(), d, 32, cudaMemcpyDeviceToHost, stream_), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  auto seen = Client::flushed();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].kind, CUPTI_ACTIVITY_KIND_MEMCPY);
+  EXPECT_EQ(seen[0].bytes, 64u);
+  // Kinds the simulation makes no records for cannot be enabled.
+  EXPECT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME), CUPTI_ERROR_NOT_COMPATIBLE);
+  EXPECT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_COUNT), CUPTI_ERROR_INVALID_KIND);
+  cudaFree(d);
+}
+
+TEST_F(SimCupti, RecordsWithoutABufferAreDroppedAndCounted) {
+  Client::decline = true;
+  Client::register_callbacks();
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+  const void* k = registered("_Z4dropv", 0);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(cudaLaunchKernel(k, dim3(1), dim3(1), nullptr, 0, stream_), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  EXPECT_TRUE(Client::flushed().empty());
+  std::size_t dropped = 0;
+  ASSERT_EQ(cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped), CUPTI_SUCCESS);
+  EXPECT_EQ(dropped, 3u);
+  ASSERT_EQ(cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped), CUPTI_SUCCESS);
+  EXPECT_EQ(dropped, 0u);  // reset by the call
+}
+
+TEST_F(SimCupti, GraphLaunchesRecordTheKernelsTheyReplay) {
+  Client::register_callbacks();
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET), CUPTI_SUCCESS);
+  const void* a = registered("_Z6graphAv", 0);
+  const void* b = registered("_Z6graphBv", 0);
+  void* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, 64), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal), cudaSuccess);
+  ASSERT_EQ(cudaLaunchKernel(a, dim3(1), dim3(1), nullptr, 0, stream_), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(d, 1, 64, stream_), cudaSuccess);
+  ASSERT_EQ(cudaLaunchKernel(b, dim3(1), dim3(1), nullptr, 0, stream_), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(stream_, &graph), cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  EXPECT_TRUE(Client::flushed().empty());  // capturing runs nothing
+  ASSERT_EQ(cudaGraphLaunch(exec, stream_), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream_), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  auto seen = Client::flushed();
+  ASSERT_EQ(seen.size(), 6u);
+  const std::vector<std::string> names{"_Z6graphAv", "", "_Z6graphBv", "_Z6graphAv", "", "_Z6graphBv"};
+  for (std::size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i].name, names[i]) << i;
+  EXPECT_EQ(seen[1].kind, CUPTI_ACTIVITY_KIND_MEMSET);
+  // Each launch's nodes carry that cudaGraphLaunch's correlation id.
+  EXPECT_EQ(seen[0].correlation, seen[2].correlation);
+  EXPECT_EQ(seen[1].correlation, seen[2].correlation);
+  EXPECT_EQ(seen[3].correlation, seen[5].correlation);
+  EXPECT_NE(seen[0].correlation, seen[3].correlation);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaFree(d);
+}
+
+TEST_F(SimCupti, OneSubscriberAtATime) {
+  CUpti_SubscriberHandle first = nullptr, second = nullptr;
+  CUpti_SubscriberParams params{};
+  params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+  params.subscriberName = "trainshim";
+  ASSERT_EQ(cuptiSubscribe_v2(&first, nullptr, nullptr, &params), CUPTI_SUCCESS);
+  EXPECT_EQ(cuptiEnableDomain(1, first, CUPTI_CB_DOMAIN_RUNTIME_API), CUPTI_SUCCESS);
+  char old[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN] = {};
+  CUpti_SubscriberParams again{};
+  again.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+  again.oldSubscriberName = old;
+  again.oldSubscriberSize = sizeof(old);
+  EXPECT_EQ(cuptiSubscribe_v2(&second, nullptr, nullptr, &again), CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+  EXPECT_STREQ(old, "CUPTI for trainshim");
+  EXPECT_EQ(cuptiSubscribe(&second, nullptr, nullptr), CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+  const char* text = nullptr;
+  ASSERT_EQ(cuptiGetResultString(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, &text), CUPTI_SUCCESS);
+  EXPECT_STREQ(text, "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED");
+  ASSERT_EQ(cuptiUnsubscribe(first), CUPTI_SUCCESS);
+  EXPECT_EQ(cuptiEnableDomain(1, first, CUPTI_CB_DOMAIN_RUNTIME_API), CUPTI_ERROR_INVALID_PARAMETER);
+  ASSERT_EQ(cuptiSubscribe(&second, nullptr, nullptr), CUPTI_SUCCESS);  // free again
+  std::uint32_t version = 0;
+  ASSERT_EQ(cuptiGetVersion(&version), CUPTI_SUCCESS);
+  EXPECT_EQ(version, static_cast<std::uint32_t>(CUPTI_API_VERSION));
+}
+
+TEST_F(SimCupti, ToolHoldingCuptiRefusesTheFirstSubscriber) {
+  ASSERT_EQ(setenv("SIMCUDA_CUPTI_HELD", "1", 1), 0);
+  CUpti_SubscriberHandle subscriber = nullptr;
+  char old[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN] = {};
+  CUpti_SubscriberParams params{};
+  params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+  params.oldSubscriberName = old;
+  params.oldSubscriberSize = sizeof(old);
+  EXPECT_EQ(cuptiSubscribe(&subscriber, nullptr, nullptr), CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+  EXPECT_EQ(cuptiSubscribe_v2(&subscriber, nullptr, nullptr, &params), CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED);
+  EXPECT_STREQ(old, "Nsight Systems");
+  ASSERT_EQ(unsetenv("SIMCUDA_CUPTI_HELD"), 0);
+  EXPECT_EQ(cuptiSubscribe(&subscriber, nullptr, nullptr), CUPTI_SUCCESS);
+}
+
+TEST(SimAbi, CuptiSymbolsCarryTheRealVersion) {
+  std::string out = run(std::string("objdump -T ") + SIMCUPTI_PATH);
+  for (const char* sym : {"cuptiSubscribe", "cuptiActivityEnable", "cuptiActivityRegisterCallbacks",
+                          "cuptiActivityFlushAll", "cuptiActivityGetNextRecord", "cuptiFinalize"})
+    EXPECT_NE(out.find(std::string("libcupti.so.13 ") + sym + "\n"), std::string::npos) << sym;
+  std::string dyn = run(std::string("objdump -p ") + SIMCUPTI_PATH);
+  EXPECT_NE(dyn.find("SONAME               libcupti.so.13"), std::string::npos) << dyn;
+}
+
+TEST_F(SimCupti, CollectivesAreKernelsNamedAsNcclsOwn) {
+  Client::register_callbacks();
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+  std::array<ncclComm_t, 2> comms{};
+  ASSERT_EQ(ncclCommInitAll(comms.data(), 2, nullptr), ncclSuccess);
+  std::array<cudaStream_t, 2> streams{};
+  std::array<float*, 2> bufs{};
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&bufs[r]), 64 * sizeof(float)), cudaSuccess);
+  }
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < 2; ++r)
+    ASSERT_EQ(ncclAllReduce(bufs[r], bufs[r], 64, ncclFloat32, ncclSum, comms[r], streams[r]), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  for (int r = 0; r < 2; ++r)
+    ASSERT_EQ(ncclAllReduce(bufs[r], bufs[r], 64, ncclFloat32, ncclMax, comms[r], streams[r]), ncclSuccess);
+  ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(cudaStreamSynchronize(streams[r]), cudaSuccess);
+  auto seen = Client::flushed();
+  ASSERT_EQ(seen.size(), 4u);
+  std::map<std::uint32_t, std::vector<std::string>> names_by_stream;
+  for (const Seen& s : seen) names_by_stream[s.stream].push_back(s.name);
+  const std::vector<std::string> want{"_Z39ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE",
+                                      "_Z21ncclDevKernel_Generic24ncclDevKernelArgsStorageILm4096EE"};
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(names_by_stream[stream_id(streams[r])], want) << r;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(ncclCommDestroy(comms[r]), ncclSuccess);
+    cudaFree(bufs[r]);
+    cudaStreamDestroy(streams[r]);
+  }
+}
+
+TEST_F(SimCupti, EachLaunchingThreadFillsABufferOfItsOwnUnlessTheClientAsksForOne) {
+  std::uint8_t per_thread = 0;
+  std::size_t size = sizeof(per_thread);
+  ASSERT_EQ(cuptiActivityGetAttribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &size, &per_thread),
+            CUPTI_SUCCESS);
+  EXPECT_EQ(per_thread, 1);  // CUPTI 13's default
+  Client::register_callbacks();
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+  const void* a = registered("_Z7threadAv", 0);
+  const void* b = registered("_Z7threadBv", 0);
+  auto launch_twice = [](const void* k) {
+    cudaStream_t s;
+    ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
+    for (int i = 0; i < 2; ++i) ASSERT_EQ(cudaLaunchKernel(k, dim3(1), dim3(1), nullptr, 0, s), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    cudaStreamDestroy(s);
+  };
+  std::thread(launch_twice, a).join();
+  std::thread(launch_twice, b).join();
+  EXPECT_EQ(Client::flushed().size(), 4u);
+  {
+    std::lock_guard lock(Client::mu);
+    EXPECT_EQ(Client::records_per_buffer, (std::vector<std::size_t>{2, 2}));
+    for (const auto& names : Client::names_per_buffer) EXPECT_EQ(names.size(), 1u);  // one thread's kernels
+  }
+  ASSERT_EQ(cuptiFinalize(), CUPTI_SUCCESS);
+
+  // One global buffer, as before CUDA 12.3, when the client sets the attribute to 0 first.
+  Client::reset();
+  per_thread = 0;
+  ASSERT_EQ(cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_PER_THREAD_ACTIVITY_BUFFER, &size, &per_thread),
+            CUPTI_SUCCESS);
+  Client::register_callbacks();
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), CUPTI_SUCCESS);
+  std::thread(launch_twice, a).join();
+  std::thread(launch_twice, b).join();
+  EXPECT_EQ(Client::flushed().size(), 4u);
+  std::lock_guard lock(Client::mu);
+  EXPECT_EQ(Client::records_per_buffer, (std::vector<std::size_t>{4}));
 }

@@ -1,0 +1,57 @@
+// How the simulated runtime tells the simulated CUPTI what the streams did. The real CUPTI hooks
+// the driver: it instruments each launch while an activity kind is enabled and reads the GPU's
+// start/end timestamps once the work ran. Here libcudart.so.13 plays the driver's part: at each
+// launching call it asks the sink whether the kind is enabled, and the stream's worker reports
+// the operation with its start and end once it ran. Without libcupti no sink is set and nothing
+// is reported. Internal to tests/simcuda: no program sees these declarations.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+extern "C" {
+
+enum simcudaActivityKind { SIMCUDA_ACTIVITY_KERNEL, SIMCUDA_ACTIVITY_MEMCPY, SIMCUDA_ACTIVITY_MEMSET };
+
+// Where a copy's or memset's bytes live, from the memory registry at the call.
+enum simcudaMemoryKind { SIMCUDA_MEMORY_PAGEABLE, SIMCUDA_MEMORY_PINNED, SIMCUDA_MEMORY_DEVICE };
+
+struct simcudaActivity {
+  simcudaActivityKind kind;
+  std::uint64_t start_ns;  // CLOCK_MONOTONIC when the worker began the operation
+  std::uint64_t end_ns;    // ... and when it finished
+  std::uint32_t device;
+  std::uint32_t stream_id;         // the stream's id (what cuptiGetStreamIdEx answers)
+  std::uint32_t correlation;       // of the runtime call that launched it; a graph's nodes share the cudaGraphLaunch's
+  std::uint64_t launching_thread;  // an id of the host thread that launched it (CUPTI keeps a buffer per thread)
+  // Kernels
+  const char* name;  // the device (mangled) name; valid only during the report
+  dim3 grid;
+  dim3 block;
+  std::size_t dynamic_shared_bytes;
+  bool cooperative;
+  // Copies (bytes of every row) and memsets
+  std::uint64_t bytes;
+  simcudaMemoryKind src;     // copies
+  simcudaMemoryKind dst;     // copies; a memset's memory
+  std::uint64_t copy_count;  // copies in a cudaMemcpyBatchAsync record, else 1
+  std::uint32_t value;       // memsets
+  bool async;                // a copy or memset by an ...Async call
+};
+
+struct simcudaActivitySink {
+  // On the launching thread, at the call (or at each graph launch): whether to report this kind.
+  bool (*enabled)(simcudaActivityKind kind);
+  // On the stream's worker, once the operation ran.
+  void (*completed)(const simcudaActivity* activity);
+};
+
+// Installs the sink (null removes it). The sink must stay valid while installed.
+void simcudaSetActivitySink(const simcudaActivitySink* sink);
+
+// The id a stream's activity records carry; cudaErrorInvalidResourceHandle for an unknown handle.
+cudaError_t simcudaGetStreamId(cudaStream_t stream, std::uint32_t* id);
+
+}  // extern "C"
