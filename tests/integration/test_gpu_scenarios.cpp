@@ -10,6 +10,7 @@
 #include <cmath>
 #include <fstream>
 #include <numeric>
+#include <stdexcept>
 
 #include "harness.hpp"
 
@@ -61,7 +62,16 @@ double mean(const std::vector<double>& values) {
   return values.empty() ? 0 : std::accumulate(values.begin(), values.end(), 0.0) / double(values.size());
 }
 
-const json& gpu_of(const json& report, int rank) { return rank_entry(report, rank).at("gpu"); }
+// A job of one process has no rank (no RANK in its environment): kSingle names its entry.
+constexpr int kSingle = -1;
+
+const json& entry_of(const json& report, int rank) {
+  if (rank != kSingle) return rank_entry(report, rank);
+  if (report.at("ranks").size() != 1) throw std::runtime_error("not one process: " + report.at("ranks").dump(1));
+  return report.at("ranks")[0];
+}
+
+const json& gpu_of(const json& report, int rank) { return entry_of(report, rank).at("gpu"); }
 
 // A gap's or finding's site names `file` (by suffix) and `line`: "file:line" or {"file","line"}.
 bool site_is(const json& site, const std::string& file, int line) {
@@ -69,10 +79,11 @@ bool site_is(const json& site, const std::string& file, int line) {
   return site.is_object() && site.value("file", "").ends_with(file) && site.value("line", 0) == line;
 }
 
+// The findings of `kind` about `rank` (any, for a job of one process).
 std::vector<json> findings_of(const json& report, const std::string& kind, int rank) {
   std::vector<json> out;
   for (const auto& f : report.at("findings"))
-    if (f.at("kind") == kind && f.value("rank", -1) == rank) out.push_back(f);
+    if (f.at("kind") == kind && (rank == kSingle || f.value("rank", kSingle) == rank)) out.push_back(f);
   return out;
 }
 
@@ -97,7 +108,7 @@ int gaps_after_the_first_step(const json& gaps) {
 
 void expect_timeline_covers_every_step(const json& report, int rank) {
   SCOPED_TRACE("rank " + std::to_string(rank));
-  const json& entry = rank_entry(report, rank);
+  const json& entry = entry_of(report, rank);
   EXPECT_EQ(entry.at("steps").at("count"), kSteps) << entry.at("steps").dump();
   const json& gpu = entry.at("gpu");
   EXPECT_EQ(gpu.at("timeline"), "on");
@@ -133,7 +144,9 @@ TEST(GpuScenarios, ASlowLoaderStarvesItsRankAndIsNamedByTheUploadLine) {
     // Step k's gap is the host's wait for batch k (the load times vary on a loaded machine).
     const auto step = gap.at("step").get<std::size_t>();
     ASSERT_LT(step, loader_ns.size()) << gap.dump();
-    if (step > 0) EXPECT_TRUE(within_5_percent(gap.at("duration_ns").get<double>(), loader_ns[step])) << gap.dump();
+    if (step > 0) {
+      EXPECT_TRUE(within_5_percent(gap.at("duration_ns").get<double>(), loader_ns[step])) << gap.dump();
+    }
   }
   const auto starving = findings_of(r.report, "data_starvation", 1);
   ASSERT_EQ(starving.size(), 1u) << r.report.at("findings").dump(1);
@@ -159,8 +172,8 @@ TEST(GpuScenarios, ItemFollowedByHostWorkCostsItsBubbleAtThatLine) {
   const JobRun r = run_job(s, python_job("gpu_item_bubble.py"));
   ASSERT_EQ(r.exit_code, 0) << r.job_output;
   ASSERT_TRUE(r.report.is_object());
-  expect_timeline_covers_every_step(r.report, 0);
-  const json& rank = rank_entry(r.report, 0);
+  expect_timeline_covers_every_step(r.report, kSingle);
+  const json& rank = entry_of(r.report, kSingle);
   const double host_ns = mean(measured_ns(s, 0, "after_item"));
 
   const json site = sync_site(rank, "hidden_syncs", "gpu_item_bubble.py", item);
@@ -181,7 +194,7 @@ TEST(GpuScenarios, ItemFollowedByHostWorkCostsItsBubbleAtThatLine) {
     EXPECT_EQ(gap.at("cause"), "sync") << gap.dump();
     EXPECT_TRUE(site_is(gap.at("site"), "gpu_item_bubble.py", item)) << gap.dump();
   }
-  EXPECT_TRUE(findings_of(r.report, "data_starvation", 0).empty()) << r.report.at("findings").dump(1);
+  EXPECT_TRUE(findings_of(r.report, "data_starvation", kSingle).empty()) << r.report.at("findings").dump(1);
 }
 
 // (c) The same job with its GEMM kernels named as cuBLAS names FP32 and bf16 kernels: 5/6 of the
@@ -194,8 +207,8 @@ TEST_P(GpuGemmPrecision, Fp32GemmsAreFoundFromKernelNamesAlone) {
   const JobRun r = run_job(s, python_job("gpu_fp32_gemm.py"), "GPU_GEMM_PRECISION=" + GetParam());
   ASSERT_EQ(r.exit_code, 0) << r.job_output;
   ASSERT_TRUE(r.report.is_object());
-  expect_timeline_covers_every_step(r.report, 0);
-  const json& gpu = gpu_of(r.report, 0);
+  expect_timeline_covers_every_step(r.report, kSingle);
+  const json& gpu = gpu_of(r.report, kSingle);
 
   const std::vector<std::string> gemms =
       fp32 ? std::vector<std::string>{"ampere_sgemm_128x64_nn",
@@ -213,7 +226,7 @@ TEST_P(GpuGemmPrecision, Fp32GemmsAreFoundFromKernelNamesAlone) {
     EXPECT_EQ(kernel.at("count"), kSteps) << kernel.dump();
     EXPECT_TRUE(within_5_percent(kernel.at("share").get<double>(), expected_share[i])) << kernel.dump();
   }
-  const auto amp = findings_of(r.report, "fp32_gemm", 0);
+  const auto amp = findings_of(r.report, "fp32_gemm", kSingle);
   if (fp32) {
     EXPECT_TRUE(within_5_percent(gpu.at("fp32_gemm_share").get<double>(), 5.0 / 6)) << gpu.dump(1);
     ASSERT_EQ(amp.size(), 1u) << r.report.at("findings").dump(1);
@@ -265,14 +278,14 @@ TEST(GpuScenarios, CuptiHeldByAnotherClientIsSaidAndChangesNothing) {
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.job_output, plain.out);
   ASSERT_TRUE(r.report.is_object());
-  const json& rank = rank_entry(r.report, 0);
+  const json& rank = entry_of(r.report, kSingle);
   EXPECT_EQ(rank.at("gpu").at("timeline"), "taken") << rank.at("gpu").dump(1);
   EXPECT_EQ(rank.at("gpu").at("covered_steps"), 0);
   EXPECT_TRUE(rank.at("gpu").at("top_kernels").empty());
-  const auto said = findings_of(r.report, "gpu_timeline", 0);
+  const auto said = findings_of(r.report, "gpu_timeline", kSingle);
   ASSERT_EQ(said.size(), 1u) << r.report.at("findings").dump(1);
   EXPECT_NE(said[0].at("message").get<std::string>().find("CUPTI"), std::string::npos) << said[0].dump();
-  EXPECT_TRUE(findings_of(r.report, "fp32_gemm", 0).empty()) << "no kernel was seen";
+  EXPECT_TRUE(findings_of(r.report, "fp32_gemm", kSingle).empty()) << "no kernel was seen";
   EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM gpu_activities"), 0);
   EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM processes WHERE gpu_timeline = 'taken'"), 1);
   const json site = sync_site(rank, "explicit_syncs", "gpu_fp32_gemm.py", marked_line(script, "# PLANTED step_end"));
