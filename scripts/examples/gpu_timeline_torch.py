@@ -3,16 +3,16 @@
     python3 gpu_timeline_torch.py SCENARIO
 
 loader    DataLoader(num_workers=0, pin_memory=False) whose __getitem__ spends 30 ms on the host
-          per batch, a blocking upload at `# GPU-TIMELINE upload`, ~20 ms of GPU work, loss.item()
-item      loss.item() at `# GPU-TIMELINE item`, then 5 ms of host work before the next kernel
+          per batch, a blocking upload at GPU-TIMELINE upload, ~20 ms of GPU work, loss.item()
+item      loss.item() at GPU-TIMELINE item, then 5 ms of host work before the next kernel
 fp32      matmuls in FP32 (TF32 off, torch's default)
 bf16      the same matmuls under torch.autocast(dtype=torch.bfloat16)
 balanced  pinned batches uploaded non_blocking a step ahead, the loss read a step late
 profiler_first / profiler_later
           torch.profiler (CUDA activities) opened before the first CUDA call / after 20 steps;
           prints how many GPU kernels the profiler's own trace holds
-driver    cuStreamSynchronize at `# GPU-TIMELINE driver_sync` and cuMemcpyDtoH_v2 into pageable
-          memory at `# GPU-TIMELINE driver_copy`, through pointers from cudaGetDriverEntryPoint
+driver    cuStreamSynchronize at GPU-TIMELINE driver_sync and cuMemcpyDtoH_v2 into pageable
+          memory at GPU-TIMELINE driver_copy, through pointers from cudaGetDriverEntryPoint
 overhead  a loop of many small kernels (CUPTI's worst case) for OVERHEAD_SECONDS (20); prints
           the mean step time
 

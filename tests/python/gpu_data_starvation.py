@@ -2,7 +2,7 @@
 
 PyTorch code, run on the PyTorch stand-in (tests/torchlike) with two ranks (scripts/simrun -n 2).
 Each step: the batch from a DataLoader (num_workers=0, pin_memory=False), its blocking upload at
-the line marked `# PLANTED upload`, 20 ms of GPU work (forward and backward kernels in bf16), an
+the line marked PLANTED upload, 20 ms of GPU work (forward and backward kernels in bf16), an
 all-reduce of the gradients, and `loss.item()`. Rank 1's dataset spends GPU_LOAD_MS (30) of host
 time in each __getitem__ (a slow decode or transform): its GPU waits for every batch, and the
 gap ends with that batch's upload. Rank 0 loads at once: it is well fed, and only waits for

@@ -1,7 +1,7 @@
 """Matrix multiplies in FP32 or in bf16, told apart by their kernels' names alone.
 
 Each step: two GEMM kernels (3 ms and 2 ms), a 1 ms elementwise kernel, and a stream sync at the
-line marked `# PLANTED step_end`. GPU_GEMM_PRECISION=fp32 (the default) names the GEMMs as cuBLAS
+line marked PLANTED step_end. GPU_GEMM_PRECISION=fp32 (the default) names the GEMMs as cuBLAS
 names its FP32 kernels (SGEMM, xmma f32): 5/6 of the GPU's busy time is FP32 GEMM, the AMP
 finding. GPU_GEMM_PRECISION=bf16 names them as its bf16 tensor-core kernels: no finding.
 The job's standard output depends only on its data, so that a run under trainshim can be

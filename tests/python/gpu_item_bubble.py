@@ -1,7 +1,7 @@
 """An `.item()` bubble, for the GPU timeline's scenario tests.
 
 PyTorch code, run on the PyTorch stand-in (tests/torchlike). Each step: a 4 ms forward kernel,
-`loss.item()` at the line marked `# PLANTED item`, then GPU_HOST_MS (5) of host work (logging the
+`loss.item()` at the line marked PLANTED item, then GPU_HOST_MS (5) of host work (logging the
 value) before the 4 ms backward kernel is queued. The GPU sits idle from the forward kernel's end
 until the backward kernel: about 5 ms per call at the item() line, its bubble. The next step's
 forward kernel is queued behind the backward one, so that is the only gap.
