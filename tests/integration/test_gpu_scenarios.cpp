@@ -156,11 +156,23 @@ TEST(GpuScenarios, ASlowLoaderStarvesItsRankAndIsNamedByTheUploadLine) {
   // The upload was pageable (pin_memory=False): pinning is among the remedies, chosen from what was seen.
   EXPECT_NE(starving[0].dump().find("pin_memory"), std::string::npos) << starving[0].dump(1);
 
-  // Rank 0 is not starved: what it waits for is rank 1, in the all-reduce.
+  // Rank 0 is not starved: it waits for rank 1 in the all-reduce. Its own loader takes well under
+  // a millisecond, unless the machine stalls it: no more data-loading idle time than it measured.
   EXPECT_TRUE(findings_of(r.report, "data_starvation", 0).empty()) << r.report.at("findings").dump(1);
   const json& fed = gpu_of(r.report, 0);
-  EXPECT_EQ(fed.at("idle_by_cause").at("data_loading"), 0.0) << fed.dump(1);
-  for (const auto& gap : fed.at("gaps")) EXPECT_EQ(gap.at("cause"), "collective") << gap.dump();
+  const std::vector<double> fed_loader_ns = measured_ns(s, 0, "loader");
+  const double fed_idle_share = fed.at("idle_share");
+  if (fed_idle_share > 0) {
+    const double fed_data_ns = fed.at("idle_ns_per_step").get<double>() *
+                               fed.at("idle_by_cause").at("data_loading").get<double>() / fed_idle_share;
+    EXPECT_LE(fed_data_ns, 1.05 * mean(fed_loader_ns)) << fed.dump(1);
+  }
+  for (const auto& gap : fed.at("gaps")) {
+    if (gap.at("cause") != "data_loading") continue;
+    const auto step = gap.at("step").get<std::size_t>();
+    ASSERT_LT(step, fed_loader_ns.size()) << gap.dump();
+    EXPECT_LE(gap.at("duration_ns").get<double>(), 1.05 * fed_loader_ns[step]) << gap.dump();
+  }
 }
 
 // (b) .item() and then 5 ms of host work before the next kernel: a 5 ms bubble per call at the
@@ -241,9 +253,9 @@ TEST_P(GpuGemmPrecision, Fp32GemmsAreFoundFromKernelNamesAlone) {
 INSTANTIATE_TEST_SUITE_P(Precisions, GpuGemmPrecision, ::testing::Values("fp32", "bf16"),
                          [](const auto& info) { return info.param; });
 
-// (d) Two equal ranks, each step's upload from pinned memory, the previous step's event read one
-// step late: the GPU always has work queued. No gap after the first step, no starvation, and the
-// one-step-late sync costs no GPU time.
+// (d) Two equal ranks, each step's upload from pinned memory, each step's event waited for two
+// steps later: the GPU always has work queued. No gap after the first step, no starvation, and
+// the late sync costs no GPU time.
 TEST(GpuScenarios, ABalancedWellFedJobHasNoIdleFinding) {
   Scratch s;
   const std::string script = job_script("gpu_balanced.py");
@@ -257,9 +269,9 @@ TEST(GpuScenarios, ABalancedWellFedJobHasNoIdleFinding) {
     // Only the first step can start on an idle GPU (steps are numbered from 0).
     for (const auto& gap : entry.at("gpu").at("gaps")) EXPECT_EQ(gap.at("step"), 0) << gap.dump();
     const json site =
-        sync_site(entry, "explicit_syncs", "gpu_balanced.py", marked_line(script, "# PLANTED previous_step"));
+        sync_site(entry, "explicit_syncs", "gpu_balanced.py", marked_line(script, "# PLANTED earlier_step"));
     ASSERT_FALSE(site.is_null()) << entry.at("explicit_syncs").dump(1);
-    EXPECT_EQ(site.at("calls"), kSteps - 1);
+    EXPECT_EQ(site.at("calls"), kSteps - 2);
     EXPECT_EQ(site.at("bubble_ns"), 0) << site.dump(1);
     EXPECT_TRUE(findings_of(r.report, "data_starvation", rank).empty()) << r.report.at("findings").dump(1);
     EXPECT_TRUE(findings_of(r.report, "fp32_gemm", rank).empty()) << r.report.at("findings").dump(1);

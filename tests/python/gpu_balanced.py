@@ -2,8 +2,9 @@
 
 Two ranks (scripts/simrun -n 2) do the same work each step: the batch's upload from pinned memory
 (cudaMemcpyAsync), 7 ms of bf16 GEMM kernels, an all-reduce, and an event recorded at the step's
-end. The host reads the previous step's event (cudaEventSynchronize one step behind, as a
-training loop that logs the loss a step late), so the GPU always has a whole step queued.
+end. The host waits for the event of two steps before (cudaEventSynchronize, as a training loop
+that logs its loss late), so the GPU always has a whole step queued, even when the machine is
+so loaded that the host stalls for a few milliseconds.
 """
 import ctypes
 import os
@@ -12,6 +13,7 @@ from gpu_plant import BF16_GEMMS, Kernel, all_reduce
 from sim import H2D, check, cuda, world_communicator
 
 STEPS = int(os.environ.get("GPU_STEPS", "12"))
+LAG = 2  # steps between an event's record and the host's wait for it
 BATCH_BYTES = 1 << 16
 GRADIENTS = 4096
 FORWARD_US, BACKWARD_US = 3000, 4000
@@ -25,7 +27,7 @@ def main():
     check(cuda.cudaMalloc(ctypes.byref(batch), ctypes.c_size_t(BATCH_BYTES)), "cudaMalloc")
     check(cuda.cudaMalloc(ctypes.byref(gradients), ctypes.c_size_t(4 * GRADIENTS)), "cudaMalloc")
     check(cuda.cudaHostAlloc(ctypes.byref(pinned), ctypes.c_size_t(BATCH_BYTES), 0), "cudaHostAlloc")
-    step_done = [ctypes.c_void_p(), ctypes.c_void_p()]
+    step_done = [ctypes.c_void_p() for _ in range(LAG + 1)]
     for event in step_done:
         check(cuda.cudaEventCreate(ctypes.byref(event)), "cudaEventCreate")
     for step in range(STEPS):
@@ -33,9 +35,10 @@ def main():
         forward.launch(stream, FORWARD_US)
         backward.launch(stream, BACKWARD_US)
         all_reduce(comm, gradients.value, GRADIENTS, stream.value)
-        check(cuda.cudaEventRecord(step_done[step % 2], stream), "cudaEventRecord")
-        if step > 0:
-            check(cuda.cudaEventSynchronize(step_done[(step - 1) % 2]), "previous step")  # PLANTED previous_step
+        check(cuda.cudaEventRecord(step_done[step % (LAG + 1)], stream), "cudaEventRecord")
+        if step >= LAG:
+            earlier = step_done[(step - LAG) % (LAG + 1)]
+            check(cuda.cudaEventSynchronize(earlier), "earlier step")  # PLANTED earlier_step
     check(cuda.cudaStreamSynchronize(stream), "end")
     check(cuda.ncclCommDestroy(comm), "ncclCommDestroy")
     print(f"rank {rank}: {STEPS} steps")
