@@ -63,7 +63,7 @@ void Collector::discover() {
                 id,
                 resumed ? database_.process_counters(id) : Database::ProcessCounters{},
                 std::make_unique<ProcessStacks>(database_, id),
-                std::make_unique<ProcessIngest>(options_.recent_events),
+                std::make_unique<ProcessIngest>(options_.recent_events, options_.gpu_rows),
                 {}};
       if (resumed) {
         t.ingest->recent().restore(database_.recent_events(id));
@@ -72,6 +72,7 @@ void Collector::discover() {
         for (auto& [string_id, text] : database_.python_strings(id))
           t.stacks->restore_string(string_id, std::move(text));
         database_.restore_timings(id, t.ingest->timings());
+        t.ingest->restore_gpu_rows(database_.gpu_activity_rows(id));
       }
       recent_writer_.track(id, t.ingest->recent());
       t.positions = t.reader->positions();
@@ -113,6 +114,7 @@ uint64_t Collector::pass(Discovery discovery) {
             hangs_.observe(rank, r, int64_t(begin_ns), t.stacks->user_frame(r.python_stack));
         },
         gone);
+    const uint64_t gpu_not_kept = ingest.gpu_not_kept();
     store(t);
     stored += counts.records;
     counts.unpublished += side.unpublished;
@@ -122,6 +124,7 @@ uint64_t Collector::pass(Discovery discovery) {
     drained.events += counts.records;
     drained.lost_unpublished += counts.unpublished;
     drained.malformed += counts.malformed;
+    drained.gpu_records_not_kept += gpu_not_kept;
     if (counts.malformed)
       report("warning", fmt::format("{} malformed records skipped in /dev/shm/{}", counts.malformed, it->first));
     if (reader.truncated()) {
@@ -146,6 +149,8 @@ uint64_t Collector::pass(Discovery discovery) {
     now.untimed_capturing = reader.untimed_capturing();
     now.untimed_no_event = reader.untimed_no_event();
     now.python_stacks = reader.python_stacks();
+    now.gpu_records_dropped = reader.gpu_records_dropped();
+    now.gpu_timeline = reader.gpu_timeline();
     now.ended = gone;
     if (now != t.totals) {
       database_.update_process(t.process_id, now);

@@ -33,11 +33,14 @@ struct CollectorOptions {
   std::chrono::milliseconds idle_exit{0};
   // A collective some ranks entered and others not, for this long, is reported as a hang.
   std::chrono::milliseconds hang{120'000};
-  // The most recent copies and polls kept per process in `recent_events` (0: none).
+  // The most recent copies without stacks and polls kept per process in `recent_events` (0: none).
   uint32_t recent_events = kDefaultRecentEvents;
   // How often what the recent window gained is queued for writing while a process runs (written a
   // slice per pass: recent_writer.hpp).
   std::chrono::milliseconds recent_flush{10'000};
+  // The most GPU activity records kept per process in `gpu_activities`, the first ones (0: none);
+  // the rest are counted in `calls` and in `processes.gpu_records_not_kept`.
+  uint64_t gpu_rows = kDefaultGpuRows;
 };
 
 class Collector {

@@ -49,7 +49,7 @@ std::string counter_columns() {
 std::string update_process_statement() {
   std::string sql = "UPDATE processes SET events=?";
   for (const CounterInfo& c : kCounters) ((sql += ", ") += c.column) += "=?";
-  return sql + ", ended=?, python_version=?, python_stacks_unavailable=? WHERE id=?";
+  return sql + ", ended=?, python_version=?, python_stacks_unavailable=?, gpu_timeline=? WHERE id=?";
 }
 
 }  // namespace
@@ -238,6 +238,7 @@ Database::Database(const std::string& path, const std::string& job, const std::s
     delete_event_ = prepare("DELETE FROM events WHERE rowid = ?");
     insert_python_string_ = prepare(insert_statement("python_strings", OnConflict::Ignore).c_str());
     insert_recent_ = prepare(insert_statement("recent_events").c_str());
+    insert_gpu_activity_ = prepare(insert_statement("gpu_activities").c_str());
     delete_recent_rows_ = prepare("DELETE FROM recent_events WHERE rowid BETWEEN ? AND ? AND process_id = ?");
     upsert_calls_ = prepare(insert_statement("calls", OnConflict::Merge).c_str());
     upsert_position_ = prepare(insert_statement("segment_positions", OnConflict::Merge).c_str());
@@ -274,9 +275,9 @@ Database::~Database() {
 
 void Database::finalize_all() {
   for (auto* s :
-       {insert_event_, fold_timing_, delete_event_, upsert_calls_, insert_recent_, delete_recent_rows_,
-        upsert_position_, insert_process_, update_process_, insert_log_, insert_module_, insert_python_string_,
-        insert_native_frame_, insert_python_frame_, insert_python_stack_, upsert_hang_})
+       {insert_event_, fold_timing_, delete_event_, upsert_calls_, insert_recent_, insert_gpu_activity_,
+        delete_recent_rows_, upsert_position_, insert_process_, update_process_, insert_log_, insert_module_,
+        insert_python_string_, insert_native_frame_, insert_python_frame_, insert_python_stack_, upsert_hang_})
     sqlite3_finalize(s);
 }
 
@@ -397,6 +398,35 @@ void Database::add_pass(int64_t process_id, ProcessIngest& ingest) {
     if (!early) timings.await(r, e.begin_ns, row);
   }
   for (const int64_t row : timings.take_dropped_early()) delete_event(row);
+  for (const StoredEvent& activity : ingest.gpu_activities()) add_gpu_activity(process_id, activity);
+}
+
+void Database::add_gpu_activity(int64_t process_id, const StoredEvent& activity) {
+  begin_if_needed();
+  const EventRecord& r = activity.record;
+  const int64_t values[] = {process_id,
+                            r.api,
+                            int64_t(activity.begin_ns),
+                            int64_t(activity.end_ns),
+                            gpu_device(r),
+                            int64_t(r.stream),
+                            int64_t(r.bytes),
+                            r.direction,
+                            r.host_memory,
+                            kernel_name_id(r),
+                            int64_t(gpu_correlation(r))};
+  static_assert(std::size(values) == schema::insert_column_count("gpu_activities"));
+  for (int i = 0; i < int(std::size(values)); ++i) sqlite3_bind_int64(insert_gpu_activity_, i + 1, values[i]);
+  step_and_reset(db_, insert_gpu_activity_);
+}
+
+uint64_t Database::gpu_activity_rows(int64_t process_id) {
+  sqlite3_stmt* s = prepare("SELECT count(*) FROM gpu_activities WHERE process_id = ?");
+  sqlite3_bind_int64(s, 1, process_id);
+  uint64_t rows = 0;
+  if (sqlite3_step(s) == SQLITE_ROW) rows = uint64_t(sqlite3_column_int64(s, 0));
+  sqlite3_finalize(s);
+  return rows;
 }
 
 void Database::forget_timings(TimingFolder& folder) {
@@ -603,6 +633,8 @@ void Database::update_process(int64_t process_id, const ProcessCounters& c) {
   const auto [version, unavailable] = python_words(c.python_stacks);
   sqlite3_bind_text(update_process_, ++parameter, version.c_str(), int(version.size()), SQLITE_TRANSIENT);
   sqlite3_bind_text(update_process_, ++parameter, unavailable.c_str(), int(unavailable.size()), SQLITE_TRANSIENT);
+  const std::string_view timeline = gpu_timeline_name(GpuTimeline(c.gpu_timeline));
+  sqlite3_bind_text(update_process_, ++parameter, timeline.data(), int(timeline.size()), SQLITE_STATIC);
   sqlite3_bind_int64(update_process_, ++parameter, process_id);
   step_and_reset(db_, update_process_);
 }

@@ -61,8 +61,9 @@ class Database {
                     Direction follows_copy = Direction::None, const std::optional<GpuTiming>& timing = std::nullopt);
   // Adds to the `calls` row of the key (or creates it).
   void add_calls(int64_t process_id, const CallKey& key, const CallTotals& totals);
-  // What a pass gathered of the process since its last clear_pass(): its `calls` totals and its
-  // records kept one by one, each GPU timing folded into its collective's row (ingest.timings()).
+  // What a pass gathered of the process since its last clear_pass(): its `calls` totals, its
+  // records kept one by one, each GPU timing folded into its collective's row (ingest.timings()),
+  // and its GPU activity rows.
   void add_pass(int64_t process_id, ProcessIngest& ingest);
   // What the process's `events` rows still wait for: its collectives without their timing (the
   // newest TimingFolder::kMaxAwaitedTimings) and its timings read before their collective. Read
@@ -70,6 +71,11 @@ class Database {
   void restore_timings(int64_t process_id, TimingFolder& folder);
   // The process ended: the timings whose collective never came are dropped (they stay counted).
   void forget_timings(TimingFolder& folder);
+  // One row of `gpu_activities`: a GPU activity record, its times converted.
+  void add_gpu_activity(int64_t process_id, const StoredEvent& activity);
+  // The process's rows of `gpu_activities` (a collector that resumes a dead one's row counts them
+  // against the bound).
+  uint64_t gpu_activity_rows(int64_t process_id);
   // One row of `recent_events`; returns its rowid (rowid order is the table's time order).
   int64_t add_recent_event(int64_t process_id, const StoredEvent& event);
   // The process's rows of `recent_events` with rowids first..last.
@@ -98,12 +104,13 @@ class Database {
 #define TS_COUNTER(kind, column, json_key, words, meaning) uint64_t column = 0;
 #include "trainshim/counters.def"
     uint32_t python_stacks = 0;  // SegmentHeader::python_stacks
+    uint32_t gpu_timeline = 0;   // SegmentHeader::gpu_timeline
     bool ended = false;
     bool operator==(const ProcessCounters&) const = default;
   };
   void update_process(int64_t process_id, const ProcessCounters& counters);
   // The counts of a process's row as written so far (a collector that resumes a dead one's row
-  // goes on from them); python_stacks is 0, it is stored only as words.
+  // goes on from them); python_stacks and gpu_timeline are 0, they are stored only as words.
   ProcessCounters process_counters(int64_t process_id);
   void log(const std::string& level, const std::string& message);
   void record_hang(const std::string& communicator, uint32_t sequence, const std::string& op,
@@ -133,6 +140,7 @@ class Database {
   sqlite3_stmt* insert_python_string_ = nullptr;
   sqlite3_stmt* upsert_calls_ = nullptr;
   sqlite3_stmt* insert_recent_ = nullptr;
+  sqlite3_stmt* insert_gpu_activity_ = nullptr;
   sqlite3_stmt* delete_recent_rows_ = nullptr;
   sqlite3_stmt* upsert_position_ = nullptr;
   sqlite3_stmt* insert_process_ = nullptr;

@@ -198,9 +198,22 @@ ApiClass ProcessIngest::add(const EventRecord& r, uint64_t begin_ns, uint64_t en
   if (begin_ns < totals.first_begin_ns) totals.first_begin_ns = begin_ns;
   if (end_ns > totals.last_end_ns) totals.last_end_ns = end_ns;
 
+  // The GPU's own activity is not something the process's host was doing.
+  if (is_gpu_activity(api_class)) {
+    if (gpu_rows_kept_ < gpu_rows_) {
+      gpu_.push_back({r, begin_ns, end_ns, Direction::None});
+      ++gpu_rows_kept_;
+    } else {
+      ++gpu_not_kept_;
+    }
+    return api_class;
+  }
   if (api_class != ApiClass::CollectiveTiming) last_activity_ = {r.api, r.python_stack, r.rank_in_comm, begin_ns, true};
 
-  if (api_class == ApiClass::Copy || api_class == ApiClass::Poll) {
+  // A copy with stacks (a host sync, or pageable memory) is kept: the GPU's idle gaps are told
+  // apart by the copies the host made in them (an input batch's upload).
+  const bool copy_without_stacks = api_class == ApiClass::Copy && r.native_stack == 0 && r.python_stack == 0;
+  if (copy_without_stacks || api_class == ApiClass::Poll) {
     recent_.push({r, begin_ns, end_ns, key.follows_copy});
   } else {
     kept_.push_back({r, begin_ns, end_ns, key.follows_copy});
@@ -211,6 +224,8 @@ ApiClass ProcessIngest::add(const EventRecord& r, uint64_t begin_ns, uint64_t en
 void ProcessIngest::clear_pass() {
   calls_.clear();
   kept_.clear();
+  gpu_.clear();
+  gpu_not_kept_ = 0;
   stored_ = 0;
 }
 

@@ -1,10 +1,11 @@
 #pragma once
 // What the collector keeps of one process's records, built record by record as they are drained
 // and handed to the database once per pass: the exact aggregates per call key (calls), the
-// records analyses need one by one (events), and a bounded window of the most recent copies and
-// polls (recent_events). The per-record path touches no database and allocates nothing in the
-// steady state: one lookup of the thread for copies, syncs, frees and polls, one probe of an
-// open-addressing table, one store into a preallocated ring.
+// records analyses need one by one (events), a bounded window of the most recent copies without
+// stacks and polls (recent_events), and the GPU's own activity up to a bound (gpu_activities). The
+// per-record path touches no database and allocates nothing in the steady state: one lookup of
+// the thread for copies, syncs, frees and polls, one probe of an open-addressing table, one store
+// into a preallocated ring or a vector reused from pass to pass.
 #include <cstdint>
 #include <deque>
 #include <limits>
@@ -18,6 +19,13 @@
 #include "trainshim/protocol.hpp"
 
 namespace trainshim::collector {
+
+// GPU activity rows kept per process (TRAINSHIM_GPU_ROWS). A row costs about 60 bytes of the
+// database with its index: 2 M rows are about 120 MB per process, a day of a job that runs
+// 2,500 kernels a second while the timeline is on at the default duty cycle (2 s of every 20),
+// a few hours of one that runs 25,000. The report needs whole steps, not every one of them: past
+// the bound the records are still counted in `calls`.
+inline constexpr uint64_t kDefaultGpuRows = 2'000'000;
 
 // The key of a `calls` row within its process (schema.def).
 struct CallKey {
@@ -77,7 +85,8 @@ class CallTable {
   uint64_t last_ = kNoSlot;  // the slot found last
 };
 
-// The most recent `capacity` copies and polls, oldest overwritten first; the memory is taken once.
+// The most recent `capacity` copies without stacks and polls, oldest overwritten first; the memory is
+// taken once.
 class RecentWindow {
  public:
   explicit RecentWindow(uint32_t capacity) : capacity_(capacity), events_(capacity) {}
@@ -195,7 +204,9 @@ class TimingFolder {
 
 class ProcessIngest {
  public:
-  explicit ProcessIngest(uint32_t recent_capacity) : recent_(recent_capacity) {}
+  // gpu_rows: the most GPU activity records kept one by one, over the process's whole life.
+  explicit ProcessIngest(uint32_t recent_capacity, uint64_t gpu_rows = kDefaultGpuRows)
+      : recent_(recent_capacity), gpu_rows_(gpu_rows) {}
 
   // One validated record, its times already CLOCK_MONOTONIC ns. Returns its class.
   ApiClass add(const EventRecord& record, uint64_t begin_ns, uint64_t end_ns);
@@ -204,7 +215,13 @@ class ProcessIngest {
   const CallTable& calls() const { return calls_; }
   const std::vector<StoredEvent>& kept() const { return kept_; }
   uint64_t stored() const { return stored_; }
+  // Since the last clear_pass(): the GPU activity records kept (rows of gpu_activities), and how
+  // many came past the bound.
+  const std::vector<StoredEvent>& gpu_activities() const { return gpu_; }
+  uint64_t gpu_not_kept() const { return gpu_not_kept_; }
   void clear_pass();
+  // The GPU activity rows a collector that died had kept of this process: they count against the bound.
+  void restore_gpu_rows(uint64_t kept) { gpu_rows_kept_ = kept; }
 
   RecentWindow& recent() { return recent_; }
   TimingFolder& timings() { return timings_; }
@@ -228,9 +245,13 @@ class ProcessIngest {
 
   CallTable calls_;
   std::vector<StoredEvent> kept_;
+  std::vector<StoredEvent> gpu_;
   RecentWindow recent_;
   TimingFolder timings_;
   uint64_t stored_ = 0;
+  uint64_t gpu_rows_;
+  uint64_t gpu_rows_kept_ = 0;  // over the process's life
+  uint64_t gpu_not_kept_ = 0;   // this pass
   Activity last_activity_;
   // Records come in runs from one thread: the last one looked up is kept at hand.
   std::unordered_map<uint32_t, Thread> threads_;

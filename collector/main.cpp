@@ -73,10 +73,27 @@ bool unseen_segment(const std::string& job, const std::set<std::string>& listed)
   return false;
 }
 
+// A count from the environment variable `name`, or `fallback` when it is unset or empty; nullopt
+// (said on standard error) when it is not a whole number from 0 to `most`.
+std::optional<int64_t> count_from_environment(const char* name, int64_t fallback, int64_t most, const char* what) {
+  const char* value = std::getenv(name);
+  if (!value || !*value) return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(value, &end, 10);
+  if (*end != '\0' || errno != 0 || n < 0 || n > most) {
+    fmt::print(stderr, "trainshim-collector: {}={} is not a number of {} from 0 to {}\n", name, value, what, most);
+    return std::nullopt;
+  }
+  return n;
+}
+
 }  // namespace
 
 // Each kept event takes about 110 bytes of the collector's memory per process.
 constexpr int64_t kMostRecentEvents = 1'000'000;
+// About 60 GB of database per process: far past what a report reads.
+constexpr int64_t kMostGpuRows = 1'000'000'000;
 
 int main(int argc, char** argv) {
   CLI::App app{"trainshim-collector: drains a job's trainshim segments into its SQLite database"};
@@ -96,9 +113,14 @@ int main(int argc, char** argv) {
       ->default_str("10");
   int64_t recent_events = -1;
   app.add_option("--recent-events", recent_events,
-                 "most recent copies and polls kept per process for the timeline (default: $TRAINSHIM_RECENT_EVENTS, "
-                 "else 20000; 0: none)")
+                 "most recent copies without stacks and polls kept per process for the timeline (default: "
+                 "$TRAINSHIM_RECENT_EVENTS, else 20000; 0: none)")
       ->check(CLI::Range(int64_t{0}, kMostRecentEvents));
+  int64_t gpu_rows = -1;
+  app.add_option("--gpu-rows", gpu_rows,
+                 "most GPU activity records kept per process for the GPU timeline, the first ones (default: "
+                 "$TRAINSHIM_GPU_ROWS, else 2000000; 0: none); the rest are counted")
+      ->check(CLI::Range(int64_t{0}, kMostGpuRows));
   app.add_option("--poll-ms", poll_ms,
                  "how often new segments are looked for, and the longest pause between passes while none is open")
       ->check(CLI::Range(1, 10000));
@@ -146,18 +168,16 @@ int main(int argc, char** argv) {
     hang = std::chrono::milliseconds(int64_t(seconds * 1000));
   }
   if (recent_events < 0) {
-    recent_events = trainshim::collector::kDefaultRecentEvents;
-    if (const char* value = std::getenv("TRAINSHIM_RECENT_EVENTS"); value && *value) {
-      char* end = nullptr;
-      errno = 0;
-      const long long n = std::strtoll(value, &end, 10);
-      if (*end != '\0' || errno != 0 || n < 0 || n > kMostRecentEvents) {
-        fmt::print(stderr, "trainshim-collector: TRAINSHIM_RECENT_EVENTS={} is not a number of events from 0 to {}\n",
-                   value, kMostRecentEvents);
-        return 2;
-      }
-      recent_events = n;
-    }
+    const auto n = count_from_environment("TRAINSHIM_RECENT_EVENTS", trainshim::collector::kDefaultRecentEvents,
+                                          kMostRecentEvents, "events");
+    if (!n) return 2;
+    recent_events = *n;
+  }
+  if (gpu_rows < 0) {
+    const auto n = count_from_environment("TRAINSHIM_GPU_ROWS", int64_t(trainshim::collector::kDefaultGpuRows),
+                                          kMostGpuRows, "rows");
+    if (!n) return 2;
+    gpu_rows = *n;
   }
   std::string lock_path;
   std::vector<trainshim::RefusedLockFile> refused;
@@ -219,6 +239,7 @@ int main(int argc, char** argv) {
     options.idle_exit = std::chrono::milliseconds(int64_t(idle_exit_seconds * 1000));
     options.hang = hang;
     options.recent_events = uint32_t(recent_events);
+    options.gpu_rows = uint64_t(gpu_rows);
     std::optional<trainshim::collector::Collector> collector(std::in_place, options);
     if (!refused.empty()) collector->report("warning", trainshim::describe_refused(refused));
     // Started by a job, standard error is the job's, maybe a pipe its caller reads to the end:

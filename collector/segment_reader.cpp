@@ -65,11 +65,14 @@ void copy_header(const SegmentHeader& from, SegmentHeader& to) {
   to.untimed_capturing.store(from.untimed_capturing.load(std::memory_order_relaxed), std::memory_order_relaxed);
   to.untimed_no_event.store(from.untimed_no_event.load(std::memory_order_relaxed), std::memory_order_relaxed);
   to.python_stacks.store(from.python_stacks.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  to.gpu_timeline.store(from.gpu_timeline.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  to.gpu_records_dropped.store(from.gpu_records_dropped.load(std::memory_order_relaxed), std::memory_order_relaxed);
   to.producer_state.store(state, std::memory_order_relaxed);
 }
 static_assert(offsetof(SegmentHeader, dropped_not_ready) < offsetof(SegmentHeader, untimed_capturing) &&
                   offsetof(SegmentHeader, untimed_no_event) < offsetof(SegmentHeader, producer_state) &&
-                  offsetof(SegmentHeader, python_stacks) + sizeof(uint32_t) <= sizeof(SegmentHeader),
+                  offsetof(SegmentHeader, python_stacks) < offsetof(SegmentHeader, gpu_timeline) &&
+                  offsetof(SegmentHeader, gpu_records_dropped) + sizeof(uint64_t) <= sizeof(SegmentHeader),
               "copy_header copies every field before dropped_not_ready as plain bytes, the atomics one by one");
 
 }  // namespace
@@ -303,6 +306,13 @@ uint64_t SegmentReader::untimed_no_event() const {
 }
 uint32_t SegmentReader::python_stacks() const {
   return read_live<uint32_t>([](const SegmentHeader& h) { return h.python_stacks.load(std::memory_order_relaxed); });
+}
+uint32_t SegmentReader::gpu_timeline() const {
+  return read_live<uint32_t>([](const SegmentHeader& h) { return h.gpu_timeline.load(std::memory_order_relaxed); });
+}
+uint64_t SegmentReader::gpu_records_dropped() const {
+  return read_live<uint64_t>(
+      [](const SegmentHeader& h) { return h.gpu_records_dropped.load(std::memory_order_relaxed); });
 }
 
 void SegmentReader::unlink() { shm_unlink(name_.c_str()); }

@@ -107,6 +107,8 @@ class SegmentReader {
   uint64_t untimed_capturing() const;
   uint64_t untimed_no_event() const;
   uint32_t python_stacks() const;
+  uint32_t gpu_timeline() const;  // GpuTimeline, unchecked (gpu_timeline_name names any value)
+  uint64_t gpu_records_dropped() const;
 
   // The segment shrank under the reader (an access faulted with SIGBUS): nothing more is read from
   // it; what was drained before stays valid.

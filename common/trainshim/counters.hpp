@@ -1,5 +1,5 @@
 #pragma once
-// The loss and untimed counters of counters.def as data, for code that goes over all of them.
+// The loss, untimed and GPU-timeline counters of counters.def as data, for code that goes over all of them.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -10,6 +10,7 @@ namespace trainshim {
 enum class CounterKind : uint8_t {
   Lost,     // records that never reached the database
   Untimed,  // collectives recorded but not timed on the GPU
+  Gpu,      // GPU activity records that are not rows of gpu_activities
 };
 
 struct CounterInfo {

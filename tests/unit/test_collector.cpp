@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "collector.hpp"
+#include "core/recorder.hpp"
 #include "segment_reader.hpp"
 #include "temp_dir.hpp"
 #include "trainshim/names.hpp"
@@ -1157,6 +1158,187 @@ TEST_F(CollectorTest, ACollectorReplacingADeadOneFoldsLaterTimingsAndNamesLaterS
             (std::vector<std::vector<std::string>>{{"/job/train.py", "train_step", "57"}}));
   EXPECT_EQ(rows("SELECT id, text FROM python_strings ORDER BY id"),
             (std::vector<std::vector<std::string>>{{"1", "/job/train.py"}, {"2", "train_step"}}));
+}
+
+// --- The GPU timeline: CUPTI's activity records as the shim writes them ------------------------
+
+SideRecord string_record(uint32_t id, const std::string& text) {
+  SideRecord r{};
+  r.kind = uint16_t(SideKind::String);
+  r.id = id;
+  r.count = uint16_t(text.size());
+  std::memcpy(r.text, text.data(), text.size());
+  return r;
+}
+
+// A record of the GPU's own activity, its fields as protocol.hpp lays them out.
+EventRecord gpu_record(Api api, uint64_t start, uint64_t end, uint32_t device, uint64_t stream, uint64_t correlation) {
+  EventRecord r{};
+  r.api = uint16_t(api);
+  r.begin_ticks = start;
+  r.end_ticks = end;
+  r.sequence = device;
+  r.stream = stream;
+  r.object = correlation;
+  return r;
+}
+EventRecord gpu_kernel(uint64_t start, uint64_t end, uint32_t name, uint64_t correlation) {
+  EventRecord r = gpu_record(Api::gpuKernel, start, end, 1, 7, correlation);
+  r.detail = name;
+  return r;
+}
+EventRecord gpu_copy(uint64_t start, uint64_t end, uint64_t bytes, Direction d, HostMemory m, uint64_t correlation) {
+  EventRecord r = gpu_record(Api::gpuMemcpy, start, end, 1, 13, correlation);
+  r.bytes = bytes;
+  r.direction = uint8_t(d);
+  r.host_memory = uint8_t(m);
+  return r;
+}
+
+// Written with the shim's own Recorder, from a thread of their own as the shim's activity thread
+// writes them (a thread takes a ring of the segment it first records into, and keeps it).
+void record_as_the_shim(TestSegment& seg, const std::vector<EventRecord>& records) {
+  std::thread writer([&] {
+    shim::Recorder recorder(seg.header());
+    for (const EventRecord& record : records)
+      recorder.record(shim::thread_state(), [&](EventRecord& slot) { slot = record; });
+  });
+  writer.join();
+}
+
+constexpr const char* kGpuRows =
+    "SELECT a.name, g.start_ns, g.end_ns, g.device, g.stream, g.bytes, g.direction, g.host_memory, g.name, "
+    "coalesce(s.text, ''), g.correlation FROM gpu_activities g JOIN apis a ON a.id = g.api LEFT JOIN python_strings s "
+    "ON s.process_id = g.process_id AND s.id = g.name ORDER BY g.rowid";
+
+TEST_F(CollectorTest, GpuActivityRecordsAreRowsOfGpuActivitiesNamedThroughTheProcesssStrings) {
+  TestSegment seg(job_, Opts());
+  // The kernel's name shares the process's string ids with the file and function names of its
+  // Python frames: published once as a side record before the first record that names it.
+  ASSERT_TRUE(seg.side_ring().push(string_record(1, "/job/train.py")));
+  ASSERT_TRUE(seg.side_ring().push(string_record(2, "train_step")));
+  ASSERT_TRUE(seg.side_ring().push(string_record(3, "ampere_sgemm_128x64_nn")));
+  record_as_the_shim(seg, {gpu_kernel(10'000, 14'000, 3, 41),
+                           gpu_copy(15'000, 15'800, 4096, Direction::HostToDevice, HostMemory::Pageable, 42),
+                           gpu_record(Api::gpuMemset, 16'000, 16'100, 0, 9, 43), gpu_kernel(17'000, 17'500, 3, 44)});
+  seg.header()->gpu_records_dropped.store(5);
+  seg.header()->gpu_timeline.store(uint32_t(GpuTimeline::On));
+
+  Collector collector(options());
+  EXPECT_EQ(collector.pass(), 4u);
+  const std::string h2d = std::to_string(int(Direction::HostToDevice));
+  const std::string pageable = std::to_string(int(HostMemory::Pageable));
+  // Times on the host's CLOCK_MONOTONIC as the events' (this segment's ticks are nanoseconds).
+  EXPECT_EQ(rows(kGpuRows),
+            (std::vector<std::vector<std::string>>{
+                {"gpuKernel", "10000", "14000", "1", "7", "0", "0", "0", "3", "ampere_sgemm_128x64_nn", "41"},
+                {"gpuMemcpy", "15000", "15800", "1", "13", "4096", h2d, pageable, "0", "", "42"},
+                {"gpuMemset", "16000", "16100", "0", "9", "0", "0", "0", "0", "", "43"},
+                {"gpuKernel", "17000", "17500", "1", "7", "0", "0", "0", "3", "ampere_sgemm_128x64_nn", "44"}}));
+  // Counted in `calls` as every record is (the GPU's own time), kept nowhere else.
+  EXPECT_EQ(rows("SELECT a.name, c.count, c.bytes, c.total_ns, c.max_ns, c.first_begin_ns, c.last_end_ns FROM calls c "
+                 "JOIN apis a ON a.id = c.api ORDER BY c.first_begin_ns"),
+            (std::vector<std::vector<std::string>>{{"gpuKernel", "2", "0", "4500", "4000", "10000", "17500"},
+                                                   {"gpuMemcpy", "1", "4096", "800", "800", "15000", "15800"},
+                                                   {"gpuMemset", "1", "0", "100", "100", "16000", "16100"}}));
+  EXPECT_EQ(value("SELECT count(*) FROM events"), 0);
+  EXPECT_EQ(value("SELECT count(*) FROM recent_events"), 0);
+  EXPECT_EQ(rows("SELECT events, gpu_records_dropped, gpu_records_not_kept, gpu_timeline FROM processes"),
+            (std::vector<std::vector<std::string>>{{"4", "5", "0", "on"}}));
+}
+
+TEST_F(CollectorTest, TheProcesssGpuTimelineStateIsItsHeadersAsItChanges) {
+  TestSegment seg(job_, Opts());
+  Collector collector(options());
+  collector.pass();
+  EXPECT_EQ(rows("SELECT gpu_timeline, gpu_records_dropped FROM processes"),
+            (std::vector<std::vector<std::string>>{{"", "0"}}))
+      << "not started";
+  seg.header()->gpu_timeline.store(uint32_t(GpuTimeline::Taken));
+  collector.pass();
+  EXPECT_EQ(value("SELECT count(*) FROM processes WHERE gpu_timeline = 'taken'"), 1);
+  seg.header()->gpu_timeline.store(uint32_t(GpuTimeline::Yielded));
+  seg.header()->gpu_records_dropped.store(12);
+  collector.pass();
+  EXPECT_EQ(rows("SELECT gpu_timeline, gpu_records_dropped FROM processes"),
+            (std::vector<std::vector<std::string>>{{"yielded", "12"}}));
+  // A value no shim writes is no state at all.
+  seg.header()->gpu_timeline.store(kGpuTimelineCount);
+  collector.pass();
+  EXPECT_EQ(rows("SELECT gpu_timeline FROM processes"), (std::vector<std::vector<std::string>>{{""}}));
+}
+
+TEST_F(CollectorTest, GpuActivityRowsStopAtTheirBoundAndTheRestAreCountedNotKept) {
+  TestSegment seg(job_, Opts());
+  CollectorOptions o = options();
+  o.gpu_rows = 3;
+  {
+    Collector collector(o);
+    record_as_the_shim(seg, {gpu_kernel(1'000, 2'000, 0, 1), gpu_kernel(3'000, 4'000, 0, 2)});
+    EXPECT_EQ(collector.pass(), 2u);
+    record_as_the_shim(
+        seg, {gpu_kernel(5'000, 6'000, 0, 3), gpu_kernel(7'000, 8'000, 0, 4), gpu_kernel(9'000, 10'000, 0, 5)});
+    EXPECT_EQ(collector.pass(), 3u);
+    EXPECT_EQ(rows("SELECT correlation FROM gpu_activities ORDER BY rowid"),
+              (std::vector<std::vector<std::string>>{{"1"}, {"2"}, {"3"}}))
+        << "the first ones are kept";
+    EXPECT_EQ(rows("SELECT events, gpu_records_not_kept FROM processes"),
+              (std::vector<std::vector<std::string>>{{"5", "2"}}));
+    EXPECT_EQ(value("SELECT sum(count) FROM calls"), 5) << "every one is counted";
+  }
+  // A collector that carries on with the row (the first one died) counts the rows it finds
+  // against the bound, and adds to the count of those not kept.
+  record_as_the_shim(seg, {gpu_kernel(11'000, 12'000, 0, 6)});
+  o.gpu_rows = 4;
+  Collector second(o);
+  EXPECT_EQ(second.pass(), 1u);
+  record_as_the_shim(seg, {gpu_kernel(13'000, 14'000, 0, 7)});
+  EXPECT_EQ(second.pass(), 1u);
+  EXPECT_EQ(rows("SELECT correlation FROM gpu_activities ORDER BY rowid"),
+            (std::vector<std::vector<std::string>>{{"1"}, {"2"}, {"3"}, {"6"}}));
+  EXPECT_EQ(rows("SELECT count(*), events, gpu_records_not_kept FROM processes"),
+            (std::vector<std::vector<std::string>>{{"1", "7", "3"}}));
+}
+
+TEST_F(CollectorTest, NoGpuActivityRowIsKeptWhenTheBoundIsZero) {
+  TestSegment seg(job_, Opts());
+  CollectorOptions o = options();
+  o.gpu_rows = 0;
+  Collector collector(o);
+  record_as_the_shim(seg, {gpu_kernel(1'000, 2'000, 0, 1),
+                           gpu_copy(3'000, 4'000, 64, Direction::DeviceToHost, HostMemory::Pinned, 2)});
+  EXPECT_EQ(collector.pass(), 2u);
+  EXPECT_EQ(value("SELECT count(*) FROM gpu_activities"), 0);
+  EXPECT_EQ(value("SELECT gpu_records_not_kept FROM processes"), 2);
+  EXPECT_EQ(value("SELECT sum(count) FROM calls"), 2);
+}
+
+// The copies that carry stacks (a host sync, pageable memory) are kept one by one: the report
+// needs their times to tell what the host was doing in the GPU's idle gaps. The others stay in the
+// window of recent copies, never in both.
+TEST_F(CollectorTest, CopiesWithStacksAreKeptInEventsTheOthersOnlyInTheRecentWindow) {
+  TestSegment seg(job_, Opts());
+  EventRecord pageable = copy_record(10'000, 10'800, 4096, Direction::HostToDevice, HostMemory::Pageable);
+  pageable.native_stack = 4;
+  pageable.python_stack = 5;
+  EventRecord blocking = copy_record(11'000, 11'300, 512, Direction::DeviceToHost, HostMemory::Pinned, Api::cudaMemcpy);
+  blocking.python_stack = 6;
+  const EventRecord pinned = copy_record(12'000, 12'050, 4096, Direction::HostToDevice, HostMemory::Pinned);
+  record_as_the_shim(seg, {pageable, blocking, pinned});
+  {
+    Collector collector(options());
+    EXPECT_EQ(collector.pass(), 3u);
+    EXPECT_EQ(
+        rows("SELECT api, begin_ns, end_ns, bytes, direction, host_memory, native_stack, python_stack FROM events "
+             "ORDER BY begin_ns"),
+        (std::vector<std::vector<std::string>>{
+            {std::to_string(int(Api::cudaMemcpyAsync)), "10000", "10800", "4096", "1", "2", "4", "5"},
+            {std::to_string(int(Api::cudaMemcpy)), "11000", "11300", "512", "2", "1", "0", "6"}}));
+  }
+  // Written when the collector exits: the copy without stacks alone.
+  EXPECT_EQ(rows("SELECT begin_ns, end_ns, bytes FROM recent_events"),
+            (std::vector<std::vector<std::string>>{{"12000", "12050", "4096"}}));
+  EXPECT_EQ(value("SELECT sum(count) FROM calls"), 3);
 }
 
 // What waits for its other half is bounded: an entry is forgotten once kMaxAwaitedTimings later

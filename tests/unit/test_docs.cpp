@@ -322,7 +322,10 @@ TEST(Docs, TheTestsSafetyMdNamesExist) {
 TEST(Docs, CountersTableMatchesCountersDef) {
   Names code, docs;
   for (const CounterInfo& c : kCounters)
-    code.insert(fmt::format("{} -> {} ({})", c.column, c.json_key, c.kind == CounterKind::Lost ? "lost" : "untimed"));
+    code.insert(fmt::format("{} -> {} ({})", c.column, c.json_key,
+                            c.kind == CounterKind::Lost      ? "lost"
+                            : c.kind == CounterKind::Untimed ? "untimed"
+                                                             : "gpu"));
   for (const Row& row :
        table_rows(file_text(kSourceDir + "/docs/formats.md"), "<!-- list:counters -->", "docs/formats.md")) {
     ASSERT_GE(row.size(), 3u) << "a row of the counters table needs a column, a JSON key and a kind";
