@@ -13,6 +13,17 @@ namespace trainshim::shim {
 
 inline constexpr uint32_t kPollStackEvery = 256;
 
+// Whether a launch is the first on its thread since a host sync returned there (then the flag is
+// cleared: a nested launch, made inside another hook, is the first too although it is not recorded).
+// The hook reads the flag before it calls this: every other launch pays only that read and a branch.
+inline bool launch_after_sync() {
+  ThreadState& thread = thread_state();
+  if (!thread.synced) [[likely]]
+    return false;
+  thread.synced = false;
+  return true;
+}
+
 template <Api A>
 class Call {
   static constexpr ApiClass kClass = kApis[static_cast<std::size_t>(A)].api_class;
@@ -104,6 +115,9 @@ class Call {
     } else {
       recorder_->record(*thread_, fill);
     }
+    if constexpr (can_host_sync(kClass))
+      if (is_host_sync(kClass, draft.direction, draft.host_memory, kSynchronousCopy, draft.object == 0))
+        thread_->synced = true;
     check_collector_at(end_ticks);
   }
 

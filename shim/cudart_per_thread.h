@@ -19,4 +19,11 @@ cudaError_t cudaMemcpyBatchAsync_ptsz(void* const*, const void* const*, const si
                                       size_t*, size_t, cudaStream_t);
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t);
 cudaError_t cudaStreamQuery_ptsz(cudaStream_t);
+cudaError_t cudaLaunchKernel_ptsz(const void*, dim3, dim3, void**, size_t, cudaStream_t);
+cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t*, const void*, void**);
+cudaError_t cudaLaunchCooperativeKernel_ptsz(const void*, dim3, dim3, void**, size_t, cudaStream_t);
+cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t, cudaStream_t);
+// What nvcc 13's launch stubs call (crt/device_functions.h declares them only under __CUDACC__).
+cudaError_t __cudaLaunchKernel(cudaKernel_t, dim3, dim3, void**, size_t, cudaStream_t);
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t, dim3, dim3, void**, size_t, cudaStream_t);
 }

@@ -155,6 +155,14 @@ inline Draft on_stream(cudaStream_t stream) {
   return d;
 }
 
+// A launch: the kernel (its host stub or handle) or graph exec, and the stream.
+inline Draft launch(const void* function, cudaStream_t stream) {
+  Draft d;
+  d.stream = as_integer(stream);
+  d.object = as_integer(function);
+  return d;
+}
+
 inline Draft on_object(const void* object) {
   Draft d;
   d.object = as_integer(object);

@@ -1,10 +1,12 @@
 // The interposed functions, generated from common/trainshim/api.def.
 #include <cuda_runtime_api.h>
+#include <cupti.h>
 #include <nccl.h>
 
 #include <new>
 
 #include "call.hpp"
+#include "core/gpu_activity.hpp"
 #include "core/resolve.hpp"
 #include "cudart_per_thread.h"
 
@@ -35,26 +37,73 @@ ncclResult_t not_loaded<ncclResult_t>() {
 
 }  // namespace
 
-#define TS_API(name, api_class, library, return_type, parameters, arguments, describe_expression) \
-  extern "C" __attribute__((visibility("default"))) return_type name parameters {                 \
-    using Real = return_type(*) parameters;                                                       \
-    constexpr auto api = trainshim::Api::name;                                                    \
-    const auto real = reinterpret_cast<Real>(trainshim::shim::real_function(api));                \
-    if (!real) return not_loaded<return_type>();                                                  \
-    trainshim::shim::Call<api> call;                                                              \
-    if (!call.active()) return real arguments;                                                    \
-    {                                                                                             \
-      /* Built in place (the prvalue is not copied): a copy of its byte fields stalls the store   \
-         forwarding of the hot path. */                                                           \
-      using namespace trainshim::shim::describe;                                                  \
-      new (&call.draft) Draft(describe_expression);                                               \
-    }                                                                                             \
-    call.begin();                                                                                 \
-    const return_type result = real arguments;                                                    \
-    call.end(static_cast<int>(result));                                                           \
-    return result;                                                                                \
+// The recorded call: the hook's body, or for a launch the path taken only after a host sync.
+#define TS_RECORDED_CALL(name, return_type, parameters, arguments, describe_expression)       \
+  trainshim::shim::Call<trainshim::Api::name> call;                                           \
+  if (!call.active()) return real arguments;                                                  \
+  {                                                                                           \
+    /* Built in place (the prvalue is not copied): a copy of its byte fields stalls the store \
+       forwarding of the hot path. */                                                         \
+    using namespace trainshim::shim::describe;                                                \
+    new (&call.draft) Draft(describe_expression);                                             \
+  }                                                                                           \
+  call.begin();                                                                               \
+  const return_type result = real arguments;                                                  \
+  call.end(static_cast<int>(result));                                                         \
+  return result;
+
+// A launch after no sync is forwarded at once: a load of the cached real function, the thread's flag
+// and a jump. Everything else (resolving it the first time, recording) is a function of its own, so
+// that the hook needs no frame.
+#define TS_API(name, api_class, library, return_type, parameters, arguments, describe_expression)                    \
+  [[maybe_unused]] __attribute__((noinline, cold)) static return_type recorded_##name parameters {                   \
+    const auto real =                                                                                                \
+        reinterpret_cast<return_type(*) parameters>(trainshim::shim::real_function(trainshim::Api::name));           \
+    if (!real) return not_loaded<return_type>();                                                                     \
+    if (!trainshim::shim::launch_after_sync()) return real arguments;                                                \
+    TS_RECORDED_CALL(name, return_type, parameters, arguments, describe_expression)                                  \
+  }                                                                                                                  \
+  extern "C" __attribute__((visibility("default"))) return_type name parameters {                                    \
+    using Real = return_type(*) parameters;                                                                          \
+    constexpr auto api = trainshim::Api::name;                                                                       \
+    if constexpr (trainshim::ApiClass::api_class == trainshim::ApiClass::Launch) {                                   \
+      const auto resolved =                                                                                          \
+          reinterpret_cast<Real>(trainshim::shim::detail::g_real[std::size_t(api)].load(std::memory_order_acquire)); \
+      if (resolved && !trainshim::shim::thread_state().synced) [[likely]]                                            \
+        return resolved arguments;                                                                                   \
+      return recorded_##name arguments;                                                                              \
+    } else {                                                                                                         \
+      const auto real = reinterpret_cast<Real>(trainshim::shim::real_function(api));                                 \
+      if (!real) return not_loaded<return_type>();                                                                   \
+      TS_RECORDED_CALL(name, return_type, parameters, arguments, describe_expression)                                \
+    }                                                                                                                \
   }
 #define TS_RECORD(...)
 #include "trainshim/api.def"
 #undef TS_RECORD
 #undef TS_API
+#undef TS_RECORDED_CALL
+
+// A program's own CUPTI client (torch.profiler through Kineto, a tool of its own) reaches these: the
+// shim steps aside (core/gpu_activity.hpp), then forwards. trainshim's own calls go to libcupti by
+// handle. Each of the four starts a client: Kineto registers its clock and its buffers without
+// subscribing.
+#define TS_CUPTI_ENTRY(name, parameters, arguments)                                                                 \
+  extern "C" __attribute__((visibility("default"))) CUptiResult name parameters {                                   \
+    using Real = CUptiResult(*) parameters;                                                                         \
+    const auto real = reinterpret_cast<Real>(trainshim::shim::runtime_function(trainshim::Library::Cudart, #name)); \
+    if (!real) return CUPTI_ERROR_NOT_INITIALIZED;                                                                  \
+    trainshim::shim::yield_gpu_timeline();                                                                          \
+    return real arguments;                                                                                          \
+  }
+TS_CUPTI_ENTRY(cuptiSubscribe, (CUpti_SubscriberHandle * subscriber, CUpti_CallbackFunc callback, void* userdata),
+               (subscriber, callback, userdata))
+TS_CUPTI_ENTRY(cuptiSubscribe_v2,
+               (CUpti_SubscriberHandle * subscriber, CUpti_CallbackFunc callback, void* userdata,
+                CUpti_SubscriberParams* params),
+               (subscriber, callback, userdata, params))
+TS_CUPTI_ENTRY(cuptiActivityRegisterCallbacks,
+               (CUpti_BuffersCallbackRequestFunc requested, CUpti_BuffersCallbackCompleteFunc completed),
+               (requested, completed))
+TS_CUPTI_ENTRY(cuptiActivityRegisterTimestampCallback, (CUpti_TimestampCallbackFunc clock), (clock))
+#undef TS_CUPTI_ENTRY

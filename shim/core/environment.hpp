@@ -13,6 +13,9 @@ void say(std::string_view message);
 // `fallback` (with a warning when the variable was set).
 uint32_t environment_count(const char* name, uint32_t fallback, uint32_t limit);
 
+// As environment_count, from `minimum` (0 allowed) to `limit`.
+uint32_t environment_number(const char* name, uint32_t fallback, uint32_t minimum, uint32_t limit);
+
 // Whether the variable turns something off ("0", "off", "false").
 bool environment_flag_off(const char* name);
 

@@ -17,6 +17,7 @@
 
 #include "communicators.hpp"
 #include "environment.hpp"
+#include "gpu_activity.hpp"
 #include "gpu_timing.hpp"
 #include "group_timing.hpp"
 #include "identity.hpp"
@@ -187,6 +188,7 @@ void reset_in_child() {
   reset_communicators_after_fork();
   reset_timing_after_fork();
   reset_group_timing_after_fork();
+  reset_gpu_timeline_after_fork();
   thread_state().busy = false;
 }
 
@@ -206,6 +208,8 @@ void start() {
     g_state.store(Ready, std::memory_order_release);
     header->dropped_not_ready.fetch_add(g_lost_while_starting.exchange(0), std::memory_order_relaxed);
     start_collector(id.job);
+    // On this thread, before its first call goes on: the first window sees that call's work.
+    start_gpu_timeline(*g_recorder);
   } catch (const Refused& e) {
     say(e.what());
     g_state.store(Disabled, std::memory_order_release);

@@ -15,6 +15,7 @@ struct ThreadState {
   uint32_t ring;   // the shared ring, when it owns none
   uint32_t polls;  // polls made: their stacks are taken for one in kPollStackEvery
   bool busy;       // inside a hook on this thread: nested hooked calls are not recorded
+  bool synced;     // a host sync returned on this thread since its last launch: the next launch is recorded
 };
 
 inline ThreadState& thread_state() {

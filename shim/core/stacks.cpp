@@ -272,6 +272,12 @@ StackIds capture_stacks(SegmentHeader* header) {
   return ids;
 }
 
+uint32_t string_id(SegmentHeader* header, std::string_view text) {
+  SlowPath& slow = g_slow.get();
+  std::lock_guard lock(slow.lock);
+  return intern(header, slow, std::string(text.substr(0, kSideTextBytes)));
+}
+
 void reset_stacks_after_fork() {
   g_native_stacks.reset();
   g_python_stacks.reset();

@@ -3,6 +3,7 @@
 // side record and referred to by id afterwards: the steady state of a training loop (the same
 // few sites every step) costs a capture, a hash and a table lookup per event.
 #include <cstdint>
+#include <string_view>
 
 #include "trainshim/protocol.hpp"
 
@@ -14,6 +15,10 @@ struct StackIds {
 };
 
 StackIds capture_stacks(SegmentHeader* header);
+
+// The String id of `text` (cut to kSideTextBytes), published once, in the id space of the Python
+// frames' file and function names; 0 when the side ring is full (asked again next time).
+uint32_t string_id(SegmentHeader* header, std::string_view text);
 
 // In a forked child: the ids belong to the parent's segment.
 void reset_stacks_after_fork();

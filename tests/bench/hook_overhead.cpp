@@ -296,6 +296,35 @@ void BM_StreamSync_Direct(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(sync(g_stream));
 }
 
+using Launch = cudaError_t (*)(const void*, dim3, dim3, void**, size_t, cudaStream_t);
+const dim3 g_one{1, 1, 1};
+const char g_kernel = 0;  // stands for a kernel's host stub
+
+// A launch with no host sync before it on its thread: the common launch, forwarded after a thread-local read.
+void BM_Launch_Paired(benchmark::State& state) {
+  const auto launch = direct<Launch>("cudaLaunchKernel");
+  paired(
+      state, [] { return cudaLaunchKernel(&g_kernel, g_one, g_one, nullptr, 0, g_stream); },
+      [launch] { return launch(&g_kernel, g_one, g_one, nullptr, 0, g_stream); }, state.range(0) != 0);
+}
+
+// The first launch after a host sync, recorded: both halves make the same hooked sync first, so the
+// difference is the launch hook's own cost when it records.
+void BM_LaunchAfterSync_Paired(benchmark::State& state) {
+  const auto launch = direct<Launch>("cudaLaunchKernel");
+  paired(
+      state,
+      [] {
+        cudaStreamSynchronize(g_stream);
+        return cudaLaunchKernel(&g_kernel, g_one, g_one, nullptr, 0, g_stream);
+      },
+      [launch] {
+        cudaStreamSynchronize(g_stream);
+        return launch(&g_kernel, g_one, g_one, nullptr, 0, g_stream);
+      },
+      state.range(0) != 0);
+}
+
 ncclComm_t communicator() {
   static ncclComm_t comm = [] {
     ncclUniqueId id{};
@@ -343,4 +372,6 @@ BENCHMARK(BM_PinnedCopy_Hooked_Paced)->UseManualTime()->Iterations(4000);
 // Argument 1: paced at 2 M hooked calls/s; 0: back to back.
 BENCHMARK(BM_DeviceCopy_Paired)->UseManualTime()->Iterations(4000)->Arg(1)->Arg(0);
 BENCHMARK(BM_PinnedCopy_Paired)->UseManualTime()->Iterations(4000)->Arg(1)->Arg(0);
+BENCHMARK(BM_Launch_Paired)->UseManualTime()->Iterations(4000)->Arg(1)->Arg(0);
+BENCHMARK(BM_LaunchAfterSync_Paired)->UseManualTime()->Iterations(4000)->Arg(1)->Arg(0);
 BENCHMARK_MAIN();
