@@ -4,7 +4,9 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <map>
 #include <utility>
+#include <vector>
 
 #include "format.hpp"
 #include "present.hpp"
@@ -12,6 +14,10 @@
 namespace trainshim::cli {
 
 namespace {
+
+// The share of step time the GPU waits for input before a data-starvation finding: the idle-gap
+// threshold's 5 %.
+constexpr double kStarvationShare = 0.05;
 
 // "2.0 times per step", or per second in a run without steps.
 std::string rate_words(int64_t calls, const RankSyncs& rs) {
@@ -23,6 +29,70 @@ std::string share_words(int64_t blocked_ns, const RankSyncs& rs) {
   return rs.span_ns > 0 ? fmt::format(", {:.1f} % of {}", 100 * share_of_span(blocked_ns, rs.span_ns),
                                       rs.steps.count ? "step time" : "the run")
                         : std::string();
+}
+
+// ", and leaves the GPU idle 5.0 ms after each call (20.0 ms in all, on the GPU timeline)".
+std::string bubble_words(const SyncSite& site) {
+  if (!site.bubble_calls) return "";
+  if (site.bubble_ns == 0) return "; the GPU still had work queued whenever it returned: no GPU time lost after it";
+  return fmt::format(
+      "; the GPU sits idle {} after each call ({} in all{})", human_duration(site.bubble_ns / site.bubble_calls),
+      human_duration(site.bubble_ns),
+      site.bubble_on_gpu ? ", on the GPU timeline" : ", host side: from its return to its thread's next kernel launch");
+}
+
+// The GPU waiting for input: idle before each step's first upload.
+void add_starvation_finding(Report& report, const ProcessReport& p) {
+  const GpuTimelineReport& g = p.gpu;
+  const int64_t waiting_ns = g.idle_by_cause_ns[int(IdleCause::DataLoading)];
+  if (!g.has_figures() || g.data_loading_steps == 0 || g.share(waiting_ns) < kStarvationShare) return;
+  Finding f;
+  f.kind = "data_starvation";
+  f.rank = p.rank;
+  f.calls = g.data_loading_steps;
+  f.cost_ns = g.per_step(waiting_ns) * std::max(p.sync_sites.steps.count, g.covered_steps);
+  const bool steady = 2 * g.data_loading_steps >= g.covered_steps;
+  f.message =
+      fmt::format("{}: the GPU is idle {:.0f} % of each step waiting for input (the gap before {} batch's upload{}){}",
+                  rank_words(p.rank, p.pid), 100 * g.share(waiting_ns), steady ? "each" : "a",
+                  g.input_site.empty() ? "" : " at " + g.input_site,
+                  g.pageable_input ? "; the batches come from pageable memory (DataLoader pin_memory=False)" : "");
+  if (!steady) f.message += fmt::format(", in {} of {} steps", g.data_loading_steps, g.covered_steps);
+  std::vector<std::string> remedies;
+  if (g.pageable_input)
+    remedies.push_back("DataLoader(pin_memory=True) and batch.to(device, non_blocking=True), so that the upload "
+                       "overlaps compute");
+  if (steady)
+    remedies.push_back(fmt::format("more DataLoader workers (num_workers) and a deeper prefetch_factor: each batch "
+                                   "keeps the GPU waiting {}",
+                                   human_duration(g.per_step(waiting_ns))));
+  else
+    remedies.push_back("persistent_workers=True (workers that restart each epoch stall its first steps) and a deeper "
+                       "prefetch_factor to absorb the slow batches");
+  f.advice = fmt::format("{}", fmt::join(remedies, "; "));
+  report.findings.push_back(std::move(f));
+}
+
+// Processes whose GPU timeline could not be taken, grouped by why.
+void add_timeline_findings(Report& report) {
+  std::map<std::string, std::vector<const ProcessReport*>> by_state;
+  for (const ProcessReport& p : report.processes)
+    if (!gpu_timeline_state_advice(p.gpu.timeline).empty()) by_state[p.gpu.timeline].push_back(&p);
+  for (const auto& [state, processes] : by_state) {
+    Finding f;
+    f.kind = "gpu_timeline";
+    std::vector<std::string> who;
+    for (const ProcessReport* p : processes) who.push_back(rank_words(p->rank, p->pid));
+    f.rank = processes.size() == 1 ? processes.front()->rank : -1;
+    f.calls = int64_t(processes.size());
+    f.message = fmt::format(
+        "{}: no GPU timeline{}: {}; without it the report has no GPU busy and idle figures, and sync bubbles are "
+        "measured on the host side only (up to the next kernel launch)",
+        fmt::join(who, ", "), state == "yielded" ? " after the other client started" : "",
+        gpu_timeline_state_words(state));
+    f.advice = gpu_timeline_state_advice(state);
+    report.findings.push_back(std::move(f));
+  }
 }
 
 void add_straggler_finding(Report& report) {
@@ -93,13 +163,15 @@ void add_findings(Report& report) {
       f.kind = "hidden_sync";
       f.rank = p.rank;
       f.calls = site.calls;
-      f.cost_ns = site.blocked_ns;
-      f.message = fmt::format("{}: {} at {} blocks the host {} ({} in all{})", rank_words(p.rank, p.pid),
+      // The GPU time lost after the call is the sync's real cost, where it was measured.
+      f.cost_ns = site.bubble_calls ? site.bubble_ns : site.blocked_ns;
+      f.message = fmt::format("{}: {} at {} blocks the host {} ({} in all{}){}", rank_words(p.rank, p.pid),
                               site.classification.operation, site_location(site), rate_words(site.calls, rs),
-                              human_duration(site.blocked_ns), share_words(site.blocked_ns, rs));
+                              human_duration(site.blocked_ns), share_words(site.blocked_ns, rs), bubble_words(site));
       f.advice = site.classification.advice;
       report.findings.push_back(std::move(f));
     }
+    add_starvation_finding(report, p);
     if (p.lost.total() > 0) {
       Finding f;
       f.kind = "dropped_events";
@@ -111,6 +183,7 @@ void add_findings(Report& report) {
       report.findings.push_back(std::move(f));
     }
   }
+  add_timeline_findings(report);
   for (const std::string& library : report.stripped_libraries) {
     Finding f;
     f.kind = "stripped_library";

@@ -1,6 +1,7 @@
 #pragma once
 // The report's findings: what is wrong in a run (a hang, a straggler, pageable copies, hidden
-// syncs, lost records, stripped libraries), what it costs, and the advice for each.
+// syncs, a GPU starved of input, lost records, stripped libraries, a GPU timeline that could not be
+// taken), what it costs, and the advice for each.
 #include <string>
 
 #include "report_model.hpp"

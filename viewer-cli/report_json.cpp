@@ -39,26 +39,61 @@ nlohmann::ordered_json sites_json(const std::vector<SyncSite>& sites, const Rank
     auto native = nlohmann::ordered_json::array();
     for (const auto& f : site.native)
       native.push_back({{"function", f.function}, {"module", f.module}, {"file", f.file}, {"line", f.line}});
-    out.push_back({{"operation", site.classification.operation},
-                   {"cause", site.classification.cause},
-                   {"advice", site.classification.advice},
-                   {"rule", site.classification.rule},
-                   {"native_frame", site.classification.native_frame},
-                   {"file", site.file},
-                   {"line", site.line},
-                   {"function", site.function},
-                   {"source", site.source},
-                   {"in_backward", site.in_backward},
-                   {"calls", site.calls},
-                   {"per_step", optional_json(per_step(double(site.calls), rs.steps.count))},
-                   {"per_second", per_second(double(site.calls), rs.span_ns)},
-                   {"blocked_ns", site.blocked_ns},
-                   {"bytes", site.bytes},
-                   {"share_of_step", share_of_span(site.blocked_ns, rs.span_ns)},
-                   {"python_stack", python},
-                   {"native_stack", native}});
+    out.push_back(
+        {{"operation", site.classification.operation},
+         {"cause", site.classification.cause},
+         {"advice", site.classification.advice},
+         {"rule", site.classification.rule},
+         {"native_frame", site.classification.native_frame},
+         {"file", site.file},
+         {"line", site.line},
+         {"function", site.function},
+         {"source", site.source},
+         {"in_backward", site.in_backward},
+         {"calls", site.calls},
+         {"per_step", optional_json(per_step(double(site.calls), rs.steps.count))},
+         {"per_second", per_second(double(site.calls), rs.span_ns)},
+         {"blocked_ns", site.blocked_ns},
+         {"bytes", site.bytes},
+         {"share_of_step", share_of_span(site.blocked_ns, rs.span_ns)},
+         {"bubble_ns", site.bubble_calls ? nlohmann::ordered_json(site.bubble_ns) : nullptr},
+         {"bubble_ns_per_call",
+          site.bubble_calls ? nlohmann::ordered_json(site.bubble_ns / site.bubble_calls) : nullptr},
+         {"bubble_measured",
+          site.bubble_calls ? nlohmann::ordered_json(site.bubble_on_gpu ? "gpu_timeline" : "host_launch") : nullptr},
+         {"python_stack", python},
+         {"native_stack", native}});
   }
   return out;
+}
+
+// The rank's GPU timeline; its figures null when it has none (why_none says why).
+nlohmann::ordered_json gpu_json(const GpuTimelineReport& g) {
+  const bool figures = g.has_figures();
+  auto share = [&](int64_t ns) { return figures ? nlohmann::ordered_json(g.share(ns)) : nullptr; };
+  nlohmann::ordered_json by_cause = nullptr;
+  if (figures) {
+    by_cause = nlohmann::ordered_json::object();
+    for (int c = 0; c < kIdleCauseCount; ++c) by_cause[idle_cause_key(IdleCause(c))] = g.share(g.idle_by_cause_ns[c]);
+  }
+  auto gaps = nlohmann::ordered_json::array();
+  for (const IdleGap& gap : g.gaps)
+    gaps.push_back({{"step", gap.step},
+                    {"start_ns", gap.start_ns},
+                    {"duration_ns", gap.duration_ns},
+                    {"cause", idle_cause_key(gap.cause)},
+                    {"site", gap.site.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(gap.site)}});
+  return {{"timeline", g.timeline.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(g.timeline)},
+          {"why_none", g.why_none.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(g.why_none)},
+          {"covered_steps", g.covered_steps},
+          {"busy_share", share(g.busy_ns)},
+          {"communication_share", share(g.communication_ns)},
+          {"idle_share", share(g.idle_ns)},
+          {"idle_ns_per_step", figures ? nlohmann::ordered_json(g.per_step(g.idle_ns)) : nullptr},
+          {"idle_by_cause", by_cause},
+          {"gap_threshold_ns", figures ? nlohmann::ordered_json(g.gap_threshold_ns) : nullptr},
+          {"gaps_above_threshold", g.gaps_above_threshold},
+          {"gaps", gaps}};
 }
 
 }  // namespace
@@ -95,7 +130,8 @@ nlohmann::ordered_json render_json(const Report& report) {
                             {"hidden_syncs", sites_json(p.sync_sites.hidden, p.sync_sites)},
                             {"explicit_syncs", sites_json(p.sync_sites.explicit_, p.sync_sites)},
                             {"pageable_sites", sites_json(p.sync_sites.pageable_copies, p.sync_sites)},
-                            {"polls", sites_json(p.sync_sites.polls, p.sync_sites)}});
+                            {"polls", sites_json(p.sync_sites.polls, p.sync_sites)},
+                            {"gpu", gpu_json(p.gpu)}});
   }
   doc["totals"] = {{"copies", copies_json(report.total_copies)},
                    {"syncs", syncs_json(report.total_syncs)},

@@ -112,9 +112,12 @@ std::string collective_op_name(const std::string& api) {
   return out;
 }
 
-Report load_report(const RunDatabase& db, const std::string& step_name) { return load_report({&db}, step_name); }
+Report load_report(const RunDatabase& db, const std::string& step_name, int64_t idle_gap_ns) {
+  return load_report({&db}, step_name, idle_gap_ns);
+}
 
-Report load_report(const std::vector<const RunDatabase*>& databases, const std::string& step_name) {
+Report load_report(const std::vector<const RunDatabase*>& databases, const std::string& step_name,
+                   int64_t idle_gap_ns) {
   Report report;
   for (const RunDatabase* db : databases) {
     const std::string job = db->meta("job");
@@ -123,7 +126,7 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
     report.database += (report.database.empty() ? "" : ", ") + db->path();
     Statement processes(*db,
                         ("SELECT id, rank, local_rank, world_size, pid, host, command, ended, events, python_version, "
-                         "python_stacks_unavailable, " +
+                         "python_stacks_unavailable, gpu_timeline, " +
                          counter_columns(CounterKind::Lost) + " FROM processes")
                             .c_str());
     while (processes.step()) {
@@ -140,7 +143,8 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
       p.events = processes.integer(8);
       p.python_version = processes.text(9);
       p.python_stacks_unavailable = processes.text(10);
-      p.lost = read_lost(processes, 11);
+      p.gpu.timeline = processes.text(11);
+      p.lost = read_lost(processes, 12);
       report.processes.push_back(std::move(p));
     }
   }
@@ -165,6 +169,7 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
       CollectiveCalls& c = collectives.at(p.id);
       load_process_details(*db, p.id, p);
       p.sync_sites = load_syncs(*db, p.id, step_name, std::exchange(c.sequence, {}));
+      p.gpu = load_gpu_timeline(*db, p.id, p.gpu.timeline, p.sync_sites, idle_gap_ns);
       read[i].push_back({db, p.id, p.rank, p.sync_sites.steps.count, std::move(c)});
     }
   });

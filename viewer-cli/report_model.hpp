@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "counters.hpp"
+#include "gpu_timeline.hpp"
 #include "run_database.hpp"
 #include "syncs.hpp"
 #include "waits.hpp"
@@ -44,10 +45,13 @@ struct ProcessReport {
   std::vector<CollectiveRow> collectives;
   LostEvents lost;
   RankSyncs sync_sites;  // its sync, pageable-copy and poll sites
+  GpuTimelineReport gpu;
 };
 
 struct Finding {
-  std::string kind;  // hang | pageable_copy | hidden_sync | straggler | dropped_events | stripped_library
+  // hang | pageable_copy | hidden_sync | straggler | dropped_events | stripped_library | data_starvation |
+  // gpu_timeline
+  std::string kind;
   int rank = -1;
   int64_t calls = 0, bytes = 0, cost_ns = 0;
   std::string message, advice;
@@ -73,9 +77,11 @@ struct Report {
 };
 
 // step_name: TRAINSHIM_STEP's value ("file:line" or a Python function), empty to detect steps.
+// idle_gap_ns: the shortest GPU idle gap reported; 0: max(1 ms, 5 % of the step).
 // Several databases (one per node of a job) merge into one report.
-Report load_report(const std::vector<const RunDatabase*>& databases, const std::string& step_name = "");
-Report load_report(const RunDatabase& db, const std::string& step_name = "");
+Report load_report(const std::vector<const RunDatabase*>& databases, const std::string& step_name = "",
+                   int64_t idle_gap_ns = 0);
+Report load_report(const RunDatabase& db, const std::string& step_name = "", int64_t idle_gap_ns = 0);
 
 // The steps the first process of `rank` found, 0 when none (or no such rank).
 int64_t steps_of_rank(const Report& report, int rank);

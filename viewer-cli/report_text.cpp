@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "format.hpp"
 #include "present.hpp"
 
@@ -45,6 +48,47 @@ void render_sites(std::string& out, const std::vector<SyncSite>& sites, const Ra
     out +=
         fmt::format("      at {}{}\n", site_location(site), site.in_backward ? " (in backward, autograd thread)" : "");
     if (!site.source.empty()) out += fmt::format("         {}\n", site.source);
+    if (site.bubble_calls)
+      out += fmt::format("      GPU idle after it: {} per call, {} in all ({})\n",
+                         human_duration(site.bubble_ns / site.bubble_calls), human_duration(site.bubble_ns),
+                         site.bubble_on_gpu ? "GPU timeline" : "host side, until its thread's next kernel launch");
+  }
+}
+
+// The rank's GPU timeline: busy and idle shares of its steps, idle by cause, the longest gaps.
+void render_gpu(std::string& out, const GpuTimelineReport& g) {
+  if (!g.has_figures()) {
+    out += fmt::format("  GPU timeline: none: {}\n", g.why_none);
+    return;
+  }
+  std::vector<IdleCause> causes;
+  for (int c = 0; c < kIdleCauseCount; ++c)
+    if (g.idle_by_cause_ns[c] > 0) causes.push_back(IdleCause(c));
+  std::stable_sort(causes.begin(), causes.end(),
+                   [&](IdleCause a, IdleCause b) { return g.idle_by_cause_ns[int(a)] > g.idle_by_cause_ns[int(b)]; });
+  std::string by_cause;
+  for (IdleCause c : causes)
+    by_cause += fmt::format("{}{} {:.1f} %", by_cause.empty() ? "" : ", ", idle_cause_words(c),
+                            100 * g.share(g.idle_by_cause_ns[int(c)]));
+  out += fmt::format(
+      "  GPU busy {:.1f} % of each step{}, idle {:.1f} %{}: {} steps on the GPU timeline, {} idle per "
+      "step\n",
+      100 * g.share(g.busy_ns),
+      g.communication_ns ? fmt::format(" (communication {:.1f} %)", 100 * g.share(g.communication_ns)) : std::string(),
+      100 * g.share(g.idle_ns), by_cause.empty() ? "" : " (" + by_cause + ")", g.covered_steps,
+      human_duration(g.per_step(g.idle_ns)));
+  if (g.gaps.empty()) {
+    out += fmt::format("  no idle gap of {} or more\n", human_duration(g.gap_threshold_ns));
+    return;
+  }
+  out += fmt::format("  {:<46} {:>9} {:>9} {:>10}\n",
+                     fmt::format("Idle gaps of {} or more ({})", human_duration(g.gap_threshold_ns),
+                                 with_thousands(g.gaps_above_threshold)),
+                     "step", "at", "idle");
+  for (const IdleGap& gap : g.gaps) {
+    out += fmt::format("  {:<46} {:>9} {:>9} {:>10}\n", idle_cause_words(gap.cause), gap.step,
+                       "+" + human_duration(gap.start_ns), human_duration(gap.duration_ns));
+    if (!gap.site.empty()) out += fmt::format("      host came back at {}\n", gap.site);
   }
 }
 
@@ -142,6 +186,7 @@ std::string render_text(const Report& report) {
                          p.python_stacks_unavailable);
     render_tables(out, p.copies, p.api_waits, p.collectives, p.lost.total());
     render_sync_sections(out, p);
+    render_gpu(out, p.gpu);
   }
   render_hangs(out, report);
   render_waits(out, report);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <utility>
 
 namespace trainshim::cli {
 
@@ -37,6 +38,14 @@ bool ends_with(const std::string& text, const std::string& suffix) {
   return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// When each call of `site` returned: the steps it marks start there.
+std::vector<int64_t> sync_returns(const StepInput& in, uint32_t site) {
+  std::vector<int64_t> out;
+  for (const Sync& sync : in.syncs)
+    if (sync.site == site) out.push_back(sync.end_ns);
+  return out;
+}
+
 Steps with_rate(Steps s, int64_t span_ns) {
   if (s.count > 0) s.step_ns = span_ns / s.count;
   return s;
@@ -65,33 +74,39 @@ Steps find_steps(const StepInput& in, const std::string& named) {
       return false;
     };
     const auto anchor = std::find_if(in.syncs.begin(), in.syncs.end(), matches);
-    if (anchor == in.syncs.end()) return {0, fmt::format("TRAINSHIM_STEP={} matched no synchronisation", named), 0};
+    if (anchor == in.syncs.end()) return {0, fmt::format("TRAINSHIM_STEP={} matched no synchronisation", named), 0, {}};
     const int64_t count =
         std::count_if(in.syncs.begin(), in.syncs.end(), [&](const Sync& s) { return s.site == anchor->site; });
-    return with_rate(
-        {count, fmt::format("TRAINSHIM_STEP={}: one step per sync at {}", named, in.sites[anchor->site]), 0},
-        in.span_ns);
+    return with_rate({count, fmt::format("TRAINSHIM_STEP={}: one step per sync at {}", named, in.sites[anchor->site]),
+                      0, sync_returns(in, anchor->site)},
+                     in.span_ns);
   }
   if (const Period period = period_of(in.collectives); period.length) {
     const std::size_t p = period.length;
+    std::vector<int64_t> starts;
+    for (std::size_t i = period.start; i < in.collectives.size(); i += p) starts.push_back(in.collectives[i].begin_ns);
     return with_rate({int64_t((in.collectives.size() - period.start) / p),
-                      fmt::format("the collective sequence repeats every {} collective{}", p, p == 1 ? "" : "s"), 0},
+                      fmt::format("the collective sequence repeats every {} collective{}", p, p == 1 ? "" : "s"), 0,
+                      std::move(starts)},
                      in.span_ns);
   }
   std::vector<int64_t> counts(in.sites.size());
   for (const Sync& sync : in.syncs) ++counts[sync.site];
   // The most frequent site; between equals, the first in name order.
   const std::string* best = nullptr;
+  uint32_t best_site = 0;
   int64_t best_count = 0;
   for (std::size_t site = 0; site < counts.size(); ++site)
     if (counts[site] > best_count || (counts[site] == best_count && best && in.sites[site] < *best)) {
       best = &in.sites[site];
+      best_site = uint32_t(site);
       best_count = counts[site];
     }
   if (best_count >= 3)
-    return with_rate({best_count, fmt::format("one step per call of the most frequent sync site, {}", *best), 0},
+    return with_rate({best_count, fmt::format("one step per call of the most frequent sync site, {}", *best), 0,
+                      sync_returns(in, best_site)},
                      in.span_ns);
-  return {0, "no repeating structure found: rates are per second", 0};
+  return {0, "no repeating structure found: rates are per second", 0, {}};
 }
 
 }  // namespace trainshim::cli

@@ -10,7 +10,8 @@ namespace trainshim::cli {
 // One collective call as the step detection compares it: the same API with the same bytes.
 struct CollectiveCall {
   int64_t api = 0, bytes = 0;
-  bool operator==(const CollectiveCall&) const = default;
+  int64_t begin_ns = 0;  // when it was called: where a step starts, never part of what repeats
+  bool operator==(const CollectiveCall& other) const { return api == other.api && bytes == other.bytes; }
 };
 
 struct StepInput {
@@ -21,6 +22,7 @@ struct StepInput {
   std::vector<std::vector<std::string>> frame_functions;
   struct Sync {
     uint32_t site, functions;
+    int64_t end_ns = 0;  // when it returned: a step named by a sync starts there
   };
   std::vector<Sync> syncs;                  // in time order, one per blocking call
   std::vector<CollectiveCall> collectives;  // in time order
@@ -38,6 +40,10 @@ struct Steps {
   int64_t count = 0;    // 0: no step found; rates are then per second
   std::string rule;     // how it was found, in words
   int64_t step_ns = 0;  // span / count
+  // Where each step starts, in time order: the return of each call of the sync site that marks
+  // steps, or the call of each period's first collective. Step k runs from starts_ns[k] to
+  // starts_ns[k + 1]; the last one's end is not known.
+  std::vector<int64_t> starts_ns;
 };
 
 // `named`: TRAINSHIM_STEP (or --step): "file:line" or a Python function name; empty: detect.

@@ -9,10 +9,7 @@
 
 namespace trainshim::cli {
 
-namespace {
-
-// The user's frame of a call: its innermost Python frame outside libraries, else the program's.
-SyncSite locate(const SyncShape& shape) {
+SyncSite user_frame(const SyncShape& shape) {
   SyncSite where;
   if (const int top = top_user_python_frame(shape.python); top >= 0) {
     const auto& f = shape.python[std::size_t(top)];
@@ -30,6 +27,8 @@ SyncSite locate(const SyncShape& shape) {
   where.native = shape.native;
   return where;
 }
+
+namespace {
 
 // Copies from or into pageable memory, grouped by direction and the user's line.
 std::vector<SyncSite> pageable_sites(const RunDatabase& db, int64_t process_id) {
@@ -49,7 +48,7 @@ std::vector<SyncSite> pageable_sites(const RunDatabase& db, int64_t process_id) 
     SyncShape shape;
     if (q.integer(1)) shape.native = load_native_stack(db, process_id, q.integer(1));
     if (q.integer(2)) shape.python = load_python_stack(db, process_id, q.integer(2));
-    SyncSite where = locate(shape);
+    SyncSite where = user_frame(shape);
     where.in_backward = q.integer(2) && python_stack_borrowed(db, process_id, q.integer(2));
     where.kind = SiteKind::PageableCopy;
     where.copy_direction = names.direction(q.integer(0));
@@ -166,7 +165,7 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
     const int64_t count = q.integer(7), blocked_ns = q.integer(8);
     const bool poll = is_poll(shape);
     if (!poll && !is_sync(shape)) continue;
-    SyncSite where = locate(shape);
+    SyncSite where = user_frame(shape);
     where.in_backward = in_backward(q.integer(4));
     if (poll) {
       const std::string operation = poll_operation(shape);
@@ -201,7 +200,7 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
   StepInput steps;
   {
     // cudaFree(nullptr) waits for nothing.
-    Statement w(db, ("SELECT native_stack, python_stack, api, object FROM events WHERE process_id = ? AND "
+    Statement w(db, ("SELECT native_stack, python_stack, api, object, end_ns FROM events WHERE process_id = ? AND "
                      "api IN (SELECT id FROM apis WHERE class IN " +
                      api_classes_sql(waits_by_class) + ") ORDER BY begin_ns")
                         .c_str());
@@ -215,13 +214,13 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
       auto [it, fresh] = interned.try_emplace(stacks);
       if (fresh) {
         const SyncShape& shape = shape_of(stacks.first, stacks.second);
-        const SyncSite where = locate(shape);
+        const SyncSite where = user_frame(shape);
         std::vector<std::string> functions;
         for (const auto& f : shape.python) functions.push_back(f.function);
         it->second =
             steps.intern(where.file.empty() ? where.function : fmt::format("{}:{}", where.file, where.line), functions);
       }
-      steps.syncs.push_back(it->second);
+      steps.syncs.push_back({it->second.site, it->second.functions, w.integer(4)});
     }
   }
   steps.collectives = std::move(collectives);
@@ -239,7 +238,71 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
   for (auto* list : {&out.hidden, &out.explicit_})
     std::stable_sort(list->begin(), list->end(),
                      [](const SyncSite& a, const SyncSite& b) { return a.blocked_ns > b.blocked_ns; });
+
+  // Each sync call one by one, with its site, for the GPU idle time that follows it.
+  std::map<SiteKey, std::pair<SiteKind, std::size_t>> site_index;
+  for (auto* list : {&out.hidden, &out.explicit_})
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      const SyncSite& site = (*list)[i];
+      site_index[{site.classification.operation, int(site.classification.kind), site.file, site.function, site.line}] =
+          {site.kind, i};
+    }
+  const std::string columns = "tid, begin_ns, end_ns, api, direction, host_memory, native_stack, python_stack, "
+                              "object, follows_copy";
+  // A blocking copy is a sync too: copies are kept in recent_events.
+  Statement c(db, fmt::format("SELECT {0} FROM events WHERE process_id = ?1 AND api IN (SELECT id FROM apis WHERE "
+                              "class IN {1}) UNION SELECT {0} FROM recent_events WHERE process_id = ?1 AND api IN "
+                              "(SELECT id FROM apis WHERE class IN {2}) ORDER BY 2, 3",
+                              columns, api_classes_sql(can_host_sync), api_classes_sql(ApiClass::Copy))
+                      .c_str());
+  c.bind(1, process_id);
+  using ShapeKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
+  std::map<ShapeKey, std::optional<std::pair<SiteKind, std::size_t>>> site_of;
+  while (c.step()) {
+    const ShapeKey key{c.integer(3), c.integer(4), c.integer(5),     c.integer(6),
+                       c.integer(7), c.integer(9), c.integer(8) == 0};
+    auto [known, fresh] = site_of.try_emplace(key);
+    if (fresh) {
+      const Vocabulary::ApiWord& api = names.api(c.integer(3));
+      if (!api.api_class) continue;
+      SyncShape shape = shape_of(c.integer(6), c.integer(7));
+      shape.api = api.name;
+      shape.api_class = *api.api_class;
+      shape.direction = names.direction(c.integer(4));
+      shape.host_memory = names.host_memory(c.integer(5));
+      shape.null_object = c.integer(8) == 0;
+      shape.follows_copy = names.direction(c.integer(9));
+      if (is_poll(shape) || !is_sync(shape)) continue;
+      const Classification cl = classify(shape);
+      const SyncSite where = user_frame(shape);
+      const auto found = site_index.find({cl.operation, int(cl.kind), where.file, where.function, where.line});
+      if (found != site_index.end()) known->second = found->second;
+    }
+    if (!known->second) continue;
+    out.calls.push_back({c.integer(1), c.integer(2), c.integer(0), known->second->first, known->second->second});
+  }
   return out;
+}
+
+void rank_by_bubble(RankSyncs& rs) {
+  for (SiteKind kind : {SiteKind::HiddenSync, SiteKind::ExplicitSync}) {
+    std::vector<SyncSite>& list = kind == SiteKind::HiddenSync ? rs.hidden : rs.explicit_;
+    if (std::none_of(list.begin(), list.end(), [](const SyncSite& s) { return s.bubble_calls > 0; })) continue;
+    std::vector<std::size_t> order(list.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return std::pair(list[a].bubble_ns, list[a].blocked_ns) > std::pair(list[b].bubble_ns, list[b].blocked_ns);
+    });
+    std::vector<std::size_t> moved_to(list.size());
+    std::vector<SyncSite> sorted;
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      moved_to[order[i]] = i;
+      sorted.push_back(std::move(list[order[i]]));
+    }
+    list = std::move(sorted);
+    for (SyncCall& call : rs.calls)
+      if (call.kind == kind) call.site = moved_to[call.site];
+  }
 }
 
 }  // namespace trainshim::cli

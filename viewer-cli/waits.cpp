@@ -101,7 +101,7 @@ std::map<int64_t, CollectiveCalls> load_collective_calls(const RunDatabase& db, 
     const int64_t api = q.integer(1), begin = q.integer(2), flags = q.integer(4);
     const uint64_t communicator = uint64_t(q.integer(5));
     const auto rank_in_comm = uint32_t(q.integer(6)), sequence = uint32_t(q.integer(9));
-    process_calls->emplace_back(begin, CollectiveCall{api, q.integer(3)});
+    process_calls->emplace_back(begin, CollectiveCall{api, q.integer(3), begin});
     if ((flags & (kGroupInProgress | kInGroup)) == kGroupInProgress) ++c.launched_in_progress;
     if (flags & kUntimedCapturing) ++c.captured[communicator];
     if ((flags & kPointToPoint) && sequence > 0)

@@ -9,6 +9,7 @@
 // directory, time of day or pid reaches the output.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -170,6 +171,46 @@ void write_run(const std::string& path, bool after) {
   db.commit();
 }
 
+// The GPU's activity of each rank as CUPTI records it (`gpu_activities`), written as the collector
+// writes it, and the state of each rank's timeline: ranks 0 and 1 recorded theirs, rank 2's CUPTI
+// was held by another client. Each step (from one all-reduce to the next): the batch's upload ends
+// a wait for input, a GEMM runs until the sync returns, the host works 1.7 ms before it queues the
+// next kernels, then the all-reduce's NCCL kernel and the optimizer.
+void write_gpu_timeline(const std::string& path) {
+  constexpr int kGemm = 9001, kNccl = 9002;
+  std::string sql = fmt::format(
+      "UPDATE processes SET gpu_timeline = CASE rank WHEN 2 THEN 'taken' ELSE 'on' END;"
+      "INSERT INTO python_strings (process_id, id, text) SELECT id, {}, 'ampere_sgemm_128x64_tn' FROM processes;"
+      "INSERT INTO python_strings (process_id, id, text) SELECT id, {}, 'ncclDevKernel_AllReduce_Sum_f32_RING_LL' "
+      "FROM processes;",
+      kGemm, kNccl);
+  auto activity = [&](int rank, const char* api, uint64_t start, uint64_t end, int name, bool pageable) {
+    sql += fmt::format(
+        "INSERT INTO gpu_activities (process_id, api, start_ns, end_ns, device, stream, bytes, direction, "
+        "host_memory, name, correlation) SELECT p.id, (SELECT id FROM apis WHERE name = '{}'), {}, {}, 0, 7, {}, "
+        "(SELECT id FROM directions WHERE name = '{}'), (SELECT id FROM host_memories WHERE name = '{}'), {}, 0 "
+        "FROM processes p WHERE p.rank = {};",
+        api, start, end, name ? 0 : 4 << 20, name ? "none" : "h2d",
+        name       ? "unknown"
+        : pageable ? "pageable"
+                   : "pinned",
+        name, rank);
+  };
+  for (int rank = 0; rank < 2; ++rank)
+    for (uint32_t step = 0; step < kSteps; ++step) {
+      const uint64_t base = kFirstStepNs + step * kStepNs;
+      activity(rank, "gpuMemcpy", base + 800'000, base + 1'000'000, 0, rank == 0);
+      activity(rank, "gpuKernel", base + 1'000'000, base + 1'300'000, kGemm, false);
+      activity(rank, "gpuKernel", base + 3'000'000, base + 5'000'000, kGemm, false);
+      activity(rank, "gpuKernel", base + 5'000'000, base + 10'000'000, kNccl, false);
+      activity(rank, "gpuKernel", base + 10'000'000, base + 18'000'000, kGemm, false);
+    }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  sqlite3_close(db);
+}
+
 struct Output {
   std::string text;
   int exit_code = -1;
@@ -215,7 +256,9 @@ class Golden : public test::TempDirTest {
  protected:
   void SetUp() override {
     write_run(dir_ + "/a.db", false);
+    write_gpu_timeline(dir_ + "/a.db");
     write_run(dir_ + "/b.db", true);
+    write_gpu_timeline(dir_ + "/b.db");
   }
 };
 

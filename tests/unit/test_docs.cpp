@@ -183,7 +183,7 @@ Report full_report() {
   p.collectives = {{"all_reduce", 100, 4096, 2'000'000}};
   p.lost.dropped_ring_full = 1;
   RankSyncs& rs = p.sync_sites;
-  rs.steps = {100, "one step per call of the most frequent sync site", 10'000'000};
+  rs.steps = {100, "one step per call of the most frequent sync site", 10'000'000, {}};
   rs.span_ns = 1'000'000'000;
   rs.hidden = {site};
   rs.explicit_ = {site};

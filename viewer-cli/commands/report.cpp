@@ -1,4 +1,4 @@
-// `trainshim report [DB ...] [--format text|json] [--step STEP]`
+// `trainshim report [DB ...] [--format text|json] [--step STEP] [--idle-gap-ms N]`
 #include <CLI/CLI.hpp>
 
 #include <memory>
@@ -14,6 +14,7 @@ namespace {
 struct ReportArguments {
   std::vector<std::string> databases;
   std::string format, step;
+  double idle_gap_ms = 0;  // 0: max(1 ms, 5 % of the step)
 };
 
 int report(ReportArguments args) {
@@ -22,7 +23,7 @@ int report(ReportArguments args) {
   std::vector<const RunDatabase*> databases;
   for (const auto& path : args.databases)
     databases.push_back(open.emplace_back(std::make_unique<RunDatabase>(path)).get());
-  print_report(load_report(databases, step_name(args.step)), args.format);
+  print_report(load_report(databases, step_name(args.step), int64_t(args.idle_gap_ms * 1e6)), args.format);
   return 0;
 }
 
@@ -35,6 +36,10 @@ Command add_report_command(CLI::App& app) {
                       "run databases, one per node of the job (default: the newest ./trainshim-*.db)");
   add_format_option(*command, args->format, {"text", "json"});
   add_step_option(*command, args->step);
+  command
+      ->add_option("--idle-gap-ms", args->idle_gap_ms,
+                   "the shortest GPU idle gap listed, in milliseconds (default: max(1 ms, 5 % of the step))")
+      ->check(CLI::PositiveNumber);
   return {command, [args] { return report(*args); }};
 }
 

@@ -1,0 +1,430 @@
+// The GPU timeline in `trainshim report`: planted timelines (the GPU's activity as CUPTI records
+// it, the host's calls as the shim does) written into a run database, read back with exact
+// figures: busy and idle shares, each idle gap's cause and site, sync bubbles, the findings.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <string>
+#include <vector>
+
+#include "database.hpp"
+#include "report_json.hpp"
+#include "report_model.hpp"
+#include "report_text.hpp"
+#include "run_database.hpp"
+#include "run_fixtures.hpp"
+#include "steps.hpp"
+#include "temp_dir.hpp"
+
+namespace trainshim::cli {
+namespace {
+
+using collector::Database;
+using Json = nlohmann::ordered_json;
+
+constexpr int64_t kMs = 1'000'000;
+constexpr uint32_t kThread = 7;
+
+// Stacks by their ids in the process.
+enum Stack : uint32_t { kItem = 1, kUpload = 2, kAllReduce = 3 };
+
+// One process's run: host calls through the collector's Database (as the collector stores them),
+// then the GPU's activities and the timeline's state written into the file as the collector
+// writes them (`gpu_activities`, `processes.gpu_timeline`).
+class TimelineRun {
+ public:
+  TimelineRun(const std::string& path, int rank) : path_(path) {
+    db_ = std::make_unique<Database>(path, "unitjob");
+    records_ = std::make_unique<test::Records>(*db_);
+    process_ = db_->add_process("seg-" + std::to_string(rank), *test::header_for(rank, 100 + rank, "nodeA", 4));
+    db_->add_native_frame(
+        process_, kItem, 0,
+        {0x1000, "/opt/torch/lib/libtorch_cuda.so", "at::native::_local_scalar_dense(at::Tensor const&)", "", 0});
+    db_->add_native_frame(process_, kItem, 1, {0x2000, "/opt/torch/lib/libtorch_python.so", "THPVariable_item", "", 0});
+    db_->add_python_frame(process_, kItem, 0, "/src/train.py", "train_step", 57, "loss_val = loss.item()");
+    db_->add_python_frame(process_, kUpload, 0, "/src/train.py", "train", 40, "x = x.to(device)");
+    db_->add_python_frame(process_, kAllReduce, 0, "/src/train.py", "train", 70, "dist.all_reduce(grad)");
+    db_->add_python_string(process_, 901, "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+    db_->add_python_string(process_, 902, "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn");
+  }
+
+  void item(int64_t begin, int64_t end) { add(call(Api::cudaStreamSynchronize, kItem, kItem), begin, end); }
+  void upload(int64_t begin, int64_t end, HostMemory memory) {
+    EventRecord r = call(Api::cudaMemcpyAsync, 0, kUpload);
+    r.bytes = 4 << 20;
+    r.direction = uint8_t(Direction::HostToDevice);
+    r.host_memory = uint8_t(memory);
+    r.stream = 0x7f00;
+    r.object = 1;
+    add(r, begin, end);
+  }
+  // A Launch record: the first kernel launch on the thread since its last sync.
+  void launch(int64_t begin) { launches_.push_back(begin); }
+  void all_reduce(int64_t begin, uint32_t sequence) {
+    EventRecord r = call(Api::ncclAllReduce, 0, kAllReduce);
+    r.object = 0xA11;
+    r.sequence = sequence;
+    r.comm_size = 4;
+    r.bytes = 1 << 20;
+    add(r, begin, begin + 50'000);
+  }
+
+  void kernel(int64_t start, int64_t end, bool nccl = false) {
+    activities_.push_back({"gpuKernel", start, end, HostMemory::Unknown, nccl ? 901 : 902});
+  }
+  void gpu_upload(int64_t start, int64_t end, HostMemory memory) {
+    activities_.push_back({"gpuMemcpy", start, end, memory, 0});
+  }
+
+  // Stores everything; `timeline`: processes.gpu_timeline.
+  void finish(const std::string& timeline) {
+    db_->update_process(process_, {.events = 1, .ended = true});
+    records_->store();
+    db_->commit();
+    records_.reset();
+    db_.reset();
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+    std::string sql = fmt::format("UPDATE processes SET gpu_timeline = '{}';", timeline);
+    // A database of a trainshim whose shim records launches names cudaLaunchKernel of class launch.
+    sql += "INSERT INTO apis (id, name, class) SELECT 60000, 'cudaLaunchKernel', 'launch' WHERE NOT EXISTS (SELECT 1 "
+           "FROM apis WHERE name = 'cudaLaunchKernel');";
+    for (const int64_t begin : launches_)
+      sql += fmt::format(
+          "INSERT INTO events (process_id, tid, api, begin_ns, end_ns, bytes, direction, host_memory, stream, object, "
+          "detail, rank_in_comm, comm_size, result, native_stack, python_stack, sequence, peer, flags, follows_copy, "
+          "exchange) SELECT {}, {}, id, {}, {}, 0, 0, 0, 7, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 FROM apis WHERE name = "
+          "'cudaLaunchKernel';",
+          process_, kThread, begin, begin + 10'000);
+    for (const Activity& a : activities_)
+      sql += fmt::format(
+          "INSERT INTO gpu_activities (process_id, api, start_ns, end_ns, device, stream, bytes, direction, "
+          "host_memory, name, correlation) SELECT {}, (SELECT id FROM apis WHERE name = '{}'), {}, {}, 0, 7, {}, "
+          "(SELECT id FROM directions WHERE name = '{}'), (SELECT id FROM host_memories WHERE name = '{}'), {}, 0;",
+          process_, a.api, a.start, a.end, a.name ? 0 : 4 << 20, a.name ? "none" : "h2d", host_memory_name(a.memory),
+          a.name);
+    ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  }
+
+ private:
+  struct Activity {
+    const char* api;
+    int64_t start, end;
+    HostMemory memory;
+    int name;
+  };
+  static EventRecord call(Api api, uint32_t native_stack, uint32_t python_stack) {
+    EventRecord r{};
+    r.api = uint16_t(api);
+    r.tid = kThread;
+    r.native_stack = native_stack;
+    r.python_stack = python_stack;
+    return r;
+  }
+  void add(const EventRecord& r, int64_t begin, int64_t end) { records_->add(process_, r, begin, end); }
+
+  std::string path_;
+  std::unique_ptr<Database> db_;
+  std::unique_ptr<test::Records> records_;
+  int64_t process_ = 0;
+  std::vector<Activity> activities_;
+  std::vector<int64_t> launches_;
+};
+
+class GpuTimelineTest : public test::TempDirTest {
+ protected:
+  Json first_rank(const Report& report) { return render_json(report)["ranks"][0]; }
+  std::vector<Json> findings_of(const Report& report, const std::string& kind) {
+    std::vector<Json> out;
+    const Json doc = render_json(report);
+    for (const Json& f : doc["findings"])
+      if (f["kind"] == kind) out.push_back(f);
+    return out;
+  }
+
+  const std::string path_ = dir_ + "/trainshim-unitjob.db";
+};
+
+constexpr int64_t kStart = 1'000 * kMs;
+constexpr int kAllReduces = 6;  // 5 steps between them
+
+// Rank 2 of a DDP job, 100 ms a step from one all-reduce to the next: the NCCL kernel (5 ms), the
+// optimizer (5 ms), then the host loads the next batch for 30 ms with the GPU idle, uploads it
+// (1 ms on the GPU) and the forward and backward run to the next all-reduce.
+void write_starved_rank(TimelineRun& run, HostMemory memory) {
+  for (int k = 0; k < kAllReduces; ++k) {
+    const int64_t t = kStart + k * 100 * kMs;
+    run.all_reduce(t, uint32_t(k + 1));
+    run.kernel(t, t + 5 * kMs, true);
+    run.kernel(t + 5 * kMs, t + 10 * kMs);
+    if (k == kAllReduces - 1) break;
+    run.upload(t + 40 * kMs, t + 40 * kMs + 20'000, memory);
+    run.gpu_upload(t + 40 * kMs, t + 41 * kMs, memory);
+    run.kernel(t + 41 * kMs, t + 70 * kMs);
+    run.kernel(t + 70 * kMs, t + 100 * kMs);
+  }
+}
+
+TEST_F(GpuTimelineTest, DataLoadingGapBeforeEachUpload) {
+  {
+    TimelineRun run(path_, 2);
+    write_starved_rank(run, HostMemory::Pageable);
+    run.finish("on");
+  }
+  RunDatabase db(path_);
+  const Report report = load_report(db);
+  const Json gpu = first_rank(report)["gpu"];
+  EXPECT_EQ(gpu["timeline"], "on");
+  EXPECT_TRUE(gpu["why_none"].is_null());
+  EXPECT_EQ(gpu["covered_steps"], 5);
+  EXPECT_NEAR(gpu["busy_share"].get<double>(), 0.70, 1e-9);
+  EXPECT_NEAR(gpu["communication_share"].get<double>(), 0.05, 1e-9);
+  EXPECT_NEAR(gpu["idle_share"].get<double>(), 0.30, 1e-9);
+  EXPECT_EQ(gpu["idle_ns_per_step"], 30 * kMs);
+  EXPECT_NEAR(gpu["idle_by_cause"]["data_loading"].get<double>(), 0.30, 1e-9);
+  for (const char* other : {"sync", "pageable_copy", "collective", "host"})
+    EXPECT_EQ(gpu["idle_by_cause"][other], 0.0) << other;
+  EXPECT_EQ(gpu["gap_threshold_ns"], 5 * kMs);
+  EXPECT_EQ(gpu["gaps_above_threshold"], 5);
+  ASSERT_EQ(gpu["gaps"].size(), 5u);
+  for (int k = 0; k < 5; ++k) {
+    const Json& gap = gpu["gaps"][std::size_t(k)];
+    EXPECT_EQ(gap["step"], k);
+    EXPECT_EQ(gap["start_ns"], 10 * kMs);
+    EXPECT_EQ(gap["duration_ns"], 30 * kMs);
+    EXPECT_EQ(gap["cause"], "data_loading");
+    EXPECT_EQ(gap["site"], "/src/train.py:40 in train");
+  }
+
+  const std::vector<Json> starvation = findings_of(report, "data_starvation");
+  ASSERT_EQ(starvation.size(), 1u);
+  EXPECT_EQ(starvation[0]["rank"], 2);
+  EXPECT_EQ(starvation[0]["calls"], 5);
+  EXPECT_EQ(starvation[0]["cost_ns"], 6 * 30 * kMs);  // 30 ms per step, over the rank's 6 steps
+  EXPECT_EQ(starvation[0]["message"],
+            "rank 2: the GPU is idle 30 % of each step waiting for input (the gap before each batch's upload at "
+            "/src/train.py:40 in train); the batches come from pageable memory (DataLoader pin_memory=False)");
+  EXPECT_EQ(starvation[0]["advice"],
+            "DataLoader(pin_memory=True) and batch.to(device, non_blocking=True), so that the upload overlaps "
+            "compute; more DataLoader workers (num_workers) and a deeper prefetch_factor: each batch keeps the GPU "
+            "waiting 30.0 ms");
+  EXPECT_TRUE(findings_of(report, "gpu_timeline").empty());
+
+  const std::string text = render_text(report);
+  EXPECT_NE(text.find("  GPU busy 70.0 % of each step (communication 5.0 %), idle 30.0 % (data loading 30.0 %): 5 "
+                      "steps on the GPU timeline, 30.0 ms idle per step\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("      host came back at /src/train.py:40 in train\n"), std::string::npos) << text;
+}
+
+// The same rank with pinned batches: the remedies are the loader's alone.
+TEST_F(GpuTimelineTest, PinnedInputIsNotToldToPin) {
+  {
+    TimelineRun run(path_, 2);
+    write_starved_rank(run, HostMemory::Pinned);
+    run.finish("on");
+  }
+  RunDatabase db(path_);
+  const Report report = load_report(db);
+  const std::vector<Json> starvation = findings_of(report, "data_starvation");
+  ASSERT_EQ(starvation.size(), 1u);
+  EXPECT_EQ(starvation[0]["message"],
+            "rank 2: the GPU is idle 30 % of each step waiting for input (the gap before each batch's upload at "
+            "/src/train.py:40 in train)");
+  EXPECT_EQ(starvation[0]["advice"],
+            "more DataLoader workers (num_workers) and a deeper prefetch_factor: each batch keeps the GPU waiting "
+            "30.0 ms");
+}
+
+// --idle-gap-ms above the gaps: none listed, the idle time still counted by cause.
+TEST_F(GpuTimelineTest, IdleGapThresholdOverride) {
+  {
+    TimelineRun run(path_, 2);
+    write_starved_rank(run, HostMemory::Pinned);
+    run.finish("on");
+  }
+  RunDatabase db(path_);
+  const Json gpu = first_rank(load_report(db, "", 31 * kMs))["gpu"];
+  EXPECT_EQ(gpu["gap_threshold_ns"], 31 * kMs);
+  EXPECT_EQ(gpu["gaps_above_threshold"], 0);
+  EXPECT_EQ(gpu["gaps"], Json::array());
+  EXPECT_NEAR(gpu["idle_by_cause"]["data_loading"].get<double>(), 0.30, 1e-9);
+}
+
+constexpr int kItems = 6;
+
+// A loop that reads its loss each step: launch, 50 ms of kernels, Tensor.item() waits for them,
+// then 5 ms of host work before the next launch. The steps run from one item() to the next (55 ms).
+void write_item_loop(TimelineRun& run, bool gpu) {
+  for (int i = 0; i < kItems; ++i) {
+    const int64_t base = kStart + i * 55 * kMs;
+    run.launch(base + 5 * kMs);
+    if (gpu) run.kernel(base + 5 * kMs, base + 55 * kMs);
+    run.item(base + 6 * kMs, base + 55 * kMs);
+  }
+}
+
+TEST_F(GpuTimelineTest, ItemThenHostWorkBubble) {
+  {
+    TimelineRun run(path_, 0);
+    write_item_loop(run, true);
+    run.finish("on");
+  }
+  RunDatabase db(path_);
+  const Report report = load_report(db);
+  const Json rank = first_rank(report);
+  ASSERT_EQ(rank["hidden_syncs"].size(), 1u);
+  const Json& item = rank["hidden_syncs"][0];
+  EXPECT_EQ(item["operation"], "Tensor.item()");
+  EXPECT_EQ(item["calls"], kItems);
+  // Every call but the last, after which the GPU never ran again.
+  EXPECT_EQ(item["bubble_ns"], (kItems - 1) * 5 * kMs);
+  EXPECT_EQ(item["bubble_ns_per_call"], 5 * kMs);
+  EXPECT_EQ(item["bubble_measured"], "gpu_timeline");
+
+  const Json& gpu = rank["gpu"];
+  EXPECT_EQ(gpu["covered_steps"], kItems - 1);
+  EXPECT_NEAR(gpu["idle_share"].get<double>(), 5.0 / 55.0, 1e-9);
+  EXPECT_NEAR(gpu["idle_by_cause"]["sync"].get<double>(), 5.0 / 55.0, 1e-9);
+  EXPECT_EQ(gpu["idle_by_cause"]["data_loading"], 0.0);
+  EXPECT_EQ(gpu["gap_threshold_ns"], 2'750'000);  // 5 % of 55 ms
+  ASSERT_EQ(gpu["gaps"].size(), std::size_t(kItems - 1));
+  EXPECT_EQ(gpu["gaps"][0]["cause"], "sync");
+  EXPECT_EQ(gpu["gaps"][0]["start_ns"], 0);
+  EXPECT_EQ(gpu["gaps"][0]["duration_ns"], 5 * kMs);
+  EXPECT_EQ(gpu["gaps"][0]["site"], "/src/train.py:57 in train_step");
+  EXPECT_TRUE(findings_of(report, "data_starvation").empty());
+
+  const std::vector<Json> hidden = findings_of(report, "hidden_sync");
+  ASSERT_EQ(hidden.size(), 1u);
+  EXPECT_EQ(hidden[0]["cost_ns"], (kItems - 1) * 5 * kMs);  // the bubble, not the blocked time
+  EXPECT_TRUE(hidden[0]["message"].get<std::string>().ends_with(
+      "; the GPU sits idle 5.0 ms after each call (25.0 ms in all, on the GPU timeline)"))
+      << hidden[0]["message"];
+  EXPECT_NE(render_text(report).find("      GPU idle after it: 5.0 ms per call, 25.0 ms in all (GPU timeline)\n"),
+            std::string::npos);
+}
+
+// No CUPTI: the bubble is the host's time from each return to its thread's next launch.
+TEST_F(GpuTimelineTest, WithoutCuptiTheBubbleIsHostSide) {
+  {
+    TimelineRun run(path_, 0);
+    write_item_loop(run, false);
+    run.finish("unavailable");
+  }
+  RunDatabase db(path_);
+  const Report report = load_report(db);
+  const Json rank = first_rank(report);
+  ASSERT_EQ(rank["hidden_syncs"].size(), 1u);
+  EXPECT_EQ(rank["hidden_syncs"][0]["bubble_ns"], (kItems - 1) * 5 * kMs);
+  EXPECT_EQ(rank["hidden_syncs"][0]["bubble_ns_per_call"], 5 * kMs);
+  EXPECT_EQ(rank["hidden_syncs"][0]["bubble_measured"], "host_launch");
+  const Json& gpu = rank["gpu"];
+  EXPECT_EQ(gpu["timeline"], "unavailable");
+  EXPECT_EQ(gpu["covered_steps"], 0);
+  EXPECT_TRUE(gpu["busy_share"].is_null());
+  EXPECT_TRUE(gpu["idle_by_cause"].is_null());
+  EXPECT_EQ(gpu["why_none"], "CUPTI could not be loaded (no libcupti.so, or one without what trainshim needs)");
+
+  const std::vector<Json> info = findings_of(report, "gpu_timeline");
+  ASSERT_EQ(info.size(), 1u);
+  EXPECT_EQ(info[0]["cost_ns"], 0);
+  EXPECT_TRUE(info[0]["advice"].get<std::string>().find("TRAINSHIM_CUPTI") != std::string::npos) << info[0];
+  const std::string text = render_text(report);
+  EXPECT_NE(text.find("      GPU idle after it: 5.0 ms per call, 25.0 ms in all (host side, until its thread's next "
+                      "kernel launch)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  GPU timeline: none: CUPTI could not be loaded"), std::string::npos) << text;
+}
+
+// Another CUPTI client held it: said once, with what to do, and no figure.
+TEST_F(GpuTimelineTest, CuptiTakenIsSaidWithoutFigures) {
+  {
+    TimelineRun run(path_, 1);
+    write_item_loop(run, false);
+    run.finish("taken");
+  }
+  RunDatabase db(path_);
+  const Report report = load_report(db);
+  const Json gpu = first_rank(report)["gpu"];
+  EXPECT_EQ(gpu["timeline"], "taken");
+  EXPECT_EQ(gpu["covered_steps"], 0);
+  EXPECT_TRUE(gpu["busy_share"].is_null());
+  EXPECT_TRUE(gpu["idle_share"].is_null());
+  EXPECT_EQ(gpu["gaps"], Json::array());
+  const std::vector<Json> info = findings_of(report, "gpu_timeline");
+  ASSERT_EQ(info.size(), 1u);
+  EXPECT_EQ(info[0]["rank"], 1);
+  EXPECT_EQ(info[0]["message"],
+            "rank 1: no GPU timeline: another CUPTI client (torch.profiler, Nsight Systems, Nsight Compute) held "
+            "CUPTI first: trainshim left it to them; without it the report has no GPU busy and idle figures, and "
+            "sync bubbles are measured on the host side only (up to the next kernel launch)");
+  EXPECT_EQ(info[0]["advice"],
+            "run without torch.profiler or Nsight (or profile with them on their own) to get the GPU timeline; the "
+            "rest of the report does not depend on it");
+  EXPECT_TRUE(findings_of(report, "data_starvation").empty());
+}
+
+// A balanced, well-fed rank: kernels back to back (10 µs apart), each batch uploaded on a side
+// stream while the GPU computes.
+TEST_F(GpuTimelineTest, WellFedRankHasNoGapAndNoFinding) {
+  {
+    TimelineRun run(path_, 3);
+    for (int k = 0; k < kAllReduces; ++k) {
+      const int64_t t = kStart + k * 100 * kMs;
+      run.all_reduce(t, uint32_t(k + 1));
+      run.kernel(t, t + 5 * kMs, true);
+      for (int j = 0; j < 4; ++j) run.kernel(t + 5 * kMs + j * 23'750'000 + 10'000, t + 5 * kMs + (j + 1) * 23'750'000);
+      run.upload(t + 20 * kMs, t + 20 * kMs + 20'000, HostMemory::Pinned);
+      run.gpu_upload(t + 20 * kMs, t + 21 * kMs, HostMemory::Pinned);
+    }
+    run.finish("on");
+  }
+  RunDatabase db(path_);
+  const Report report = load_report(db);
+  const Json gpu = first_rank(report)["gpu"];
+  EXPECT_EQ(gpu["covered_steps"], 5);
+  EXPECT_NEAR(gpu["idle_share"].get<double>(), 40'000.0 / 100e6, 1e-12);  // four gaps of 10 µs a step
+  EXPECT_NEAR(gpu["idle_by_cause"]["host"].get<double>(), 40'000.0 / 100e6, 1e-12);
+  EXPECT_EQ(gpu["gaps_above_threshold"], 0);
+  EXPECT_EQ(gpu["gaps"], Json::array());
+  EXPECT_TRUE(findings_of(report, "data_starvation").empty());
+  EXPECT_TRUE(findings_of(report, "gpu_timeline").empty());
+  EXPECT_NE(render_text(report).find("  no idle gap of 5.0 ms or more\n"), std::string::npos);
+}
+
+// --- Where steps start -----------------------------------------------------------------------------
+
+TEST(StepStarts, AtTheReturnOfEachCallOfTheMarkingSite) {
+  StepInput in;
+  const StepInput::Sync setup = in.intern("/src/setup.py:3", {"init"});
+  const StepInput::Sync item = in.intern("/src/train.py:57", {"train_step"});
+  in.syncs.push_back({setup.site, setup.functions, 50});
+  for (int64_t i = 0; i < 4; ++i) in.syncs.push_back({item.site, item.functions, 100 + 10 * i});
+  in.span_ns = 1000;
+  EXPECT_EQ(find_steps(in, "").starts_ns, (std::vector<int64_t>{100, 110, 120, 130}));
+  EXPECT_EQ(find_steps(in, "train.py:57").starts_ns, (std::vector<int64_t>{100, 110, 120, 130}));
+  EXPECT_EQ(find_steps(in, "setup.py:3").starts_ns, (std::vector<int64_t>{50}));
+}
+
+TEST(StepStarts, AtEachPeriodsFirstCollective) {
+  StepInput in;
+  in.collectives = {{1, 8, 5}, {2, 16, 10}, {3, 4, 20}, {2, 16, 30}, {3, 4, 40}, {2, 16, 50}, {3, 4, 60}};
+  in.span_ns = 100;
+  const Steps s = find_steps(in, "");
+  EXPECT_EQ(s.count, 3);
+  EXPECT_EQ(s.starts_ns, (std::vector<int64_t>{10, 30, 50}));
+}
+
+TEST(StepStarts, NoneWithoutSteps) {
+  StepInput in;
+  in.span_ns = 100;
+  EXPECT_EQ(find_steps(in, "").starts_ns, std::vector<int64_t>{});
+}
+
+}  // namespace
+}  // namespace trainshim::cli

@@ -1,0 +1,69 @@
+#pragma once
+// Where each step's GPU time went, from the GPU's own activity (CUPTI's records in
+// `gpu_activities`): how much of each step the GPU was busy, the idle gaps and what the host was
+// doing in each (its cause), and the GPU idle time after each sync (its bubble).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "run_database.hpp"
+#include "syncs.hpp"
+
+namespace trainshim::cli {
+
+// What kept the GPU idle in a gap, by the first rule that holds (common to the text and JSON):
+//   DataLoading   the gap ends with the step's first H2D input copy (site: that copy's line)
+//   Sync          a host sync returned in the gap (site: the sync's line)
+//   PageableCopy  the host was inside a pageable copy during the gap (site: the copy's line)
+//   Collective    the host was blocked in a collective call during the gap (site: the call's line)
+//   Host          none of these: the host was busy between enqueues (launch-bound)
+enum class IdleCause { DataLoading, Sync, PageableCopy, Collective, Host };
+inline constexpr int kIdleCauseCount = 5;
+
+// "data_loading", "sync", "pageable_copy", "collective", "host" (the JSON keys).
+const char* idle_cause_key(IdleCause cause);
+// "data loading", "sync", "pageable copy", "collective", "host".
+const char* idle_cause_words(IdleCause cause);
+
+struct IdleGap {
+  int64_t step = 0;      // the step's number among the covered steps' of the rank (0: the first step found)
+  int64_t start_ns = 0;  // from the step's start
+  int64_t duration_ns = 0;
+  IdleCause cause = IdleCause::Host;
+  std::string site;  // "file:line in function" where the host came back; empty when not known
+};
+
+struct GpuTimelineReport {
+  std::string timeline;  // processes.gpu_timeline: "on", "taken", ...; empty: not started
+  // Why there are no figures, in words; empty when there are.
+  std::string why_none;
+  int64_t covered_steps = 0;     // steps wholly inside the windows the timeline was on
+  int64_t covered_ns = 0;        // their time
+  int64_t busy_ns = 0;           // some activity ran on the GPU: compute and communication
+  int64_t communication_ns = 0;  // only NCCL kernels ran (names starting "nccl")
+  int64_t idle_ns = 0;
+  int64_t idle_by_cause_ns[kIdleCauseCount] = {};
+  int64_t gap_threshold_ns = 0;  // of a step of the median length
+  std::vector<IdleGap> gaps;     // above the threshold, the 10 longest, longest first
+  int64_t gaps_above_threshold = 0;
+  // The data-loading gaps: in how many covered steps one was above the threshold, and whether
+  // the input copies that ended them were from pageable memory.
+  int64_t data_loading_steps = 0;
+  bool pageable_input = false;
+  std::string input_site;  // the upload's line most data-loading gaps ended with
+
+  bool has_figures() const { return covered_ns > 0; }
+  double share(int64_t ns) const { return covered_ns > 0 ? double(ns) / double(covered_ns) : 0; }
+  int64_t per_step(int64_t ns) const { return covered_steps > 0 ? ns / covered_steps : 0; }
+};
+
+// idle_gap_ns: the threshold of a reported gap; 0 for the default, max(1 ms, 5 % of the step).
+// Fills each sync site's bubble in `syncs` and orders its sites by bubble (rank_by_bubble).
+GpuTimelineReport load_gpu_timeline(const RunDatabase& db, int64_t process_id, const std::string& timeline,
+                                    RankSyncs& syncs, int64_t idle_gap_ns);
+
+// What a timeline state means for the report, in words, and what to do about it; empty for "on".
+std::string gpu_timeline_state_words(const std::string& timeline);
+std::string gpu_timeline_state_advice(const std::string& timeline);
+
+}  // namespace trainshim::cli
