@@ -19,6 +19,7 @@
 #include "classifier.hpp"
 #include "counters.hpp"
 #include "format.hpp"
+#include "kernels.hpp"
 #include "syncs.hpp"
 #include "trainshim/protocol.hpp"
 
@@ -139,6 +140,7 @@ class ProcessExporter {
     if (!p_.command.empty()) writer_.event(metadata("process_labels", p_.id, 0, {{"labels", p_.command}}));
     host_calls();
     gpu_collectives();
+    gpu_activities();
     counters();
   }
 
@@ -342,6 +344,94 @@ class ProcessExporter {
     }
   }
 
+  // The GPU timeline (CUPTI's records): each kernel, copy and memset on its (device, stream) track,
+  // and each idle stretch of a device above kExportIdleGapNs on the device's idle track.
+  void gpu_activities() {
+    std::map<std::pair<int64_t, int64_t>, int64_t> stream_tids;
+    std::map<int64_t, int64_t> idle_tids;
+    {
+      Statement q(db_,
+                  "SELECT DISTINCT device, stream FROM gpu_activities WHERE process_id = ? ORDER BY device, stream");
+      q.bind(1, p_.id);
+      while (q.step()) stream_tids.emplace(std::pair{q.integer(0), q.integer(1)}, 0);
+    }
+    if (stream_tids.empty()) return;
+    int64_t tid = kGpuActivityTrackBase;
+    for (auto& [key, track] : stream_tids) {
+      track = tid++;
+      idle_tids.emplace(key.first, 0);
+      track_metadata(track, fmt::format("GPU {} stream {}", key.first, key.second));
+    }
+    for (auto& [device, track] : idle_tids) {
+      track = tid++;
+      track_metadata(track, fmt::format("GPU {} idle", device));
+    }
+
+    Statement q(db_, "SELECT g.api, g.start_ns, g.end_ns, g.device, g.stream, g.bytes, g.direction, g.host_memory, "
+                     "coalesce(s.text, ''), g.correlation FROM gpu_activities g LEFT JOIN python_strings s ON "
+                     "s.process_id = g.process_id AND s.id = g.name WHERE g.process_id = ? ORDER BY g.start_ns");
+    q.bind(1, p_.id);
+    GpuBusyUnion busy;
+    std::vector<GpuBusyUnion::Gap> gaps;
+    while (q.step()) {
+      const int64_t start = q.integer(1), end = q.integer(2), device = q.integer(3);
+      const std::optional<ApiClass> cls = names_.api(q.integer(0)).api_class;
+      seen(start, end);
+      busy.add(device, start, end, &gaps);
+      for (const GpuBusyUnion::Gap& gap : gaps)
+        if (gap.end_ns - gap.start_ns > kExportIdleGapNs) idle_gap(idle_tids.at(gap.device), gap);
+      gaps.clear();
+
+      std::string name;
+      Json args = Json::object();
+      if (cls == ApiClass::GpuKernel) {
+        const std::string raw = q.text(8);
+        name = raw.empty() ? "(unnamed kernel)" : readable_kernel_name(raw);
+        if (const KernelKind kind = classify_kernel(raw); kind.gemm)
+          args["gemm_precision"] = kernel_precision_name(kind.precision);
+      } else if (cls == ApiClass::GpuCopy) {
+        const std::string_view dir = direction_name(names_.direction(q.integer(6)));
+        const std::string_view mem = host_memory_name(names_.host_memory(q.integer(7)));
+        name = fmt::format("memcpy {}", dir);
+        args["bytes"] = q.integer(5);
+        args["direction"] = dir;
+        args["host_memory"] = mem;
+      } else if (cls == ApiClass::GpuSet) {
+        name = "memset";
+        args["bytes"] = q.integer(5);
+      } else {
+        name = names_.api(q.integer(0)).name;
+      }
+      args["correlation"] = q.integer(9);
+      writer_.event(Json{{"ph", "X"},
+                         {"cat", cls ? api_class_name(*cls) : "unknown"},
+                         {"name", std::move(name)},
+                         {"pid", p_.id},
+                         {"tid", stream_tids.at({device, q.integer(4)})},
+                         {"ts", us(start)},
+                         {"dur", duration_us(end - start)},
+                         {"args", std::move(args)}});
+    }
+  }
+
+  void track_metadata(int64_t tid, const std::string& name) {
+    writer_.event(metadata("thread_name", p_.id, tid, {{"name", name}}));
+    writer_.event(metadata("thread_sort_index", p_.id, tid, {{"sort_index", tid}}));
+  }
+
+  // Its cause is the report's (`trainshim report`): the trace marks where the GPU waited.
+  void idle_gap(int64_t tid, const GpuBusyUnion::Gap& gap) {
+    writer_.event(Json{{"ph", "X"},
+                       {"cat", "gpu_idle"},
+                       {"name", "GPU idle"},
+                       {"cname", "grey"},
+                       {"pid", p_.id},
+                       {"tid", tid},
+                       {"ts", us(gap.start_ns)},
+                       {"dur", duration_us(gap.end_ns - gap.start_ns)},
+                       {"args", {{"device", gap.device}, {"idle_ns", gap.end_ns - gap.start_ns}}}});
+  }
+
   void counters() {
     const bool any = first_ns_ <= last_ns_;
     const double at[] = {any ? us(first_ns_) : 0.0, any ? us(last_ns_) : 0.0};
@@ -447,14 +537,21 @@ void export_chrome_trace(const RunDatabase& db, std::ostream& out) {
 
   TraceWriter writer(out);
   const RecentWindow window = recent_window(db);
-  writer.open(Json{{"producer", "trainshim export"},
-                   {"job", db.meta("job")},
-                   {"database", db.path()},
-                   {"window", window_words(window)},
-                   {"copies_shown", window.copies_shown},
-                   {"copies_recorded", window.copies_recorded},
-                   {"polls_shown", window.polls_shown},
-                   {"polls_recorded", window.polls_recorded}});
+  Json other{{"producer", "trainshim export"},
+             {"job", db.meta("job")},
+             {"database", db.path()},
+             {"window", window_words(window)},
+             {"copies_shown", window.copies_shown},
+             {"copies_recorded", window.copies_recorded},
+             {"polls_shown", window.polls_shown},
+             {"polls_recorded", window.polls_recorded}};
+  if (Statement any(db, "SELECT EXISTS (SELECT 1 FROM gpu_activities)"); any.step() && any.integer(0))
+    other["gpu_idle"] = fmt::format(
+        "each device's idle track marks the stretches above {} ms between its kernels, copies and memsets; with a "
+        "duty-cycled GPU timeline (TRAINSHIM_GPU_PERIOD_MS) the stretch between two windows is marked too; the causes "
+        "of the idle time are in `trainshim report`",
+        kExportIdleGapNs / 1'000'000);
+  writer.open(other);
   for (std::size_t i = 0; i < processes.size(); ++i)
     ProcessExporter(db, names, collectives, writer, origin, processes[i], uint32_t(i)).run();
   writer.close();

@@ -20,6 +20,7 @@
 #include <string>
 
 #include "database.hpp"
+#include "gpu_rows.hpp"
 #include "hang_watch.hpp"
 #include "run_fixtures.hpp"
 #include "temp_dir.hpp"
@@ -169,6 +170,43 @@ void write_run(const std::string& path, bool after) {
                    collector::rank_list(h.missing), h.waited_ns, h.message);
   records.store();
   db.commit();
+
+  // Rank 0's GPU timeline (CUPTI's records): each step its batch's upload, a GEMM (FP32 in run A,
+  // BF16 in run B) with an elementwise kernel after it, and a memset; the GPU idles in between.
+  std::vector<test::GpuRow> gpu;
+  for (uint32_t step = 0; step < kSteps; ++step) {
+    const int64_t base = int64_t(kFirstStepNs + step * kStepNs);
+    const uint64_t correlation = 100 * (step + 1);
+    gpu.push_back({.api = Api::gpuMemcpy,
+                   .start_ns = base + 100'000,
+                   .end_ns = base + 900'000,
+                   .stream = 7,
+                   .bytes = 4 << 20,
+                   .direction = Direction::HostToDevice,
+                   .host_memory = after ? HostMemory::Pinned : HostMemory::Pageable,
+                   .correlation = correlation});
+    gpu.push_back({.start_ns = base + 2'500'000,
+                   .end_ns = base + 6'500'000,
+                   .stream = 7,
+                   .name = after ? "ampere_bf16_s16816gemm_bf16_64x64_sliced1x2_ldg8_f2f_stages_64x5_tn"
+                                 : "ampere_sgemm_128x64_tn",
+                   .correlation = correlation + 1});
+    gpu.push_back({.start_ns = base + 6'500'000,
+                   .end_ns = base + 7'000'000,
+                   .stream = 7,
+                   .name =
+                       "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctorOnSelf_add<float>, "
+                       "std::array<char *, (unsigned long)2>>(int, at::native::CUDAFunctorOnSelf_add<float>, "
+                       "std::array<char *, (unsigned long)2>)",
+                   .correlation = correlation + 2});
+    gpu.push_back({.api = Api::gpuMemset,
+                   .start_ns = base + 7'000'000,
+                   .end_ns = base + 7'100'000,
+                   .stream = 13,
+                   .bytes = 1024,
+                   .correlation = correlation + 3});
+  }
+  test::add_gpu_rows(path, -1, gpu, 0);
 }
 
 // The GPU's activity of each rank as CUPTI records it (`gpu_activities`), written as the collector

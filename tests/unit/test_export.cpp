@@ -1,6 +1,7 @@
 // `trainshim export --format chrome`: a run database written with the collector's Database,
 // exported as a Chrome trace and read back with nlohmann::json.
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <malloc.h>
 #include <sqlite3.h>
@@ -23,6 +24,7 @@
 #include "commands/commands.hpp"
 #include "database.hpp"
 #include "export.hpp"
+#include "gpu_rows.hpp"
 #include "report_json.hpp"
 #include "report_model.hpp"
 #include "run_database.hpp"
@@ -163,6 +165,7 @@ TEST_F(ExportTest, DocumentProcessesAndThreads) {
   EXPECT_EQ(trace["displayTimeUnit"], "ns");
   ASSERT_TRUE(trace["traceEvents"].is_array());
   EXPECT_EQ(trace["otherData"]["job"], "unitjob");
+  EXPECT_FALSE(trace["otherData"].contains("gpu_idle"));  // no GPU timeline recorded
 
   EXPECT_EQ(metadata(trace, "process_name", r0_), R"j({"name":"rank 0 (nodeA, pid 100)"})j");
   EXPECT_EQ(metadata(trace, "process_name", r1_), R"j({"name":"rank 1 (nodeB, pid 101)"})j");
@@ -363,6 +366,119 @@ TEST_F(ExportTest, FifoIsWrittenInPlaceAndItsReaderGetsTheWholeTrace) {
   std::set<std::string> names;
   for (const auto& entry : fs::directory_iterator(dir_)) names.insert(entry.path().filename().string());
   EXPECT_EQ(names, (std::set<std::string>{"trace.fifo", "trainshim-unitjob.db"}));
+}
+
+// The GPU timeline: one track per (device, CUPTI stream) with its kernels, copies and memsets on
+// the host's clock, and per device an idle track marking the stretches above 1 ms between them.
+TEST_F(ExportTest, GpuTimelineTracksPerStreamAndIdleGapsPerDevice) {
+  int64_t p = 0;
+  {
+    Database db(path_, "unitjob");
+    p = db.add_process("seg-100", *header_for(0, 100, "nodeA"));
+    test::Records records(db);
+    records.add(p, copy(Api::cudaMemcpyAsync, 100, 4096, Direction::HostToDevice, HostMemory::Pageable), 1'000'000,
+                1'003'500);
+    db.update_process(p, {.events = 1, .ended = true});
+    records.store();
+    db.commit();
+  }
+  const std::string sgemm = "ampere_sgemm_128x64_tn";
+  const std::string bf16 =
+      "_ZN7cutlass7Kernel2I56cutlass_80_tensorop_s16816gemm_bf16_64x64_64x6_tn_align8EEvNT_6ParamsE";
+  test::add_gpu_rows(path_, p,
+                     {{.api = Api::gpuMemcpy,
+                       .start_ns = 1'500'000,
+                       .end_ns = 4'500'000,
+                       .stream = 7,
+                       .bytes = 4096,
+                       .direction = Direction::HostToDevice,
+                       .host_memory = HostMemory::Pageable,
+                       .correlation = 10},
+                      {.start_ns = 10'000'000, .end_ns = 14'000'000, .stream = 7, .name = sgemm, .correlation = 11},
+                      {.start_ns = 12'000'000, .end_ns = 13'000'000, .stream = 13, .name = bf16, .correlation = 12},
+                      {.api = Api::gpuMemset,
+                       .start_ns = 14'500'000,
+                       .end_ns = 14'700'000,
+                       .stream = 13,
+                       .bytes = 256,
+                       .correlation = 13},
+                      {.start_ns = 20'000'000, .end_ns = 21'000'000, .stream = 7, .name = sgemm, .correlation = 14},
+                      {.start_ns = 2'000'000,
+                       .end_ns = 2'500'000,
+                       .device = 1,
+                       .stream = 20,
+                       .name = "triton_poi_fused_mul_silu_2",
+                       .correlation = 15},
+                      {.start_ns = 2'600'000,
+                       .end_ns = 2'700'000,
+                       .device = 1,
+                       .stream = 20,
+                       .name = "triton_poi_fused_mul_silu_2",
+                       .correlation = 16},
+                      // Exactly 1 ms after the last one: not above the threshold.
+                      {.start_ns = 3'700'000,
+                       .end_ns = 3'800'000,
+                       .device = 1,
+                       .stream = 20,
+                       .name = "triton_poi_fused_mul_silu_2",
+                       .correlation = 17}});
+  const Json trace = export_json();
+
+  constexpr int64_t kBase = kGpuActivityTrackBase;
+  EXPECT_EQ(metadata(trace, "thread_name", p, kBase), R"({"name":"GPU 0 stream 7"})");
+  EXPECT_EQ(metadata(trace, "thread_name", p, kBase + 1), R"({"name":"GPU 0 stream 13"})");
+  EXPECT_EQ(metadata(trace, "thread_name", p, kBase + 2), R"({"name":"GPU 1 stream 20"})");
+  EXPECT_EQ(metadata(trace, "thread_name", p, kBase + 3), R"({"name":"GPU 0 idle"})");
+  EXPECT_EQ(metadata(trace, "thread_name", p, kBase + 4), R"({"name":"GPU 1 idle"})");
+  EXPECT_EQ(metadata(trace, "thread_sort_index", p, kBase + 4), fmt::format(R"({{"sort_index":{}}})", kBase + 4));
+  EXPECT_EQ(metadata(trace, "thread_name", p, kBase + 5), "");
+
+  struct Expected {
+    int64_t tid;
+    const char* cat;
+    std::string name;
+    double ts, dur;
+    Json args;
+  };
+  const std::string bf16_shown =
+      "void cutlass::Kernel2<cutlass_80_tensorop_s16816gemm_bf16_64x64_64x6_tn_align8>(cutlass_80_tensorop_s16816gemm_"
+      "bf16_64x64_64x6_tn_align8::Params)";
+  const Expected expected[] = {
+      {kBase, "gpu_copy", "memcpy h2d", 500.0, 3000.0,
+       Json{{"bytes", 4096}, {"direction", "h2d"}, {"host_memory", "pageable"}, {"correlation", 10}}},
+      {kBase + 2, "gpu_kernel", "triton_poi_fused_mul_silu_2", 1000.0, 500.0, Json{{"correlation", 15}}},
+      {kBase + 2, "gpu_kernel", "triton_poi_fused_mul_silu_2", 1600.0, 100.0, Json{{"correlation", 16}}},
+      {kBase + 2, "gpu_kernel", "triton_poi_fused_mul_silu_2", 2700.0, 100.0, Json{{"correlation", 17}}},
+      {kBase + 3, "gpu_idle", "GPU idle", 3500.0, 5500.0, Json{{"device", 0}, {"idle_ns", 5'500'000}}},
+      {kBase, "gpu_kernel", sgemm, 9000.0, 4000.0, Json{{"gemm_precision", "fp32"}, {"correlation", 11}}},
+      {kBase + 1, "gpu_kernel", bf16_shown, 11000.0, 1000.0, Json{{"gemm_precision", "bf16"}, {"correlation", 12}}},
+      {kBase + 1, "gpu_memset", "memset", 13500.0, 200.0, Json{{"bytes", 256}, {"correlation", 13}}},
+      {kBase + 3, "gpu_idle", "GPU idle", 13700.0, 5300.0, Json{{"device", 0}, {"idle_ns", 5'300'000}}},
+      {kBase, "gpu_kernel", sgemm, 19000.0, 1000.0, Json{{"gemm_precision", "fp32"}, {"correlation", 14}}},
+  };
+  std::vector<Json> gpu;
+  for (const Json& x : with_phase(trace, "X"))
+    if (x["tid"].get<int64_t>() >= kBase) gpu.push_back(x);
+  ASSERT_EQ(gpu.size(), std::size(expected)) << text_;
+  for (std::size_t i = 0; i < gpu.size(); ++i) {
+    const Expected& x = expected[i];
+    EXPECT_EQ(gpu[i]["pid"], p);
+    EXPECT_EQ(gpu[i]["tid"], x.tid) << i;
+    EXPECT_EQ(gpu[i]["cat"], x.cat) << i;
+    EXPECT_EQ(gpu[i]["name"], x.name) << i;
+    EXPECT_EQ(gpu[i]["ts"].get<double>(), x.ts) << i;
+    EXPECT_EQ(gpu[i]["dur"].get<double>(), x.dur) << i;
+    EXPECT_EQ(gpu[i]["args"], x.args) << i;
+  }
+  EXPECT_EQ(trace["otherData"]["gpu_idle"],
+            "each device's idle track marks the stretches above 1 ms between its kernels, copies and memsets; with a "
+            "duty-cycled GPU timeline (TRAINSHIM_GPU_PERIOD_MS) the stretch between two windows is marked too; the "
+            "causes of the idle time are in `trainshim report`");
+  // The process's span ends with its last GPU activity.
+  std::vector<double> dropped_at;
+  for (const Json& c : with_phase(trace, "C"))
+    if (c["name"] == "dropped events") dropped_at.push_back(c["ts"].get<double>());
+  EXPECT_EQ(dropped_at, (std::vector<double>{0.0, 20000.0}));
 }
 
 // Copies and polls are kept one by one only in a window of each process's most recent ones: the
