@@ -7,6 +7,7 @@
 // tolerance issue 12 sets. Counts, names, causes, sites and ranks are exact.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <numeric>
@@ -113,7 +114,10 @@ void expect_timeline_covers_every_step(const json& report, int rank) {
   const json& gpu = entry.at("gpu");
   EXPECT_EQ(gpu.at("timeline"), "on");
   EXPECT_EQ(gpu.at("covered_steps"), kSteps);
-  EXPECT_NEAR(gpu.at("busy_share").get<double>() + gpu.at("idle_share").get<double>(), 1.0, 1e-9);
+  // NCCL's kernels count apart from the busy share, when the report separates them.
+  const json communication = gpu.value("communication_share", json(0.0));
+  EXPECT_NEAR(gpu.at("busy_share").get<double>() + gpu.at("idle_share").get<double>() + communication.get<double>(),
+              1.0, 1e-9);
 }
 
 // (a) Rank 1's loader spends 30 ms of host time per batch: its GPU is idle that long each step,
@@ -130,24 +134,30 @@ TEST(GpuScenarios, ASlowLoaderStarvesItsRankAndIsNamedByTheUploadLine) {
   expect_timeline_covers_every_step(r.report, 1);
 
   const json& slow = gpu_of(r.report, 1);
-  const std::vector<double> loader_ns = measured_ns(s, 1, "loader");
+  // Batch 0 is loaded before the first step begins (at the first all-reduce): the steps hold the
+  // waits for batches 1 to 11, whichever step each falls in.
+  std::vector<double> waits = measured_ns(s, 1, "loader");
+  waits.erase(waits.begin());
   const double idle_share = slow.at("idle_share");
   const double data_loading_share = slow.at("idle_by_cause").at("data_loading");
-  // Its idle time is the loader's: in share, and in ns per step.
+  // Its idle time is the loader's: in share, and in all.
   EXPECT_TRUE(within_5_percent(data_loading_share, idle_share)) << slow.dump(1);
-  EXPECT_TRUE(within_5_percent(slow.at("idle_ns_per_step").get<double>(), mean(loader_ns))) << slow.dump(1);
+  const double covered = slow.at("covered_steps");
+  EXPECT_TRUE(within_5_percent(slow.at("idle_ns_per_step").get<double>() * covered,
+                               std::accumulate(waits.begin(), waits.end(), 0.0)))
+      << slow.dump(1);
   const json& gaps = slow.at("gaps");
-  EXPECT_GE(gaps_after_the_first_step(gaps), 9) << "one gap per step in the largest 10: " << gaps.dump(1);
+  ASSERT_EQ(gaps.size(), 10u) << "one gap per wait, the largest 10: " << gaps.dump(1);
+  // The largest gaps are the longest waits (load times vary on a loaded machine).
+  std::sort(waits.rbegin(), waits.rend());
+  std::vector<double> durations;
   for (const auto& gap : gaps) {
     EXPECT_EQ(gap.at("cause"), "data_loading") << gap.dump();
     EXPECT_TRUE(site_is(gap.at("site"), "gpu_data_starvation.py", upload)) << gap.dump();
-    // Step k's gap is the host's wait for batch k (the load times vary on a loaded machine).
-    const auto step = gap.at("step").get<std::size_t>();
-    ASSERT_LT(step, loader_ns.size()) << gap.dump();
-    if (step > 0) {
-      EXPECT_TRUE(within_5_percent(gap.at("duration_ns").get<double>(), loader_ns[step])) << gap.dump();
-    }
+    durations.push_back(gap.at("duration_ns"));
   }
+  std::sort(durations.rbegin(), durations.rend());
+  for (std::size_t i = 0; i < durations.size(); ++i) EXPECT_TRUE(within_5_percent(durations[i], waits[i])) << i;
   const auto starving = findings_of(r.report, "data_starvation", 1);
   ASSERT_EQ(starving.size(), 1u) << r.report.at("findings").dump(1);
   const std::string message = starving[0].at("message");
@@ -160,18 +170,18 @@ TEST(GpuScenarios, ASlowLoaderStarvesItsRankAndIsNamedByTheUploadLine) {
   // a millisecond, unless the machine stalls it: no more data-loading idle time than it measured.
   EXPECT_TRUE(findings_of(r.report, "data_starvation", 0).empty()) << r.report.at("findings").dump(1);
   const json& fed = gpu_of(r.report, 0);
-  const std::vector<double> fed_loader_ns = measured_ns(s, 0, "loader");
+  const std::vector<double> fed_waits = measured_ns(s, 0, "loader");
   const double fed_idle_share = fed.at("idle_share");
   if (fed_idle_share > 0) {
-    const double fed_data_ns = fed.at("idle_ns_per_step").get<double>() *
+    const double fed_data_ns = fed.at("idle_ns_per_step").get<double>() * fed.at("covered_steps").get<double>() *
                                fed.at("idle_by_cause").at("data_loading").get<double>() / fed_idle_share;
-    EXPECT_LE(fed_data_ns, 1.05 * mean(fed_loader_ns)) << fed.dump(1);
+    EXPECT_LE(fed_data_ns, 1.05 * std::accumulate(fed_waits.begin(), fed_waits.end(), 0.0)) << fed.dump(1);
   }
+  const double longest_wait = *std::max_element(fed_waits.begin(), fed_waits.end());
   for (const auto& gap : fed.at("gaps")) {
-    if (gap.at("cause") != "data_loading") continue;
-    const auto step = gap.at("step").get<std::size_t>();
-    ASSERT_LT(step, fed_loader_ns.size()) << gap.dump();
-    EXPECT_LE(gap.at("duration_ns").get<double>(), 1.05 * fed_loader_ns[step]) << gap.dump();
+    if (gap.at("cause") == "data_loading") {
+      EXPECT_LE(gap.at("duration_ns").get<double>(), 1.05 * longest_wait) << gap.dump();
+    }
   }
 }
 
