@@ -1,0 +1,241 @@
+"""Real PyTorch jobs with planted GPU idle time, for scripts/gpu-check's GPU timeline checks.
+
+    python3 gpu_timeline_torch.py SCENARIO
+
+loader    DataLoader(num_workers=0, pin_memory=False) whose __getitem__ spends 30 ms on the host
+          per batch, a blocking upload at GPU-TIMELINE upload, ~20 ms of GPU work, loss.item()
+item      loss.item() at GPU-TIMELINE item, then 5 ms of host work before the next kernel
+fp32      matmuls in FP32 (TF32 off, torch's default)
+bf16      the same matmuls under torch.autocast(dtype=torch.bfloat16)
+balanced  pinned batches uploaded non_blocking a step ahead, the loss read a step late
+profiler_first / profiler_later
+          torch.profiler (CUDA activities) opened before the first CUDA call / after 20 steps;
+          prints how many GPU kernels the profiler's own trace holds
+driver    cuStreamSynchronize at GPU-TIMELINE driver_sync and cuMemcpyDtoH_v2 into pageable
+          memory at GPU-TIMELINE driver_copy, through pointers from cudaGetDriverEntryPoint
+overhead  a loop of many small kernels (CUPTI's worst case) for OVERHEAD_SECONDS (20); prints
+          the mean step time
+
+With GPU_PLANT_OUT set, the job writes its own host measurements of the planted intervals to
+$GPU_PLANT_OUT/rank0.json ({"intervals": {name: [seconds...]}}), for the check to compare.
+"""
+import ctypes
+import json
+import os
+import sys
+import time
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+STEPS = int(os.environ.get("GPU_STEPS", "20"))
+DEVICE = torch.device("cuda")
+MEASURED = {}
+
+
+def measure(name, seconds):
+    MEASURED.setdefault(name, []).append(seconds)
+
+
+def write_measurements():
+    folder = os.environ.get("GPU_PLANT_OUT")
+    if folder:
+        with open(os.path.join(folder, "rank0.json"), "w", encoding="utf-8") as f:
+            json.dump({"rank": 0, "intervals": MEASURED}, f)
+
+
+def gpu_work(weights, x, milliseconds):
+    """About `milliseconds` of bf16 matmuls (calibrated once by calibrate())."""
+    for _ in range(max(1, round(milliseconds / calibrate.matmul_ms))):
+        x = torch.tanh(x @ weights)
+    return x
+
+
+def calibrate(weights, x):
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(20):
+        x = torch.tanh(x @ weights)
+    end.record()
+    end.synchronize()
+    calibrate.matmul_ms = start.elapsed_time(end) / 20
+
+
+def model_state():
+    weights = torch.randn(4096, 4096, device=DEVICE, dtype=torch.bfloat16) / 64
+    x = torch.randn(4096, 4096, device=DEVICE, dtype=torch.bfloat16)
+    calibrate(weights, x)
+    return weights, x
+
+
+class SlowDecode(Dataset):
+    def __len__(self):
+        return STEPS
+
+    def __getitem__(self, index):
+        time.sleep(0.030)  # decoding and augmenting one batch
+        return torch.randn(64, 4096)
+
+
+def loader():
+    weights, x = model_state()
+    started = time.perf_counter()
+    for batch in DataLoader(SlowDecode(), batch_size=None, num_workers=0, pin_memory=False):
+        measure("loader", time.perf_counter() - started)
+        inputs = batch.to(DEVICE)  # GPU-TIMELINE upload
+        out = gpu_work(weights, x, 20)
+        loss = out.float().mean() + inputs.mean()
+        loss.item()
+        started = time.perf_counter()
+
+
+def item():
+    weights, x = model_state()
+    for _ in range(STEPS):
+        out = gpu_work(weights, x, 4)
+        value = out.float().mean().item()  # GPU-TIMELINE item
+        started = time.perf_counter()
+        time.sleep(0.005)  # logging the value
+        measure("after_item", time.perf_counter() - started)
+        gpu_work(weights, x, 4)
+    del value
+
+
+def matmuls(dtype_context):
+    a = torch.randn(4096, 4096, device=DEVICE)
+    b = torch.randn(4096, 4096, device=DEVICE)
+    for _ in range(STEPS):
+        with dtype_context():
+            c = a @ b
+            c = c @ b
+        c.float().sum().item()
+
+
+class NoAutocast:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def fp32():
+    matmuls(NoAutocast)
+
+
+def bf16():
+    matmuls(lambda: torch.autocast("cuda", dtype=torch.bfloat16))
+
+
+def balanced():
+    weights, x = model_state()
+    batches = [torch.randn(64, 4096).pin_memory() for _ in range(2)]
+    next_input = batches[0].to(DEVICE, non_blocking=True)
+    previous_loss = None
+    for step in range(STEPS):
+        inputs = next_input
+        next_input = batches[(step + 1) % 2].to(DEVICE, non_blocking=True)
+        loss = gpu_work(weights, x, 10).float().mean() + inputs.mean()
+        if previous_loss is not None:
+            previous_loss.item()
+        previous_loss = loss
+    torch.cuda.synchronize()
+
+
+def profiled(start_after):
+    from torch.profiler import ProfilerActivity, profile
+
+    kernels = 0
+    if start_after == 0:
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            weights, x = model_state()
+            for _ in range(STEPS):
+                gpu_work(weights, x, 4).float().mean().item()
+    else:
+        weights, x = model_state()
+        for _ in range(start_after):
+            gpu_work(weights, x, 4).float().mean().item()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(STEPS):
+                gpu_work(weights, x, 4).float().mean().item()
+    for event in prof.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            kernels += 1
+    print(f"profiler kernels: {kernels}")
+
+
+def profiler_first():
+    profiled(0)
+
+
+def profiler_later():
+    profiled(20)
+
+
+def loaded_cudart():
+    """The libcudart that torch loaded (torch's own or the pip nvidia package's)."""
+    with open("/proc/self/maps", encoding="utf-8") as maps:
+        for line in maps:
+            path = line.split()[-1]
+            if "libcudart.so" in path:
+                return ctypes.CDLL(path)
+    sys.exit("no libcudart in the process")
+
+
+def driver_function(cudart, name, restype, *argtypes):
+    pointer, status = ctypes.c_void_p(), ctypes.c_int()
+    if hasattr(cudart, "cudaGetDriverEntryPointByVersion"):
+        rc = cudart.cudaGetDriverEntryPointByVersion(name.encode(), ctypes.byref(pointer), 12000, ctypes.c_ulonglong(0),
+                                                     ctypes.byref(status))
+    else:
+        rc = cudart.cudaGetDriverEntryPoint(name.encode(), ctypes.byref(pointer), ctypes.c_ulonglong(0),
+                                            ctypes.byref(status))
+    if rc != 0 or not pointer.value:
+        sys.exit(f"cudaGetDriverEntryPoint({name}) failed: {rc}, status {status.value}")
+    return ctypes.CFUNCTYPE(restype, *argtypes)(pointer.value)
+
+
+def driver():
+    weights, x = model_state()
+    cudart = loaded_cudart()
+    stream_synchronize = driver_function(cudart, "cuStreamSynchronize", ctypes.c_int, ctypes.c_void_p)
+    copy_to_host = driver_function(cudart, "cuMemcpyDtoH", ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64,
+                                   ctypes.c_size_t)
+    result = torch.empty(1024, device=DEVICE)
+    host = ctypes.create_string_buffer(4 * 1024)
+    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    for _ in range(STEPS):
+        gpu_work(weights, x, 2)
+        if stream_synchronize(stream) != 0:  # GPU-TIMELINE driver_sync
+            sys.exit("cuStreamSynchronize failed")
+        if copy_to_host(host, result.data_ptr(), 4 * 1024) != 0:  # GPU-TIMELINE driver_copy
+            sys.exit("cuMemcpyDtoH failed")
+
+
+def overhead():
+    layers = [torch.nn.Linear(256, 256).to(DEVICE) for _ in range(16)]
+    x = torch.randn(64, 256, device=DEVICE)
+    deadline = time.perf_counter() + float(os.environ.get("OVERHEAD_SECONDS", "20"))
+    steps, started = 0, None
+    while time.perf_counter() < deadline:
+        y = x
+        for layer in layers:
+            y = torch.relu(layer(y))
+        y.sum().item()
+        steps += 1
+        if steps == 50:  # warm-up done
+            started, counted = time.perf_counter(), 0
+        elif started is not None:
+            counted += 1
+    print(f"step_ms {(time.perf_counter() - started) / counted * 1000:.4f} over {counted} steps")
+
+
+SCENARIOS = {f.__name__: f for f in (loader, item, fp32, bf16, balanced, profiler_first, profiler_later, driver,
+                                     overhead)}
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] not in SCENARIOS:
+        sys.exit(f"usage: {sys.argv[0]} {'|'.join(SCENARIOS)}")
+    SCENARIOS[sys.argv[1]]()
+    write_measurements()
