@@ -137,6 +137,32 @@ int64_t add_gpu_timeline(Database& db, test::Records& records, int64_t process, 
   return int64_t(gpu.size());
 }
 
+// Rank 1's GPU timeline. Each step (from one all-reduce to the next): the batch's upload ends a wait
+// for input, a GEMM runs until the sync returns, the host works 1.7 ms before it queues the next
+// kernels, then the all-reduce's NCCL kernel and the optimizer. Returns the records added.
+int64_t add_rank1_gpu_timeline(Database& db, test::Records& records, int64_t process) {
+  std::vector<test::GpuRow> gpu;
+  auto kernel = [&](uint64_t start, uint64_t end, const char* name) {
+    gpu.push_back({.start_ns = start, .end_ns = end, .stream = 7, .name = name});
+  };
+  for (uint32_t step = 0; step < kSteps; ++step) {
+    const uint64_t base = kFirstStepNs + step * kStepNs;
+    gpu.push_back({.api = Api::gpuMemcpy,
+                   .start_ns = base + 800'000,
+                   .end_ns = base + 1'000'000,
+                   .stream = 7,
+                   .bytes = 4 << 20,
+                   .direction = Direction::HostToDevice,
+                   .host_memory = HostMemory::Pinned});
+    kernel(base + 1'000'000, base + 1'300'000, "ampere_bf16_s16816gemm_bf16_64x64_sliced1x2_ldg8_f2f_stages_64x5_tn");
+    kernel(base + 3'000'000, base + 5'000'000, "ampere_bf16_s16816gemm_bf16_64x64_sliced1x2_ldg8_f2f_stages_64x5_tn");
+    kernel(base + 5'000'000, base + 10'000'000, "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+    kernel(base + 10'000'000, base + 18'000'000, "ampere_bf16_s16816gemm_bf16_64x64_sliced1x2_ldg8_f2f_stages_64x5_tn");
+  }
+  test::add_gpu_rows(db, records, process, gpu);
+  return int64_t(gpu.size());
+}
+
 // Run A (`after` false), and run B, the same job after a change: rank 0 reads its loss twice a
 // step and copies from pinned memory, rank 1 calls nonzero() each step, rank 2 is no longer late.
 //
@@ -200,11 +226,13 @@ void write_run(const std::string& path, bool after) {
       hangs.observe(rank, hung, int64_t(end), "train.py:95");
     }
     if (rank == 0) events += add_gpu_timeline(db, records, p, after);
+    if (rank == 1) events += add_rank1_gpu_timeline(db, records, p);
     db.update_process(p, {.events = uint64_t(events),
                           .dropped_ring_full = rank == 2 ? 17u : 0u,
                           .untimed_no_event = rank == 1 ? 2u : 0u,
                           .python_stacks = python_stacks_word(PythonStacks::Available, 11),
-                          .gpu_timeline = uint32_t(rank == 0 ? GpuTimeline::On : GpuTimeline::NotStarted),
+                          // Rank 2's CUPTI was held by another client.
+                          .gpu_timeline = uint32_t(rank == 2 ? GpuTimeline::Taken : GpuTimeline::On),
                           .ended = rank != 0});
   }
   // As the collector's watch_hangs() stores what it finds, 30 s after the hung all-reduce began.
@@ -213,38 +241,6 @@ void write_run(const std::string& path, bool after) {
                    collector::rank_list(h.missing), h.waited_ns, h.message);
   records.store();
   db.commit();
-}
-
-// Rank 1's GPU timeline, and rank 2's, which another CUPTI client held. Each step of rank 1 (from
-// one all-reduce to the next): the batch's upload ends a wait for input, a GEMM runs until the sync
-// returns, the host works 1.7 ms before it queues the next kernels, then the all-reduce's NCCL
-// kernel and the optimizer.
-void write_gpu_timeline(const std::string& path) {
-  std::vector<test::GpuRow> gpu;
-  auto kernel = [&](int64_t start, int64_t end, const char* name) {
-    gpu.push_back({.start_ns = start, .end_ns = end, .stream = 7, .name = name});
-  };
-  for (uint32_t step = 0; step < kSteps; ++step) {
-    const int64_t base = int64_t(kFirstStepNs + step * kStepNs);
-    gpu.push_back({.api = Api::gpuMemcpy,
-                   .start_ns = base + 800'000,
-                   .end_ns = base + 1'000'000,
-                   .stream = 7,
-                   .bytes = 4 << 20,
-                   .direction = Direction::HostToDevice,
-                   .host_memory = HostMemory::Pinned});
-    kernel(base + 1'000'000, base + 1'300'000, "ampere_bf16_s16816gemm_bf16_64x64_sliced1x2_ldg8_f2f_stages_64x5_tn");
-    kernel(base + 3'000'000, base + 5'000'000, "ampere_bf16_s16816gemm_bf16_64x64_sliced1x2_ldg8_f2f_stages_64x5_tn");
-    kernel(base + 5'000'000, base + 10'000'000, "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
-    kernel(base + 10'000'000, base + 18'000'000, "ampere_bf16_s16816gemm_bf16_64x64_sliced1x2_ldg8_f2f_stages_64x5_tn");
-  }
-  test::add_gpu_rows(path, -1, gpu, 1);
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db, "UPDATE processes SET gpu_timeline = 'taken' WHERE rank = 2", nullptr, nullptr, nullptr),
-            SQLITE_OK)
-      << sqlite3_errmsg(db);
-  sqlite3_close(db);
 }
 
 struct Output {
@@ -292,9 +288,7 @@ class Golden : public test::TempDirTest {
  protected:
   void SetUp() override {
     write_run(dir_ + "/a.db", false);
-    write_gpu_timeline(dir_ + "/a.db");
     write_run(dir_ + "/b.db", true);
-    write_gpu_timeline(dir_ + "/b.db");
   }
 };
 

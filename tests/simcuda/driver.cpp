@@ -36,15 +36,10 @@ bool is_device(const void* p) {
   return r && r->kind == MemKind::Device;
 }
 
-// A captured operation never runs at the call, so the call never waits for it.
+// simcuda's own submission: a captured operation never runs at the call, so the call never waits
+// for it. Not reported to the simulated CUPTI (the runtime's copies are).
 CUresult submit(CUstream stream, std::function<void()> op, bool wait) {
-  const auto s = resolve_stream(reinterpret_cast<cudaStream_t>(stream));
-  if (!s) return CUDA_ERROR_INVALID_HANDLE;
-  std::uint64_t ticket = 0;
-  if (const cudaError_t e = submit_work(s, [op = std::move(op)] { return op; }, &ticket); e != cudaSuccess)
-    return as_driver(e);
-  if (wait && ticket) s->wait_ticket(ticket);
-  return CUDA_SUCCESS;
+  return as_driver(simcuda::submit(reinterpret_cast<cudaStream_t>(stream), std::move(op), wait));
 }
 
 // cuMemcpy's family: `synchronous` for the calls without Async; device-to-device copies never
@@ -58,7 +53,8 @@ CUresult copy(void* dst, const void* src, size_t bytes, CUstream stream, bool sy
   const bool wait = synchronous ? !device_to_device : pageable;
   if (synchronous)
     if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return as_driver(e);
-  return submit(stream, [dst, src, bytes] { std::memmove(dst, src, bytes); }, wait);
+  return submit(
+      stream, [dst, src, bytes] { std::memmove(dst, src, bytes); }, wait);
 }
 
 CUresult to_device(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream, bool synchronous) {
@@ -113,7 +109,8 @@ CUresult free_async(CUdeviceptr ptr, CUstream stream) {
   const auto r = find_range(address(ptr));
   if (!r || r->kind != MemKind::Device || r->base != ptr) return CUDA_ERROR_INVALID_VALUE;
   unregister_range(r->base);
-  return submit(stream, [ptr] { std::free(address(ptr)); }, false);
+  return submit(
+      stream, [ptr] { std::free(address(ptr)); }, false);
 }
 
 }  // namespace
@@ -139,7 +136,9 @@ CUresult cuCtxSynchronize(void) { return context_synchronize(); }
 CUresult cuCtxSynchronize_v2(CUcontext) { return context_synchronize(); }
 
 CUresult cuStreamSynchronize(CUstream stream) { return stream_synchronize(stream); }
-CUresult cuStreamSynchronize_ptsz(CUstream stream) { return stream_synchronize(stream ? stream : CU_STREAM_PER_THREAD); }
+CUresult cuStreamSynchronize_ptsz(CUstream stream) {
+  return stream_synchronize(stream ? stream : CU_STREAM_PER_THREAD);
+}
 CUresult cuStreamQuery(CUstream stream) { return stream_query(stream); }
 CUresult cuStreamQuery_ptsz(CUstream stream) { return stream_query(stream ? stream : CU_STREAM_PER_THREAD); }
 
