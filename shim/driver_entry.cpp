@@ -90,26 +90,26 @@ TS_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVers
 
 // The runtime's entry points, each with a _ptsz twin (what code built for per-thread default
 // streams calls); the runtime asks the driver's cuGetProcAddress through its own pointer.
-#define TS_ENTRY_POINT(name)                                                                                      \
-  TS_EXPORT cudaError_t name(const char* symbol, void** funcPtr, unsigned long long flags,                       \
-                             cudaDriverEntryPointQueryResult* driverStatus) {                                    \
-    using Real = cudaError_t (*)(const char*, void**, unsigned long long, cudaDriverEntryPointQueryResult*);     \
-    const auto get = real<Real>(Library::Cudart, #name);                                                   \
-    if (!get) return cudaErrorInsufficientDriver;                                                                 \
-    const cudaError_t result = get(symbol, funcPtr, flags, driverStatus);                                         \
-    if (result == cudaSuccess && funcPtr) *funcPtr = hooked(*funcPtr);                                            \
-    return result;                                                                                                \
+#define TS_ENTRY_POINT(name)                                                                                 \
+  TS_EXPORT cudaError_t name(const char* symbol, void** funcPtr, unsigned long long flags,                   \
+                             cudaDriverEntryPointQueryResult* driverStatus) {                                \
+    using Real = cudaError_t (*)(const char*, void**, unsigned long long, cudaDriverEntryPointQueryResult*); \
+    const auto get = real<Real>(Library::Cudart, #name);                                                     \
+    if (!get) return cudaErrorInsufficientDriver;                                                            \
+    const cudaError_t result = get(symbol, funcPtr, flags, driverStatus);                                    \
+    if (result == cudaSuccess && funcPtr) *funcPtr = hooked(*funcPtr);                                       \
+    return result;                                                                                           \
   }
-#define TS_ENTRY_POINT_BY_VERSION(name)                                                                           \
+#define TS_ENTRY_POINT_BY_VERSION(name)                                                                              \
   TS_EXPORT cudaError_t name(const char* symbol, void** funcPtr, unsigned int cudaVersion, unsigned long long flags, \
-                             cudaDriverEntryPointQueryResult* driverStatus) {                                    \
-    using Real =                                                                                                  \
-        cudaError_t (*)(const char*, void**, unsigned int, unsigned long long, cudaDriverEntryPointQueryResult*); \
-    const auto get = real<Real>(Library::Cudart, #name);                                                   \
-    if (!get) return cudaErrorInsufficientDriver;                                                                 \
-    const cudaError_t result = get(symbol, funcPtr, cudaVersion, flags, driverStatus);                            \
-    if (result == cudaSuccess && funcPtr) *funcPtr = hooked(*funcPtr);                                            \
-    return result;                                                                                                \
+                             cudaDriverEntryPointQueryResult* driverStatus) {                                        \
+    using Real =                                                                                                     \
+        cudaError_t (*)(const char*, void**, unsigned int, unsigned long long, cudaDriverEntryPointQueryResult*);    \
+    const auto get = real<Real>(Library::Cudart, #name);                                                             \
+    if (!get) return cudaErrorInsufficientDriver;                                                                    \
+    const cudaError_t result = get(symbol, funcPtr, cudaVersion, flags, driverStatus);                               \
+    if (result == cudaSuccess && funcPtr) *funcPtr = hooked(*funcPtr);                                               \
+    return result;                                                                                                   \
   }
 
 TS_ENTRY_POINT(cudaGetDriverEntryPoint)

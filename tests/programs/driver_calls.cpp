@@ -121,13 +121,13 @@ __attribute__((noinline)) void train(const DriverApi& api, int steps) {
     CHECK(api.htod(weights, pageable.data(), 1000));  // DRIVER_H2D_PAGEABLE
     CHECK(api.htod_async(scratch, pinned, 2000, stream));
     CHECK(api.dtoh_async(pageable.data(), weights, 300, stream));  // DRIVER_D2H_PAGEABLE
-    CHECK(api.stream_synchronize(stream));  // DRIVER_STREAM_SYNC
+    CHECK(api.stream_synchronize(stream));                         // DRIVER_STREAM_SYNC
     CHECK(api.dtoh(pinned, scratch, 400));
     const CUresult state = api.stream_query(stream);
     if (state != CUDA_SUCCESS && state != CUDA_ERROR_NOT_READY) std::exit(3);
     CHECK(api.dtod(scratch, weights, 500));
     CHECK(api.unified(weights, reinterpret_cast<CUdeviceptr>(registered.data()), 600));
-    CHECK(api.ctx_synchronize());  // DRIVER_CTX_SYNC
+    CHECK(api.ctx_synchronize());                                                // DRIVER_CTX_SYNC
     if (api.per_thread_synchronize) CHECK(api.per_thread_synchronize(nullptr));  // DRIVER_PTSZ_SYNC
   }
   CHECK(cuMemHostUnregister(registered.data()));

@@ -26,8 +26,8 @@ int main(int argc, char** argv) {
   std::vector<char> batch(4096);
   for (int step = 0; step < steps; ++step) {
     CHECK(cudaMemcpy(device, batch.data(), batch.size(), cudaMemcpyHostToDevice));  // MIXED_RUNTIME_COPY
-    CHECK(cudaStreamSynchronize(stream));                                            // MIXED_RUNTIME_SYNC
-    CHECK(cuStreamSynchronize(reinterpret_cast<CUstream>(stream)));                  // MIXED_DRIVER_SYNC
+    CHECK(cudaStreamSynchronize(stream));                                           // MIXED_RUNTIME_SYNC
+    CHECK(cuStreamSynchronize(reinterpret_cast<CUstream>(stream)));                 // MIXED_DRIVER_SYNC
     CHECK(cudaEventRecord(done, stream));
     CHECK(cuEventSynchronize(reinterpret_cast<CUevent>(done)));  // MIXED_EVENT_SYNC
   }

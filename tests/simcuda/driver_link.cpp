@@ -55,8 +55,8 @@ Driver* load() {
   take(*d, d->memcpy_ptds, "cuMemcpy", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
   take(*d, d->stream_synchronize, "cuStreamSynchronize", CU_GET_PROC_ADDRESS_LEGACY_STREAM);
   take(*d, d->stream_synchronize_ptsz, "cuStreamSynchronize", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM);
-  const bool complete = d->driver_get_version && d->memcpy && d->memcpy_ptds && d->stream_synchronize &&
-                        d->stream_synchronize_ptsz;
+  const bool complete =
+      d->driver_get_version && d->memcpy && d->memcpy_ptds && d->stream_synchronize && d->stream_synchronize_ptsz;
   return complete ? d : nullptr;
 }
 
