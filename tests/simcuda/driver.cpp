@@ -37,9 +37,10 @@ bool is_device(const void* p) {
 }
 
 // simcuda's own submission: a captured operation never runs at the call, so the call never waits
-// for it. Not reported to the simulated CUPTI (the runtime's copies are).
-CUresult submit(CUstream stream, std::function<void()> op, bool wait) {
-  return as_driver(simcuda::submit(reinterpret_cast<cudaStream_t>(stream), std::move(op), wait));
+// for it. A copy is reported to the simulated CUPTI as the runtime's are (the real CUPTI traces the
+// driver's work, whoever called it).
+CUresult submit_on(CUstream stream, std::function<void()> op, bool wait, std::optional<Traced> as = {}) {
+  return as_driver(simcuda::submit(reinterpret_cast<cudaStream_t>(stream), std::move(op), wait, std::move(as)));
 }
 
 // cuMemcpy's family: `synchronous` for the calls without Async; device-to-device copies never
@@ -53,8 +54,9 @@ CUresult copy(void* dst, const void* src, size_t bytes, CUstream stream, bool sy
   const bool wait = synchronous ? !device_to_device : pageable;
   if (synchronous)
     if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return as_driver(e);
-  return submit(
-      stream, [dst, src, bytes] { std::memmove(dst, src, bytes); }, wait);
+  return submit_on(
+      stream, [dst, src, bytes] { std::memmove(dst, src, bytes); }, wait,
+      memcpy_activity(dst, src, bytes, !synchronous));
 }
 
 CUresult to_device(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream, bool synchronous) {
@@ -109,7 +111,7 @@ CUresult free_async(CUdeviceptr ptr, CUstream stream) {
   const auto r = find_range(address(ptr));
   if (!r || r->kind != MemKind::Device || r->base != ptr) return CUDA_ERROR_INVALID_VALUE;
   unregister_range(r->base);
-  return submit(
+  return submit_on(
       stream, [ptr] { std::free(address(ptr)); }, false);
 }
 

@@ -129,6 +129,9 @@ struct Traced {
 // The op as the stream runs it: when the sink wants the kind now, the worker stamps its start and
 // end and reports it. Called at the launching call, or at each graph launch for a graph's nodes.
 std::function<void()> traced(const Stream& s, Traced t, std::function<void()> op);
+// A copy as CUPTI's memcpy record describes it (CUpti_ActivityMemcpy6): its bytes and where they
+// live, whatever kind of copy the call named. The runtime's and the driver's copies alike.
+Traced memcpy_activity(const void* dst, const void* src, std::uint64_t bytes, bool async, std::uint64_t copies = 1);
 // The launching calls made inside a scope share one correlation id (a graph launch's nodes);
 // otherwise each call takes its own, as each runtime API call has one in CUPTI.
 class SharedCorrelation {

@@ -95,18 +95,8 @@ cudaError_t simcuda::submit(cudaStream_t stream, std::function<void()> op, bool 
   return cudaSuccess;
 }
 
-namespace {
-
-// Synchronous copies and memsets are potentially unsafe during a capture, like every call that
-// waits for the device.
-cudaError_t submit_and_wait(cudaStream_t stream, std::function<void()> op, Traced as) {
-  if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
-  return submit(stream, std::move(op), true, std::move(as));
-}
-
-// A copy as CUPTI's memcpy record describes it (CUpti_ActivityMemcpy6): its bytes and where
-// they live, whatever cudaMemcpyKind the call named.
-Traced memcpy_activity(const void* dst, const void* src, std::uint64_t bytes, bool async, std::uint64_t copies = 1) {
+simcuda::Traced simcuda::memcpy_activity(const void* dst, const void* src, std::uint64_t bytes, bool async,
+                                         std::uint64_t copies) {
   Traced t;
   t.activity.kind = SIMCUDA_ACTIVITY_MEMCPY;
   t.activity.bytes = bytes;
@@ -115,6 +105,15 @@ Traced memcpy_activity(const void* dst, const void* src, std::uint64_t bytes, bo
   t.activity.copy_count = copies;
   t.activity.async = async;
   return t;
+}
+
+namespace {
+
+// Synchronous copies and memsets are potentially unsafe during a capture, like every call that
+// waits for the device.
+cudaError_t submit_and_wait(cudaStream_t stream, std::function<void()> op, Traced as) {
+  if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
+  return submit(stream, std::move(op), true, std::move(as));
 }
 
 // A kernel of the simulation's own (no registered function), one block of one thread.
