@@ -162,6 +162,9 @@ Report full_report() {
   site.native = {{"/usr/lib/libtorch_cpu.so", "at::_ops::item::call(at::Tensor const&)", "", 0}};
   site.calls = 100;
   site.blocked_ns = 5'000'000;
+  site.bubble_ns = 500'000'000;
+  site.bubble_calls = 100;
+  site.bubble_on_gpu = true;
   SyncSite upload = site;
   upload.classification = {"pageable H2D copy", SyncKind::Hidden, "", "", "", "pageable_copy"};
   upload.bytes = 1 << 20;
@@ -189,6 +192,18 @@ Report full_report() {
   rs.explicit_ = {site};
   rs.pageable_copies = {upload};
   rs.polls = {site};
+  GpuTimelineReport& gpu = p.gpu;
+  gpu.timeline = "on";
+  gpu.covered_steps = 10;
+  gpu.covered_ns = 100'000'000;
+  gpu.busy_ns = 60'000'000;
+  gpu.idle_ns = 40'000'000;
+  gpu.idle_by_cause_ns[int(IdleCause::DataLoading)] = 40'000'000;
+  gpu.gap_threshold_ns = 1'000'000;
+  gpu.gaps = {{3, 1'000'000, 4'000'000, IdleCause::DataLoading, "/src/train.py:40 in train_step"}};
+  gpu.gaps_above_threshold = 10;
+  gpu.kernels.busy_ns = 60'000'000;
+  gpu.kernels.top = {{"ampere_sgemm_128x64_tn", 10, 30'000'000, 0.5, {true, KernelPrecision::Fp32}}};
 
   Report r;
   r.job = "job";
