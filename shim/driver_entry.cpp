@@ -1,9 +1,10 @@
 // Driver functions reached through a pointer: cuGetProcAddress (both versions) and the runtime's
 // cudaGetDriverEntryPoint family ask the driver for a function by its base name and hand back its
-// address, which a program then calls without any symbol lookup (cuda-python, JAX/XLA and Triton
-// take every driver function this way). Each interposer calls the real one and, when the address
-// it answers is the real function of a hooked driver API, hands back the hook instead, so that
-// the calls made through it are recorded like calls by name.
+// address, which a program then calls without any symbol lookup. Each interposer calls the real one
+// and, when the address it answers is the real function of a hooked driver API, hands back the hook
+// instead, so that the calls made through it are recorded like calls by name. A loader that takes
+// cuGetProcAddress itself from its own handle of libcuda (dlsym: cuda-python, Numba's ctypes binding,
+// Triton, XLA) never reaches these: its calls are not recorded (docs/recording.md).
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>

@@ -1,5 +1,5 @@
 #pragma once
-// The loss and untimed counters of counters.def as the CLI reads, sums and shows them.
+// The loss, untimed and GPU counters of counters.def as the CLI reads, sums and shows them.
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -113,6 +113,35 @@ inline std::string untimed_lines(const UntimedCollectives& untimed) {
     lines += fmt::format("  {} collectives were not timed: {}\n", with_thousands(untimed.column), words);
 #include "trainshim/counters.def"
   return lines;
+}
+
+// A process's TS_GPU counters: the GPU timeline's records CUPTI dropped or the collector did not keep.
+struct GpuRecordCounters {
+#define TS_GPU(column, json_key, words, meaning) int64_t column = 0;
+#include "trainshim/counters.def"
+};
+
+// The counters from `row`, counter_columns(CounterKind::Gpu) starting at column `first`.
+inline GpuRecordCounters read_gpu_counters(const Statement& row, int first) {
+  GpuRecordCounters gpu;
+#define TS_GPU(column, json_key, words, meaning) gpu.column = row.integer(first++);
+#include "trainshim/counters.def"
+  return gpu;
+}
+
+// Their keys in the report's `gpu` object.
+inline void add_gpu_counters_json(nlohmann::ordered_json& object, const GpuRecordCounters& gpu) {
+#define TS_GPU(column, json_key, words, meaning) object[json_key] = gpu.column;
+#include "trainshim/counters.def"
+}
+
+// "  GPU timeline records: 12 dropped by CUPTI (its buffers were full)\n" when any is not 0.
+inline std::string gpu_counter_line(const GpuRecordCounters& gpu) {
+  std::string words;
+#define TS_GPU(column, json_key, words_of, meaning) \
+  if (gpu.column) (words += words.empty() ? "" : ", ") += with_thousands(gpu.column) + " " + words_of;
+#include "trainshim/counters.def"
+  return words.empty() ? words : "  GPU timeline records: " + words + "\n";
 }
 
 }  // namespace trainshim::cli

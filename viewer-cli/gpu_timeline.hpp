@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "counters.hpp"
 #include "kernels.hpp"
 #include "run_database.hpp"
 #include "syncs.hpp"
@@ -27,7 +28,7 @@ const char* idle_cause_key(IdleCause cause);
 const char* idle_cause_words(IdleCause cause);
 
 struct IdleGap {
-  int64_t step = 0;      // the step's number among the covered steps' of the rank (0: the first step found)
+  int64_t step = 0;      // the step's number among all the rank's steps (0: the first step found)
   int64_t start_ns = 0;  // from the step's start
   int64_t duration_ns = 0;
   IdleCause cause = IdleCause::Host;
@@ -51,8 +52,9 @@ struct GpuTimelineReport {
   // the input copies that ended them were from pageable memory.
   int64_t data_loading_steps = 0;
   bool pageable_input = false;
-  std::string input_site;  // the upload's line most data-loading gaps ended with
-  KernelSummary kernels;   // every recorded kernel, not only the covered steps'
+  std::string input_site;     // the upload's line most data-loading gaps ended with
+  KernelSummary kernels;      // every recorded kernel, not only the covered steps'
+  GpuRecordCounters records;  // what CUPTI dropped and the collector did not keep
 
   bool has_figures() const { return covered_ns > 0; }
   double share(int64_t ns) const { return covered_ns > 0 ? double(ns) / double(covered_ns) : 0; }

@@ -86,19 +86,22 @@ nlohmann::ordered_json gpu_json(const GpuTimelineReport& g) {
   auto top_kernels = nlohmann::ordered_json::array();
   for (const KernelTime& k : g.kernels.top)
     top_kernels.push_back({{"name", k.name}, {"count", k.count}, {"total_ns", k.total_ns}, {"share", k.share}});
-  return {{"timeline", g.timeline.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(g.timeline)},
-          {"why_none", g.why_none.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(g.why_none)},
-          {"covered_steps", g.covered_steps},
-          {"busy_share", share(g.busy_ns)},
-          {"communication_share", share(g.communication_ns)},
-          {"idle_share", share(g.idle_ns)},
-          {"idle_ns_per_step", figures ? nlohmann::ordered_json(g.per_step(g.idle_ns)) : nullptr},
-          {"idle_by_cause", by_cause},
-          {"gap_threshold_ns", figures ? nlohmann::ordered_json(g.gap_threshold_ns) : nullptr},
-          {"gaps_above_threshold", g.gaps_above_threshold},
-          {"gaps", gaps},
-          {"top_kernels", top_kernels},
-          {"fp32_gemm_share", g.kernels.busy_ns > 0 ? nlohmann::ordered_json(g.kernels.fp32_gemm_share) : nullptr}};
+  nlohmann::ordered_json out = {
+      {"timeline", g.timeline.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(g.timeline)},
+      {"why_none", g.why_none.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(g.why_none)},
+      {"covered_steps", g.covered_steps},
+      {"busy_share", share(g.busy_ns)},
+      {"communication_share", share(g.communication_ns)},
+      {"idle_share", share(g.idle_ns)},
+      {"idle_ns_per_step", figures ? nlohmann::ordered_json(g.per_step(g.idle_ns)) : nullptr},
+      {"idle_by_cause", by_cause},
+      {"gap_threshold_ns", figures ? nlohmann::ordered_json(g.gap_threshold_ns) : nullptr},
+      {"gaps_above_threshold", g.gaps_above_threshold},
+      {"gaps", gaps},
+      {"top_kernels", top_kernels},
+      {"fp32_gemm_share", g.kernels.busy_ns > 0 ? nlohmann::ordered_json(g.kernels.fp32_gemm_share) : nullptr}};
+  add_gpu_counters_json(out, g.records);
+  return out;
 }
 
 }  // namespace

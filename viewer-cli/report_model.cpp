@@ -124,11 +124,11 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
     if (report.job.empty()) report.job = job;
     else if (report.job != job) report.job += "+" + job;
     report.database += (report.database.empty() ? "" : ", ") + db->path();
-    Statement processes(*db,
-                        ("SELECT id, rank, local_rank, world_size, pid, host, command, ended, events, python_version, "
-                         "python_stacks_unavailable, gpu_timeline, " +
-                         counter_columns(CounterKind::Lost) + " FROM processes")
-                            .c_str());
+    Statement processes(
+        *db, ("SELECT id, rank, local_rank, world_size, pid, host, command, ended, events, python_version, "
+              "python_stacks_unavailable, gpu_timeline, " +
+              counter_columns(CounterKind::Lost) + ", " + counter_columns(CounterKind::Gpu) + " FROM processes")
+                 .c_str());
     while (processes.step()) {
       ProcessReport p;
       p.db = db;
@@ -145,6 +145,7 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
       p.python_stacks_unavailable = processes.text(10);
       p.gpu.timeline = processes.text(11);
       p.lost = read_lost(processes, 12);
+      p.gpu.records = read_gpu_counters(processes, 12 + kLostCounters);
       report.processes.push_back(std::move(p));
     }
   }
@@ -169,7 +170,9 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
       CollectiveCalls& c = collectives.at(p.id);
       load_process_details(*db, p.id, p);
       p.sync_sites = load_syncs(*db, p.id, step_name, std::exchange(c.sequence, {}));
+      const GpuRecordCounters records = p.gpu.records;
       p.gpu = load_gpu_timeline(*db, p.id, p.gpu.timeline, p.sync_sites, idle_gap_ns);
+      p.gpu.records = records;
       read[i].push_back({db, p.id, p.rank, p.sync_sites.steps.count, std::move(c)});
     }
   });

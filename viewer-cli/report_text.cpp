@@ -57,13 +57,19 @@ void render_sites(std::string& out, const std::vector<SyncSite>& sites, const Ra
   }
 }
 
+// A name cut to fit its column (demangled kernel names run to hundreds of characters; the JSON and
+// the trace have them whole).
+std::string column_text(const std::string& name, std::size_t width) {
+  return name.size() <= width ? name : name.substr(0, width - 3) + "...";
+}
+
 // The rank's GPU timeline: busy and idle shares of its steps, idle by cause, the longest gaps.
 void render_kernels(std::string& out, const KernelSummary& k) {
   if (k.top.empty()) return;
   out += fmt::format("  {:<46} {:>9} {:>10} {:>10}\n", "Kernels by GPU time", "count", "total", "of busy");
   for (std::size_t i = 0; i < k.top.size() && i < kKernelsShown; ++i)
-    out += fmt::format("  {:<46} {:>9} {:>10} {:>8.1f} %\n", k.top[i].name, with_thousands(k.top[i].count),
-                       human_duration(k.top[i].total_ns), 100 * k.top[i].share);
+    out += fmt::format("  {:<46} {:>9} {:>10} {:>8.1f} %\n", column_text(k.top[i].name, 46),
+                       with_thousands(k.top[i].count), human_duration(k.top[i].total_ns), 100 * k.top[i].share);
   if (k.fp32_gemm_ns > 0)
     out +=
         fmt::format("  FP32 GEMMs (CUDA cores, no tensor cores): {:.1f} % of GPU busy time\n", 100 * k.fp32_gemm_share);
@@ -71,6 +77,7 @@ void render_kernels(std::string& out, const KernelSummary& k) {
 
 void render_gpu(std::string& out, const GpuTimelineReport& g) {
   render_kernels(out, g.kernels);
+  out += gpu_counter_line(g.records);
   if (!g.has_figures()) {
     out += fmt::format("  GPU timeline: none: {}\n", g.why_none);
     return;

@@ -230,6 +230,7 @@ void write_run(const std::string& path, bool after) {
     db.update_process(p, {.events = uint64_t(events),
                           .dropped_ring_full = rank == 2 ? 17u : 0u,
                           .untimed_no_event = rank == 1 ? 2u : 0u,
+                          .gpu_records_dropped = rank == 0 ? 3u : 0u,
                           .python_stacks = python_stacks_word(PythonStacks::Available, 11),
                           // Rank 2's CUPTI was held by another client.
                           .gpu_timeline = uint32_t(rank == 2 ? GpuTimeline::Taken : GpuTimeline::On),
