@@ -315,6 +315,21 @@ GpuTimelineReport load_gpu_timeline(const RunDatabase& db, int64_t process_id, c
     return it != gpu_uploads.end() && (*it)->start_ns <= to ? *it : nullptr;
   };
 
+  auto sync_cause = [&](const SyncCall& call) {
+    Classified c;
+    c.cause = IdleCause::Sync;
+    c.site = site_location((call.kind == SiteKind::HiddenSync ? syncs.hidden : syncs.explicit_)[call.site]);
+    return c;
+  };
+  // The last sync that returned inside (from, to); nullptr if none.
+  auto last_return_in = [&](int64_t from, int64_t to) -> const SyncCall* {
+    auto it = std::lower_bound(sync_returns.begin(), sync_returns.end(), to,
+                               [](const auto& r, int64_t t) { return r.first < t; });
+    if (it == sync_returns.begin()) return nullptr;
+    --it;
+    return it->first > from ? it->second : nullptr;
+  };
+
   auto classify_gap = [&](int64_t from, int64_t to) {
     Classified c;
     // The step's first input copy starts the GPU's work again.
@@ -327,12 +342,7 @@ GpuTimelineReport load_gpu_timeline(const RunDatabase& db, int64_t process_id, c
     }
     const auto returned = std::lower_bound(sync_returns.begin(), sync_returns.end(), from,
                                            [](const auto& r, int64_t t) { return r.first < t; });
-    if (returned != sync_returns.end() && returned->first < to) {
-      const SyncCall& call = *returned->second;
-      c.cause = IdleCause::Sync;
-      c.site = site_location((call.kind == SiteKind::HiddenSync ? syncs.hidden : syncs.explicit_)[call.site]);
-      return c;
-    }
+    if (returned != sync_returns.end() && returned->first < to) return sync_cause(*returned->second);
     if (const HostCall* copy = overlapping(pageable_copies, from, to, median_step_ns)) {
       c.cause = IdleCause::PageableCopy;
       c.site = copy->site;
@@ -365,18 +375,30 @@ GpuTimelineReport load_gpu_timeline(const RunDatabase& db, int64_t process_id, c
     int64_t idle_from = it != busy.begin() ? std::prev(it)->end_ns : from;
     for (;; ++it) {
       const int64_t idle_to = it == busy.end() ? to : it->start_ns;
-      const int64_t a = std::max(idle_from, from), b = std::min(idle_to, to);
-      if (b > a) {
-        const Classified c = classify_gap(idle_from, idle_to);
+      auto count = [&](int64_t piece_from, int64_t piece_to, const Classified& c) {
+        const int64_t a = std::max(piece_from, from), b = std::min(piece_to, to);
+        if (b <= a) return;
         out.idle_by_cause_ns[int(c.cause)] += b - a;
-        if (b - a >= threshold) {
-          ++out.gaps_above_threshold;
-          gaps.push_back({int64_t(k), a - from, b - a, c.cause, c.site});
-          if (c.cause == IdleCause::DataLoading) {
-            data_loading = true;
-            out.pageable_input = out.pageable_input || c.pageable_input;
-            input_sites[c.site] += b - a;
-          }
+        if (b - a < threshold) return;
+        ++out.gaps_above_threshold;
+        gaps.push_back({int64_t(k), a - from, b - a, c.cause, c.site});
+        if (c.cause == IdleCause::DataLoading) {
+          data_loading = true;
+          out.pageable_input = out.pageable_input || c.pageable_input;
+          input_sites[c.site] += b - a;
+        }
+      };
+      if (std::max(idle_from, from) < std::min(idle_to, to)) {
+        const Classified c = classify_gap(idle_from, idle_to);
+        // The host loads the next batch only once its last sync has returned: until then the
+        // GPU waited on the sync's wake-up, not on the loader. The rest, to the upload's start on
+        // the GPU, is the loading and the upload's own latency: what the input costs.
+        const SyncCall* back = c.cause == IdleCause::DataLoading ? last_return_in(idle_from, idle_to) : nullptr;
+        if (back) {
+          count(idle_from, back->end_ns, sync_cause(*back));
+          count(back->end_ns, idle_to, c);
+        } else {
+          count(idle_from, idle_to, c);
         }
       }
       if (it == busy.end() || it->start_ns >= to) break;
