@@ -146,13 +146,19 @@ class Loader {
 };
 
 // The windows the timeline was on, as seen from its records: stretches of GPU activity that no
-// silence longer than `silence_ns` breaks (the duty cycle's off time is such a silence).
+// silence longer than `silence_ns` breaks (the duty cycle's off time is such a silence). A
+// silence that short inside a window is idle time, so one after a window's last activity is too:
+// each window ends `silence_ns` after it (or where the next begins). Otherwise the last step,
+// which ends when the host returns from its sync, after the GPU's last activity, is never covered.
 std::vector<Span> windows_of(const std::vector<Span>& busy, int64_t silence_ns) {
   std::vector<Span> out;
   for (const Span& s : busy) {
     if (!out.empty() && s.start_ns - out.back().end_ns <= silence_ns) out.back().end_ns = s.end_ns;
     else out.push_back(s);
   }
+  for (std::size_t i = 0; i < out.size(); ++i)
+    out[i].end_ns =
+        i + 1 < out.size() ? std::min(out[i].end_ns + silence_ns, out[i + 1].start_ns) : out[i].end_ns + silence_ns;
   return out;
 }
 
