@@ -146,19 +146,23 @@ class Loader {
 };
 
 // The windows the timeline was on, as seen from its records: stretches of GPU activity that no
-// silence longer than `silence_ns` breaks (the duty cycle's off time is such a silence). A
-// silence that short inside a window is idle time, so one after a window's last activity is too:
-// each window ends `silence_ns` after it (or where the next begins). Otherwise the last step,
-// which ends when the host returns from its sync, after the GPU's last activity, is never covered.
-std::vector<Span> windows_of(const std::vector<Span>& busy, int64_t silence_ns) {
+// silence longer than `silence_ns` breaks (the duty cycle's off time is such a silence). A window
+// goes on to the first host sync that returned after its last activity, within such a silence:
+// the GPU sat idle until the host learned it had finished. Without it the last step, which ends
+// at that return, would never be covered. `sync_returns` is in order.
+std::vector<Span> windows_of(const std::vector<Span>& busy, int64_t silence_ns,
+                             const std::vector<int64_t>& sync_returns) {
   std::vector<Span> out;
   for (const Span& s : busy) {
     if (!out.empty() && s.start_ns - out.back().end_ns <= silence_ns) out.back().end_ns = s.end_ns;
     else out.push_back(s);
   }
-  for (std::size_t i = 0; i < out.size(); ++i)
-    out[i].end_ns =
-        i + 1 < out.size() ? std::min(out[i].end_ns + silence_ns, out[i + 1].start_ns) : out[i].end_ns + silence_ns;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const auto back = std::lower_bound(sync_returns.begin(), sync_returns.end(), out[i].end_ns);
+    if (back == sync_returns.end() || *back - out[i].end_ns > silence_ns) continue;
+    if (i + 1 < out.size() && *back > out[i + 1].start_ns) continue;
+    out[i].end_ns = *back;
+  }
   return out;
 }
 
@@ -240,7 +244,11 @@ GpuTimelineReport load_gpu_timeline(const RunDatabase& db, int64_t process_id, c
   // A step with no GPU activity at all in it is the timeline off (or the job stalled): a silence
   // of two steps splits the windows; without steps, one of a second (the duty cycle's default off
   // time is 18 s).
-  const std::vector<Span> windows = windows_of(busy, median_step_ns ? 2 * median_step_ns : kSilenceWithoutSteps);
+  std::vector<int64_t> sync_return_times;
+  for (const SyncCall& c : syncs.calls) sync_return_times.push_back(c.end_ns);
+  std::sort(sync_return_times.begin(), sync_return_times.end());
+  const std::vector<Span> windows =
+      windows_of(busy, median_step_ns ? 2 * median_step_ns : kSilenceWithoutSteps, sync_return_times);
 
   // Each sync call's bubble: on the GPU timeline, the GPU idle time from its return to the next
   // activity; without it, the host's time from its return to its thread's next launch (the GPU
