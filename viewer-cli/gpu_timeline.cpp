@@ -247,8 +247,18 @@ GpuTimelineReport load_gpu_timeline(const RunDatabase& db, int64_t process_id, c
   std::vector<int64_t> sync_return_times;
   for (const SyncCall& c : syncs.calls) sync_return_times.push_back(c.end_ns);
   std::sort(sync_return_times.begin(), sync_return_times.end());
-  const std::vector<Span> windows =
-      windows_of(busy, median_step_ns ? 2 * median_step_ns : kSilenceWithoutSteps, sync_return_times);
+  const int64_t silence_ns = median_step_ns ? 2 * median_step_ns : kSilenceWithoutSteps;
+  std::vector<Span> windows = windows_of(busy, silence_ns, sync_return_times);
+  // The first window opens with the recording: it goes back to the host's first call that gave
+  // the GPU work (a copy, launch or collective) shortly before its first activity, for the GPU
+  // was idle until that work reached it. A later window opens on a GPU that may have been busy
+  // unrecorded, so it starts at its first activity.
+  if (!windows.empty()) {
+    const std::vector<HostCall> enqueues = load.calls(
+        [](ApiClass c) { return c == ApiClass::Copy || c == ApiClass::Launch || c == ApiClass::Collective; });
+    if (const HostCall* first = first_begun(enqueues, windows.front().start_ns - silence_ns, windows.front().start_ns))
+      windows.front().start_ns = first->begin_ns;
+  }
 
   // Each sync call's bubble: on the GPU timeline, the GPU idle time from its return to the next
   // activity; without it, the host's time from its return to its thread's next launch (the GPU
