@@ -146,12 +146,22 @@ class Loader {
 };
 
 // The windows the timeline was on, as seen from its records: stretches of GPU activity that no
-// silence longer than `silence_ns` breaks (the duty cycle's off time is such a silence).
-std::vector<Span> windows_of(const std::vector<Span>& busy, int64_t silence_ns) {
+// silence longer than `silence_ns` breaks (the duty cycle's off time is such a silence). A window
+// goes on to the first host sync that returned after its last activity, within such a silence:
+// the GPU sat idle until the host learned it had finished. Without it the last step, which ends
+// at that return, would never be covered. `sync_returns` is in order.
+std::vector<Span> windows_of(const std::vector<Span>& busy, int64_t silence_ns,
+                             const std::vector<int64_t>& sync_returns) {
   std::vector<Span> out;
   for (const Span& s : busy) {
     if (!out.empty() && s.start_ns - out.back().end_ns <= silence_ns) out.back().end_ns = s.end_ns;
     else out.push_back(s);
+  }
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const auto back = std::lower_bound(sync_returns.begin(), sync_returns.end(), out[i].end_ns);
+    if (back == sync_returns.end() || *back - out[i].end_ns > silence_ns) continue;
+    if (i + 1 < out.size() && *back > out[i + 1].start_ns) continue;
+    out[i].end_ns = *back;
   }
   return out;
 }
@@ -234,7 +244,21 @@ GpuTimelineReport load_gpu_timeline(const RunDatabase& db, int64_t process_id, c
   // A step with no GPU activity at all in it is the timeline off (or the job stalled): a silence
   // of two steps splits the windows; without steps, one of a second (the duty cycle's default off
   // time is 18 s).
-  const std::vector<Span> windows = windows_of(busy, median_step_ns ? 2 * median_step_ns : kSilenceWithoutSteps);
+  std::vector<int64_t> sync_return_times;
+  for (const SyncCall& c : syncs.calls) sync_return_times.push_back(c.end_ns);
+  std::sort(sync_return_times.begin(), sync_return_times.end());
+  const int64_t silence_ns = median_step_ns ? 2 * median_step_ns : kSilenceWithoutSteps;
+  std::vector<Span> windows = windows_of(busy, silence_ns, sync_return_times);
+  // The first window opens with the recording: it goes back to the host's first call that gave
+  // the GPU work (a copy, launch or collective) shortly before its first activity, for the GPU
+  // was idle until that work reached it. A later window opens on a GPU that may have been busy
+  // unrecorded, so it starts at its first activity.
+  if (!windows.empty()) {
+    const std::vector<HostCall> enqueues = load.calls(
+        [](ApiClass c) { return c == ApiClass::Copy || c == ApiClass::Launch || c == ApiClass::Collective; });
+    if (const HostCall* first = first_begun(enqueues, windows.front().start_ns - silence_ns, windows.front().start_ns))
+      windows.front().start_ns = first->begin_ns;
+  }
 
   // Each sync call's bubble: on the GPU timeline, the GPU idle time from its return to the next
   // activity; without it, the host's time from its return to its thread's next launch (the GPU
@@ -315,6 +339,21 @@ GpuTimelineReport load_gpu_timeline(const RunDatabase& db, int64_t process_id, c
     return it != gpu_uploads.end() && (*it)->start_ns <= to ? *it : nullptr;
   };
 
+  auto sync_cause = [&](const SyncCall& call) {
+    Classified c;
+    c.cause = IdleCause::Sync;
+    c.site = site_location((call.kind == SiteKind::HiddenSync ? syncs.hidden : syncs.explicit_)[call.site]);
+    return c;
+  };
+  // The last sync that returned inside (from, to); nullptr if none.
+  auto last_return_in = [&](int64_t from, int64_t to) -> const SyncCall* {
+    auto it = std::lower_bound(sync_returns.begin(), sync_returns.end(), to,
+                               [](const auto& r, int64_t t) { return r.first < t; });
+    if (it == sync_returns.begin()) return nullptr;
+    --it;
+    return it->first > from ? it->second : nullptr;
+  };
+
   auto classify_gap = [&](int64_t from, int64_t to) {
     Classified c;
     // The step's first input copy starts the GPU's work again.
@@ -327,12 +366,7 @@ GpuTimelineReport load_gpu_timeline(const RunDatabase& db, int64_t process_id, c
     }
     const auto returned = std::lower_bound(sync_returns.begin(), sync_returns.end(), from,
                                            [](const auto& r, int64_t t) { return r.first < t; });
-    if (returned != sync_returns.end() && returned->first < to) {
-      const SyncCall& call = *returned->second;
-      c.cause = IdleCause::Sync;
-      c.site = site_location((call.kind == SiteKind::HiddenSync ? syncs.hidden : syncs.explicit_)[call.site]);
-      return c;
-    }
+    if (returned != sync_returns.end() && returned->first < to) return sync_cause(*returned->second);
     if (const HostCall* copy = overlapping(pageable_copies, from, to, median_step_ns)) {
       c.cause = IdleCause::PageableCopy;
       c.site = copy->site;
@@ -365,18 +399,30 @@ GpuTimelineReport load_gpu_timeline(const RunDatabase& db, int64_t process_id, c
     int64_t idle_from = it != busy.begin() ? std::prev(it)->end_ns : from;
     for (;; ++it) {
       const int64_t idle_to = it == busy.end() ? to : it->start_ns;
-      const int64_t a = std::max(idle_from, from), b = std::min(idle_to, to);
-      if (b > a) {
-        const Classified c = classify_gap(idle_from, idle_to);
+      auto count = [&](int64_t piece_from, int64_t piece_to, const Classified& c) {
+        const int64_t a = std::max(piece_from, from), b = std::min(piece_to, to);
+        if (b <= a) return;
         out.idle_by_cause_ns[int(c.cause)] += b - a;
-        if (b - a >= threshold) {
-          ++out.gaps_above_threshold;
-          gaps.push_back({int64_t(k), a - from, b - a, c.cause, c.site});
-          if (c.cause == IdleCause::DataLoading) {
-            data_loading = true;
-            out.pageable_input = out.pageable_input || c.pageable_input;
-            input_sites[c.site] += b - a;
-          }
+        if (b - a < threshold) return;
+        ++out.gaps_above_threshold;
+        gaps.push_back({int64_t(k), a - from, b - a, c.cause, c.site});
+        if (c.cause == IdleCause::DataLoading) {
+          data_loading = true;
+          out.pageable_input = out.pageable_input || c.pageable_input;
+          input_sites[c.site] += b - a;
+        }
+      };
+      if (std::max(idle_from, from) < std::min(idle_to, to)) {
+        const Classified c = classify_gap(idle_from, idle_to);
+        // The host loads the next batch only once its last sync has returned: until then the
+        // GPU waited on the sync's wake-up, not on the loader. The rest, to the upload's start on
+        // the GPU, is the loading and the upload's own latency: what the input costs.
+        const SyncCall* back = c.cause == IdleCause::DataLoading ? last_return_in(idle_from, idle_to) : nullptr;
+        if (back) {
+          count(idle_from, back->end_ns, sync_cause(*back));
+          count(back->end_ns, idle_to, c);
+        } else {
+          count(idle_from, idle_to, c);
         }
       }
       if (it == busy.end() || it->start_ns >= to) break;

@@ -137,7 +137,10 @@ TEST(GpuScenarios, ASlowLoaderStarvesItsRankAndIsNamedByTheUploadLine) {
 
   const json& slow = gpu_of(r.report, 1);
   // Batch 0 is loaded before the first step begins (at the first all-reduce): the steps hold the
-  // waits for batches 1 to 11, whichever step each falls in.
+  // waits for batches 1 to 11, whichever step each falls in. A gap is counted from the host's
+  // return from its sync (before it, the GPU waits on the sync's wake-up, not on the loader) to the
+  // upload's start on the GPU: the planted loader time plus the upload's own latency, well inside
+  // 5 % of 30 ms.
   std::vector<double> waits = measured_ns(s, 1, "loader");
   waits.erase(waits.begin());
   const double idle_share = slow.at("idle_share");
@@ -169,10 +172,13 @@ TEST(GpuScenarios, ASlowLoaderStarvesItsRankAndIsNamedByTheUploadLine) {
   EXPECT_NE(starving[0].dump().find("pin_memory"), std::string::npos) << starving[0].dump(1);
 
   // Rank 0 is not starved: it waits for rank 1 in the all-reduce. Its own loader takes well under
-  // a millisecond, unless the machine stalls it: no more data-loading idle time than it measured.
+  // a millisecond, unless the machine stalls it. A data-loading gap runs from the host's return
+  // from its sync to the upload's start on the GPU: the loader and the upload's own latency, which
+  // next to a loader this fast is no longer within 5 % of it. Its bound is the host's time from
+  // the sync's return to the upload's return ("input"), which holds both.
   EXPECT_TRUE(findings_of(r.report, "data_starvation", 0).empty()) << r.report.at("findings").dump(1);
   const json& fed = gpu_of(r.report, 0);
-  const std::vector<double> fed_waits = measured_ns(s, 0, "loader");
+  const std::vector<double> fed_waits = measured_ns(s, 0, "input");
   const double fed_idle_share = fed.at("idle_share");
   if (fed_idle_share > 0) {
     const double fed_data_ns = fed.at("idle_ns_per_step").get<double>() * fed.at("covered_steps").get<double>() *

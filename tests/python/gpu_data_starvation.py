@@ -45,15 +45,18 @@ def main():
     gradients = torch.zeros(FEATURES, device="cuda")
     measured = Intervals()
     measured.start("loader")
+    measured.start("input")
     for batch in loader:
         measured.stop("loader")
         inputs = batch.to("cuda")  # PLANTED upload
+        measured.stop("input")
         forward.launch(stream, FORWARD_US)
         backward.launch(stream, BACKWARD_US)
         all_reduce(comm, gradients.data_ptr(), FEATURES, stream)
         loss = inputs.sum()
         last_loss = loss.item()  # step end
         measured.start("loader")
+        measured.start("input")
     measured.write(rank)
     print(f"rank {rank}: {STEPS} steps, last loss {last_loss:.3f}")
 
