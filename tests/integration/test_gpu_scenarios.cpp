@@ -250,15 +250,30 @@ TEST_P(GpuGemmPrecision, Fp32GemmsAreFoundFromKernelNamesAlone) {
   // By GPU time: the 3 ms GEMM, the 2 ms one, then the 1 ms elementwise kernel.
   EXPECT_EQ(gpu.at("top_kernels")[0].at("name"), gemms[0]);
   EXPECT_EQ(gpu.at("top_kernels")[1].at("name"), gemms[1]);
-  const double expected_share[] = {3.0 / 6, 2.0 / 6, 1.0 / 6};
+  // A simulated kernel runs at least its planted time (its worker may oversleep, by more than 5 %
+  // of a 1 ms kernel on a loaded machine): each total is what the GPU records say, and the shares
+  // are those totals over one busy time.
+  const int64_t planted_ms[] = {3, 2, 1};
+  const json& first = gpu.at("top_kernels")[0];
+  const double busy_ns = first.at("total_ns").get<double>() / first.at("share").get<double>();
   for (std::size_t i = 0; i < 3; ++i) {
     const json& kernel = gpu.at("top_kernels")[i];
     EXPECT_EQ(kernel.at("count"), kSteps) << kernel.dump();
-    EXPECT_TRUE(within_5_percent(kernel.at("share").get<double>(), expected_share[i])) << kernel.dump();
+    EXPECT_GE(kernel.at("total_ns").get<int64_t>(), planted_ms[i] * 1'000'000 * kSteps) << kernel.dump();
+    EXPECT_EQ(kernel.at("total_ns").get<int64_t>(),
+              query_int(s.db(), "SELECT sum(a.end_ns - a.start_ns) FROM gpu_activities a JOIN python_strings n ON "
+                                "n.process_id = a.process_id AND n.id = a.name WHERE n.text = '" +
+                                    kernel.at("name").get<std::string>() + "'"))
+        << kernel.dump();
+    EXPECT_NEAR(kernel.at("share").get<double>(), kernel.at("total_ns").get<double>() / busy_ns, 1e-9);
   }
   const auto amp = findings_of(r.report, "fp32_gemm", kSingle);
   if (fp32) {
-    EXPECT_TRUE(within_5_percent(gpu.at("fp32_gemm_share").get<double>(), 5.0 / 6)) << gpu.dump(1);
+    // The two GEMMs, and nothing else, are FP32 GEMMs.
+    EXPECT_NEAR(gpu.at("fp32_gemm_share").get<double>(),
+                gpu.at("top_kernels")[0].at("share").get<double>() + gpu.at("top_kernels")[1].at("share").get<double>(),
+                1e-9)
+        << gpu.dump(1);
     ASSERT_EQ(amp.size(), 1u) << r.report.at("findings").dump(1);
     const std::string message = amp[0].at("message");
     EXPECT_NE(message.find("FP32"), std::string::npos) << message;
@@ -273,7 +288,7 @@ INSTANTIATE_TEST_SUITE_P(Precisions, GpuGemmPrecision, ::testing::Values("fp32",
 
 // (d) Two equal ranks, each step's upload from pinned memory, each step's event waited for two
 // steps later: the GPU always has work queued. No gap after the first step, no starvation, and
-// the late sync costs no GPU time.
+// the late sync costs no GPU time worth a gap.
 TEST(GpuScenarios, ABalancedWellFedJobHasNoIdleFinding) {
   Scratch s;
   const std::string script = job_script("gpu_balanced.py");
@@ -290,7 +305,10 @@ TEST(GpuScenarios, ABalancedWellFedJobHasNoIdleFinding) {
         sync_site(entry, "explicit_syncs", "gpu_balanced.py", marked_line(script, "# PLANTED earlier_step"));
     ASSERT_FALSE(site.is_null()) << entry.at("explicit_syncs").dump(1);
     EXPECT_EQ(site.at("calls"), kSteps - 2);
-    EXPECT_EQ(site.at("bubble_ns"), 0) << site.dump(1);
+    // The GPU had the next step queued when the sync returned: what idle follows a return is the
+    // simulated stream's worker waking up late on a loaded machine, never a gap worth reporting.
+    EXPECT_LT(site.at("bubble_ns_per_call").get<double>(), entry.at("gpu").at("gap_threshold_ns").get<double>())
+        << site.dump(1);
     EXPECT_TRUE(findings_of(r.report, "data_starvation", rank).empty()) << r.report.at("findings").dump(1);
     EXPECT_TRUE(findings_of(r.report, "fp32_gemm", rank).empty()) << r.report.at("findings").dump(1);
   }
