@@ -263,16 +263,21 @@ void sink_completed(const simcudaActivity* a) {
   const std::uint64_t start = map ? (*map)(a->start_ns) : a->start_ns + kPrivateClockOffset;
   const std::uint64_t end = map ? (*map)(a->end_ns) : a->end_ns + kPrivateClockOffset;
   const std::uint32_t context = a->device + 1;  // one primary context per device; CUPTI's ids start at 1
+  // The fields every record of the three kinds has, under the same names.
+  auto when_and_where = [&](auto& r) {
+    r.start = start;
+    r.end = end;
+    r.deviceId = a->device;
+    r.contextId = context;
+    r.streamId = a->stream_id;
+    r.correlationId = a->correlation;
+  };
   switch (a->kind) {
     case SIMCUDA_ACTIVITY_KERNEL: {
       CUpti_ActivityKernel10 r{};
       r.kind = g_concurrent_kernel ? CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL : CUPTI_ACTIVITY_KIND_KERNEL;
-      r.start = start;
-      r.end = end;
+      when_and_where(r);
       r.completed = end;
-      r.deviceId = a->device;
-      r.contextId = context;
-      r.streamId = a->stream_id;
       r.gridX = static_cast<std::int32_t>(a->grid.x);
       r.gridY = static_cast<std::int32_t>(a->grid.y);
       r.gridZ = static_cast<std::int32_t>(a->grid.z);
@@ -280,7 +285,6 @@ void sink_completed(const simcudaActivity* a) {
       r.blockY = static_cast<std::int32_t>(a->block.y);
       r.blockZ = static_cast<std::int32_t>(a->block.z);
       r.dynamicSharedMemory = static_cast<std::int32_t>(a->dynamic_shared_bytes);
-      r.correlationId = a->correlation;
       r.gridId = next_grid_id();
       r.name = kernel_name(a->name);
       r.launchType =
@@ -297,12 +301,7 @@ void sink_completed(const simcudaActivity* a) {
       r.dstKind = cupti_memory_kind(a->dst);
       r.flags = a->async ? CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC : CUPTI_ACTIVITY_FLAG_NONE;
       r.bytes = a->bytes;
-      r.start = start;
-      r.end = end;
-      r.deviceId = a->device;
-      r.contextId = context;
-      r.streamId = a->stream_id;
-      r.correlationId = a->correlation;
+      when_and_where(r);
       r.channelType = CUPTI_CHANNEL_TYPE_ASYNC_MEMCPY;
       r.copyCount = a->copy_count;
       append(&r, sizeof(r), a->launching_thread);
@@ -313,12 +312,7 @@ void sink_completed(const simcudaActivity* a) {
       r.kind = CUPTI_ACTIVITY_KIND_MEMSET;
       r.value = a->value;
       r.bytes = a->bytes;
-      r.start = start;
-      r.end = end;
-      r.deviceId = a->device;
-      r.contextId = context;
-      r.streamId = a->stream_id;
-      r.correlationId = a->correlation;
+      when_and_where(r);
       r.flags = a->async ? CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC : CUPTI_ACTIVITY_FLAG_NONE;
       r.memoryKind = cupti_memory_kind(a->dst);
       r.channelType = CUPTI_CHANNEL_TYPE_COMPUTE;
