@@ -108,7 +108,7 @@ void render_gpu(std::string& out, const GpuTimelineReport& g) {
                      "step", "at", "idle");
   for (const IdleGap& gap : g.gaps) {
     out += fmt::format("  {:<46} {:>9} {:>9} {:>10}\n", idle_cause_words(gap.cause), gap.step,
-                       "+" + human_duration(gap.start_ns), human_duration(gap.duration_ns));
+                       fmt::format("+{}", human_duration(gap.start_ns)), human_duration(gap.duration_ns));
     if (!gap.site.empty()) out += fmt::format("      host came back at {}\n", gap.site);
   }
 }
