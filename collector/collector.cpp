@@ -218,8 +218,8 @@ void Collector::store_recent(Tracked& t) { recent_writer_.queue(t.process_id, t.
 
 void Collector::watch_hangs() {
   for (const Hang& h : hangs_.check(int64_t(clock_ns(CLOCK_MONOTONIC)))) {
-    database_.record_hang(fmt::format("{:016x}", h.communicator), h.sequence, h.op, rank_list(h.waiting),
-                          rank_list(h.missing), h.waited_ns, h.message);
+    database_.record_hang(fmt::format("{:016x}", h.communicator), h.sequence, "collective", h.op, rank_list(h.waiting),
+                          rank_list(h.missing), h.waited_ns, h.message, "");
     if (h.fresh) report("hang", h.message);
   }
 }

@@ -733,19 +733,21 @@ void Database::add_python_stack(int64_t process_id, uint32_t stack_id, bool borr
   step_and_reset(db_, s);
 }
 
-void Database::record_hang(const std::string& communicator, uint32_t sequence, const std::string& op,
-                           const std::string& waiting, const std::string& missing, int64_t waited_ns,
-                           const std::string& message) {
+void Database::record_hang(const std::string& communicator, uint32_t sequence, const std::string& kind,
+                           const std::string& op, const std::string& waiting, const std::string& missing,
+                           int64_t waited_ns, const std::string& message, const std::string& stacks) {
   begin_if_needed();
   sqlite3_stmt* s = upsert_hang_;
   bind_text(s, 1, communicator);
   sqlite3_bind_int64(s, 2, sequence);
-  bind_text(s, 3, op);
-  bind_text(s, 4, waiting);
-  bind_text(s, 5, missing);
-  sqlite3_bind_int64(s, 6, waited_ns);
-  bind_text(s, 7, message);
-  sqlite3_bind_int64(s, 8, int64_t(std::time(nullptr)));
+  bind_text(s, 3, kind);
+  bind_text(s, 4, op);
+  bind_text(s, 5, waiting);
+  bind_text(s, 6, missing);
+  sqlite3_bind_int64(s, 7, waited_ns);
+  bind_text(s, 8, message);
+  bind_text(s, 9, stacks);
+  sqlite3_bind_int64(s, 10, int64_t(std::time(nullptr)));
   step_and_reset(db_, s);
 }
 

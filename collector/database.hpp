@@ -113,9 +113,10 @@ class Database {
   // goes on from them); python_stacks and gpu_timeline are 0, they are stored only as words.
   ProcessCounters process_counters(int64_t process_id);
   void log(const std::string& level, const std::string& message);
-  void record_hang(const std::string& communicator, uint32_t sequence, const std::string& op,
+  // `kind`: `collective` or `no_progress` (schema.def's hangs.kind).
+  void record_hang(const std::string& communicator, uint32_t sequence, const std::string& kind, const std::string& op,
                    const std::string& waiting, const std::string& missing, int64_t waited_ns,
-                   const std::string& message);
+                   const std::string& message, const std::string& stacks);
 
   // Writes are grouped in transactions; commit makes them visible to readers. A commit never
   // checkpoints the WAL: a thread of the database's own does (wal_checkpointer.hpp).

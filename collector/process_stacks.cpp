@@ -73,6 +73,8 @@ void ProcessStacks::add(const SideRecord& r) {
           user_frames_[r.id] = fmt::format("{}:{} in {}", file, f.line, text(f.function));
       }
       break;
+    case SideKind::Facts:
+      break;
   }
 }
 

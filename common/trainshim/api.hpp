@@ -37,7 +37,7 @@ inline constexpr std::array kHostMemoryNames = {
 #define TS_HOST_MEMORY(value, name) std::string_view(name),
 #include "trainshim/call_kinds.def"
 };
-inline constexpr uint8_t kApiClassCount = uint8_t(ApiClass::GpuSet) + 1;
+inline constexpr uint8_t kApiClassCount = uint8_t(ApiClass::SetDevice) + 1;
 inline constexpr uint8_t kDirectionCount = uint8_t(Direction::Peer) + 1;
 inline constexpr uint8_t kHostMemoryCount = uint8_t(HostMemory::Device) + 1;
 static_assert(kApiClassNames.size() == kApiClassCount && kDirectionNames.size() == kDirectionCount &&

@@ -1,5 +1,5 @@
 #pragma once
-// The loss, untimed and GPU-timeline counters of counters.def as data, for code that goes over all of them.
+// The loss, untimed, GPU-timeline and sampler counters of counters.def as data, for code that goes over all of them.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -11,6 +11,7 @@ enum class CounterKind : uint8_t {
   Lost,     // records that never reached the database
   Untimed,  // collectives recorded but not timed on the GPU
   Gpu,      // GPU activity records that are not rows of gpu_activities
+  Sampler,  // the sampler's samples that are not rows of samples
 };
 
 struct CounterInfo {

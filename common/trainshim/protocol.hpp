@@ -29,7 +29,7 @@
 namespace trainshim {
 
 inline constexpr uint64_t kSegmentMagic = 0x314753485352'5254ULL;  // the bytes "TRRSHSG1" (little-endian)
-inline constexpr uint32_t kFormatVersion = 8;  // 8: the GPU timeline (gpu_timeline, gpu_records_dropped)
+inline constexpr uint32_t kFormatVersion = 9;  // 9: the sampler (sampler, sample_hz, samples_torn, Facts)
 
 enum class ClockKind : uint32_t { Tsc = 1, Monotonic = 2 };
 
@@ -62,6 +62,20 @@ enum class ClockKind : uint32_t { Tsc = 1, Monotonic = 2 };
 //                   name's String id; sequence = the device
 //   GpuCopy         as GpuKernel, detail = 0; bytes, direction, host_memory (from CUPTI's memory kinds)
 //   GpuSet          as GpuKernel, detail = 0; bytes
+//   Sample          written by the shim's sampler thread, one per thread looked at in one tick:
+//                   tid = the thread looked at (not the sampler's); begin/end_ticks = when reading
+//                   it began and ended; python_stack = its Python stack (0: none: no Python frames,
+//                   no Python, or the read was torn and counted in samples_torn); object = its state
+//                   as /proc/<pid>/task/<tid>/stat says it ('R' running, 'S' sleeping, 'D' disk
+//                   wait, ...; 0 unknown); detail = the system call it is blocked in + 1, from
+//                   /proc/<pid>/task/<tid>/syscall (0: running, or not known); sequence = the
+//                   sampler's tick, from 1 (the threads of one tick share it)
+//   ProcessSample   written by the sampler about once a second: bytes = threads in the process;
+//                   object = DataLoader worker processes alive (children whose name is
+//                   "pt_data_worker", as PyTorch's _worker_loop names them); detail = their CPU time
+//                   in ns (user + system, of the workers alive); sequence = distinct worker
+//                   processes seen since recording started (more than alive: re-forked each epoch);
+//                   rank_in_comm = other child processes alive
 struct EventRecord {
   uint64_t begin_ticks;  // clock reading on entry (ClockKind of the segment)
   uint64_t end_ticks;    // clock reading when the real function returned
@@ -132,6 +146,44 @@ inline constexpr uint64_t gpu_correlation(const EventRecord& r) {
   return is_gpu_activity(api_class_of(r)) ? r.object : 0;
 }
 
+// A Sample record's thread state letter (0: unknown), its blocking system call (-1: none or not
+// known) and its tick.
+inline constexpr char sample_state(const EventRecord& r) {
+  return api_class_of(r) == ApiClass::Sample && r.object < 128 ? char(r.object) : 0;
+}
+inline constexpr int64_t sample_syscall(const EventRecord& r) {
+  return api_class_of(r) == ApiClass::Sample && r.detail != 0 && r.detail <= 4096 ? int64_t(r.detail) - 1 : -1;
+}
+inline constexpr uint32_t sample_tick(const EventRecord& r) {
+  return api_class_of(r) == ApiClass::Sample ? r.sequence : 0;
+}
+// A ProcessSample record's counts.
+struct ProcessCensus {
+  uint64_t threads = 0;
+  uint64_t workers_alive = 0;
+  uint64_t workers_cpu_ns = 0;
+  uint64_t workers_seen = 0;
+  uint64_t other_children = 0;
+};
+inline constexpr ProcessCensus process_census(const EventRecord& r) {
+  if (api_class_of(r) != ApiClass::ProcessSample) return {};
+  return {r.bytes, r.object, r.detail, r.sequence, r.rank_in_comm};
+}
+
+// What the shim's sampler did in a process (SegmentHeader::sampler).
+enum class SamplerState : uint32_t {
+  NotStarted = 0,  // recording has not started, or the header of an older shim
+  On = 1,          // sampling at SegmentHeader::sample_hz
+  Off = 2,         // turned off by the user (TRAINSHIM_SAMPLE_HZ=0)
+  Failed = 3,      // its thread could not be started; nothing is sampled
+};
+inline constexpr uint32_t kSamplerStateCount = 4;
+// In the database's `processes.sampler`; "" for NotStarted.
+inline constexpr std::string_view sampler_state_name(SamplerState s) {
+  constexpr std::string_view names[kSamplerStateCount] = {"", "on", "off", "failed"};
+  return static_cast<uint32_t>(s) < kSamplerStateCount ? names[static_cast<uint32_t>(s)] : "";
+}
+
 // What the shim's GPU timeline (CUPTI's activity records) did in a process
 // (SegmentHeader::gpu_timeline).
 enum class GpuTimeline : uint32_t {
@@ -184,7 +236,24 @@ enum class SideKind : uint16_t {
                     // frames omitted between the kept innermost and outermost ones << 32
   Module = 3,       // value = load base; text = build id (count bytes) then, at kModulePathOffset, the path
   String = 4,       // count bytes of text (file and function names of Python frames)
+  Facts = 5,        // count bytes of text: "key=value\n" lines of what the sampler found of the process's
+                    // setup (kFactKeys); a later line of the same key replaces an earlier one
 };
+
+// The keys of Facts records. Lists of CPUs are in the kernel's cpulist form ("0-15,32-47").
+//   affinity         the CPUs the process may run on (sched_getaffinity)
+//   cpus_online      the node's online CPUs (<sysfs>/devices/system/cpu/online)
+//   device           the CUDA device the process uses (its last cudaSetDevice; 0 without one)
+//   gpus             CUDA devices the process sees (cudaGetDeviceCount)
+//   gpu_pci_bus_id   the device's PCI address (cudaDeviceGetPCIBusId), e.g. "0000:3b:00.0"
+//   gpu_numa_node    the device's NUMA node (<sysfs>/bus/pci/devices/<bus id>/numa_node; -1: none)
+//   gpu_numa_cpus    that node's CPUs (<sysfs>/devices/system/node/node<N>/cpulist)
+//   env.<NAME>       the environment at recording start: OMP_NUM_THREADS, MKL_NUM_THREADS,
+//                    CUDA_VISIBLE_DEVICES, LOCAL_WORLD_SIZE and every NCCL_* variable
+// <sysfs> is /sys, or TRAINSHIM_SYSFS (tests point it at a prepared tree).
+inline constexpr std::string_view kFactKeys[] = {"affinity",       "cpus_online",   "device",       "gpus",
+                                                 "gpu_pci_bus_id", "gpu_numa_node", "gpu_numa_cpus"};
+inline constexpr std::string_view kFactEnvironmentPrefix = "env.";
 
 inline constexpr uint32_t kMaxNativeFrames = 64;
 inline constexpr uint32_t kMaxPythonFrames = 62;
@@ -284,6 +353,9 @@ struct alignas(64) SegmentHeader {
   std::atomic<uint32_t> python_stacks;        // python_stacks_word(); 0 until the first stack capture
   std::atomic<uint32_t> gpu_timeline;         // GpuTimeline
   std::atomic<uint64_t> gpu_records_dropped;  // activity records CUPTI dropped (its buffers were full)
+  std::atomic<uint32_t> sampler;              // SamplerState
+  std::atomic<uint32_t> sample_hz;            // the sampler's rate (ticks per second) while On
+  std::atomic<uint64_t> samples_torn;         // threads' samples dropped: their frames changed or vanished while read
 };
 
 inline constexpr uint64_t ring_bytes(uint32_t capacity) {
@@ -421,6 +493,7 @@ inline bool validate_side_record(const SideRecord& r) {
     case SideKind::Module:
       return r.count <= kMaxBuildIdBytes;
     case SideKind::String:
+    case SideKind::Facts:
       return r.count <= kSideTextBytes;
   }
   return false;

@@ -13,9 +13,9 @@
 namespace trainshim::schema {
 
 // Bumped whenever a table or a column is added, removed or changes meaning.
-inline constexpr int kSchemaVersion = 7;
+inline constexpr int kSchemaVersion = 8;
 // The CLI reads databases of kOldestReadableSchema..kSchemaVersion and refuses older ones.
-inline constexpr int kOldestReadableSchema = 7;
+inline constexpr int kOldestReadableSchema = 8;
 // meta.writer_version: CMake's project VERSION.
 inline constexpr std::string_view kWriterVersion = kTrainshimVersion;
 

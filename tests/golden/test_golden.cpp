@@ -238,8 +238,8 @@ void write_run(const std::string& path, bool after) {
   }
   // As the collector's watch_hangs() stores what it finds, 30 s after the hung all-reduce began.
   for (const collector::Hang& h : hangs.check(int64_t(kFirstStepNs + kSteps * kStepNs) + 30'000'000'000))
-    db.record_hang(fmt::format("{:016x}", h.communicator), h.sequence, h.op, collector::rank_list(h.waiting),
-                   collector::rank_list(h.missing), h.waited_ns, h.message);
+    db.record_hang(fmt::format("{:016x}", h.communicator), h.sequence, "collective", h.op,
+                   collector::rank_list(h.waiting), collector::rank_list(h.missing), h.waited_ns, h.message, "");
   records.store();
   db.commit();
 }

@@ -45,10 +45,10 @@ TEST_F(Robustness, NoCommandCrashesOnAnyDatabase) {
       {"good", good, 0, ""},
       {"empty run", empty, 0, ""},
       {"older version", s.dir + "/older.db", 2,
-       "older.db: written by an older trainshim (schema 5); this trainshim reads schema 7 and newer: re-run the job, "
+       "older.db: written by an older trainshim (schema 5); this trainshim reads schema 8 and newer: re-run the job, "
        "or read it with the trainshim that wrote it"},
       {"newer version", s.dir + "/newer.db", 2,
-       "(schema 99); this trainshim reads schemas 7 to 7: read it with that "
+       "(schema 99); this trainshim reads schemas 8 to 8: read it with that "
        "trainshim or a newer one"},
       {"truncated", truncated, 2, "truncated.db"},
       {"missing", s.dir + "/missing.db", 2, "no such database"},

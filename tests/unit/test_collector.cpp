@@ -290,7 +290,7 @@ TEST_F(CollectorTest, DrainsRecordsIntoTheDatabase) {
                  "ORDER BY c.first_begin_ns LIMIT 1")[0],
             (std::vector<std::string>{"cudaMemcpyAsync", "copy", "h2d", "pageable"}));
   EXPECT_EQ(rows("SELECT value FROM meta WHERE key = 'job'")[0][0], job_);
-  EXPECT_EQ(rows("SELECT value FROM meta WHERE key = 'schema_version'")[0][0], "7");
+  EXPECT_EQ(rows("SELECT value FROM meta WHERE key = 'schema_version'")[0][0], "8");
   EXPECT_EQ(rows("SELECT value FROM meta WHERE key = 'writer_version'")[0][0], "0.1.0");
 
   // Nothing new: nothing stored, the live producer's segment stays.
@@ -718,7 +718,7 @@ TEST_F(CollectorTest, DatabaseOfAnotherSchemaIsRefusedUntouched) {
     ADD_FAILURE() << "opened";
   } catch (const std::runtime_error& e) {
     EXPECT_EQ(std::string(e.what()),
-              db_path_ + " holds schema version 5, this collector writes version 7: set TRAINSHIM_OUT to a new file");
+              db_path_ + " holds schema version 5, this collector writes version 8: set TRAINSHIM_OUT to a new file");
   }
   EXPECT_EQ(rows("SELECT name FROM sqlite_master"),
             (std::vector<std::vector<std::string>>{{"meta"}, {"sqlite_autoindex_meta_1"}}));

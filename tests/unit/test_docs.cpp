@@ -268,8 +268,8 @@ TEST(Docs, InterposedFunctionsAreApiDefsEntries) {
 #include "trainshim/api.def"
 #undef TS_RECORD
 #undef TS_API
-  ASSERT_EQ(entries.size(), kApiCount - 4)
-      << "every Api but the records (ncclGpuTiming, gpuKernel, gpuMemcpy, gpuMemset)";
+  ASSERT_EQ(entries.size(), kApiCount - 6)
+      << "every Api but the records (ncclGpuTiming, gpuKernel, gpuMemcpy, gpuMemset, threadSample, processSample)";
   expect_same(entries, documented("docs/recording.md", "<!-- list:interposed -->"), "functions of api.def",
               "docs/recording.md");
 }
@@ -340,7 +340,8 @@ TEST(Docs, CountersTableMatchesCountersDef) {
     code.insert(fmt::format("{} -> {} ({})", c.column, c.json_key,
                             c.kind == CounterKind::Lost      ? "lost"
                             : c.kind == CounterKind::Untimed ? "untimed"
-                                                             : "gpu"));
+                            : c.kind == CounterKind::Gpu     ? "gpu"
+                                                             : "sampler"));
   for (const Row& row :
        table_rows(file_text(kSourceDir + "/docs/formats.md"), "<!-- list:counters -->", "docs/formats.md")) {
     ASSERT_GE(row.size(), 3u) << "a row of the counters table needs a column, a JSON key and a kind";

@@ -506,6 +506,8 @@ TEST(ApiTable, NamesAndClassesMatchTheEnum) {
       {Api::gpuKernel, "gpuKernel", ApiClass::GpuKernel, Library::Nccl},
       {Api::gpuMemcpy, "gpuMemcpy", ApiClass::GpuCopy, Library::Nccl},
       {Api::gpuMemset, "gpuMemset", ApiClass::GpuSet, Library::Nccl},
+      {Api::threadSample, "threadSample", ApiClass::Sample, Library::Nccl},
+      {Api::processSample, "processSample", ApiClass::ProcessSample, Library::Nccl},
   };
   ASSERT_EQ(kApiCount, std::size(expected));
   for (std::size_t i = 0; i < std::size(expected); ++i) {

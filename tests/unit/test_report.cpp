@@ -338,7 +338,7 @@ TEST_F(ReportTest, DatabasesOfTwoNodesMergeIntoOneReport) {
 TEST_F(ReportTest, EmptyRun) {
   { Database db(path_, "emptyjob"); }
   RunDatabase db(path_);
-  EXPECT_EQ(db.meta("schema_version"), "7");
+  EXPECT_EQ(db.meta("schema_version"), "8");
   const Report report = load_report(db);
   EXPECT_EQ(report.job, "emptyjob");
   EXPECT_TRUE(report.processes.empty());
@@ -435,14 +435,14 @@ std::string refusal(const std::string& path) {
 
 TEST_F(ReportTest, OlderSchemaVersionIsRefusedWithWhatToDo) {
   write_meta_only(path_, "5", "0.1.0");
-  EXPECT_EQ(refusal(path_), path_ + ": written by an older trainshim (schema 5); this trainshim reads schema 7 and "
+  EXPECT_EQ(refusal(path_), path_ + ": written by an older trainshim (schema 5); this trainshim reads schema 8 and "
                                     "newer: re-run the job, or read it with the trainshim that wrote it");
 }
 
 TEST_F(ReportTest, NewerSchemaVersionIsRefusedNamingBothVersions) {
   write_meta_only(path_, "99", "7.1.0");
   EXPECT_EQ(refusal(path_), path_ + ": written by a newer trainshim 7.1.0 (schema 99); this trainshim reads schemas "
-                                    "7 to 7: read it with that trainshim or a newer one");
+                                    "8 to 8: read it with that trainshim or a newer one");
 }
 
 TEST_F(ReportTest, SchemaVersionThatIsNoNumberIsNotATrainshimDatabase) {
@@ -458,7 +458,7 @@ TEST_F(ReportTest, NewerSchemaVersionIsRefused) {
   ASSERT_EQ(sqlite3_exec(raw, "UPDATE meta SET value = '99' WHERE key = 'schema_version'", nullptr, nullptr, nullptr),
             SQLITE_OK);
   sqlite3_close(raw);
-  EXPECT_NE(refusal(path_).find("(schema 99); this trainshim reads schemas 7 to 7"), std::string::npos)
+  EXPECT_NE(refusal(path_).find("(schema 99); this trainshim reads schemas 8 to 8"), std::string::npos)
       << refusal(path_);
   // The collector refuses to add to it as well.
   EXPECT_THROW(Database(path_, "future"), std::runtime_error);

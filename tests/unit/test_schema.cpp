@@ -90,8 +90,8 @@ TEST(Schema, TheDdlCreatesEveryTableWithItsKey) {
 }
 
 TEST(Schema, VersionsAreThoseOfTheContract) {
-  EXPECT_EQ(kSchemaVersion, 7);
-  EXPECT_EQ(kOldestReadableSchema, 7);
+  EXPECT_EQ(kSchemaVersion, 8);
+  EXPECT_EQ(kOldestReadableSchema, 8);
   EXPECT_EQ(kWriterVersion, "0.1.0");
 }
 

@@ -54,7 +54,7 @@ TEST_F(VocabularyTest, EveryCounterHasItsProcessesColumnAndItsJsonKeys) {
   ASSERT_EQ(trace_counters.size(), 2u);
 
   int64_t lost = 0;
-  std::size_t lost_keys = 0, untimed_keys = 0, gpu_keys = 0;
+  std::size_t lost_keys = 0, untimed_keys = 0, gpu_keys = 0, sampler_keys = 0;
   for (std::size_t i = 0; i < kCounters.size(); ++i) {
     const CounterInfo& c = kCounters[i];
     SCOPED_TRACE(std::string(c.column));
@@ -71,9 +71,9 @@ TEST_F(VocabularyTest, EveryCounterHasItsProcessesColumnAndItsJsonKeys) {
       lost += planted(i);
       EXPECT_EQ(report["ranks"][0]["lost"][key], planted(i));
       EXPECT_EQ(trace_counters["dropped events"][key], planted(i));
-    } else if (c.kind == CounterKind::Gpu) {
+    } else if (c.kind == CounterKind::Gpu || c.kind == CounterKind::Sampler) {
       // Not losses of calls: neither in `lost` nor in the trace's counters.
-      ++gpu_keys;
+      ++(c.kind == CounterKind::Gpu ? gpu_keys : sampler_keys);
       EXPECT_FALSE(report["ranks"][0]["lost"].contains(key));
     } else {
       ++untimed_keys;
@@ -90,6 +90,7 @@ TEST_F(VocabularyTest, EveryCounterHasItsProcessesColumnAndItsJsonKeys) {
   EXPECT_EQ(lost_keys, 5u);
   EXPECT_EQ(untimed_keys, 2u);
   EXPECT_EQ(gpu_keys, 2u);
+  EXPECT_EQ(sampler_keys, 2u);
 }
 
 // The names that differ between the database and the JSON, spelled out: a rename on either side
@@ -97,11 +98,11 @@ TEST_F(VocabularyTest, EveryCounterHasItsProcessesColumnAndItsJsonKeys) {
 TEST(Counters, DatabaseColumnsAndJsonKeys) {
   std::vector<std::string> pairs;
   for (const CounterInfo& c : kCounters) pairs.push_back(std::string(c.column) + "=" + std::string(c.json_key));
-  EXPECT_EQ(pairs, (std::vector<std::string>{"dropped_ring_full=ring_full", "dropped_not_ready=not_ready",
-                                             "lost_unpublished=unpublished", "malformed=malformed",
-                                             "dropped_side_full=side_ring_full", "untimed_capturing=capturing",
-                                             "untimed_no_event=no_event", "gpu_records_dropped=records_dropped",
-                                             "gpu_records_not_kept=records_not_kept"}));
+  EXPECT_EQ(pairs, (std::vector<std::string>{
+                       "dropped_ring_full=ring_full", "dropped_not_ready=not_ready", "lost_unpublished=unpublished",
+                       "malformed=malformed", "dropped_side_full=side_ring_full", "untimed_capturing=capturing",
+                       "untimed_no_event=no_event", "gpu_records_dropped=records_dropped",
+                       "gpu_records_not_kept=records_not_kept", "samples_torn=torn", "samples_not_kept=not_kept"}));
 }
 
 // --- call_kinds.def: names, parsing, the database's lookup tables ------------------------------
