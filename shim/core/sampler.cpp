@@ -76,6 +76,7 @@ struct TaskFiles {
   uint32_t tid = 0;
   int stat = -1;
   int syscall = -1;
+  python::ThreadHint python;  // where its Python thread state was found
 };
 
 struct Sampler {
@@ -106,6 +107,7 @@ void close_files(TaskFiles& files) {
     if (open_fd >= 0) close(open_fd);
   }
   files.tid = 0;
+  files.python = {};
 }
 
 // False when the thread is gone (its task directory no longer exists).
@@ -139,8 +141,8 @@ bool read_task(const TaskFiles& files, char& state, uint64_t& call) {
   char text[512];
   state = 0;
   call = 0;
-  // The state read on both sides of the system call: a thread that woke between the two reads
-  // would otherwise be "sleeping" and "running" at once. Read again once if it changed.
+  // A thread that woke between the two reads would be "sleeping" in no system call: its state is
+  // then read again after the system call, and both once more if it changed.
   int before = read_state(files.stat);
   for (int attempt = 0; attempt < 2 && before >= 0; ++attempt) {
     call = 0;
@@ -154,6 +156,9 @@ bool read_task(const TaskFiles& files, char& state, uint64_t& call) {
         if (nr < 4096) call = nr + 1;
       }
     }
+    // Sleeping (or in disk wait) in no system call: the thread moved between the reads.
+    const bool moved = (before == 'S' || before == 'D') && call == 0 && files.syscall >= 0;
+    if (!moved) break;
     const int after = read_state(files.stat);
     if (after == before || after < 0) {
       before = after;
@@ -166,16 +171,17 @@ bool read_task(const TaskFiles& files, char& state, uint64_t& call) {
   return true;
 }
 
-void sample_thread(Sampler& s, TaskFiles& files, uint32_t tid, uint64_t pthread, bool main_thread, bool& gone) {
+// The thread's state letter (0: unknown), after writing its sample.
+char sample_thread(Sampler& s, TaskFiles& files, uint32_t tid, uint64_t pthread, bool main_thread, bool& gone) {
   SegmentHeader* header = s.recorder->header();
   const uint64_t begin = ticks();
   char state = 0;
   uint64_t call = 0;
   gone = !read_task(files, state, call);
-  if (gone) return;
+  if (gone) return 0;
   python::RawFrame frames[kMaxPythonFrames];
   bool torn = false;
-  const python::Capture captured = python::capture_thread(pthread, main_thread, frames, int(kMaxPythonFrames), torn);
+  const python::Capture captured = python::capture_thread(pthread, main_thread, files.python, frames, int(kMaxPythonFrames), torn);
   uint32_t stack = 0;
   if (torn) {
     header->samples_torn.fetch_add(1, std::memory_order_relaxed);
@@ -193,6 +199,30 @@ void sample_thread(Sampler& s, TaskFiles& files, uint32_t tid, uint64_t pthread,
     r.sequence = s.tick;
     r.api = static_cast<uint16_t>(Api::threadSample);
   });
+  return state;
+}
+
+// Whether every thread but the sampler has exited (a zombie main thread that called pthread_exit,
+// the others gone): then the process ends only once the sampler does.
+bool alone(const Sampler& s) {
+  DIR* tasks = opendir("/proc/self/task");
+  if (!tasks) return false;
+  const uint32_t self = uint32_t(syscall(SYS_gettid));
+  bool others = false;
+  while (const dirent* entry = readdir(tasks)) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+    const uint32_t tid = uint32_t(std::strtoul(entry->d_name, nullptr, 10));
+    if (tid == self) continue;
+    TaskFiles files;
+    const bool there = open_files(files, tid);
+    char state = 0;
+    uint64_t call = 0;
+    if (there && read_task(files, state, call) && state != 'Z' && state != 'X') others = true;
+    close_files(files);
+    if (others) break;
+  }
+  closedir(tasks);
+  return !others && s.pid != 0;
 }
 
 // The first line of a small file, without its newline; empty when unreadable.
@@ -387,7 +417,8 @@ uint64_t next_random(Sampler& s) {
   return s.random;
 }
 
-void tick(Sampler& s) {
+// False when the sampler must end: every program thread has exited.
+bool tick(Sampler& s) {
   ++s.tick;
   const int device = g_device.load(std::memory_order_acquire);
   if (s.facts_device != (device < 0 ? 0 : device) && publish_facts(s, device)) s.facts_device = device < 0 ? 0 : device;
@@ -405,7 +436,7 @@ void tick(Sampler& s) {
   }
   bool gone = false;
   if (s.main.tid == 0) open_files(s.main, uint32_t(s.pid));
-  sample_thread(s, s.main, uint32_t(s.pid), main_pthread, true, gone);
+  if (sample_thread(s, s.main, uint32_t(s.pid), main_pthread, true, gone) == 'Z' && alone(s)) return false;
   for (int i = 0; i < kMaxThreads; ++i) {
     TaskFiles& files = s.threads[i];
     const uint32_t tid = tids[i] == uint32_t(s.pid) ? 0 : tids[i];
@@ -431,6 +462,7 @@ void tick(Sampler& s) {
     census(s);
     s.next_census_ns = now + kCensusNs;
   }
+  return true;
 }
 
 void* run(void* argument) {
@@ -445,8 +477,12 @@ void* run(void* argument) {
     while (clock_nanosleep(CLOCK_MONOTONIC, 0, &pause, &pause) == EINTR) {
     }
     if (g_exiting.load(std::memory_order_acquire) || g_sampler.load(std::memory_order_acquire) != &s) return nullptr;
-    tick(s);
+    if (!tick(s)) break;
   }
+  // The last thread to end runs the process's exit (its atexit handlers, which may call CUDA):
+  // those calls are the program's, recorded as on any of its threads.
+  thread_state().busy = false;
+  return nullptr;
 }
 
 }  // namespace
