@@ -146,7 +146,8 @@ bool read_task(const TaskFiles& files, char& state, uint64_t& call) {
   int before = read_state(files.stat);
   for (int attempt = 0; attempt < 2 && before >= 0; ++attempt) {
     call = 0;
-    if (files.syscall >= 0) {
+    // A running (or runnable) thread is blocked in no system call: its syscall file is not read.
+    if (files.syscall >= 0 && before != 'R') {
       // "nr arg1 ... sp pc" while blocked; "-1 sp pc" in user space; "running" on a processor.
       const ssize_t n = pread(files.syscall, text, sizeof text - 1, 0);
       if (n > 0 && text[0] >= '0' && text[0] <= '9') {
