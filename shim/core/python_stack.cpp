@@ -784,7 +784,8 @@ Capture capture(RawFrame* out, int max) {
   return keep.seen() > 0 ? keep.finish(whole) : borrow_backward_stack(*runtime, tstate, out, max);
 }
 
-Capture capture_thread(uint64_t thread_id, bool main_thread, ThreadHint& hint, RawFrame* out, int max, bool& torn) {
+Capture capture_thread(uint64_t thread_id, bool main_thread, ThreadHint& hint, RawFrame* out, int max, bool& torn,
+                       bool (*stayed_asleep)(void*), void* context) {
   torn = false;
   const Runtime* runtime = resolved();
   if (!runtime || !runtime->main_interpreter || max <= 0) return {};
@@ -827,9 +828,15 @@ Capture capture_thread(uint64_t thread_id, bool main_thread, ThreadHint& hint, R
     first_shape.add(frame);
     return true;
   });
-  PageReader again(self);
   // A chain longer than kMaxWalk is taken for a loop made of frames being reused.
-  if (end != WalkEnd::Whole || !read_top(runtime->layout, tstate, again, second_top) || !(first_top == second_top) ||
+  if (end != WalkEnd::Whole) {
+    torn = true;
+    return {};
+  }
+  // A thread that did not run while it was walked left its frames as they were.
+  if (stayed_asleep && stayed_asleep(context)) return keep.finish(true);
+  PageReader again(self);
+  if (!read_top(runtime->layout, tstate, again, second_top) || !(first_top == second_top) ||
       walk(*runtime, tstate, again, [&](const RawFrame& frame) {
         second_shape.add(frame);
         return true;

@@ -51,7 +51,11 @@ struct ThreadHint {
   const void* tstate = nullptr;
   uint64_t thread_id = 0;
 };
-Capture capture_thread(uint64_t thread_id, bool main_thread, ThreadHint& hint, RawFrame* out, int max, bool& torn);
+// `stayed_asleep(context)`, when given, is asked after the first walk whether the thread stayed
+// off the processor since before it began (the kernel's count of the thread's runs unchanged): then
+// the second walk is spared.
+Capture capture_thread(uint64_t thread_id, bool main_thread, ThreadHint& hint, RawFrame* out, int max, bool& torn,
+                       bool (*stayed_asleep)(void*) = nullptr, void* context = nullptr);
 
 struct CodeInfo {
   std::string file;      // co_filename

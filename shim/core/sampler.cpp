@@ -76,7 +76,12 @@ struct TaskFiles {
   uint32_t tid = 0;
   int stat = -1;
   int syscall = -1;
+  int schedstat = -1;
   python::ThreadHint python;  // where its Python thread state was found
+  // The stack of its last sample, read while it slept, and the count of its runs then: while the
+  // count stays the same the thread has not run since, its stack is that one.
+  uint32_t asleep_stack = 0;
+  uint64_t asleep_runs = UINT64_MAX;
 };
 
 struct Sampler {
@@ -88,6 +93,7 @@ struct Sampler {
   TaskFiles main;
   TaskFiles threads[kMaxThreads];
   uint32_t tick = 0;
+  bool python = false;  // the process runs a CPython whose stacks can be read
   uint64_t random = 0;
   uint64_t next_census_ns = 0;
   std::vector<pid_t> workers_seen;  // sorted
@@ -101,13 +107,14 @@ std::atomic<Sampler*> g_sampler{nullptr};
 
 void close_files(TaskFiles& files) {
   // Forgotten before closed: a child forked meanwhile never closes a number reused since.
-  for (int* fd : {&files.stat, &files.syscall}) {
+  for (int* fd : {&files.stat, &files.syscall, &files.schedstat}) {
     const int open_fd = *fd;
     *fd = -1;
     if (open_fd >= 0) close(open_fd);
   }
   files.tid = 0;
   files.python = {};
+  files.asleep_runs = UINT64_MAX;
 }
 
 // False when the thread is gone (its task directory no longer exists).
@@ -120,7 +127,36 @@ bool open_files(TaskFiles& files, uint32_t tid) {
   if (files.stat < 0 && errno == ENOENT && access("/proc/self/task", F_OK) == 0) return false;
   std::snprintf(path, sizeof path, "/proc/self/task/%u/syscall", tid);
   files.syscall = open(path, O_RDONLY | O_CLOEXEC);
+  std::snprintf(path, sizeof path, "/proc/self/task/%u/schedstat", tid);
+  files.schedstat = open(path, O_RDONLY | O_CLOEXEC);
   return true;
+}
+
+// How many times the thread was put on a processor (the third field of schedstat); all ones when
+// unknown. A sleeping thread must be put on one to run again.
+uint64_t runs(const TaskFiles& files) {
+  char text[128];
+  const ssize_t n = files.schedstat < 0 ? -1 : pread(files.schedstat, text, sizeof text - 1, 0);
+  if (n <= 0) return UINT64_MAX;
+  text[n] = '\0';
+  const char* field = text;
+  for (int skipped = 0; skipped < 2 && field; ++skipped) {
+    field = std::strchr(field, ' ');
+    if (field) ++field;
+  }
+  return field && *field >= '0' && *field <= '9' ? std::strtoull(field, nullptr, 10) : UINT64_MAX;
+}
+
+struct AsleepCheck {
+  const TaskFiles* files;
+  uint64_t runs_before;
+  bool confirmed = false;
+};
+
+bool stayed_asleep(void* context) {
+  auto* check = static_cast<AsleepCheck*>(context);
+  check->confirmed = runs(*check->files) == check->runs_before;
+  return check->confirmed;
 }
 
 // The thread's state letter (0: unknown) and the system call it is blocked in + 1 (0: running,
@@ -178,16 +214,29 @@ char sample_thread(Sampler& s, TaskFiles& files, uint32_t tid, uint64_t pthread,
   const uint64_t begin = ticks();
   char state = 0;
   uint64_t call = 0;
+  // Read before the state: a thread sleeping when the state is read, and put on no processor from
+  // this count until after its frames were read, did not run while they were read.
+  const uint64_t runs_before = s.python ? runs(files) : UINT64_MAX;
   gone = !read_task(files, state, call);
   if (gone) return 0;
-  python::RawFrame frames[kMaxPythonFrames];
-  bool torn = false;
-  const python::Capture captured = python::capture_thread(pthread, main_thread, files.python, frames, int(kMaxPythonFrames), torn);
+  const bool asleep = (state == 'S' || state == 'D') && runs_before != UINT64_MAX;
   uint32_t stack = 0;
-  if (torn) {
-    header->samples_torn.fetch_add(1, std::memory_order_relaxed);
-  } else if (captured.count > 0) {
-    stack = sampled_python_stack(header, frames, captured);
+  if (asleep && runs_before == files.asleep_runs) {
+    stack = files.asleep_stack;
+  } else if (s.python) {
+    python::RawFrame frames[kMaxPythonFrames];
+    bool torn = false;
+    AsleepCheck check{&files, runs_before};
+    const python::Capture captured =
+        python::capture_thread(pthread, main_thread, files.python, frames, int(kMaxPythonFrames), torn,
+                               asleep ? stayed_asleep : nullptr, &check);
+    if (torn) {
+      header->samples_torn.fetch_add(1, std::memory_order_relaxed);
+    } else if (captured.count > 0) {
+      stack = sampled_python_stack(header, frames, captured);
+    }
+    files.asleep_runs = !torn && check.confirmed ? runs_before : UINT64_MAX;
+    files.asleep_stack = stack;
   }
   const uint64_t end = ticks();
   s.recorder->record_about(tid, [&](EventRecord& r) {
@@ -421,6 +470,7 @@ uint64_t next_random(Sampler& s) {
 // False when the sampler must end: every program thread has exited.
 bool tick(Sampler& s) {
   ++s.tick;
+  s.python = !python::interpreter_version().empty();
   const int device = g_device.load(std::memory_order_acquire);
   if (s.facts_device != (device < 0 ? 0 : device) && publish_facts(s, device)) s.facts_device = device < 0 ? 0 : device;
 
