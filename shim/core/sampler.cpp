@@ -313,7 +313,8 @@ void census(Sampler& s) {
     while (const dirent* entry = readdir(tasks)) {
       if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
       ++threads;
-      const int fd = open(("/proc/self/task/" + std::string(entry->d_name) + "/children").c_str(), O_RDONLY | O_CLOEXEC);
+      const int fd =
+          open(("/proc/self/task/" + std::string(entry->d_name) + "/children").c_str(), O_RDONLY | O_CLOEXEC);
       if (fd < 0) continue;
       std::string text;
       char buffer[4096];
@@ -595,8 +596,7 @@ void start_sampler(Recorder& recorder) {
   // At exit the thread stops before its next tick: nothing of the runtime's is called while
   // the process tears it down.
   static std::atomic<bool> exit_handler_installed{false};
-  if (!exit_handler_installed.exchange(true))
-    std::atexit([] { g_exiting.store(true, std::memory_order_release); });
+  if (!exit_handler_installed.exchange(true)) std::atexit([] { g_exiting.store(true, std::memory_order_release); });
 }
 
 void reset_sampler_after_fork() {

@@ -183,8 +183,7 @@ TEST(Sampler, RateZeroTurnsItOff) {
 TEST(Sampler, ABadRateIsSaidAndTheDefaultUsed) {
   Scratch s;
   Outcome outcome;
-  const Segment segment =
-      run_and_read(s, shim_env(s, "2000") + program("sampler_prog") + " sleep 100 2>&1", &outcome);
+  const Segment segment = run_and_read(s, shim_env(s, "2000") + program("sampler_prog") + " sleep 100 2>&1", &outcome);
   ASSERT_TRUE(segment.found);
   EXPECT_EQ(segment.sampler, SamplerState::On);
   EXPECT_EQ(segment.sample_hz, 50u);
@@ -207,17 +206,22 @@ TEST(Sampler, FactsComeFromTheRuntimeSysfsAndTheEnvironment) {
   write("/devices/system/node/node1/cpulist", "32-63\n");
   write("/devices/system/node/node0/cpulist", "0-31\n");
   // A clean environment: the facts name exactly these variables.
-  const Segment segment = run_and_read(
-      s, "env -i LD_LIBRARY_PATH=" + std::string(Paths::simcuda) + " " + shim_env(s, "100") + "TRAINSHIM_SYSFS=" +
-             sysfs + " SIMCUDA_DEVICES=2 OMP_NUM_THREADS=4 NCCL_P2P_DISABLE=1 NCCL_DEBUG=INFO PATH=/usr/bin " +
-             program("sampler_prog") + " facts 200");
+  const Segment segment =
+      run_and_read(s, "env -i LD_LIBRARY_PATH=" + std::string(Paths::simcuda) + " " + shim_env(s, "100") +
+                          "TRAINSHIM_SYSFS=" + sysfs +
+                          " SIMCUDA_DEVICES=2 OMP_NUM_THREADS=4 NCCL_P2P_DISABLE=1 NCCL_DEBUG=INFO PATH=/usr/bin " +
+                          program("sampler_prog") + " facts 200");
   ASSERT_TRUE(segment.found);
   const std::map<std::string, std::string> expected = {
-      {"affinity", "0"},          {"cpus_online", "0-63"},
-      {"device", "1"},            {"gpus", "2"},
+      {"affinity", "0"},
+      {"cpus_online", "0-63"},
+      {"device", "1"},
+      {"gpus", "2"},
       {"gpu_pci_bus_id", "0000:4c:00.0"},
-      {"gpu_numa_node", "1"},     {"gpu_numa_cpus", "32-63"},
-      {"env.NCCL_DEBUG", "INFO"}, {"env.NCCL_P2P_DISABLE", "1"},
+      {"gpu_numa_node", "1"},
+      {"gpu_numa_cpus", "32-63"},
+      {"env.NCCL_DEBUG", "INFO"},
+      {"env.NCCL_P2P_DISABLE", "1"},
       {"env.OMP_NUM_THREADS", "4"},
   };
   EXPECT_EQ(segment.facts, expected);
@@ -226,8 +230,7 @@ TEST(Sampler, FactsComeFromTheRuntimeSysfsAndTheEnvironment) {
 TEST(Sampler, ChildProcessCensusCountsDataLoaderWorkers) {
   Scratch s;
   Outcome outcome;
-  const Segment segment =
-      run_and_read(s, shim_env(s, "100") + program("sampler_prog") + " census 1200", &outcome);
+  const Segment segment = run_and_read(s, shim_env(s, "100") + program("sampler_prog") + " census 1200", &outcome);
   ASSERT_TRUE(segment.found);
   const auto census = segment.of(ApiClass::ProcessSample);
   ASSERT_GE(census.size(), 1u);
@@ -245,7 +248,8 @@ TEST(Sampler, ChildProcessCensusCountsDataLoaderWorkers) {
 TEST(Sampler, AForkedChildSamplesItsOwnThreadsOnly) {
   Scratch s;
   Outcome outcome;
-  const auto segments = run_and_read_all(s, "SIMCUDA_DEVICES=2 " + shim_env(s, "100") + program("sampler_prog") + " fork 300", &outcome);
+  const auto segments =
+      run_and_read_all(s, "SIMCUDA_DEVICES=2 " + shim_env(s, "100") + program("sampler_prog") + " fork 300", &outcome);
   ASSERT_EQ(segments.size(), 2u);
   const uint32_t child = uint32_t(std::stoul(printed(outcome.out, "child")));
   for (const Segment& segment : segments) {
@@ -312,7 +316,8 @@ TEST_P(SamplerPython, FramesChangingWhileReadAreDroppedAndCounted) {
   Outcome outcome;
   // It recurses until a torn sample is counted (at most a minute): the sampler and it must run at once.
   const Segment segment = run_and_read(
-      s, shim_env(s, "1000") + GetParam() + " " + script + " 1 " + std::to_string(offsetof(SegmentHeader, samples_torn)),
+      s,
+      shim_env(s, "1000") + GetParam() + " " + script + " 1 " + std::to_string(offsetof(SegmentHeader, samples_torn)),
       &outcome);
   ASSERT_TRUE(segment.found);
   EXPECT_EQ(outcome.out, "ok\n");
