@@ -38,6 +38,25 @@ struct Capture {
 // thread's frames are not ours to trust.
 Capture capture(RawFrame* out, int max);
 
+// Another thread's Python frames, read from this one (the shim's sampler) with reads that fail
+// softly: the thread whose PyThreadState.thread_id is `thread_id` (its pthread_t; 0 when not known),
+// or with `main_thread`, the process's main thread. Kept as capture() keeps them. Empty when the
+// thread has no Python thread state. `torn`: the frames changed or vanished while read (a read
+// failed, or the chain's head was not the same after the walk): nothing is returned. Never takes
+// the GIL, never calls into CPython but PyInterpreterState_Main. The code objects are not kept
+// alive: describe_code and line_of must read them softly (borrowed = true).
+// `hint`: where the thread's state was found last time (kept by the caller per thread, empty at
+// first): checked, then used, sparing the walk of the list of thread states.
+struct ThreadHint {
+  const void* tstate = nullptr;
+  uint64_t thread_id = 0;
+};
+// `stayed_asleep(context)`, when given, is asked after the first walk whether the thread stayed
+// off the processor since before it began (the kernel's count of the thread's runs unchanged): then
+// the second walk is spared.
+Capture capture_thread(uint64_t thread_id, bool main_thread, ThreadHint& hint, RawFrame* out, int max, bool& torn,
+                       bool (*stayed_asleep)(void*) = nullptr, void* context = nullptr);
+
 struct CodeInfo {
   std::string file;      // co_filename
   std::string function;  // co_name (as traceback.extract_stack() reports it)
