@@ -72,7 +72,7 @@ enum class ClockKind : uint32_t { Tsc = 1, Monotonic = 2 };
 //                   sampler's tick, from 1 (the threads of one tick share it)
 //   ProcessSample   written by the sampler about once a second: bytes = threads in the process;
 //                   object = DataLoader worker processes alive (children whose name is
-//                   "pt_data_worker", as PyTorch's _worker_loop names them); detail = their CPU time
+//                   "pt_data_worker", or "pt_multiprocess" as newer PyTorch names them); detail = their CPU time
 //                   in ns (user + system, of the workers alive); sequence = distinct worker
 //                   processes seen since recording started (more than alive: re-forked each epoch);
 //                   rank_in_comm = other child processes alive

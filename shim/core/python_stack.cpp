@@ -25,18 +25,18 @@ struct DebugPositions {
 // version has no such field. tests/python_stack/layout.c prints the same values from the headers.
 struct Layout {
   int minor = -1;
-  bool frame_objects = false;    // 3.10: PyFrameObject chain with f_lasti in code units
-  int32_t tstate_frame = -1;     // PyThreadState: frame (3.10), cframe (3.11, 3.12), current_frame (3.13)
+  bool frame_objects = false;            // 3.10: PyFrameObject chain with f_lasti in code units
+  int32_t tstate_frame = -1;             // PyThreadState: frame (3.10), cframe (3.11, 3.12), current_frame (3.13)
   int32_t tstate_thread_id = -1;         // PyThreadState.thread_id: the pthread_t of its thread
   int32_t tstate_native_thread_id = -1;  // PyThreadState.native_thread_id: its kernel id (3.11+)
   int32_t interp_threads_head = -1;      // PyInterpreterState: tstate_head (3.10), threads.head (3.11+)
-  int32_t cframe_current = -1;   // _PyCFrame.current_frame; -1 where tstate_frame is the frame itself
-  int32_t frame_previous = -1;   // f_back / previous
-  int32_t frame_code = -1;       // f_code / f_executable
-  int32_t frame_instr = -1;      // f_lasti (int) / prev_instr / instr_ptr (pointers)
-  int32_t frame_owner = -1;      // a char
-  int32_t owner_generator = -1;  // FRAME_OWNED_BY_GENERATOR
-  int32_t owner_cstack = -1;     // FRAME_OWNED_BY_CSTACK (3.12+)
+  int32_t cframe_current = -1;           // _PyCFrame.current_frame; -1 where tstate_frame is the frame itself
+  int32_t frame_previous = -1;           // f_back / previous
+  int32_t frame_code = -1;               // f_code / f_executable
+  int32_t frame_instr = -1;              // f_lasti (int) / prev_instr / instr_ptr (pointers)
+  int32_t frame_owner = -1;              // a char
+  int32_t owner_generator = -1;          // FRAME_OWNED_BY_GENERATOR
+  int32_t owner_cstack = -1;             // FRAME_OWNED_BY_CSTACK (3.12+)
   int32_t code_filename = -1, code_name = -1, code_firstlineno = -1;
   int32_t code_linetable = -1;                           // co_linetable (a bytes object)
   int32_t code_firsttraceable = -1, code_adaptive = -1;  // 3.11+
@@ -137,8 +137,8 @@ using MainInterpreter = const void* (*)();
 
 struct Runtime {
   GetThreadState thread_state = nullptr;
-  Addr2Line addr2line = nullptr;     // optional: without it lines are first lines
-  ThreadHead thread_head = nullptr;  // PyInterpreterState_ThreadHead; optional: no borrowed stacks
+  Addr2Line addr2line = nullptr;               // optional: without it lines are first lines
+  ThreadHead thread_head = nullptr;            // PyInterpreterState_ThreadHead; optional: no borrowed stacks
   MainInterpreter main_interpreter = nullptr;  // PyInterpreterState_Main; optional: no other threads' stacks
   const void* code_type = nullptr;
   const void* unicode_type = nullptr;
@@ -442,8 +442,7 @@ WalkEnd walk(const Runtime& runtime, const char* tstate, Reader& reader, Visit&&
       unsigned char owner = 0;
       const char* instr = nullptr;
       int32_t first_traceable = 0;
-      if (!reader.get(frame, l.frame_owner, owner) || !reader.get(frame, l.frame_instr, instr))
-        return WalkEnd::Failed;
+      if (!reader.get(frame, l.frame_owner, owner) || !reader.get(frame, l.frame_instr, instr)) return WalkEnd::Failed;
       if (owner != l.owner_cstack && is_code(runtime, code, reader) &&
           reader.get(code, l.code_firsttraceable, first_traceable)) {
         // Byte offset from _PyCode_CODE(code): prev_instr (3.11, 3.12) or instr_ptr (3.13), as
@@ -493,7 +492,8 @@ struct ChainShape {
   uint64_t digest = 0;
   void add(const RawFrame& frame) {
     const uint64_t offset = frames == 0 ? 0 : uint64_t(uint32_t(frame.offset));
-    digest = (digest ^ (reinterpret_cast<uintptr_t>(frame.code) + offset * 0x9e3779b97f4a7c15ULL)) * 0xff51afd7ed558ccdULL;
+    digest =
+        (digest ^ (reinterpret_cast<uintptr_t>(frame.code) + offset * 0x9e3779b97f4a7c15ULL)) * 0xff51afd7ed558ccdULL;
     ++frames;
   }
   bool operator==(const ChainShape&) const = default;
@@ -683,9 +683,9 @@ Capture borrow_backward_stack(const Runtime& runtime, const char* self, RawFrame
   if (!owner) return {};
   Keeper keep(out, max);
   const bool whole = walk(runtime, owner, reader, [&](const RawFrame& frame) {
-    keep.add(frame);
-    return true;
-  }) == WalkEnd::Whole;
+                       keep.add(frame);
+                       return true;
+                     }) == WalkEnd::Whole;
   Capture borrowed = keep.finish(whole);
   borrowed.borrowed = borrowed.count > 0;
   return borrowed;
@@ -778,9 +778,9 @@ Capture capture(RawFrame* out, int max) {
   DirectReader reader;
   Keeper keep(out, max);
   const bool whole = walk(*runtime, tstate, reader, [&](const RawFrame& frame) {
-    keep.add(frame);
-    return true;
-  }) == WalkEnd::Whole;
+                       keep.add(frame);
+                       return true;
+                     }) == WalkEnd::Whole;
   return keep.seen() > 0 ? keep.finish(whole) : borrow_backward_stack(*runtime, tstate, out, max);
 }
 
@@ -837,10 +837,11 @@ Capture capture_thread(uint64_t thread_id, bool main_thread, ThreadHint& hint, R
   if (stayed_asleep && stayed_asleep(context)) return keep.finish(true);
   PageReader again(self);
   if (!read_top(runtime->layout, tstate, again, second_top) || !(first_top == second_top) ||
-      walk(*runtime, tstate, again, [&](const RawFrame& frame) {
-        second_shape.add(frame);
-        return true;
-      }) != end ||
+      walk(*runtime, tstate, again,
+           [&](const RawFrame& frame) {
+             second_shape.add(frame);
+             return true;
+           }) != end ||
       !(first_shape == second_shape)) {
     torn = true;
     return {};

@@ -37,10 +37,16 @@ constexpr uint32_t kMaxHz = 1000;
 constexpr int kMaxThreads = 64;  // program threads sampled besides the main thread
 constexpr uint64_t kCensusNs = 1'000'000'000;
 constexpr std::size_t kMaxWorkersRemembered = 65536;
-// PyTorch names its DataLoader worker processes so: torch/utils/data/_utils/worker.py _worker_loop
-// calls torch.multiprocessing._set_thread_name("pt_data_worker") (pthread_setname_np on the
-// worker's main thread, which /proc/<pid>/comm shows).
-constexpr std::string_view kWorkerName = "pt_data_worker";
+// PyTorch names its DataLoader worker processes: torch/utils/data/_utils/worker.py _worker_loop
+// calls torch.multiprocessing._set_thread_name("pt_data_worker"); its main branch renamed the
+// loop _process_worker_loop and the name "pt_multiprocess_data_worker", which c10::setThreadName
+// cuts to 15 characters before pthread_setname_np (the worker's main thread, which
+// /proc/<pid>/comm shows).
+constexpr std::string_view kWorkerNames[] = {"pt_data_worker", "pt_multiprocess"};
+
+bool is_worker_name(std::string_view comm) {
+  return std::find(std::begin(kWorkerNames), std::end(kWorkerNames), comm) != std::end(kWorkerNames);
+}
 
 // The program threads to sample: a slot is taken by a compare-exchange on its tid, its pthread_t
 // stored after (0: not yet usable); given back when the thread exits.
@@ -332,7 +338,7 @@ void census(Sampler& s) {
   }
   uint64_t workers = 0, workers_cpu = 0, others = 0;
   for (const pid_t child : children) {
-    if (first_line("/proc/" + std::to_string(child) + "/comm") != kWorkerName) {
+    if (!is_worker_name(first_line("/proc/" + std::to_string(child) + "/comm"))) {
       ++others;
       continue;
     }

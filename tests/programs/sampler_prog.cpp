@@ -3,10 +3,10 @@
 //   sampler_prog no_cuda MS     no CUDA call: sleeps MS ms, then prints "threads N" (its /proc/self/task)
 //   sampler_prog facts MS       pinned to CPU 0 (sched_setaffinity), cudaSetDevice(1), one recorded call,
 //                               sleeps MS ms
-//   sampler_prog census MS      forks two children named pt_data_worker (prctl) that burn CPU then sleep,
-//                               and one other child; then one recorded call, sleeps MS ms, prints
-//                               "threads N" and "workers_cpu_ns N" (what /proc says of them now), kills
-//                               the children
+//   sampler_prog census MS      forks two children named as PyTorch names its DataLoader workers (prctl: the
+//                               releases' pt_data_worker, the newer name cut to pt_multiprocess) that burn CPU then
+//                               sleep, and one other child; then one recorded call, sleeps MS ms, prints "threads N"
+//                               and "workers_cpu_ns N" (what /proc says of them now), kills the children
 //   sampler_prog fork MS        cudaSetDevice(1) (SIMCUDA_DEVICES=2 or more), one recorded call, then forks a
 //                               child that makes one recorded call (its own recording, device 0) and sleeps
 //                               MS ms; prints "child PID"; the parent sleeps MS ms and waits for it
@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
   } else if (mode == "census") {
     int ready[2];
     if (pipe(ready) != 0) return 3;
-    const pid_t children[] = {child("pt_data_worker", 30, ready[1]), child("pt_data_worker", 30, ready[1]),
+    const pid_t children[] = {child("pt_data_worker", 30, ready[1]), child("pt_multiprocess", 30, ready[1]),
                               child(nullptr, 0, ready[1])};
     for (int i = 0; i < 3; ++i) {
       char byte;
