@@ -42,7 +42,7 @@ bool checked(const ProcessReport& p) { return !p.host_report.sampler.empty() || 
 
 // What the processes of one node (one database, one host name) share.
 struct Node {
-  int64_t ranks = 0;              // processes checked on it, or LOCAL_WORLD_SIZE where set
+  int64_t ranks = 0;              // the larger of the processes checked on it and LOCAL_WORLD_SIZE
   std::optional<int64_t> gpus;    // GPUs it has, as seen by a process that sees them all
   std::set<std::string> bus_ids;  // the GPUs its processes use
 };
@@ -51,10 +51,12 @@ using NodeKey = std::pair<const RunDatabase*, std::string>;
 
 std::map<NodeKey, Node> nodes_of(const Report& report) {
   std::map<NodeKey, Node> nodes;
+  std::map<NodeKey, int64_t> processes;
   for (const ProcessReport& p : report.processes) {
     if (!checked(p)) continue;
     Node& n = nodes[{p.db, p.host}];
-    ++n.ranks;
+    ++processes[{p.db, p.host}];
+    // Every rank of a torchrun job carries the same LOCAL_WORLD_SIZE: the node's ranks, not one more each.
     if (const auto local = number(p.host_report.facts, "env.LOCAL_WORLD_SIZE")) n.ranks = std::max(n.ranks, *local);
     // With CUDA_VISIBLE_DEVICES a process sees only its own GPUs: not the node's count.
     if (const auto gpus = number(p.host_report.facts, "gpus");
@@ -62,6 +64,7 @@ std::map<NodeKey, Node> nodes_of(const Report& report) {
       n.gpus = std::max(n.gpus.value_or(0), *gpus);
     if (const std::string bus = fact(p.host_report.facts, "gpu_pci_bus_id"); !bus.empty()) n.bus_ids.insert(bus);
   }
+  for (auto& [key, node] : nodes) node.ranks = std::max(node.ranks, processes[key]);
   return nodes;
 }
 

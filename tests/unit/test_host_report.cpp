@@ -434,10 +434,15 @@ TEST_F(SetupTest, ACleanControlHasNoSetupFinding) {
   rank0["gpu_numa_cpus"] = "0-31";
   rank0["gpu_pci_bus_id"] = "0000:1b:00.0";
   rank0["env.NCCL_SOCKET_IFNAME"] = "eth0";
-  write(rank0, kCleanRank1);
+  // As torchrun sets it in every rank: the node's two ranks, not two more each.
+  rank0["env.LOCAL_WORLD_SIZE"] = "2";
+  std::map<std::string, std::string> rank1 = kCleanRank1;
+  rank1["env.LOCAL_WORLD_SIZE"] = "2";
+  write(rank0, rank1);
   const Report r = report();
   ASSERT_EQ(r.setup.size(), 14u);
   for (const SetupItem& s : r.setup) EXPECT_TRUE(s.ok) << s.item << ": " << s.observed;
+  EXPECT_EQ(r.setup[5].observed, "2 ranks on nodeA, 2 GPUs");
   EXPECT_EQ(r.setup[4].observed, "NCCL_SOCKET_IFNAME=eth0");
   EXPECT_EQ(r.setup[1].observed, "1 H2D copies, none from pageable memory");
   EXPECT_TRUE(r.findings.empty()) << kinds(r).front();

@@ -434,6 +434,7 @@ TEST(ApiTable, NamesAndClassesMatchTheEnum) {
       {Api::cudaStreamSynchronize_ptsz, "cudaStreamSynchronize_ptsz", ApiClass::Sync, Library::Cudart},
       {Api::cudaDeviceSynchronize, "cudaDeviceSynchronize", ApiClass::Sync, Library::Cudart},
       {Api::cudaEventSynchronize, "cudaEventSynchronize", ApiClass::Sync, Library::Cudart},
+      {Api::cudaSetDevice, "cudaSetDevice", ApiClass::SetDevice, Library::Cudart},
       {Api::cudaFree, "cudaFree", ApiClass::Free, Library::Cudart},
       {Api::cudaStreamQuery, "cudaStreamQuery", ApiClass::Poll, Library::Cudart},
       {Api::cudaStreamQuery_ptsz, "cudaStreamQuery_ptsz", ApiClass::Poll, Library::Cudart},
