@@ -61,7 +61,7 @@ JobRun run_job(const Scratch& s, const std::string& job, const std::string& env 
 }
 
 // A job that never ends, started in its own process group under `trainshim run --no-report`;
-// killed with its group when the test is done with it.
+// ended with its group when the test is done with it.
 class LiveJob {
  public:
   LiveJob(const Scratch& s, const std::string& job, const std::string& env = "") : scratch_(s) {
@@ -69,9 +69,12 @@ class LiveJob {
                              s.db() + " -- " + job + " > " + s.dir + "/job.log 2>&1 & echo $!");
     leader_ = std::stoi(started.out);
   }
+  // As the existing hang test ends its job: SIGTERM to the group (simrun passes it on to the
+  // ranks), SIGKILL for whatever is left after ten seconds.
   ~LiveJob() {
-    kill(-leader_, SIGKILL);
+    kill(-leader_, SIGTERM);
     for (int i = 0; i < 100 && kill(leader_, 0) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    kill(-leader_, SIGKILL);
   }
   // Until every rank wrote its .ready file (reached its planted hang or spin), or a minute.
   bool wait_until_ready(int ranks) const {
