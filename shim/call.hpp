@@ -5,6 +5,7 @@
 #include "core/gpu_timing.hpp"
 #include "core/group_timing.hpp"
 #include "core/recorder.hpp"
+#include "core/sampler.hpp"
 #include "core/stacks.hpp"
 #include "describe.hpp"
 #include "trainshim/clock.hpp"
@@ -59,6 +60,11 @@ class Call {
   }
 
   __attribute__((always_inline)) void end(int result) {
+    if constexpr (kClass == ApiClass::SetDevice) {
+      // Not recorded: the sampler publishes the device's PCI bus and NUMA node.
+      if (result == 0) note_device(int(draft.argument));
+      return;
+    }
     if constexpr (kClass == ApiClass::CommQuery) {
       // Polled in a loop by PyTorch: not recorded, only watched for the end of a launch.
       if (result == 0) launch_checked(draft.comm, *reinterpret_cast<const int*>(draft.result_object));

@@ -280,6 +280,12 @@ inline Draft point_to_point(bool send, size_t count, ncclDataType_t type, int pe
   return d;
 }
 
+inline Draft set_device(int device) {
+  Draft d;
+  d.argument = device;
+  return d;
+}
+
 inline Draft group() { return {}; }
 
 // With a null simInfo NCCL ends the group for real (group.cc ncclGroupSimulateEnd).

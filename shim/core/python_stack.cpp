@@ -18,7 +18,7 @@ namespace {
 struct DebugPositions {
   int32_t version, free_threaded, tstate_current_frame, frame_previous, frame_executable, frame_instr_ptr, frame_owner,
       code_filename, code_name, code_firstlineno, code_linetable, code_adaptive, object_type, unicode_state,
-      unicode_length, unicode_ascii_size;
+      unicode_length, unicode_ascii_size, tstate_thread_id, tstate_native_thread_id, interp_threads_head;
 };
 
 // Where each field lives in one CPython version (LP64, default non-debug build); -1 where the
@@ -27,6 +27,9 @@ struct Layout {
   int minor = -1;
   bool frame_objects = false;    // 3.10: PyFrameObject chain with f_lasti in code units
   int32_t tstate_frame = -1;     // PyThreadState: frame (3.10), cframe (3.11, 3.12), current_frame (3.13)
+  int32_t tstate_thread_id = -1;         // PyThreadState.thread_id: the pthread_t of its thread
+  int32_t tstate_native_thread_id = -1;  // PyThreadState.native_thread_id: its kernel id (3.11+)
+  int32_t interp_threads_head = -1;      // PyInterpreterState: tstate_head (3.10), threads.head (3.11+)
   int32_t cframe_current = -1;   // _PyCFrame.current_frame; -1 where tstate_frame is the frame itself
   int32_t frame_previous = -1;   // f_back / previous
   int32_t frame_code = -1;       // f_code / f_executable
@@ -48,6 +51,8 @@ constexpr Layout kLayouts[] = {
     {.minor = 10,
      .frame_objects = true,
      .tstate_frame = 24,
+     .tstate_thread_id = 176,
+     .interp_threads_head = 8,
      .frame_previous = 24,
      .frame_code = 32,
      .frame_instr = 96,
@@ -59,6 +64,9 @@ constexpr Layout kLayouts[] = {
      .unicode_compact_size = 72},
     {.minor = 11,
      .tstate_frame = 56,
+     .tstate_thread_id = 152,
+     .tstate_native_thread_id = 160,
+     .interp_threads_head = 16,
      .cframe_current = 8,
      .frame_previous = 48,
      .frame_code = 32,
@@ -75,6 +83,9 @@ constexpr Layout kLayouts[] = {
      .unicode_compact_size = 72},
     {.minor = 12,
      .tstate_frame = 56,
+     .tstate_thread_id = 136,
+     .tstate_native_thread_id = 144,
+     .interp_threads_head = 72,
      .cframe_current = 0,
      .frame_previous = 8,
      .frame_code = 0,
@@ -113,17 +124,22 @@ constexpr Layout kLayouts[] = {
                .object_type = 360,
                .unicode_state = 544,
                .unicode_length = 552,
-               .unicode_ascii_size = 560}},
+               .unicode_ascii_size = 560,
+               .tstate_thread_id = 192,
+               .tstate_native_thread_id = 200,
+               .interp_threads_head = 72}},
 };
 
 using GetThreadState = const void* (*)();
 using Addr2Line = int (*)(const void*, int);
 using ThreadHead = const void* (*)(const void*);
+using MainInterpreter = const void* (*)();
 
 struct Runtime {
   GetThreadState thread_state = nullptr;
   Addr2Line addr2line = nullptr;     // optional: without it lines are first lines
   ThreadHead thread_head = nullptr;  // PyInterpreterState_ThreadHead; optional: no borrowed stacks
+  MainInterpreter main_interpreter = nullptr;  // PyInterpreterState_Main; optional: no other threads' stacks
   const void* code_type = nullptr;
   const void* unicode_type = nullptr;
   const void* bytes_type = nullptr;
@@ -267,9 +283,10 @@ bool read_debug_offsets(Layout& layout) {
   const DebugPositions& at = layout.debug;
   if (!runtime || load<uint64_t>(runtime, at.free_threaded) != 0) return false;
   bool sane = true;
-  const auto read = [&](int32_t position, int32_t& field) {
+  // Offsets into objects of a few hundred bytes; PyInterpreterState's thread list lies further in.
+  const auto read = [&](int32_t position, int32_t& field, uint64_t bound = 4096) {
     const auto value = load<uint64_t>(runtime, position);
-    sane = sane && value < 4096;
+    sane = sane && value < bound;
     field = static_cast<int32_t>(value);
   };
   read(at.tstate_current_frame, layout.tstate_frame);
@@ -286,6 +303,9 @@ bool read_debug_offsets(Layout& layout) {
   read(at.unicode_state, layout.unicode_state);
   read(at.unicode_length, layout.unicode_length);
   read(at.unicode_ascii_size, layout.unicode_ascii_size);
+  read(at.tstate_thread_id, layout.tstate_thread_id);
+  read(at.tstate_native_thread_id, layout.tstate_native_thread_id);
+  read(at.interp_threads_head, layout.interp_threads_head, 1 << 20);
   return sane;
 }
 
@@ -309,6 +329,7 @@ uint32_t resolve(Runtime& runtime) {
   runtime.bytes_type = symbol("PyBytes_Type");
   runtime.addr2line = reinterpret_cast<Addr2Line>(symbol("PyCode_Addr2Line"));
   runtime.thread_head = reinterpret_cast<ThreadHead>(symbol("PyInterpreterState_ThreadHead"));
+  runtime.main_interpreter = reinterpret_cast<MainInterpreter>(symbol("PyInterpreterState_Main"));
   const int minor = python_minor();
   if (!runtime.thread_state || !runtime.code_type || !runtime.unicode_type || minor < 0)
     return python_stacks_word(PythonStacks::NoPython, 0);
@@ -387,28 +408,35 @@ const char* first_frame(const Layout& l, const char* tstate, Reader& reader) {
   return frame;
 }
 
-// Calls visit(RawFrame) for each frame, innermost first, while it answers true; true when it
-// reached the end of the chain.
+enum class WalkEnd {
+  Whole,   // reached the end of the chain
+  Cut,     // `visit` answered false, or kMaxWalk frames were walked
+  Failed,  // a read failed (only soft reads fail)
+};
+
+// Calls visit(RawFrame) for each frame, innermost first, while it answers true.
 // 3.10: the PyFrameObject chain; f_lasti counts code units, -1 before the first instruction.
 // 3.11+: the _PyInterpreterFrame chain, skipping what CPython's own tracebacks skip: frames the C
 // stack owns (entry frames, 3.12+) and frames still before their first traceable instruction.
 template <class Reader, class Visit>
-bool walk(const Runtime& runtime, const char* tstate, Reader& reader, Visit&& visit) {
+WalkEnd walk(const Runtime& runtime, const char* tstate, Reader& reader, Visit&& visit) {
   const Layout& l = runtime.layout;
   const char* frame = first_frame(l, tstate, reader);
   for (int walked = 0; plausible(frame); ++walked) {
     const char* code = nullptr;
-    if (walked == kMaxWalk || !reader.get(frame, l.frame_code, code)) return false;
+    if (walked == kMaxWalk) return WalkEnd::Cut;
+    if (!reader.get(frame, l.frame_code, code)) return WalkEnd::Failed;
     if (l.frame_objects) {
       int32_t lasti = 0;
-      if (!reader.get(frame, l.frame_instr, lasti)) return false;
+      if (!reader.get(frame, l.frame_instr, lasti)) return WalkEnd::Failed;
       if (is_code(runtime, code, reader) && !visit(RawFrame{code, lasti >= 0 && lasti < (1 << 30) ? lasti * 2 : -1}))
-        return false;
+        return WalkEnd::Cut;
     } else {
       unsigned char owner = 0;
       const char* instr = nullptr;
       int32_t first_traceable = 0;
-      if (!reader.get(frame, l.frame_owner, owner) || !reader.get(frame, l.frame_instr, instr)) return false;
+      if (!reader.get(frame, l.frame_owner, owner) || !reader.get(frame, l.frame_instr, instr))
+        return WalkEnd::Failed;
       if (owner != l.owner_cstack && is_code(runtime, code, reader) &&
           reader.get(code, l.code_firsttraceable, first_traceable)) {
         // Byte offset from _PyCode_CODE(code): prev_instr (3.11, 3.12) or instr_ptr (3.13), as
@@ -418,12 +446,91 @@ bool walk(const Runtime& runtime, const char* tstate, Reader& reader, Visit&& vi
         const int64_t traceable = int64_t{first_traceable} * 2;
         if ((owner == l.owner_generator || offset >= traceable) && offset >= 0 && offset < INT32_MAX &&
             !visit(RawFrame{code, static_cast<int32_t>(offset)}))
-          return false;
+          return WalkEnd::Cut;
       }
     }
-    if (!reader.get(frame, l.frame_previous, frame)) return false;
+    if (!reader.get(frame, l.frame_previous, frame)) return WalkEnd::Failed;
   }
-  return true;
+  return WalkEnd::Whole;
+}
+
+// The head of a thread's chain: its innermost frame, that frame's code and its caller. Another
+// thread's chain read twice with the same head was not left between the reads: its outer frames
+// cannot change while an inner one lives. The innermost frame's instruction may move on meanwhile
+// (a thread running Python holds it): only its line is then of a moment during the walk.
+struct Top {
+  const char* frame = nullptr;
+  const char* code = nullptr;
+  const char* previous = nullptr;
+  bool operator==(const Top&) const = default;
+};
+
+template <class Reader>
+bool read_top(const Layout& l, const char* tstate, Reader& reader, Top& top) {
+  top = {};
+  const char* frame = nullptr;
+  if (!reader.get(tstate, l.tstate_frame, frame)) return false;
+  if (l.cframe_current >= 0) {
+    if (!plausible(frame)) return true;  // no C frame: no Python frames
+    if (!reader.get(frame, l.cframe_current, frame)) return false;
+  }
+  top.frame = frame;
+  if (!plausible(frame)) return true;
+  return reader.get(frame, l.frame_code, top.code) && reader.get(frame, l.frame_previous, top.previous);
+}
+
+// What a walk saw of a chain: how many frames, and a digest of their code objects and instructions
+// (the innermost one's instruction left out: a running thread moves it while it keeps its frame).
+struct ChainShape {
+  int frames = 0;
+  uint64_t digest = 0;
+  void add(const RawFrame& frame) {
+    const uint64_t offset = frames == 0 ? 0 : uint64_t(uint32_t(frame.offset));
+    digest = (digest ^ (reinterpret_cast<uintptr_t>(frame.code) + offset * 0x9e3779b97f4a7c15ULL)) * 0xff51afd7ed558ccdULL;
+    ++frames;
+  }
+  bool operator==(const ChainShape&) const = default;
+};
+
+// The thread state of the thread whose pthread_t is `thread_id` (0: not known), read softly from
+// the main interpreter's list of thread states (PyInterpreterState_Main's pointer, which is
+// CPython's static _PyRuntime's, is the only thing asked of CPython). The main thread's, when not
+// found by its id, is the last in the list (the oldest: new thread states are pushed at its head),
+// confirmed on 3.11+ by its kernel id. `failed`: a read failed (the list changed under the reads).
+const char* thread_state_of(const Runtime& runtime, uint64_t thread_id, bool main_thread, SoftReader& reader,
+                            bool& failed) {
+  const Layout& l = runtime.layout;
+  const auto* interp = static_cast<const char*>(runtime.main_interpreter());
+  const char* tstate = nullptr;
+  if (!plausible(interp)) return nullptr;
+  if (!reader.get(interp, l.interp_threads_head, tstate)) {
+    failed = true;
+    return nullptr;
+  }
+  const char* last = nullptr;
+  for (int visited = 0; visited < kMaxThreads && plausible(tstate); ++visited) {
+    uint64_t id = 0;
+    if (!reader.get(tstate, l.tstate_thread_id, id)) {
+      failed = true;
+      return nullptr;
+    }
+    if (thread_id != 0 && id == thread_id) return tstate;
+    last = tstate;
+    if (!reader.get(tstate, kThreadStateNext, tstate)) {
+      failed = true;
+      return nullptr;
+    }
+  }
+  if (!main_thread || !last) return nullptr;
+  if (l.tstate_native_thread_id >= 0) {
+    uint64_t native = 0;
+    if (!reader.get(last, l.tstate_native_thread_id, native)) {
+      failed = true;
+      return nullptr;
+    }
+    if (native != static_cast<uint64_t>(getpid())) return nullptr;
+  }
+  return last;
 }
 
 void append_utf8(std::string& out, uint32_t c) {
@@ -570,7 +677,7 @@ Capture borrow_backward_stack(const Runtime& runtime, const char* self, RawFrame
   const bool whole = walk(runtime, owner, reader, [&](const RawFrame& frame) {
     keep.add(frame);
     return true;
-  });
+  }) == WalkEnd::Whole;
   Capture borrowed = keep.finish(whole);
   borrowed.borrowed = borrowed.count > 0;
   return borrowed;
@@ -665,8 +772,50 @@ Capture capture(RawFrame* out, int max) {
   const bool whole = walk(*runtime, tstate, reader, [&](const RawFrame& frame) {
     keep.add(frame);
     return true;
-  });
+  }) == WalkEnd::Whole;
   return keep.seen() > 0 ? keep.finish(whole) : borrow_backward_stack(*runtime, tstate, out, max);
+}
+
+Capture capture_thread(uint64_t thread_id, bool main_thread, RawFrame* out, int max, bool& torn) {
+  torn = false;
+  const Runtime* runtime = resolved();
+  if (!runtime || !runtime->main_interpreter || max <= 0) return {};
+  SoftReader reader;
+  bool failed = false;
+  const char* tstate = thread_state_of(*runtime, thread_id, main_thread, reader, failed);
+  if (!tstate) {
+    torn = failed;
+    return {};
+  }
+  // The chain is walked twice, each walk starting from a head read through its own reader's blocks
+  // (so from the head that reader saw): the head must be the same, and so must every frame's code
+  // and instruction but the innermost one's. A thread that returned and called again between the
+  // walks (a loop, a recursion: the same frames at the same addresses, CPython reuses them) leaves
+  // the head as it was, but a walk that crossed the change followed frames being reused.
+  Top first_top, second_top;
+  ChainShape first_shape, second_shape;
+  if (!read_top(runtime->layout, tstate, reader, first_top)) {
+    torn = true;
+    return {};
+  }
+  Keeper keep(out, max);
+  const WalkEnd end = walk(*runtime, tstate, reader, [&](const RawFrame& frame) {
+    keep.add(frame);
+    first_shape.add(frame);
+    return true;
+  });
+  SoftReader again;
+  // A chain longer than kMaxWalk is taken for a loop made of frames being reused.
+  if (end != WalkEnd::Whole || !read_top(runtime->layout, tstate, again, second_top) || !(first_top == second_top) ||
+      walk(*runtime, tstate, again, [&](const RawFrame& frame) {
+        second_shape.add(frame);
+        return true;
+      }) != end ||
+      !(first_shape == second_shape)) {
+    torn = true;
+    return {};
+  }
+  return keep.finish(true);
 }
 
 bool describe_code(const void* code, bool borrowed, CodeInfo& out) {
@@ -738,6 +887,9 @@ std::string detail::layout_report() {
   add("tstate.next", kThreadStateNext);
   add("tstate.interp", kThreadStateInterp);
   add("tstate.frame", l.tstate_frame);
+  add("tstate.thread_id", l.tstate_thread_id);
+  add("tstate.native_thread_id", l.tstate_native_thread_id);
+  add("interp.threads_head", l.interp_threads_head);
   add("cframe.current_frame", l.cframe_current);
   add("frame.previous", l.frame_previous);
   add("frame.code", l.frame_code);
@@ -763,6 +915,9 @@ std::string detail::layout_report() {
     add("debug.unicode_object.state", d.unicode_state);
     add("debug.unicode_object.length", d.unicode_length);
     add("debug.unicode_object.asciiobject_size", d.unicode_ascii_size);
+    add("debug.thread_state.thread_id", d.tstate_thread_id);
+    add("debug.thread_state.native_thread_id", d.tstate_native_thread_id);
+    add("debug.interpreter_state.threads_head", d.interp_threads_head);
   }
   return report;
 }

@@ -38,6 +38,15 @@ struct Capture {
 // thread's frames are not ours to trust.
 Capture capture(RawFrame* out, int max);
 
+// Another thread's Python frames, read from this one (the shim's sampler) with reads that fail
+// softly: the thread whose PyThreadState.thread_id is `thread_id` (its pthread_t; 0 when not known),
+// or with `main_thread`, the process's main thread. Kept as capture() keeps them. Empty when the
+// thread has no Python thread state. `torn`: the frames changed or vanished while read (a read
+// failed, or the chain's head was not the same after the walk): nothing is returned. Never takes
+// the GIL, never calls into CPython but PyInterpreterState_Main. The code objects are not kept
+// alive: describe_code and line_of must read them softly (borrowed = true).
+Capture capture_thread(uint64_t thread_id, bool main_thread, RawFrame* out, int max, bool& torn);
+
 struct CodeInfo {
   std::string file;      // co_filename
   std::string function;  // co_name (as traceback.extract_stack() reports it)

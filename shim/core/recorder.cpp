@@ -22,6 +22,7 @@
 #include "group_timing.hpp"
 #include "identity.hpp"
 #include "pinned_ranges.hpp"
+#include "sampler.hpp"
 #include "segment.hpp"
 #include "stacks.hpp"
 #include "trainshim/clock.hpp"
@@ -189,6 +190,7 @@ void reset_in_child() {
   reset_timing_after_fork();
   reset_group_timing_after_fork();
   reset_gpu_timeline_after_fork();
+  reset_sampler_after_fork();
   thread_state().busy = false;
 }
 
@@ -210,6 +212,7 @@ void start() {
     start_collector(id.job);
     // On this thread, before its first call goes on: the first window sees that call's work.
     start_gpu_timeline(*g_recorder);
+    start_sampler(*g_recorder);
   } catch (const Refused& e) {
     say(e.what());
     g_state.store(Disabled, std::memory_order_release);
@@ -257,6 +260,8 @@ const std::optional<pthread_key_t>& ring_key() {
 void Recorder::bind(ThreadState& thread) {
   thread.generation = g_generation.load(std::memory_order_relaxed);
   thread.tid = uint32_t(syscall(SYS_gettid));
+  // The shim's own threads (the collective poller, CUPTI's) record outside any hook: not sampled.
+  if (thread.busy) register_sampled_thread(thread.tid);
   thread.writer = {};
   thread.ring = header_->ring_count - 1;
   const auto& key = ring_key();

@@ -61,17 +61,31 @@ class Recorder {
       thread.writer.publish(slot);
       return;
     }
-    uint64_t mark = 0;
-    Slot* slot = ring_of(header_, thread.ring).claim(mark);
-    if (!slot) return;
-    fill(slot->record);
-    slot->record.tid = thread.tid;
-    RingView::publish(slot, mark);
+    record_shared(thread.ring, thread.tid, fill);
+  }
+
+  // A record about thread `tid` written by a thread of the shim's own (the sampler): into the
+  // shared ring, so that it never takes a ring meant for the program's threads, and without binding
+  // the writer, which is not one of the program's CUDA threads.
+  template <class Fill>
+  void record_about(uint32_t tid, Fill&& fill) {
+    record_shared(header_->ring_count - 1, tid, fill);
   }
 
  private:
+  template <class Fill>
+  void record_shared(uint32_t ring, uint32_t tid, Fill& fill) {
+    uint64_t mark = 0;
+    Slot* slot = ring_of(header_, ring).claim(mark);
+    if (!slot) return;
+    fill(slot->record);
+    slot->record.tid = tid;
+    RingView::publish(slot, mark);
+  }
+
   // Gives the thread its kernel id and a ring, on its first event in this process: one of its
-  // own while one is free (given back when the thread exits), else the last ring, shared.
+  // own while one is free (given back when the thread exits), else the last ring, shared. A
+  // thread inside a hooked call (not one of the shim's own) is also registered with the sampler.
   void bind(ThreadState& thread);
 
   SegmentHeader* header_;

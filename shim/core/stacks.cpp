@@ -237,9 +237,10 @@ __attribute__((noinline)) uint32_t native_stack(SegmentHeader* header) {
   });
 }
 
-uint32_t python_stack(SegmentHeader* header) {
-  python::RawFrame frames[kMaxPythonFrames];
-  const python::Capture captured = python::capture(frames, int(kMaxPythonFrames));
+// The id of a captured Python stack. `soft`: the frames are another thread's (borrowed, or read by
+// the sampler), their code objects are read softly.
+uint32_t python_stack_id(SegmentHeader* header, const python::RawFrame* frames, const python::Capture& captured,
+                         bool soft) {
   const int count = captured.count;
   if (count <= 0) return 0;
   uint64_t key = mix(uint64_t(count) | (1ULL << 63) | (captured.borrowed ? 1ULL << 62 : 0), uint64_t(captured.omitted));
@@ -253,13 +254,19 @@ uint32_t python_stack(SegmentHeader* header) {
       auto [cached, fresh] = slow.code_names.try_emplace(frames[i].code, 0u, 0u);
       if (fresh || !cached->second.first) {
         python::CodeInfo info;
-        if (python::describe_code(frames[i].code, captured.borrowed, info))
+        if (python::describe_code(frames[i].code, soft, info))
           cached->second = {intern(header, slow, info.file), intern(header, slow, info.function)};
       }
-      r.python[i] = {cached->second.first, cached->second.second,
-                     python::line_of(frames[i].code, frames[i].offset, captured.borrowed), 0};
+      r.python[i] = {cached->second.first, cached->second.second, python::line_of(frames[i].code, frames[i].offset, soft),
+                     0};
     }
   });
+}
+
+uint32_t python_stack(SegmentHeader* header) {
+  python::RawFrame frames[kMaxPythonFrames];
+  const python::Capture captured = python::capture(frames, int(kMaxPythonFrames));
+  return python_stack_id(header, frames, captured, captured.borrowed);
 }
 
 }  // namespace
@@ -270,6 +277,13 @@ StackIds capture_stacks(SegmentHeader* header) {
   if (header->python_stacks.load(std::memory_order_relaxed) == 0)
     header->python_stacks.store(python::stacks_status(), std::memory_order_relaxed);
   return ids;
+}
+
+uint32_t sampled_python_stack(SegmentHeader* header, const python::RawFrame* frames, const python::Capture& captured) {
+  const uint32_t id = python_stack_id(header, frames, captured, true);
+  if (header->python_stacks.load(std::memory_order_relaxed) == 0)
+    header->python_stacks.store(python::stacks_status(), std::memory_order_relaxed);
+  return id;
 }
 
 uint32_t string_id(SegmentHeader* header, std::string_view text) {

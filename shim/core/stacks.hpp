@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "python_stack.hpp"
 #include "trainshim/protocol.hpp"
 
 namespace trainshim::shim {
@@ -15,6 +16,11 @@ struct StackIds {
 };
 
 StackIds capture_stacks(SegmentHeader* header);
+
+// The id of another thread's Python stack (python::capture_thread), published like the caller's,
+// in the same id space: a stack seen by a hook and by the sampler is one stack. Its names are read
+// softly. Not for hooks: the sampler's thread only.
+uint32_t sampled_python_stack(SegmentHeader* header, const python::RawFrame* frames, const python::Capture& captured);
 
 // The String id of `text` (cut to kSideTextBytes), published once, in the id space of the Python
 // frames' file and function names; 0 when the side ring is full (asked again next time).

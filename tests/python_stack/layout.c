@@ -13,6 +13,7 @@
 #else
 #include <frameobject.h>
 #endif
+#include "internal/pycore_interp.h"
 #if PY_VERSION_HEX >= 0x030D0000
 #include "internal/pycore_runtime.h"
 #endif
@@ -43,6 +44,13 @@ int main(void) {
   PRINT("bytes.data", offsetof(PyBytesObject, ob_sval));
   PRINT("tstate.next", offsetof(PyThreadState, next));
   PRINT("tstate.interp", offsetof(PyThreadState, interp));
+  PRINT("tstate.thread_id", offsetof(PyThreadState, thread_id));
+#if PY_VERSION_HEX >= 0x030B0000
+  PRINT("tstate.native_thread_id", offsetof(PyThreadState, native_thread_id));
+  PRINT("interp.threads_head", offsetof(PyInterpreterState, threads.head));
+#else
+  PRINT("interp.threads_head", offsetof(PyInterpreterState, tstate_head));
+#endif
   PRINT("unicode.length", offsetof(PyASCIIObject, length));
   PRINT("unicode.state", offsetof(PyASCIIObject, state));
   PRINT("unicode.ascii_size", sizeof(PyASCIIObject));
@@ -86,6 +94,9 @@ int main(void) {
   PRINT("debug.unicode_object.state", offsetof(_Py_DebugOffsets, unicode_object.state));
   PRINT("debug.unicode_object.length", offsetof(_Py_DebugOffsets, unicode_object.length));
   PRINT("debug.unicode_object.asciiobject_size", offsetof(_Py_DebugOffsets, unicode_object.asciiobject_size));
+  PRINT("debug.thread_state.thread_id", offsetof(_Py_DebugOffsets, thread_state.thread_id));
+  PRINT("debug.thread_state.native_thread_id", offsetof(_Py_DebugOffsets, thread_state.native_thread_id));
+  PRINT("debug.interpreter_state.threads_head", offsetof(_Py_DebugOffsets, interpreter_state.threads_head));
 #endif
 #if PY_VERSION_HEX >= 0x030C0000
   PRINT("owner.cstack", FRAME_OWNED_BY_CSTACK);

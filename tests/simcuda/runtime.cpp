@@ -5,6 +5,7 @@
 #include "simcuda.h"
 
 #include <unistd.h>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -295,6 +296,18 @@ cudaError_t cudaSetDevice(int device) {
 cudaError_t cudaGetDevice(int* device) {
   if (!device) return ret(cudaErrorInvalidValue);
   *device = tls_device;
+  return cudaSuccess;
+}
+
+// The real one writes "[domain]:[bus]:[device].[function]" in hexadecimal, upper case
+// ("0000:3B:00.0": NCCL's getPciPath lowers it before looking in sysfs), truncated to `len`
+// with its terminator. Each simulated device sits on a bus of its own.
+cudaError_t cudaDeviceGetPCIBusId(char* pciBusId, int len, int device) {
+  if (!pciBusId || len <= 0) return ret(cudaErrorInvalidValue);
+  if (device < 0 || device >= device_count()) return ret(cudaErrorInvalidDevice);
+  char text[16];
+  std::snprintf(text, sizeof text, "0000:%02X:00.0", (0x3B + 0x11 * device) & 0xFF);
+  std::snprintf(pciBusId, static_cast<std::size_t>(len), "%s", text);
   return cudaSuccess;
 }
 

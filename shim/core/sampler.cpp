@@ -1,0 +1,528 @@
+#include "sampler.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "environment.hpp"
+#include "python_stack.hpp"
+#include "resolve.hpp"
+#include "stacks.hpp"
+#include "trainshim/clock.hpp"
+#include "trainshim/ring.hpp"
+
+extern char** environ;
+
+namespace trainshim::shim {
+
+namespace {
+
+constexpr uint32_t kDefaultHz = 50;
+constexpr uint32_t kMaxHz = 1000;
+constexpr int kMaxThreads = 64;  // program threads sampled besides the main thread
+constexpr uint64_t kCensusNs = 1'000'000'000;
+constexpr std::size_t kMaxWorkersRemembered = 65536;
+// PyTorch names its DataLoader worker processes so: torch/utils/data/_utils/worker.py _worker_loop
+// calls torch.multiprocessing._set_thread_name("pt_data_worker") (pthread_setname_np on the
+// worker's main thread, which /proc/<pid>/comm shows).
+constexpr std::string_view kWorkerName = "pt_data_worker";
+
+// The program threads to sample: a slot is taken by a compare-exchange on its tid, its pthread_t
+// stored after (0: not yet usable); given back when the thread exits.
+struct Registered {
+  std::atomic<uint32_t> tid{0};
+  std::atomic<uint64_t> pthread{0};
+};
+Registered g_registered[kMaxThreads];
+
+std::atomic<int> g_device{-1};  // the last cudaSetDevice's device; -1: none
+std::atomic<bool> g_exiting{false};
+
+// At a registered thread's exit (a thread-specific value's destructor): its slot is free again.
+void unregister(void* value) {
+  Registered& slot = g_registered[reinterpret_cast<uintptr_t>(value) - 1];
+  uint32_t self = uint32_t(syscall(SYS_gettid));
+  if (slot.tid.load(std::memory_order_acquire) != self) return;
+  slot.pthread.store(0, std::memory_order_release);
+  slot.tid.compare_exchange_strong(self, 0, std::memory_order_acq_rel);
+}
+
+const pthread_key_t* registration_key() {
+  static const pthread_key_t* key = []() -> const pthread_key_t* {
+    static pthread_key_t k;
+    return pthread_key_create(&k, unregister) == 0 ? &k : nullptr;
+  }();
+  return key;
+}
+
+// A thread's /proc files, kept open and read at offset 0 each tick (no open per tick). -1: not
+// there (gVisor has no syscall file, say).
+struct TaskFiles {
+  uint32_t tid = 0;
+  int stat = -1;
+  int syscall = -1;
+};
+
+struct Sampler {
+  Recorder* recorder = nullptr;
+  uint32_t hz = kDefaultHz;
+  pid_t pid = 0;
+  std::string sysfs;        // TRAINSHIM_SYSFS or /sys
+  std::string environment;  // the env.<NAME> facts, read at start
+  TaskFiles main;
+  TaskFiles threads[kMaxThreads];
+  uint32_t tick = 0;
+  uint64_t random = 0;
+  uint64_t next_census_ns = 0;
+  std::vector<pid_t> workers_seen;  // sorted
+  int facts_device = -2;            // the device the facts were published for; -2: none published
+  uint32_t next_facts_id = 1;
+};
+
+// Made by start_sampler, used by its thread alone (and by reset_sampler_after_fork in a child,
+// where that thread no longer runs). Never destroyed: the thread may run while the process exits.
+std::atomic<Sampler*> g_sampler{nullptr};
+
+void close_files(TaskFiles& files) {
+  // Forgotten before closed: a child forked meanwhile never closes a number reused since.
+  for (int* fd : {&files.stat, &files.syscall}) {
+    const int open_fd = *fd;
+    *fd = -1;
+    if (open_fd >= 0) close(open_fd);
+  }
+  files.tid = 0;
+}
+
+// False when the thread is gone (its task directory no longer exists).
+bool open_files(TaskFiles& files, uint32_t tid) {
+  close_files(files);
+  files.tid = tid;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/self/task/%u/stat", tid);
+  files.stat = open(path, O_RDONLY | O_CLOEXEC);
+  if (files.stat < 0 && errno == ENOENT && access("/proc/self/task", F_OK) == 0) return false;
+  std::snprintf(path, sizeof path, "/proc/self/task/%u/syscall", tid);
+  files.syscall = open(path, O_RDONLY | O_CLOEXEC);
+  return true;
+}
+
+// The thread's state letter (0: unknown) and the system call it is blocked in + 1 (0: running,
+// in user space, or unknown). False when the thread is gone.
+// The state letter from a stat file; 0 when unknown, -1 when the thread is gone.
+int read_state(int fd) {
+  if (fd < 0) return 0;
+  char text[512];
+  const ssize_t n = pread(fd, text, sizeof text - 1, 0);
+  if (n < 0) return errno == ESRCH ? -1 : 0;
+  text[n] = '\0';
+  // "tid (comm) S ...": the name may hold spaces and parentheses, the last ')' ends it.
+  const char* end = std::strrchr(text, ')');
+  return end && end[1] == ' ' && std::isalpha(static_cast<unsigned char>(end[2])) ? end[2] : 0;
+}
+
+bool read_task(const TaskFiles& files, char& state, uint64_t& call) {
+  char text[512];
+  state = 0;
+  call = 0;
+  // The state read on both sides of the system call: a thread that woke between the two reads
+  // would otherwise be "sleeping" and "running" at once. Read again once if it changed.
+  int before = read_state(files.stat);
+  for (int attempt = 0; attempt < 2 && before >= 0; ++attempt) {
+    call = 0;
+    if (files.syscall >= 0) {
+      // "nr arg1 ... sp pc" while blocked; "-1 sp pc" in user space; "running" on a processor.
+      const ssize_t n = pread(files.syscall, text, sizeof text - 1, 0);
+      if (n > 0 && text[0] >= '0' && text[0] <= '9') {
+        uint64_t nr = 0;
+        for (ssize_t i = 0; i < n && text[i] >= '0' && text[i] <= '9' && nr < 4096; ++i)
+          nr = nr * 10 + uint64_t(text[i] - '0');
+        if (nr < 4096) call = nr + 1;
+      }
+    }
+    const int after = read_state(files.stat);
+    if (after == before || after < 0) {
+      before = after;
+      break;
+    }
+    before = after;
+  }
+  if (before < 0) return false;
+  state = char(before);
+  return true;
+}
+
+void sample_thread(Sampler& s, TaskFiles& files, uint32_t tid, uint64_t pthread, bool main_thread, bool& gone) {
+  SegmentHeader* header = s.recorder->header();
+  const uint64_t begin = ticks();
+  char state = 0;
+  uint64_t call = 0;
+  gone = !read_task(files, state, call);
+  if (gone) return;
+  python::RawFrame frames[kMaxPythonFrames];
+  bool torn = false;
+  const python::Capture captured = python::capture_thread(pthread, main_thread, frames, int(kMaxPythonFrames), torn);
+  uint32_t stack = 0;
+  if (torn) {
+    header->samples_torn.fetch_add(1, std::memory_order_relaxed);
+  } else if (captured.count > 0) {
+    stack = sampled_python_stack(header, frames, captured);
+  }
+  const uint64_t end = ticks();
+  s.recorder->record_about(tid, [&](EventRecord& r) {
+    r = EventRecord{};
+    r.begin_ticks = begin;
+    r.end_ticks = end;
+    r.python_stack = stack;
+    r.object = uint8_t(state);
+    r.detail = call;
+    r.sequence = s.tick;
+    r.api = static_cast<uint16_t>(Api::threadSample);
+  });
+}
+
+// The first line of a small file, without its newline; empty when unreadable.
+std::string first_line(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  char text[4096];
+  const ssize_t n = read(fd, text, sizeof text);
+  close(fd);
+  if (n <= 0) return {};
+  std::string line(text, std::size_t(n));
+  line.resize(std::min(line.find('\n'), line.size()));
+  return line;
+}
+
+// The CPU time (user + system) of a process in ns, from /proc/<pid>/stat's utime and stime.
+uint64_t cpu_ns(pid_t pid) {
+  const std::string stat = first_line("/proc/" + std::to_string(pid) + "/stat");
+  const auto end = stat.rfind(')');
+  if (end == std::string::npos) return 0;
+  // Fields after the name, from the state (field 3): utime is field 14, stime field 15.
+  const char* field = stat.c_str() + end + 1;
+  uint64_t values[2] = {0, 0};
+  for (int index = 3; index <= 15 && *field; ++index) {
+    while (*field == ' ') ++field;
+    if (index >= 14) values[index - 14] = std::strtoull(field, nullptr, 10);
+    while (*field && *field != ' ') ++field;
+  }
+  static const long hz = sysconf(_SC_CLK_TCK);
+  return hz > 0 ? (values[0] + values[1]) * (1'000'000'000ULL / uint64_t(hz)) : 0;
+}
+
+// The process's threads and its children (every thread's /proc/self/task/<tid>/children).
+void census(Sampler& s) {
+  uint64_t threads = 0;
+  std::vector<pid_t> children;
+  if (DIR* tasks = opendir("/proc/self/task")) {
+    while (const dirent* entry = readdir(tasks)) {
+      if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+      ++threads;
+      const int fd = open(("/proc/self/task/" + std::string(entry->d_name) + "/children").c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0) continue;
+      std::string text;
+      char buffer[4096];
+      for (ssize_t n; (n = read(fd, buffer, sizeof buffer)) > 0;) text.append(buffer, std::size_t(n));
+      close(fd);
+      for (const char* c = text.c_str(); *c;) {
+        char* after = nullptr;
+        const long pid = std::strtol(c, &after, 10);
+        if (after == c) break;
+        if (pid > 0) children.push_back(pid_t(pid));
+        c = after;
+      }
+    }
+    closedir(tasks);
+  }
+  uint64_t workers = 0, workers_cpu = 0, others = 0;
+  for (const pid_t child : children) {
+    if (first_line("/proc/" + std::to_string(child) + "/comm") != kWorkerName) {
+      ++others;
+      continue;
+    }
+    ++workers;
+    workers_cpu += cpu_ns(child);
+    const auto at = std::lower_bound(s.workers_seen.begin(), s.workers_seen.end(), child);
+    if ((at == s.workers_seen.end() || *at != child) && s.workers_seen.size() < kMaxWorkersRemembered)
+      s.workers_seen.insert(at, child);
+  }
+  const uint64_t now = ticks();
+  s.recorder->record_about(uint32_t(s.pid), [&](EventRecord& r) {
+    r = EventRecord{};
+    r.begin_ticks = now;
+    r.end_ticks = now;
+    r.bytes = threads;
+    r.object = workers;
+    r.detail = workers_cpu;
+    r.sequence = uint32_t(s.workers_seen.size());
+    r.rank_in_comm = uint32_t(others);
+    r.api = static_cast<uint16_t>(Api::processSample);
+  });
+}
+
+// The kernel's cpulist form: "0-3,8,10-11".
+std::string cpu_list(const cpu_set_t& set) {
+  std::string list;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &set)) continue;
+    int last = cpu;
+    while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set)) ++last;
+    if (!list.empty()) list += ',';
+    list += std::to_string(cpu);
+    if (last > cpu) list += '-' + std::to_string(last);
+    cpu = last;
+  }
+  return list;
+}
+
+// The environment facts, read on the thread that starts recording (another thread reading
+// `environ` could race the program's setenv).
+std::string environment_facts() {
+  constexpr std::string_view kNamed[] = {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES",
+                                         "LOCAL_WORLD_SIZE"};
+  std::vector<std::string> lines;
+  for (char** entry = environ; entry && *entry; ++entry) {
+    const std::string_view variable(*entry);
+    const std::string_view name = variable.substr(0, variable.find('='));
+    if (name.size() == variable.size()) continue;
+    if (!name.starts_with("NCCL_") && std::find(std::begin(kNamed), std::end(kNamed), name) == std::end(kNamed))
+      continue;
+    std::string line = std::string(kFactEnvironmentPrefix) + std::string(variable);
+    std::replace(line.begin(), line.end(), '\n', ' ');
+    lines.push_back(line + "\n");
+  }
+  std::sort(lines.begin(), lines.end());
+  std::string text;
+  for (const auto& line : lines) text += line;
+  return text;
+}
+
+// The device's PCI address as sysfs names it (lower case), through the real runtime, on this
+// thread: a failure sets only the sampler's own last error.
+std::string pci_bus_id(int device) {
+  using GetBusId = int (*)(char*, int, int);
+  const auto get = reinterpret_cast<GetBusId>(runtime_function(Library::Cudart, "cudaDeviceGetPCIBusId"));
+  char id[32] = {};
+  if (!get || get(id, int(sizeof id), device) != 0) return {};
+  std::string text(id);
+  for (char& c : text) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+int device_count() {
+  using GetCount = int (*)(int*);
+  const auto get = reinterpret_cast<GetCount>(runtime_function(Library::Cudart, "cudaGetDeviceCount"));
+  int count = -1;
+  return get && get(&count) == 0 ? count : -1;
+}
+
+// Publishes the facts (SideKind::Facts), in as many records as their lines need. False when the
+// side ring is full: tried again at the next tick.
+bool publish_facts(Sampler& s, int device) {
+  std::string text;
+  cpu_set_t affinity;
+  CPU_ZERO(&affinity);
+  // The main thread's (its id is the process's): the sampler's own was fixed when it was created.
+  if (sched_getaffinity(s.pid, sizeof affinity, &affinity) == 0) text += "affinity=" + cpu_list(affinity) + "\n";
+  if (const std::string online = first_line(s.sysfs + "/devices/system/cpu/online"); !online.empty())
+    text += "cpus_online=" + online + "\n";
+  const int used = device < 0 ? 0 : device;
+  text += "device=" + std::to_string(used) + "\n";
+  if (!g_exiting.load(std::memory_order_acquire)) {
+    if (const int gpus = device_count(); gpus >= 0) text += "gpus=" + std::to_string(gpus) + "\n";
+    if (const std::string bus = pci_bus_id(used); !bus.empty()) {
+      text += "gpu_pci_bus_id=" + bus + "\n";
+      const std::string node = first_line(s.sysfs + "/bus/pci/devices/" + bus + "/numa_node");
+      if (!node.empty()) {
+        text += "gpu_numa_node=" + node + "\n";
+        if (node != "-1") {
+          const std::string cpus = first_line(s.sysfs + "/devices/system/node/node" + node + "/cpulist");
+          if (!cpus.empty()) text += "gpu_numa_cpus=" + cpus + "\n";
+        }
+      }
+    }
+  }
+  text += s.environment;
+  SideRingView side = side_ring_of(s.recorder->header());
+  for (std::size_t at = 0; at < text.size();) {
+    // Whole lines per record; a line longer than a record is left out.
+    std::size_t end = at;
+    for (std::size_t next; (next = text.find('\n', end)) != std::string::npos && next + 1 - at <= kSideTextBytes;)
+      end = next + 1;
+    if (end == at) {
+      at = text.find('\n', at) + 1;
+      continue;
+    }
+    SideRecord record{};
+    record.kind = static_cast<uint16_t>(SideKind::Facts);
+    record.id = s.next_facts_id;
+    record.count = uint16_t(end - at);
+    std::memcpy(record.text, text.data() + at, end - at);
+    if (!side.push(record)) return false;
+    ++s.next_facts_id;
+    at = end;
+  }
+  return true;
+}
+
+uint64_t next_random(Sampler& s) {
+  s.random ^= s.random << 13;
+  s.random ^= s.random >> 7;
+  s.random ^= s.random << 17;
+  return s.random;
+}
+
+void tick(Sampler& s) {
+  ++s.tick;
+  const int device = g_device.load(std::memory_order_acquire);
+  if (s.facts_device != (device < 0 ? 0 : device) && publish_facts(s, device)) s.facts_device = device < 0 ? 0 : device;
+
+  uint32_t tids[kMaxThreads];
+  uint64_t pthreads[kMaxThreads];
+  uint64_t main_pthread = 0;
+  for (int i = 0; i < kMaxThreads; ++i) {
+    Registered& slot = g_registered[i];
+    tids[i] = slot.tid.load(std::memory_order_acquire);
+    pthreads[i] = slot.pthread.load(std::memory_order_acquire);
+    // A slot given back and taken again between the two loads is skipped this tick.
+    if (slot.tid.load(std::memory_order_acquire) != tids[i] || pthreads[i] == 0) tids[i] = 0;
+    if (tids[i] == uint32_t(s.pid)) main_pthread = pthreads[i];
+  }
+  bool gone = false;
+  if (s.main.tid == 0) open_files(s.main, uint32_t(s.pid));
+  sample_thread(s, s.main, uint32_t(s.pid), main_pthread, true, gone);
+  for (int i = 0; i < kMaxThreads; ++i) {
+    TaskFiles& files = s.threads[i];
+    const uint32_t tid = tids[i] == uint32_t(s.pid) ? 0 : tids[i];
+    if (tid != files.tid) {
+      close_files(files);
+      if (tid && !open_files(files, tid)) gone = true;
+      else gone = false;
+    } else {
+      gone = false;
+    }
+    if (tid && !gone) sample_thread(s, files, tid, pthreads[i], false, gone);
+    if (tid && gone) {
+      // It exited without running its thread's destructors (or before they ran): its slot is free.
+      uint32_t expected = tid;
+      g_registered[i].pthread.store(0, std::memory_order_release);
+      g_registered[i].tid.compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
+      close_files(files);
+    }
+  }
+
+  const uint64_t now = clock_ns(CLOCK_MONOTONIC);
+  if (now >= s.next_census_ns) {
+    census(s);
+    s.next_census_ns = now + kCensusNs;
+  }
+}
+
+void* run(void* argument) {
+  auto& s = *static_cast<Sampler*>(argument);
+  // Any hooked call the runtime's functions make on this thread reaches the real one unrecorded.
+  thread_state().busy = true;
+  const uint64_t interval_ns = 1'000'000'000ULL / s.hz;
+  for (;;) {
+    // Uniform in [0.5, 1.5) intervals: a training loop of the sampler's period is not aliased.
+    const uint64_t pause_ns = interval_ns / 2 + next_random(s) % interval_ns;
+    timespec pause{time_t(pause_ns / 1'000'000'000ULL), long(pause_ns % 1'000'000'000ULL)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, 0, &pause, &pause) == EINTR) {
+    }
+    if (g_exiting.load(std::memory_order_acquire) || g_sampler.load(std::memory_order_acquire) != &s) return nullptr;
+    tick(s);
+  }
+}
+
+}  // namespace
+
+void register_sampled_thread(uint32_t tid) {
+  for (Registered& slot : g_registered)
+    if (slot.tid.load(std::memory_order_acquire) == tid) return;
+  const pthread_key_t* key = registration_key();
+  for (int i = 0; i < kMaxThreads; ++i) {
+    Registered& slot = g_registered[i];
+    uint32_t expected = 0;
+    if (slot.tid.load(std::memory_order_relaxed) != 0 ||
+        !slot.tid.compare_exchange_strong(expected, tid, std::memory_order_acq_rel))
+      continue;
+    slot.pthread.store(uint64_t(pthread_self()), std::memory_order_release);
+    if (key) pthread_setspecific(*key, reinterpret_cast<void*>(uintptr_t(i) + 1));
+    return;
+  }
+}
+
+void note_device(int device) { g_device.store(device, std::memory_order_release); }
+
+void start_sampler(Recorder& recorder) {
+  SegmentHeader* header = recorder.header();
+  const uint32_t hz = environment_number("TRAINSHIM_SAMPLE_HZ", kDefaultHz, 0, kMaxHz);
+  if (hz == 0) {
+    header->sampler.store(uint32_t(SamplerState::Off), std::memory_order_release);
+    return;
+  }
+  auto* s = new Sampler;
+  s->recorder = &recorder;
+  s->hz = hz;
+  s->pid = getpid();
+  const char* sysfs = std::getenv("TRAINSHIM_SYSFS");
+  s->sysfs = sysfs && *sysfs ? sysfs : "/sys";
+  while (s->sysfs.size() > 1 && s->sysfs.back() == '/') s->sysfs.pop_back();
+  s->environment = environment_facts();
+  s->random = (clock_ns(CLOCK_MONOTONIC) ^ (uint64_t(s->pid) << 32)) | 1;
+  g_exiting.store(false, std::memory_order_relaxed);
+  g_sampler.store(s, std::memory_order_release);
+  header->sample_hz.store(hz, std::memory_order_relaxed);
+  // The job's signals must never be delivered to the sampler.
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
+  pthread_t thread;
+  const bool started = pthread_create(&thread, nullptr, run, s) == 0;
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (!started) {
+    g_sampler.store(nullptr, std::memory_order_release);
+    header->sample_hz.store(0, std::memory_order_relaxed);
+    header->sampler.store(uint32_t(SamplerState::Failed), std::memory_order_release);
+    say("the sampler's thread could not be started: no thread states or Python stacks are sampled");
+    return;
+  }
+  pthread_setname_np(thread, "trainshim-samp");
+  pthread_detach(thread);
+  header->sampler.store(uint32_t(SamplerState::On), std::memory_order_release);
+  // At exit the thread stops before its next tick: nothing of the runtime's is called while
+  // the process tears it down.
+  static std::atomic<bool> exit_handler_installed{false};
+  if (!exit_handler_installed.exchange(true))
+    std::atexit([] { g_exiting.store(true, std::memory_order_release); });
+}
+
+void reset_sampler_after_fork() {
+  for (Registered& slot : g_registered) {
+    slot.pthread.store(0, std::memory_order_relaxed);
+    slot.tid.store(0, std::memory_order_relaxed);
+  }
+  g_device.store(-1, std::memory_order_relaxed);
+  // The parent's sampler object, left as it was at fork(): its files are the parent's threads'.
+  if (Sampler* parent = g_sampler.exchange(nullptr, std::memory_order_acq_rel)) {
+    close_files(parent->main);
+    for (TaskFiles& files : parent->threads) close_files(files);
+  }
+}
+
+}  // namespace trainshim::shim

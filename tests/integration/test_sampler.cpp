@@ -1,0 +1,317 @@
+// The shim's sampler (shim/core/sampler.cpp) on simcuda: what a process's segment holds once it
+// exited (no collector runs: the segment is read as the collector reads it).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <vector>
+
+#include "harness.hpp"
+#include "segment_reader.hpp"
+#include "trainshim/names.hpp"
+#include "trainshim/protocol.hpp"
+
+namespace trainshim::test {
+namespace {
+
+struct Frame {
+  std::string file, function;
+  int line;
+};
+
+struct Segment {
+  bool found = false;
+  uint32_t pid = 0;
+  SamplerState sampler = SamplerState::NotStarted;
+  uint32_t sample_hz = 0;
+  uint64_t torn = 0;
+  std::vector<EventRecord> records;
+  std::map<uint32_t, std::string> strings;
+  std::map<uint32_t, std::vector<Frame>> stacks;  // by id, innermost first
+  std::map<std::string, std::string> facts;       // later lines replace earlier ones
+  int fact_records = 0;
+
+  std::vector<EventRecord> of(ApiClass c) const {
+    std::vector<EventRecord> found;
+    for (const EventRecord& r : records)
+      if (api_class_of(r) == c) found.push_back(r);
+    std::sort(found.begin(), found.end(),
+              [](const EventRecord& a, const EventRecord& b) { return a.begin_ticks < b.begin_ticks; });
+    return found;
+  }
+  std::vector<EventRecord> samples_of(uint32_t tid) const {
+    std::vector<EventRecord> found;
+    for (const EventRecord& r : of(ApiClass::Sample))
+      if (r.tid == tid) found.push_back(r);
+    return found;
+  }
+};
+
+// Runs `command` (a full command line: environment and program) with no collector and reads the
+// segment of the job's one process, if it made one.
+Segment run_and_read(const Scratch& s, const std::string& command, Outcome* outcome = nullptr) {
+  const Outcome result = run(command);
+  EXPECT_EQ(result.exit_code, 0) << command << "\n" << result.out;
+  if (outcome) *outcome = result;
+  const auto names = collector::list_segments(getuid(), s.job);
+  Segment segment;
+  EXPECT_LE(names.size(), 1u);
+  if (names.size() != 1) return segment;
+  segment.found = true;
+  collector::SegmentReader reader(names[0]);
+  segment.pid = reader.header().pid;
+  // The reader's copy of the header leaves the sampler's fields out: they are read in place.
+  const int fd = open((std::string(kShmDir) + "/" + names[0]).c_str(), O_RDONLY | O_CLOEXEC);
+  EXPECT_GE(fd, 0);
+  void* mapped = mmap(nullptr, sizeof(SegmentHeader), PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  EXPECT_NE(mapped, MAP_FAILED);
+  if (mapped != MAP_FAILED) {
+    const auto* header = static_cast<const SegmentHeader*>(mapped);
+    segment.sampler = SamplerState(header->sampler.load());
+    segment.sample_hz = header->sample_hz.load();
+    segment.torn = header->samples_torn.load();
+    munmap(mapped, sizeof(SegmentHeader));
+  }
+  reader.drain([&](const EventRecord& r) { segment.records.push_back(r); }, true);
+  std::vector<SideRecord> python;
+  reader.drain_side(
+      [&](const SideRecord& r) {
+        if (r.kind == uint16_t(SideKind::String)) segment.strings[r.id] = std::string(r.text, r.count);
+        if (r.kind == uint16_t(SideKind::PythonStack)) python.push_back(r);
+        if (r.kind == uint16_t(SideKind::Facts)) {
+          ++segment.fact_records;
+          std::istringstream lines(std::string(r.text, r.count));
+          for (std::string line; std::getline(lines, line);) {
+            const auto equals = line.find('=');
+            if (equals != std::string::npos) segment.facts[line.substr(0, equals)] = line.substr(equals + 1);
+          }
+        }
+      },
+      true);
+  for (const SideRecord& r : python) {
+    std::vector<Frame>& frames = segment.stacks[r.id];
+    for (int i = 0; i < r.count; ++i)
+      frames.push_back({segment.strings[r.python[i].file], segment.strings[r.python[i].function], r.python[i].line});
+  }
+  reader.unlink();
+  return segment;
+}
+
+std::string shim_env(const Scratch& s, const std::string& hz) {
+  return preload_env(s.job) + " TRAINSHIM_SPAWN_COLLECTOR=0 TRAINSHIM_SAMPLE_HZ=" + hz + " ";
+}
+
+// The value after `key ` on the output's line that starts with it.
+std::string printed(const std::string& out, const std::string& key) {
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);)
+    if (line.starts_with(key + " ")) return line.substr(key.size() + 1);
+  ADD_FAILURE() << "no '" << key << "' in " << out;
+  return {};
+}
+
+// The frames of `stack` from the first one in `file` outwards.
+std::vector<Frame> from_file(const std::vector<Frame>& stack, const std::string& file) {
+  auto first = std::find_if(stack.begin(), stack.end(), [&](const Frame& f) { return f.file.ends_with(file); });
+  return {first, stack.end()};
+}
+
+TEST(Sampler, CThreadSleepingInClockNanosleepIsSleepingInThatCall) {
+  Scratch s;
+  const Segment segment = run_and_read(s, shim_env(s, "100") + program("sampler_prog") + " sleep 400");
+  ASSERT_TRUE(segment.found);
+  EXPECT_EQ(segment.sampler, SamplerState::On);
+  EXPECT_EQ(segment.sample_hz, 100u);
+  EXPECT_EQ(segment.torn, 0u);
+  const auto samples = segment.of(ApiClass::Sample);
+  ASSERT_GE(samples.size(), 2u);
+  uint32_t tick = 0;
+  for (const EventRecord& r : samples) {
+    // Only the main thread made calls; no Python: no stacks.
+    EXPECT_EQ(r.tid, segment.pid);
+    // The last tick may have come as the thread woke up to exit.
+    if (&r != &samples.back()) {
+      EXPECT_EQ(sample_state(r), 'S');
+      EXPECT_EQ(sample_syscall(r), SYS_clock_nanosleep);
+    }
+    EXPECT_EQ(r.python_stack, 0u);
+    EXPECT_EQ(r.native_stack, 0u);
+    EXPECT_EQ(sample_tick(r), ++tick) << "one sample per tick, ticks from 1";
+  }
+  EXPECT_FALSE(segment.of(ApiClass::ProcessSample).empty());
+  EXPECT_EQ(segment.facts.at("device"), "0");
+}
+
+TEST(Sampler, AProcessWithoutCudaCallsHasNoSamplerThread) {
+  Scratch s;
+  Outcome outcome;
+  const Segment segment = run_and_read(s, shim_env(s, "1000") + program("sampler_prog") + " no_cuda 100", &outcome);
+  EXPECT_FALSE(segment.found);
+  EXPECT_EQ(printed(outcome.out, "threads"), "1");
+}
+
+TEST(Sampler, RateZeroTurnsItOff) {
+  Scratch s;
+  const Segment segment = run_and_read(s, shim_env(s, "0") + program("sampler_prog") + " sleep 200");
+  ASSERT_TRUE(segment.found);
+  EXPECT_EQ(segment.sampler, SamplerState::Off);
+  EXPECT_EQ(segment.sample_hz, 0u);
+  EXPECT_TRUE(segment.of(ApiClass::Sample).empty());
+  EXPECT_TRUE(segment.of(ApiClass::ProcessSample).empty());
+  EXPECT_EQ(segment.fact_records, 0);
+}
+
+TEST(Sampler, ABadRateIsSaidAndTheDefaultUsed) {
+  Scratch s;
+  Outcome outcome;
+  const Segment segment =
+      run_and_read(s, shim_env(s, "2000") + program("sampler_prog") + " sleep 100 2>&1", &outcome);
+  ASSERT_TRUE(segment.found);
+  EXPECT_EQ(segment.sampler, SamplerState::On);
+  EXPECT_EQ(segment.sample_hz, 50u);
+  EXPECT_NE(outcome.out.find("trainshim: TRAINSHIM_SAMPLE_HZ=\"2000\" is not a whole number from 0 to 1000: using the "
+                             "default 50"),
+            std::string::npos)
+      << outcome.out;
+}
+
+TEST(Sampler, FactsComeFromTheRuntimeSysfsAndTheEnvironment) {
+  Scratch s;
+  const std::string sysfs = s.dir + "/sys";
+  const auto write = [&](const std::string& path, const std::string& text) {
+    std::filesystem::create_directories(std::filesystem::path(sysfs + path).parent_path());
+    std::ofstream(sysfs + path) << text;
+  };
+  write("/devices/system/cpu/online", "0-63\n");
+  // Device 1 of simcuda is on bus 0x4c (0x3B + 0x11 per device).
+  write("/bus/pci/devices/0000:4c:00.0/numa_node", "1\n");
+  write("/devices/system/node/node1/cpulist", "32-63\n");
+  write("/devices/system/node/node0/cpulist", "0-31\n");
+  // A clean environment: the facts name exactly these variables.
+  const Segment segment = run_and_read(
+      s, "env -i LD_LIBRARY_PATH=" + std::string(Paths::simcuda) + " " + shim_env(s, "100") + "TRAINSHIM_SYSFS=" +
+             sysfs + " SIMCUDA_DEVICES=2 OMP_NUM_THREADS=4 NCCL_P2P_DISABLE=1 NCCL_DEBUG=INFO PATH=/usr/bin " +
+             program("sampler_prog") + " facts 200");
+  ASSERT_TRUE(segment.found);
+  const std::map<std::string, std::string> expected = {
+      {"affinity", "0"},          {"cpus_online", "0-63"},
+      {"device", "1"},            {"gpus", "2"},
+      {"gpu_pci_bus_id", "0000:4c:00.0"},
+      {"gpu_numa_node", "1"},     {"gpu_numa_cpus", "32-63"},
+      {"env.NCCL_DEBUG", "INFO"}, {"env.NCCL_P2P_DISABLE", "1"},
+      {"env.OMP_NUM_THREADS", "4"},
+  };
+  EXPECT_EQ(segment.facts, expected);
+}
+
+TEST(Sampler, ChildProcessCensusCountsDataLoaderWorkers) {
+  Scratch s;
+  Outcome outcome;
+  const Segment segment =
+      run_and_read(s, shim_env(s, "100") + program("sampler_prog") + " census 1200", &outcome);
+  ASSERT_TRUE(segment.found);
+  const auto census = segment.of(ApiClass::ProcessSample);
+  ASSERT_GE(census.size(), 1u);
+  for (const EventRecord& r : census) {
+    const ProcessCensus c = process_census(r);
+    EXPECT_EQ(c.workers_alive, 2u);
+    EXPECT_EQ(c.workers_seen, 2u);
+    EXPECT_EQ(c.other_children, 1u);
+    // The workers burnt their CPU before the first call and sleep since.
+    EXPECT_EQ(std::to_string(c.workers_cpu_ns), printed(outcome.out, "workers_cpu_ns"));
+    EXPECT_EQ(std::to_string(c.threads), printed(outcome.out, "threads"));
+  }
+}
+
+class SamplerPython : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SamplerPython, EachThreadIsSampledWithItsOwnStack) {
+  Scratch s;
+  const std::string script = std::string(Paths::source) + "/tests/python/sampler_stacks.py";
+  Outcome outcome;
+  const Segment segment = run_and_read(s, shim_env(s, "200") + GetParam() + " " + script + " 0.5", &outcome);
+  ASSERT_TRUE(segment.found);
+  EXPECT_EQ(segment.sampler, SamplerState::On);
+  const uint32_t worker = uint32_t(std::stoul(printed(outcome.out, "worker")));
+  const int main_line = marked_line(script, "# SAMPLED main");
+  const int worker_line = marked_line(script, "# SAMPLED worker");
+
+  int main_in_main_waits = 0, worker_in_worker_waits = 0;
+  for (const EventRecord& r : segment.samples_of(segment.pid)) {
+    if (!r.python_stack) continue;
+    const std::vector<Frame> user = from_file(segment.stacks.at(r.python_stack), "sampler_stacks.py");
+    for (const Frame& f : user) EXPECT_NE(f.function, "worker_waits") << "the worker's frames on the main thread";
+    if (!user.empty() && user[0].function == "main_waits") {
+      ++main_in_main_waits;
+      EXPECT_EQ(user[0].line, main_line);
+      ASSERT_EQ(user.size(), 3u);
+      EXPECT_EQ(user[1].function, "main");
+      EXPECT_EQ(user[2].function, "<module>");
+    }
+  }
+  for (const EventRecord& r : segment.samples_of(worker)) {
+    if (!r.python_stack) continue;
+    const std::vector<Frame> user = from_file(segment.stacks.at(r.python_stack), "sampler_stacks.py");
+    ASSERT_FALSE(user.empty());
+    for (const Frame& f : user) EXPECT_NE(f.function, "main_waits") << "the main thread's frames on the worker";
+    if (user[0].function == "worker_waits" && user[0].line == worker_line) {
+      ++worker_in_worker_waits;
+      // Called by threading's Thread.run, not by the script.
+      ASSERT_GE(user.size(), 2u);
+      EXPECT_EQ(user[1].function, "run");
+      EXPECT_TRUE(user[1].file.ends_with("threading.py")) << user[1].file;
+    }
+  }
+  EXPECT_GT(main_in_main_waits, 0);
+  EXPECT_GT(worker_in_worker_waits, 0);
+  for (const EventRecord& r : segment.of(ApiClass::Sample))
+    EXPECT_TRUE(r.tid == segment.pid || r.tid == worker) << r.tid << ": only the threads that made calls";
+}
+
+TEST_P(SamplerPython, FramesChangingWhileReadAreDroppedAndCounted) {
+  Scratch s;
+  const std::string script = std::string(Paths::source) + "/tests/python/sampler_torn.py";
+  Outcome outcome;
+  // It recurses until a torn sample is counted (at most a minute): the sampler and it must run at once.
+  const Segment segment = run_and_read(
+      s, shim_env(s, "1000") + GetParam() + " " + script + " 1 " + std::to_string(offsetof(SegmentHeader, samples_torn)),
+      &outcome);
+  ASSERT_TRUE(segment.found);
+  EXPECT_EQ(outcome.out, "ok\n");
+  EXPECT_GT(segment.torn, 0u);
+  // What was kept is a real stack of the script: its functions at its lines.
+  std::ifstream source(script);
+  const auto lines = std::count(std::istreambuf_iterator<char>(source), std::istreambuf_iterator<char>(), '\n');
+  const std::set<std::string> functions = {"recurse", "main", "torn", "<module>"};
+  for (const EventRecord& r : segment.samples_of(segment.pid)) {
+    if (!r.python_stack) continue;
+    const std::vector<Frame> user = from_file(segment.stacks.at(r.python_stack), "sampler_torn.py");
+    ASSERT_FALSE(user.empty());
+    EXPECT_EQ(user.back().function, "<module>");
+    for (const Frame& f : user) {
+      if (!f.file.ends_with("sampler_torn.py")) continue;
+      EXPECT_TRUE(functions.count(f.function)) << f.function;
+      EXPECT_GE(f.line, 1);
+      EXPECT_LE(f.line, lines);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Interpreters, SamplerPython,
+                         ::testing::ValuesIn(std::vector<std::string>{TRAINSHIM_TEST_PYTHONS}), [](const auto& info) {
+                           std::string name = info.param;
+                           for (char& c : name)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace trainshim::test

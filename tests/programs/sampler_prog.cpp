@@ -1,0 +1,116 @@
+// A C++ program (no Python) for the sampler's tests (tests/integration/test_sampler.cpp):
+//   sampler_prog sleep MS       one recorded call, then the main thread sleeps MS ms in clock_nanosleep
+//   sampler_prog no_cuda MS     no CUDA call: sleeps MS ms, then prints "threads N" (its /proc/self/task)
+//   sampler_prog facts MS       pinned to CPU 0 (sched_setaffinity), cudaSetDevice(1), one recorded call,
+//                               sleeps MS ms
+//   sampler_prog census MS      forks two children named pt_data_worker (prctl) that burn CPU then sleep,
+//                               and one other child; then one recorded call, sleeps MS ms, prints
+//                               "threads N" and "workers_cpu_ns N" (what /proc says of them now), kills
+//                               the children
+#include <cuda_runtime_api.h>
+#include <dirent.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "check.hpp"
+
+namespace {
+
+void sleep_ms(long ms) {
+  timespec pause{ms / 1000, (ms % 1000) * 1'000'000L};
+  // The raw system call: the test expects the samples to name exactly this one (SYS_clock_nanosleep).
+  while (syscall(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, &pause, &pause) != 0) {
+  }
+}
+
+int threads() {
+  int count = 0;
+  DIR* tasks = opendir("/proc/self/task");
+  while (const dirent* entry = tasks ? readdir(tasks) : nullptr)
+    if (entry->d_name[0] != '.') ++count;
+  if (tasks) closedir(tasks);
+  return count;
+}
+
+uint64_t cpu_ns(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream fields(text.substr(text.rfind(')') + 2));
+  std::string field;
+  uint64_t utime = 0, stime = 0;
+  for (int index = 3; index <= 15 && fields >> field; ++index) {
+    if (index == 14) utime = std::stoull(field);
+    if (index == 15) stime = std::stoull(field);
+  }
+  return (utime + stime) * (1'000'000'000ULL / uint64_t(sysconf(_SC_CLK_TCK)));
+}
+
+// A child that names itself (or not), burns `cpu_ms` of CPU, says so on `ready`, then sleeps.
+pid_t child(const char* name, long cpu_ms, int ready) {
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  if (name) prctl(PR_SET_NAME, name);
+  timespec used{};
+  do clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &used);
+  while (used.tv_sec * 1000 + used.tv_nsec / 1'000'000 < cpu_ms);
+  const char byte = 1;
+  if (write(ready, &byte, 1) != 1) _exit(1);
+  for (;;) pause();
+}
+
+void recorded_call() { CHECK(cudaDeviceSynchronize()); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) return 2;
+  const std::string mode = argv[1];
+  const long ms = std::atol(argv[2]);
+  if (mode == "sleep") {
+    recorded_call();
+    sleep_ms(ms);
+  } else if (mode == "no_cuda") {
+    sleep_ms(ms);
+    std::printf("threads %d\n", threads());
+  } else if (mode == "facts") {
+    cpu_set_t only_first;
+    CPU_ZERO(&only_first);
+    CPU_SET(0, &only_first);
+    if (sched_setaffinity(0, sizeof only_first, &only_first) != 0) return 3;
+    CHECK(cudaSetDevice(1));
+    recorded_call();
+    sleep_ms(ms);
+  } else if (mode == "census") {
+    int ready[2];
+    if (pipe(ready) != 0) return 3;
+    const pid_t children[] = {child("pt_data_worker", 30, ready[1]), child("pt_data_worker", 30, ready[1]),
+                              child(nullptr, 0, ready[1])};
+    for (int i = 0; i < 3; ++i) {
+      char byte;
+      if (read(ready[0], &byte, 1) != 1) return 4;
+    }
+    recorded_call();
+    sleep_ms(ms);
+    std::printf("threads %d\n", threads());
+    std::printf("workers_cpu_ns %llu\n", (unsigned long long)(cpu_ns(children[0]) + cpu_ns(children[1])));
+    for (const pid_t pid : children) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  } else {
+    return 2;
+  }
+  return 0;
+}
