@@ -5,11 +5,19 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <limits>
 #include <thread>
 #include <utility>
 
+#include "trainshim/python_files.hpp"
+
 namespace trainshim::collector {
+
+namespace {
+// The highest rate the shim's sampler runs at (TRAINSHIM_SAMPLE_HZ): a header that says more says nothing.
+constexpr uint32_t kMostSampleHz = 1000;
+}  // namespace
 
 Collector::Collector(CollectorOptions options)
     : options_(std::move(options)),
@@ -63,7 +71,7 @@ void Collector::discover() {
                 id,
                 resumed ? database_.process_counters(id) : Database::ProcessCounters{},
                 std::make_unique<ProcessStacks>(database_, id),
-                std::make_unique<ProcessIngest>(options_.recent_events, options_.gpu_rows),
+                std::make_unique<ProcessIngest>(options_.recent_events, options_.gpu_rows, options_.sample_rows),
                 {}};
       if (resumed) {
         t.ingest->recent().restore(database_.recent_events(id));
@@ -73,6 +81,15 @@ void Collector::discover() {
           t.stacks->restore_string(string_id, std::move(text));
         database_.restore_timings(id, t.ingest->timings());
         t.ingest->restore_gpu_rows(database_.gpu_activity_rows(id));
+        t.ingest->restore_sample_rows(database_.sample_rows(id));
+        for (const auto& [tid, now] : database_.threads_now(id)) t.ingest->restore_thread_now(tid, now);
+        const std::map<std::string, std::string> facts = database_.facts(id);
+        const auto restore_max = [&](const char* key, uint64_t& max) {
+          if (const auto it = facts.find(key); it != facts.end())
+            std::from_chars(it->second.data(), it->second.data() + it->second.size(), max);
+        };
+        restore_max("threads_max", t.ingest->census().threads_max);
+        restore_max("workers_max", t.ingest->census().workers_max);
       }
       recent_writer_.track(id, t.ingest->recent());
       t.positions = t.reader->positions();
@@ -110,21 +127,24 @@ uint64_t Collector::pass(Discovery discovery) {
         [&](const EventRecord& r) {
           const uint64_t begin_ns = clock_.to_monotonic_ns(reader.header(), r.begin_ticks);
           const ApiClass c = ingest.add(r, begin_ns, clock_.to_monotonic_ns(reader.header(), r.end_ticks));
-          if (c == ApiClass::Collective || c == ApiClass::CollectiveTiming || c == ApiClass::GroupEnd)
+          if (c == ApiClass::Collective || c == ApiClass::CollectiveTiming || c == ApiClass::GroupEnd ||
+              c == ApiClass::CommInit)
             hangs_.observe(rank, r, int64_t(begin_ns), t.stacks->user_frame(r.python_stack));
         },
         gone);
     const uint64_t gpu_not_kept = ingest.gpu_not_kept();
+    const uint64_t samples_not_kept = ingest.samples_not_kept();
     store(t);
     stored += counts.records;
     counts.unpublished += side.unpublished;
-    counts.malformed += side.malformed;
+    counts.malformed += side.malformed + t.stacks->take_malformed_facts();
     // What the collector drained adds up; the producer's own counters are its running totals.
     Database::ProcessCounters drained = t.totals;
     drained.events += counts.records;
     drained.lost_unpublished += counts.unpublished;
     drained.malformed += counts.malformed;
     drained.gpu_records_not_kept += gpu_not_kept;
+    drained.samples_not_kept += samples_not_kept;
     if (counts.malformed)
       report("warning", fmt::format("{} malformed records skipped in /dev/shm/{}", counts.malformed, it->first));
     if (reader.truncated()) {
@@ -140,6 +160,7 @@ uint64_t Collector::pass(Discovery discovery) {
                                     it->first, counts.records));
       rejected_.insert(it->first);
       finished.push_back(it->first);
+      hangs_.forget_process(t.process_id);
       continue;
     }
     Database::ProcessCounters now = drained;
@@ -151,11 +172,17 @@ uint64_t Collector::pass(Discovery discovery) {
     now.python_stacks = reader.python_stacks();
     now.gpu_records_dropped = reader.gpu_records_dropped();
     now.gpu_timeline = reader.gpu_timeline();
+    now.samples_torn = reader.samples_torn();
+    now.sampler = reader.sampler();
+    const uint32_t hz = reader.sample_hz();
+    now.sample_hz = hz <= kMostSampleHz ? hz : 0;
     now.ended = gone;
     if (now != t.totals) {
       database_.update_process(t.process_id, now);
       t.totals = now;
     }
+    if (gone) hangs_.forget_process(t.process_id);
+    else note_process(t, now);
     // A gone producer's segment is drained in one pass (its slots cannot fill any more).
     if (gone) {
       store_recent(t);
@@ -197,6 +224,16 @@ uint64_t Collector::pass(Discovery discovery) {
 void Collector::store(Tracked& t) {
   ProcessIngest& ingest = *t.ingest;
   database_.add_pass(t.process_id, ingest);
+  const SegmentHeader& header = t.reader->header();
+  // CLOCK_REALTIME as the segment's anchors relate it to CLOCK_MONOTONIC.
+  const int64_t realtime_offset = int64_t(header.anchor_realtime_ns) - int64_t(header.anchor_monotonic_ns);
+  for (const uint32_t tid : ingest.threads_sampled()) {
+    const ThreadNow& now = ingest.threads_now().at(tid);
+    database_.set_thread_now(t.process_id, tid, now, int64_t(now.at_ns) + realtime_offset);
+  }
+  if (ingest.census_changed())
+    for (const auto& [key, value] : ingest.census().facts())
+      database_.set_fact(t.process_id, key, std::to_string(value));
   const ProcessIngest::Activity& last = ingest.last_activity();
   if (ingest.stored() && last.seen) {
     const int rank = t.reader->header().rank;
@@ -204,6 +241,34 @@ void Collector::store(Tracked& t) {
                          t.stacks->user_frame(last.python_stack), int64_t(last.begin_ns));
   }
   ingest.clear_pass();
+}
+
+void Collector::note_process(const Tracked& t, const Database::ProcessCounters& counters) {
+  const SegmentHeader& header = t.reader->header();
+  ProcessNow now;
+  now.rank = header.rank;
+  now.pid = header.pid;
+  now.sampled = SamplerState(counters.sampler) == SamplerState::On;
+  now.last_record_ns = int64_t(t.ingest->last_record_ns());
+  const auto& threads = t.ingest->threads_now();
+  if (const auto main = threads.find(uint32_t(header.pid)); main != threads.end()) {
+    now.main_sampled = true;
+    now.main = main->second;
+  }
+  hangs_.note_process(t.process_id, now);
+}
+
+StackWords Collector::stack_words(int64_t process_id, uint32_t python_stack) {
+  StackWords words;
+  std::string outermost;
+  for (const Database::PythonFrame& f : database_.python_frames(process_id, python_stack)) {
+    // As ProcessStacks::user_frame: the innermost frame of the user's code, else the outermost.
+    outermost = fmt::format("{}:{} in {}", f.file, f.line, f.function);
+    if (words.where.empty() && !is_library_python_frame(f.file, f.function)) words.where = outermost;
+    words.frames.push_back(fmt::format("{} ({}:{})", f.function, f.file, f.line));
+  }
+  if (words.where.empty()) words.where = outermost;
+  return words;
 }
 
 void Collector::store_positions(Tracked& t) {
@@ -217,9 +282,12 @@ void Collector::store_positions(Tracked& t) {
 void Collector::store_recent(Tracked& t) { recent_writer_.queue(t.process_id, t.ingest->recent()); }
 
 void Collector::watch_hangs() {
-  for (const Hang& h : hangs_.check(int64_t(clock_ns(CLOCK_MONOTONIC)))) {
-    database_.record_hang(fmt::format("{:016x}", h.communicator), h.sequence, "collective", h.op, rank_list(h.waiting),
-                          rank_list(h.missing), h.waited_ns, h.message, "");
+  const StackNamer namer = [this](int64_t process, uint32_t stack) { return stack_words(process, stack); };
+  for (const Hang& h : hangs_.check(int64_t(clock_ns(CLOCK_MONOTONIC)), namer)) {
+    // A hang outside collectives has no communicator.
+    const std::string communicator = h.kind == HangKind::Collective ? fmt::format("{:016x}", h.communicator) : "";
+    database_.record_hang(communicator, h.sequence, std::string(hang_kind_name(h.kind)), h.op, rank_list(h.waiting),
+                          rank_list(h.missing), h.waited_ns, h.message, h.stacks);
     if (h.fresh) report("hang", h.message);
   }
 }

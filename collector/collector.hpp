@@ -41,6 +41,9 @@ struct CollectorOptions {
   // The most GPU activity records kept per process in `gpu_activities`, the first ones (0: none);
   // the rest are counted in `calls` and in `processes.gpu_records_not_kept`.
   uint64_t gpu_rows = kDefaultGpuRows;
+  // The most samples kept per process in `samples`, the first ones (0: none); the rest are counted
+  // in `calls` and in `processes.samples_not_kept`.
+  uint64_t sample_rows = kDefaultSampleRows;
 };
 
 class Collector {
@@ -89,6 +92,10 @@ class Collector {
   void store_recent(Tracked& t);
   // Where reading stopped, with the records read up to there.
   void store_positions(Tracked& t);
+  // What the hang watch is told of `t` after a pass: its rank, its sampler, its main thread.
+  void note_process(const Tracked& t, const Database::ProcessCounters& counters);
+  // The words of a process's Python stack, for hang messages.
+  StackWords stack_words(int64_t process_id, uint32_t python_stack);
   void watch_hangs();
 
   CollectorOptions options_;

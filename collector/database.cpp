@@ -49,7 +49,8 @@ std::string counter_columns() {
 std::string update_process_statement() {
   std::string sql = "UPDATE processes SET events=?";
   for (const CounterInfo& c : kCounters) ((sql += ", ") += c.column) += "=?";
-  return sql + ", ended=?, python_version=?, python_stacks_unavailable=?, gpu_timeline=? WHERE id=?";
+  return sql +
+         ", ended=?, python_version=?, python_stacks_unavailable=?, gpu_timeline=?, sampler=?, sample_hz=? WHERE id=?";
 }
 
 }  // namespace
@@ -252,6 +253,9 @@ Database::Database(const std::string& path, const std::string& job, const std::s
     insert_log_ = prepare(insert_statement("collector_log").c_str());
     // A hang is written when found and rewritten while it lasts (how long the ranks have waited).
     upsert_hang_ = prepare(insert_statement("hangs", OnConflict::Merge).c_str());
+    insert_sample_ = prepare(insert_statement("samples").c_str());
+    upsert_thread_now_ = prepare(insert_statement("threads_now", OnConflict::Merge).c_str());
+    upsert_fact_ = prepare(insert_statement("process_facts", OnConflict::Merge).c_str());
     checkpointer_ = std::make_unique<WalCheckpointer>(path, held.st_dev, held.st_ino);
     checkpointer_->watch(db_);
   } catch (...) {
@@ -275,9 +279,10 @@ Database::~Database() {
 
 void Database::finalize_all() {
   for (auto* s :
-       {insert_event_, fold_timing_, delete_event_, upsert_calls_, insert_recent_, insert_gpu_activity_,
-        delete_recent_rows_, upsert_position_, insert_process_, update_process_, insert_log_, insert_module_,
-        insert_python_string_, insert_native_frame_, insert_python_frame_, insert_python_stack_, upsert_hang_})
+       {insert_event_,        fold_timing_,        delete_event_,         upsert_calls_,        insert_recent_,
+        insert_gpu_activity_, delete_recent_rows_, upsert_position_,      insert_process_,      update_process_,
+        insert_log_,          insert_module_,      insert_python_string_, insert_native_frame_, insert_python_frame_,
+        insert_python_stack_, upsert_hang_,        insert_sample_,        upsert_thread_now_,   upsert_fact_})
     sqlite3_finalize(s);
 }
 
@@ -399,6 +404,94 @@ void Database::add_pass(int64_t process_id, ProcessIngest& ingest) {
   }
   for (const int64_t row : timings.take_dropped_early()) delete_event(row);
   for (const StoredEvent& activity : ingest.gpu_activities()) add_gpu_activity(process_id, activity);
+  for (const SampleRow& sample : ingest.samples()) add_sample(process_id, sample);
+}
+
+namespace {
+// A null text would bind SQL NULL: an unknown state is the empty text.
+std::string_view state_text(const char& state) { return state ? std::string_view(&state, 1) : std::string_view("", 0); }
+}  // namespace
+
+void Database::add_sample(int64_t process_id, const SampleRow& sample) {
+  begin_if_needed();
+  sqlite3_stmt* s = insert_sample_;
+  static_assert(schema::insert_column_count("samples") == 7 && schema::insert_parameter("samples", "state") == 5);
+  sqlite3_bind_int64(s, 1, process_id);
+  sqlite3_bind_int64(s, 2, sample.tid);
+  sqlite3_bind_int64(s, 3, int64_t(sample.at_ns));
+  sqlite3_bind_int64(s, 4, sample.tick);
+  const std::string_view state = state_text(sample.state);
+  sqlite3_bind_text(s, 5, state.data(), int(state.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_int64(s, 6, sample.syscall);
+  sqlite3_bind_int64(s, 7, sample.python_stack);
+  step_and_reset(db_, s);
+}
+
+uint64_t Database::sample_rows(int64_t process_id) {
+  sqlite3_stmt* s = prepare("SELECT count(*) FROM samples WHERE process_id = ?");
+  sqlite3_bind_int64(s, 1, process_id);
+  uint64_t rows = 0;
+  if (sqlite3_step(s) == SQLITE_ROW) rows = uint64_t(sqlite3_column_int64(s, 0));
+  sqlite3_finalize(s);
+  return rows;
+}
+
+void Database::set_thread_now(int64_t process_id, uint32_t tid, const ThreadNow& now, int64_t at_unix_ns) {
+  begin_if_needed();
+  sqlite3_stmt* s = upsert_thread_now_;
+  static_assert(schema::insert_column_count("threads_now") == 8 &&
+                schema::insert_parameter("threads_now", "state") == 5 &&
+                schema::insert_parameter("threads_now", "since_ns") == 8);
+  sqlite3_bind_int64(s, 1, process_id);
+  sqlite3_bind_int64(s, 2, tid);
+  sqlite3_bind_int64(s, 3, int64_t(now.at_ns));
+  sqlite3_bind_int64(s, 4, at_unix_ns);
+  const std::string_view state = state_text(now.state);
+  sqlite3_bind_text(s, 5, state.data(), int(state.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_int64(s, 6, now.syscall);
+  sqlite3_bind_int64(s, 7, now.python_stack);
+  sqlite3_bind_int64(s, 8, int64_t(now.since_ns));
+  step_and_reset(db_, s);
+}
+
+std::vector<std::pair<uint32_t, ThreadNow>> Database::threads_now(int64_t process_id) {
+  sqlite3_stmt* s =
+      prepare("SELECT tid, at_ns, since_ns, python_stack, state, syscall FROM threads_now WHERE process_id = ?");
+  sqlite3_bind_int64(s, 1, process_id);
+  std::vector<std::pair<uint32_t, ThreadNow>> threads;
+  while (sqlite3_step(s) == SQLITE_ROW) {
+    ThreadNow now;
+    now.at_ns = uint64_t(sqlite3_column_int64(s, 1));
+    now.since_ns = uint64_t(sqlite3_column_int64(s, 2));
+    now.python_stack = uint32_t(sqlite3_column_int64(s, 3));
+    const auto* state = reinterpret_cast<const char*>(sqlite3_column_text(s, 4));
+    now.state = state ? state[0] : char(0);
+    now.syscall = sqlite3_column_int64(s, 5);
+    threads.emplace_back(uint32_t(sqlite3_column_int64(s, 0)), now);
+  }
+  sqlite3_finalize(s);
+  return threads;
+}
+
+void Database::set_fact(int64_t process_id, std::string_view key, std::string_view value) {
+  begin_if_needed();
+  sqlite3_stmt* s = upsert_fact_;
+  static_assert(schema::insert_column_count("process_facts") == 3);
+  sqlite3_bind_int64(s, 1, process_id);
+  sqlite3_bind_text(s, 2, key.data() ? key.data() : "", int(key.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_text(s, 3, value.data() ? value.data() : "", int(value.size()), SQLITE_TRANSIENT);
+  step_and_reset(db_, s);
+}
+
+std::map<std::string, std::string> Database::facts(int64_t process_id) {
+  sqlite3_stmt* s = prepare("SELECT key, value FROM process_facts WHERE process_id = ?");
+  sqlite3_bind_int64(s, 1, process_id);
+  std::map<std::string, std::string> facts;
+  while (sqlite3_step(s) == SQLITE_ROW)
+    facts[reinterpret_cast<const char*>(sqlite3_column_text(s, 0))] =
+        reinterpret_cast<const char*>(sqlite3_column_text(s, 1));
+  sqlite3_finalize(s);
+  return facts;
 }
 
 void Database::add_gpu_activity(int64_t process_id, const StoredEvent& activity) {
@@ -635,6 +728,9 @@ void Database::update_process(int64_t process_id, const ProcessCounters& c) {
   sqlite3_bind_text(update_process_, ++parameter, unavailable.c_str(), int(unavailable.size()), SQLITE_TRANSIENT);
   const std::string_view timeline = gpu_timeline_name(GpuTimeline(c.gpu_timeline));
   sqlite3_bind_text(update_process_, ++parameter, timeline.data(), int(timeline.size()), SQLITE_STATIC);
+  const std::string_view sampler = sampler_state_name(SamplerState(c.sampler));
+  sqlite3_bind_text(update_process_, ++parameter, sampler.data(), int(sampler.size()), SQLITE_STATIC);
+  sqlite3_bind_int64(update_process_, ++parameter, c.sample_hz);
   sqlite3_bind_int64(update_process_, ++parameter, process_id);
   step_and_reset(db_, update_process_);
 }
@@ -721,6 +817,19 @@ void Database::add_python_frame(int64_t process_id, uint32_t stack_id, int depth
   sqlite3_bind_int(s, 6, line);
   bind_text(s, 7, source);
   step_and_reset(db_, s);
+}
+
+std::vector<Database::PythonFrame> Database::python_frames(int64_t process_id, uint32_t stack_id) {
+  sqlite3_stmt* s =
+      prepare("SELECT file, function, line FROM python_frames WHERE process_id = ? AND stack_id = ? ORDER BY depth");
+  sqlite3_bind_int64(s, 1, process_id);
+  sqlite3_bind_int64(s, 2, stack_id);
+  std::vector<PythonFrame> frames;
+  while (sqlite3_step(s) == SQLITE_ROW)
+    frames.push_back({reinterpret_cast<const char*>(sqlite3_column_text(s, 0)),
+                      reinterpret_cast<const char*>(sqlite3_column_text(s, 1)), sqlite3_column_int(s, 2)});
+  sqlite3_finalize(s);
+  return frames;
 }
 
 void Database::add_python_stack(int64_t process_id, uint32_t stack_id, bool borrowed, uint32_t omitted) {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -76,6 +77,18 @@ class Database {
   // The process's rows of `gpu_activities` (a collector that resumes a dead one's row counts them
   // against the bound).
   uint64_t gpu_activity_rows(int64_t process_id);
+  // One row of `samples`.
+  void add_sample(int64_t process_id, const SampleRow& sample);
+  // The process's rows of `samples` (a collector that resumes a dead one's row counts them against the bound).
+  uint64_t sample_rows(int64_t process_id);
+  // A thread's row of `threads_now`, written whole; `at_unix_ns`: its at_ns on CLOCK_REALTIME.
+  void set_thread_now(int64_t process_id, uint32_t tid, const ThreadNow& now, int64_t at_unix_ns);
+  // The process's rows of `threads_now` (a collector that resumes a dead one's row goes on from them).
+  std::vector<std::pair<uint32_t, ThreadNow>> threads_now(int64_t process_id);
+  // A row of `process_facts`, replacing the key's value.
+  void set_fact(int64_t process_id, std::string_view key, std::string_view value);
+  // The process's `process_facts`, by key.
+  std::map<std::string, std::string> facts(int64_t process_id);
   // One row of `recent_events`; returns its rowid (rowid order is the table's time order).
   int64_t add_recent_event(int64_t process_id, const StoredEvent& event);
   // The process's rows of `recent_events` with rowids first..last.
@@ -94,6 +107,12 @@ class Database {
   std::vector<std::pair<uint32_t, std::string>> python_strings(int64_t process_id);
   void add_python_frame(int64_t process_id, uint32_t stack_id, int depth, const std::string& file,
                         const std::string& function, int line, const std::string& source);
+  struct PythonFrame {
+    std::string file, function;
+    int line;
+  };
+  // The frames of a Python stack of the process, innermost first (none when it was not published).
+  std::vector<PythonFrame> python_frames(int64_t process_id, uint32_t stack_id);
   // borrowed: the stack of the thread blocked in backward, taken by an autograd engine thread;
   // omitted: frames left out between the innermost and the outermost kept.
   void add_python_stack(int64_t process_id, uint32_t stack_id, bool borrowed, uint32_t omitted);
@@ -105,12 +124,14 @@ class Database {
 #include "trainshim/counters.def"
     uint32_t python_stacks = 0;  // SegmentHeader::python_stacks
     uint32_t gpu_timeline = 0;   // SegmentHeader::gpu_timeline
+    uint32_t sampler = 0;        // SegmentHeader::sampler
+    uint32_t sample_hz = 0;      // SegmentHeader::sample_hz, 0 when not a rate the shim can run at
     bool ended = false;
     bool operator==(const ProcessCounters&) const = default;
   };
   void update_process(int64_t process_id, const ProcessCounters& counters);
   // The counts of a process's row as written so far (a collector that resumes a dead one's row
-  // goes on from them); python_stacks and gpu_timeline are 0, they are stored only as words.
+  // goes on from them); python_stacks, gpu_timeline and sampler are 0, they are stored only as words.
   ProcessCounters process_counters(int64_t process_id);
   void log(const std::string& level, const std::string& message);
   // `kind`: `collective` or `no_progress` (schema.def's hangs.kind).
@@ -152,6 +173,9 @@ class Database {
   sqlite3_stmt* insert_native_frame_ = nullptr;
   sqlite3_stmt* insert_python_frame_ = nullptr;
   sqlite3_stmt* upsert_hang_ = nullptr;
+  sqlite3_stmt* insert_sample_ = nullptr;
+  sqlite3_stmt* upsert_thread_now_ = nullptr;
+  sqlite3_stmt* upsert_fact_ = nullptr;
   bool in_transaction_ = false;
   std::unique_ptr<WalCheckpointer> checkpointer_;
 };

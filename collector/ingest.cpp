@@ -1,5 +1,7 @@
 #include "ingest.hpp"
 
+#include <algorithm>
+
 namespace trainshim::collector {
 
 namespace {
@@ -162,6 +164,31 @@ std::vector<int64_t> TimingFolder::clear() {
   return rows;
 }
 
+SampleRow sample_row(const EventRecord& r, uint64_t at_ns) {
+  const char letter = sample_state(r);
+  const bool is_letter = (letter >= 'A' && letter <= 'Z') || (letter >= 'a' && letter <= 'z');
+  return {r.tid, at_ns, sample_tick(r), is_letter ? letter : char(0), sample_syscall(r), r.python_stack};
+}
+
+void Census::add(const ProcessCensus& c) {
+  latest = c;
+  threads_max = std::max(threads_max, c.threads);
+  workers_max = std::max(workers_max, c.workers_alive);
+}
+
+std::vector<std::pair<std::string_view, uint64_t>> Census::facts() const {
+  const uint64_t values[] = {latest.threads,      threads_max,           latest.workers_alive, workers_max,
+                             latest.workers_seen, latest.workers_cpu_ns, latest.other_children};
+  static_assert(std::size(values) == std::size(kCensusKeys));
+  std::vector<std::pair<std::string_view, uint64_t>> facts;
+  for (std::size_t i = 0; i < std::size(values); ++i) facts.emplace_back(kCensusKeys[i], values[i]);
+  return facts;
+}
+
+void ProcessIngest::restore_thread_now(uint32_t tid, const ThreadNow& now) {
+  if (threads_now_.size() < kMostSampledThreads || threads_now_.count(tid)) threads_now_[tid] = now;
+}
+
 ProcessIngest::Thread& ProcessIngest::thread(uint32_t tid) {
   if (cached_thread_ && cached_tid_ == tid) return *cached_thread_;
   cached_tid_ = tid;
@@ -198,6 +225,43 @@ ApiClass ProcessIngest::add(const EventRecord& r, uint64_t begin_ns, uint64_t en
   if (begin_ns < totals.first_begin_ns) totals.first_begin_ns = begin_ns;
   if (end_ns > totals.last_end_ns) totals.last_end_ns = end_ns;
 
+  // The sampler's records say what the process's threads were doing, not something they did.
+  if (api_class == ApiClass::Sample) {
+    const SampleRow row = sample_row(r, begin_ns);
+    if (sample_rows_kept_ < sample_rows_) {
+      samples_.push_back(row);
+      ++sample_rows_kept_;
+    } else {
+      ++samples_not_kept_;
+    }
+    auto it = threads_now_.find(row.tid);
+    if (it == threads_now_.end()) {
+      if (threads_now_.size() >= kMostSampledThreads) return api_class;
+      it = threads_now_.emplace(row.tid, ThreadNow{}).first;
+      it->second.since_ns = row.at_ns;
+    } else if (row.at_ns < it->second.at_ns) {
+      return api_class;  // read out of order (another ring): it says nothing newer
+    } else if (!it->second.same_as(row)) {
+      it->second.since_ns = row.at_ns;
+    }
+    ThreadNow& now = it->second;
+    if (!now.written_pending) {
+      now.written_pending = true;
+      threads_sampled_.push_back(row.tid);
+    }
+    now.at_ns = row.at_ns;
+    now.python_stack = row.python_stack;
+    now.state = row.state;
+    now.syscall = row.syscall;
+    return api_class;
+  }
+  if (api_class == ApiClass::ProcessSample) {
+    census_.add(process_census(r));
+    census_changed_ = true;
+    return api_class;
+  }
+  last_record_ns_ = std::max(last_record_ns_, end_ns);
+
   // The GPU's own activity is not something the process's host was doing.
   if (is_gpu_activity(api_class)) {
     if (gpu_rows_kept_ < gpu_rows_) {
@@ -226,6 +290,11 @@ void ProcessIngest::clear_pass() {
   kept_.clear();
   gpu_.clear();
   gpu_not_kept_ = 0;
+  samples_.clear();
+  samples_not_kept_ = 0;
+  for (uint32_t tid : threads_sampled_) threads_now_[tid].written_pending = false;
+  threads_sampled_.clear();
+  census_changed_ = false;
   stored_ = 0;
 }
 

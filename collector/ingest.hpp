@@ -11,6 +11,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -27,6 +28,14 @@ namespace trainshim::collector {
 // day of one that runs 230: thousands of steps, more than the report needs to measure a step's
 // idle share. Past the bound the records are still counted in `calls`.
 inline constexpr uint64_t kDefaultGpuRows = 2'000'000;
+
+// Sample rows kept per process (TRAINSHIM_SAMPLE_ROWS): at 50 Hz and two sampled threads, the
+// first 2.8 hours of a rank, about 40 bytes each with the index. Past the bound the samples are
+// still counted in `calls` and go on telling `threads_now` and the hang watch what each thread does.
+inline constexpr uint64_t kDefaultSampleRows = 1'000'000;
+// Threads of one process followed in `threads_now`: the main thread and the threads that made CUDA
+// calls are a handful; a segment that names more (forged, or garbled) costs no more memory than this.
+inline constexpr std::size_t kMostSampledThreads = 4096;
 
 // The key of a `calls` row within its process (schema.def).
 struct CallKey {
@@ -203,11 +212,54 @@ class TimingFolder {
   std::vector<int64_t> dropped_early_;
 };
 
+// One Sample record as `samples` keeps it (schema.def).
+struct SampleRow {
+  uint32_t tid = 0;
+  uint64_t at_ns = 0;
+  uint32_t tick = 0;
+  char state = 0;        // a letter, 0 unknown
+  int64_t syscall = -1;  // -1: none
+  uint32_t python_stack = 0;
+};
+
+// What a sampled thread is doing as its latest sample says, and since when its samples show it
+// (the same Python stack, state and system call): a row of `threads_now`.
+struct ThreadNow {
+  uint64_t at_ns = 0;
+  uint64_t since_ns = 0;
+  uint32_t python_stack = 0;
+  char state = 0;
+  int64_t syscall = -1;
+  bool written_pending = false;  // sampled since the last clear_pass(): in threads_sampled()
+  bool same_as(const SampleRow& s) const {
+    return python_stack == s.python_stack && state == s.state && syscall == s.syscall;
+  }
+};
+
+// A Sample record's fields as stored: its state only when it is a letter (anything else from the
+// segment is no state at all).
+SampleRow sample_row(const EventRecord& sample, uint64_t at_ns);
+
+// The process's census (ProcessSample records) as `process_facts` keys: the latest counts and the
+// largest seen.
+inline constexpr std::string_view kCensusKeys[] = {"threads",      "threads_max",    "workers",       "workers_max",
+                                                   "workers_seen", "workers_cpu_ns", "other_children"};
+struct Census {
+  ProcessCensus latest;
+  uint64_t threads_max = 0;
+  uint64_t workers_max = 0;
+  void add(const ProcessCensus& c);
+  // The value of each of kCensusKeys, in its order.
+  std::vector<std::pair<std::string_view, uint64_t>> facts() const;
+};
+
 class ProcessIngest {
  public:
-  // gpu_rows: the most GPU activity records kept one by one, over the process's whole life.
-  explicit ProcessIngest(uint32_t recent_capacity, uint64_t gpu_rows = kDefaultGpuRows)
-      : recent_(recent_capacity), gpu_rows_(gpu_rows) {}
+  // gpu_rows, sample_rows: the most GPU activity records and samples kept one by one, over the
+  // process's whole life.
+  explicit ProcessIngest(uint32_t recent_capacity, uint64_t gpu_rows = kDefaultGpuRows,
+                         uint64_t sample_rows = kDefaultSampleRows)
+      : recent_(recent_capacity), gpu_rows_(gpu_rows), sample_rows_(sample_rows) {}
 
   // One validated record, its times already CLOCK_MONOTONIC ns. Returns its class.
   ApiClass add(const EventRecord& record, uint64_t begin_ns, uint64_t end_ns);
@@ -223,6 +275,25 @@ class ProcessIngest {
   void clear_pass();
   // The GPU activity rows a collector that died had kept of this process: they count against the bound.
   void restore_gpu_rows(uint64_t kept) { gpu_rows_kept_ = kept; }
+
+  // Since the last clear_pass(): the samples kept (rows of `samples`), and how many came past the bound.
+  const std::vector<SampleRow>& samples() const { return samples_; }
+  uint64_t samples_not_kept() const { return samples_not_kept_; }
+  // The sample rows a collector that died had kept of this process: they count against the bound.
+  void restore_sample_rows(uint64_t kept) { sample_rows_kept_ = kept; }
+  // Every sampled thread of the process, by tid, as its latest sample says.
+  const std::unordered_map<uint32_t, ThreadNow>& threads_now() const { return threads_now_; }
+  // The threads whose samples came since the last clear_pass() (their `threads_now` rows to rewrite).
+  const std::vector<uint32_t>& threads_sampled() const { return threads_sampled_; }
+  // What a collector that died had written of a thread: its run of identical samples goes on.
+  void restore_thread_now(uint32_t tid, const ThreadNow& now);
+  const Census& census() const { return census_; }
+  // Whether a census came since the last clear_pass().
+  bool census_changed() const { return census_changed_; }
+  Census& census() { return census_; }
+  // The latest end of a record that was not the sampler's: when the process last did something
+  // it recorded (0: nothing yet).
+  uint64_t last_record_ns() const { return last_record_ns_; }
 
   RecentWindow& recent() { return recent_; }
   TimingFolder& timings() { return timings_; }
@@ -253,6 +324,15 @@ class ProcessIngest {
   uint64_t gpu_rows_;
   uint64_t gpu_rows_kept_ = 0;  // over the process's life
   uint64_t gpu_not_kept_ = 0;   // this pass
+  std::vector<SampleRow> samples_;
+  uint64_t sample_rows_;
+  uint64_t sample_rows_kept_ = 0;  // over the process's life
+  uint64_t samples_not_kept_ = 0;  // this pass
+  std::unordered_map<uint32_t, ThreadNow> threads_now_;
+  std::vector<uint32_t> threads_sampled_;  // this pass, each once
+  Census census_;
+  bool census_changed_ = false;
+  uint64_t last_record_ns_ = 0;
   Activity last_activity_;
   // Records come in runs from one thread: the last one looked up is kept at hand.
   std::unordered_map<uint32_t, Thread> threads_;

@@ -94,6 +94,8 @@ std::optional<int64_t> count_from_environment(const char* name, int64_t fallback
 constexpr int64_t kMostRecentEvents = 1'000'000;
 // About 60 GB of database per process: far past what a report reads.
 constexpr int64_t kMostGpuRows = 1'000'000'000;
+// About 40 GB of database per process.
+constexpr int64_t kMostSampleRows = 1'000'000'000;
 
 int main(int argc, char** argv) {
   CLI::App app{"trainshim-collector: drains a job's trainshim segments into its SQLite database"};
@@ -121,6 +123,11 @@ int main(int argc, char** argv) {
                  "most GPU activity records kept per process for the GPU timeline, the first ones (default: "
                  "$TRAINSHIM_GPU_ROWS, else 2000000; 0: none); the rest are counted")
       ->check(CLI::Range(int64_t{0}, kMostGpuRows));
+  int64_t sample_rows = -1;
+  app.add_option("--sample-rows", sample_rows,
+                 "most samples of the sampler thread kept per process, the first ones (default: "
+                 "$TRAINSHIM_SAMPLE_ROWS, else 1000000; 0: none); the rest are counted")
+      ->check(CLI::Range(int64_t{0}, kMostSampleRows));
   app.add_option("--poll-ms", poll_ms,
                  "how often new segments are looked for, and the longest pause between passes while none is open")
       ->check(CLI::Range(1, 10000));
@@ -178,6 +185,12 @@ int main(int argc, char** argv) {
                                           kMostGpuRows, "rows");
     if (!n) return 2;
     gpu_rows = *n;
+  }
+  if (sample_rows < 0) {
+    const auto n = count_from_environment("TRAINSHIM_SAMPLE_ROWS", int64_t(trainshim::collector::kDefaultSampleRows),
+                                          kMostSampleRows, "rows");
+    if (!n) return 2;
+    sample_rows = *n;
   }
   std::string lock_path;
   std::vector<trainshim::RefusedLockFile> refused;
@@ -240,6 +253,7 @@ int main(int argc, char** argv) {
     options.hang = hang;
     options.recent_events = uint32_t(recent_events);
     options.gpu_rows = uint64_t(gpu_rows);
+    options.sample_rows = uint64_t(sample_rows);
     std::optional<trainshim::collector::Collector> collector(std::in_place, options);
     if (!refused.empty()) collector->report("warning", trainshim::describe_refused(refused));
     // Started by a job, standard error is the job's, maybe a pipe its caller reads to the end:

@@ -33,6 +33,38 @@ std::string source_line(const std::string& path, int line) {
   return first == std::string::npos ? std::string() : raw.substr(first, last - first + 1);
 }
 
+namespace {
+bool census_key(std::string_view key) {
+  return std::find(std::begin(kCensusKeys), std::end(kCensusKeys), key) != std::end(kCensusKeys);
+}
+}  // namespace
+
+std::vector<Fact> facts_of(std::string_view text, uint64_t& malformed) {
+  std::vector<Fact> facts;
+  const auto key_character = [](char c) { return c > ' ' && c < 0x7f && c != '='; };
+  const auto value_character = [](char c) { return static_cast<unsigned char>(c) >= ' ' && c != 0x7f; };
+  while (!text.empty()) {
+    const std::size_t end = text.find('\n');
+    if (end == std::string_view::npos) {
+      ++malformed;  // a line without its end: cut, or garbage
+      break;
+    }
+    const std::string_view line = text.substr(0, end);
+    text.remove_prefix(end + 1);
+    const std::size_t equals = line.find('=');
+    const std::string_view key = line.substr(0, equals);
+    const std::string_view value = equals == std::string_view::npos ? std::string_view() : line.substr(equals + 1);
+    if (equals == std::string_view::npos || key.empty() || key.size() > kMostFactKeyBytes ||
+        !std::all_of(key.begin(), key.end(), key_character) || census_key(key) || value.size() > kMostFactValueBytes ||
+        !std::all_of(value.begin(), value.end(), value_character)) {
+      ++malformed;
+      continue;
+    }
+    facts.push_back({std::string(key), std::string(value)});
+  }
+  return facts;
+}
+
 std::string ProcessStacks::user_frame(uint32_t python_stack) const {
   const auto it = user_frames_.find(python_stack);
   return it == user_frames_.end() ? std::string() : it->second;
@@ -74,6 +106,8 @@ void ProcessStacks::add(const SideRecord& r) {
       }
       break;
     case SideKind::Facts:
+      for (const Fact& fact : facts_of(std::string_view(r.text, r.count), malformed_facts_))
+        database_.set_fact(process_id_, fact.key, fact.value);
       break;
   }
 }

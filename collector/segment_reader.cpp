@@ -67,12 +67,16 @@ void copy_header(const SegmentHeader& from, SegmentHeader& to) {
   to.python_stacks.store(from.python_stacks.load(std::memory_order_relaxed), std::memory_order_relaxed);
   to.gpu_timeline.store(from.gpu_timeline.load(std::memory_order_relaxed), std::memory_order_relaxed);
   to.gpu_records_dropped.store(from.gpu_records_dropped.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  to.sampler.store(from.sampler.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  to.sample_hz.store(from.sample_hz.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  to.samples_torn.store(from.samples_torn.load(std::memory_order_relaxed), std::memory_order_relaxed);
   to.producer_state.store(state, std::memory_order_relaxed);
 }
 static_assert(offsetof(SegmentHeader, dropped_not_ready) < offsetof(SegmentHeader, untimed_capturing) &&
                   offsetof(SegmentHeader, untimed_no_event) < offsetof(SegmentHeader, producer_state) &&
                   offsetof(SegmentHeader, python_stacks) < offsetof(SegmentHeader, gpu_timeline) &&
-                  offsetof(SegmentHeader, gpu_records_dropped) + sizeof(uint64_t) <= sizeof(SegmentHeader),
+                  offsetof(SegmentHeader, gpu_records_dropped) < offsetof(SegmentHeader, sampler) &&
+                  offsetof(SegmentHeader, samples_torn) + sizeof(uint64_t) <= sizeof(SegmentHeader),
               "copy_header copies every field before dropped_not_ready as plain bytes, the atomics one by one");
 
 }  // namespace
@@ -313,6 +317,16 @@ uint32_t SegmentReader::gpu_timeline() const {
 uint64_t SegmentReader::gpu_records_dropped() const {
   return read_live<uint64_t>(
       [](const SegmentHeader& h) { return h.gpu_records_dropped.load(std::memory_order_relaxed); });
+}
+
+uint32_t SegmentReader::sampler() const {
+  return read_live<uint32_t>([](const SegmentHeader& h) { return h.sampler.load(std::memory_order_relaxed); });
+}
+uint32_t SegmentReader::sample_hz() const {
+  return read_live<uint32_t>([](const SegmentHeader& h) { return h.sample_hz.load(std::memory_order_relaxed); });
+}
+uint64_t SegmentReader::samples_torn() const {
+  return read_live<uint64_t>([](const SegmentHeader& h) { return h.samples_torn.load(std::memory_order_relaxed); });
 }
 
 void SegmentReader::unlink() { shm_unlink(name_.c_str()); }

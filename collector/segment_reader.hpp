@@ -109,6 +109,9 @@ class SegmentReader {
   uint32_t python_stacks() const;
   uint32_t gpu_timeline() const;  // GpuTimeline, unchecked (gpu_timeline_name names any value)
   uint64_t gpu_records_dropped() const;
+  uint32_t sampler() const;    // SamplerState, unchecked (sampler_state_name names any value)
+  uint32_t sample_hz() const;  // unchecked
+  uint64_t samples_torn() const;
 
   // The segment shrank under the reader (an access faulted with SIGBUS): nothing more is read from
   // it; what was drained before stays valid.

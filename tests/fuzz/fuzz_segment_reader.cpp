@@ -85,7 +85,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       reader.release();
     }
     (void)(reader.dropped_ring_full() + reader.dropped_side_full() + reader.dropped_not_ready() +
-           reader.gpu_records_dropped() + reader.gpu_timeline());
+           reader.gpu_records_dropped() + reader.gpu_timeline() + reader.sampler() + reader.sample_hz() +
+           reader.samples_torn());
     reader.unlink();
   } catch (const std::exception&) {
     // Refused with a reason: what the collector does with a segment it cannot read.

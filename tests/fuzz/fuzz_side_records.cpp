@@ -1,5 +1,5 @@
 // libFuzzer harness: the collector's processing of one producer's side records (modules, native
-// and Python stacks, strings) in ProcessStacks, after the same validation the segment reader
+// and Python stacks, strings, setup facts) in ProcessStacks, after the same validation the segment reader
 // applies. Input: consecutive SideRecords (1024 bytes each, the last one zero-padded).
 //
 // Hermetic: a side record names files the collector opens (a module's path for its symbols, a
@@ -59,6 +59,7 @@ void make_hermetic(SideRecord& r) {
     }
     case SideKind::NativeStack:
     case SideKind::PythonStack:
+    case SideKind::Facts:  // text the collector parses, never a name it opens
       break;
   }
 }

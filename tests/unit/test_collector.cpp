@@ -14,6 +14,7 @@
 #include <boost/interprocess/shared_memory_object.hpp>
 #include <cstring>
 #include <filesystem>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -1392,6 +1393,300 @@ TEST_F(CollectorTest, TheCollectorLogsHowLongItsPassesTookWhenItStops) {
                   "pass to pass: 1, mean %; commits: 2, mean %; recent-window slices: 0; discoveries: 2, mean %; WAL "
                   "checkpoints: 0'"),
             1);
+}
+
+// --- The sampler: thread samples, the process's census, its setup facts ------------------------
+
+// A Sample record as the shim's sampler writes it (protocol.hpp): `syscall` -1 for none.
+EventRecord thread_sample(uint32_t tid, uint64_t at, uint32_t tick, char state, int64_t syscall, uint32_t stack) {
+  EventRecord r{};
+  r.api = uint16_t(Api::threadSample);
+  r.begin_ticks = at;
+  r.end_ticks = at + 40;
+  r.tid = tid;
+  r.object = uint8_t(state);
+  r.detail = uint64_t(syscall + 1);
+  r.sequence = tick;
+  r.python_stack = stack;
+  return r;
+}
+
+EventRecord census_record(uint64_t at, uint64_t threads, uint64_t workers, uint64_t workers_cpu_ns,
+                          uint32_t workers_seen, uint32_t other_children) {
+  EventRecord r{};
+  r.api = uint16_t(Api::processSample);
+  r.begin_ticks = at;
+  r.end_ticks = at + 100;
+  r.bytes = threads;
+  r.object = workers;
+  r.detail = workers_cpu_ns;
+  r.sequence = workers_seen;
+  r.rank_in_comm = other_children;
+  return r;
+}
+
+SideRecord facts_record(uint32_t id, const std::string& text) {
+  SideRecord r{};
+  r.kind = uint16_t(SideKind::Facts);
+  r.id = id;
+  r.count = uint16_t(text.size());
+  std::memcpy(r.text, text.data(), text.size());
+  return r;
+}
+
+using Rows = std::vector<std::vector<std::string>>;
+constexpr const char* kSampleRows = "SELECT tid, at_ns, tick, state, syscall, python_stack FROM samples ORDER BY rowid";
+constexpr const char* kThreadNow =
+    "SELECT at_ns, at_unix_ns, state, syscall, python_stack, since_ns FROM threads_now WHERE tid = ";
+
+TEST_F(CollectorTest, SamplesAreRowsOfSamplesAndThreadsNowHoldsEachThreadsLatestSinceItsStackChanged) {
+  TestSegment seg(job_, Opts());
+  const uint32_t main = uint32_t(getpid());
+  const std::string main_tid = std::to_string(main);
+  seg.header()->sampler.store(uint32_t(SamplerState::On));
+  seg.header()->sample_hz.store(50);
+  seg.header()->samples_torn.store(3);
+  for (const EventRecord& r :
+       {thread_sample(main, 10'000, 1, 'S', 202, 5), thread_sample(901, 10'100, 1, 'R', -1, 0),
+        census_record(15'000, 7, 2, 5'000'000, 4, 1), thread_sample(main, 20'000, 2, 'S', 202, 5),
+        thread_sample(901, 20'100, 2, 'D', 0, 0), thread_sample(main, 30'000, 3, 'S', 202, 6),
+        census_record(35'000, 5, 3, 9'000'000, 6, 0)})
+    ASSERT_TRUE(seg.ring(0).push(r));
+
+  Collector collector(options());
+  EXPECT_EQ(collector.pass(), 7u);
+  EXPECT_EQ(rows(kSampleRows), (Rows{{main_tid, "10000", "1", "S", "202", "5"},
+                                     {"901", "10100", "1", "R", "-1", "0"},
+                                     {main_tid, "20000", "2", "S", "202", "5"},
+                                     {"901", "20100", "2", "D", "0", "0"},
+                                     {main_tid, "30000", "3", "S", "202", "6"}}));
+  // Its stack changed at 30 µs; CLOCK_REALTIME from the segment's anchors (5 µs <-> 1.7e18 ns).
+  EXPECT_EQ(rows(kThreadNow + main_tid), (Rows{{"30000", "1700000000000025000", "S", "202", "6", "30000"}}));
+  EXPECT_EQ(rows(kThreadNow + std::string("901")), (Rows{{"20100", "1700000000000015100", "D", "0", "0", "20100"}}));
+  // The latest census, and the most threads and workers seen.
+  EXPECT_EQ(rows("SELECT key, value FROM process_facts ORDER BY key"), (Rows{{"other_children", "0"},
+                                                                             {"threads", "5"},
+                                                                             {"threads_max", "7"},
+                                                                             {"workers", "3"},
+                                                                             {"workers_cpu_ns", "9000000"},
+                                                                             {"workers_max", "3"},
+                                                                             {"workers_seen", "6"}}));
+  // Counted in `calls` as every record is, kept nowhere else.
+  EXPECT_EQ(
+      rows("SELECT a.name, sum(c.count) FROM calls c JOIN apis a ON a.id = c.api GROUP BY a.name ORDER BY a.name"),
+      (Rows{{"processSample", "2"}, {"threadSample", "5"}}));
+  EXPECT_EQ(value("SELECT count(*) FROM events"), 0);
+  EXPECT_EQ(rows("SELECT events, sampler, sample_hz, samples_torn, samples_not_kept, malformed FROM processes"),
+            (Rows{{"7", "on", "50", "3", "0", "0"}}));
+
+  // The same stack, state and call again: the thread is there since 30 µs. A state that is no
+  // letter and a call past any number are unknown.
+  EventRecord garbled = thread_sample(901, 50'000, 5, 'S', 0, 0);
+  garbled.object = 200;
+  garbled.detail = 9999;
+  EventRecord control_character = thread_sample(902, 50'100, 5, '\x07', -1, 0);
+  for (const EventRecord& r : {thread_sample(main, 40'000, 4, 'S', 202, 6), garbled, control_character})
+    ASSERT_TRUE(seg.ring(1).push(r));
+  EXPECT_EQ(collector.pass(), 3u);
+  EXPECT_EQ(rows(kThreadNow + main_tid), (Rows{{"40000", "1700000000000035000", "S", "202", "6", "30000"}}));
+  EXPECT_EQ(rows(kThreadNow + std::string("901")), (Rows{{"50000", "1700000000000045000", "", "-1", "0", "50000"}}));
+  EXPECT_EQ(rows("SELECT tid, state, syscall FROM samples WHERE tick = 5 ORDER BY rowid"),
+            (Rows{{"901", "", "-1"}, {"902", "", "-1"}}));
+  EXPECT_EQ(value("SELECT count(*) FROM samples"), 8);
+  EXPECT_EQ(value("SELECT count(*) FROM process_facts"), 7) << "no census came: nothing rewritten, nothing added";
+}
+
+TEST_F(CollectorTest, SampleRowsStopAtTheirBoundTheRestCountedAndThreadsNowGoesOn) {
+  TestSegment seg(job_, Opts());
+  const uint32_t main = uint32_t(getpid());
+  const std::string main_tid = std::to_string(main);
+  CollectorOptions o = options();
+  o.sample_rows = 2;
+  {
+    Collector collector(o);
+    for (const EventRecord& r : {thread_sample(main, 1'000, 1, 'S', 35, 3), thread_sample(main, 2'000, 2, 'S', 35, 3),
+                                 thread_sample(main, 3'000, 3, 'R', -1, 4)})
+      ASSERT_TRUE(seg.ring(0).push(r));
+    EXPECT_EQ(collector.pass(), 3u);
+    EXPECT_EQ(rows("SELECT tick FROM samples ORDER BY rowid"), (Rows{{"1"}, {"2"}})) << "the first ones are kept";
+    EXPECT_EQ(rows("SELECT events, samples_not_kept FROM processes"), (Rows{{"3", "1"}}));
+    EXPECT_EQ(value("SELECT sum(count) FROM calls"), 3) << "every one is counted";
+    EXPECT_EQ(rows(kThreadNow + main_tid), (Rows{{"3000", "1699999999999998000", "R", "-1", "4", "3000"}}));
+  }
+  // A collector that carries on with the row (the first one died) counts the rows it finds against
+  // the bound, adds to the count of those not kept, and goes on with each thread's run of samples.
+  o.sample_rows = 3;
+  Collector second(o);
+  for (const EventRecord& r : {thread_sample(main, 4'000, 4, 'R', -1, 4), thread_sample(main, 5'000, 5, 'R', -1, 4)})
+    ASSERT_TRUE(seg.ring(0).push(r));
+  EXPECT_EQ(second.pass(), 2u);
+  EXPECT_EQ(rows("SELECT tick FROM samples ORDER BY rowid"), (Rows{{"1"}, {"2"}, {"4"}}));
+  EXPECT_EQ(rows("SELECT count(*), events, samples_not_kept FROM processes"), (Rows{{"1", "5", "2"}}));
+  EXPECT_EQ(rows(kThreadNow + main_tid), (Rows{{"5000", "1700000000000000000", "R", "-1", "4", "3000"}}));
+}
+
+TEST_F(CollectorTest, NoSampleRowIsKeptWhenTheBoundIsZero) {
+  TestSegment seg(job_, Opts());
+  CollectorOptions o = options();
+  o.sample_rows = 0;
+  Collector collector(o);
+  ASSERT_TRUE(seg.ring(0).push(thread_sample(77, 1'000, 1, 'S', 7, 0)));
+  ASSERT_TRUE(seg.ring(0).push(thread_sample(77, 2'000, 2, 'S', 7, 0)));
+  EXPECT_EQ(collector.pass(), 2u);
+  EXPECT_EQ(value("SELECT count(*) FROM samples"), 0);
+  EXPECT_EQ(value("SELECT samples_not_kept FROM processes"), 2);
+  EXPECT_EQ(rows(kThreadNow + std::string("77")), (Rows{{"2000", "1699999999999997000", "S", "7", "0", "1000"}}));
+}
+
+// Facts records: "key=value\n" lines, each checked; what is not a fact is counted as malformed.
+TEST_F(CollectorTest, FactsLinesAreRowsOfProcessFactsAndGarbageLinesAreCountedMalformed) {
+  TestSegment seg(job_, Opts());
+  const std::string key64(64, 'k'), key65(65, 'q');
+  ASSERT_TRUE(seg.side_ring().push(
+      facts_record(1, "affinity=0-15\ngpu_numa_node=1\nenv.NCCL_P2P_DISABLE=1\n bad line\nthreads=9\nnoequals\n=empty\n"
+                      "key=\x01ctl\naffinity=0-7\n")));
+  ASSERT_TRUE(seg.side_ring().push(facts_record(2, key64 + "=x\n" + key65 + "=y\ndevice=3")));
+  ASSERT_TRUE(seg.side_ring().push(facts_record(3, "v=" + std::string(1000, 'v') + "\n")));
+  ASSERT_TRUE(seg.side_ring().push(facts_record(4, "w=" + std::string(1001, 'w') + "\n")));
+  Collector collector(options());
+  collector.pass();
+  EXPECT_EQ(rows("SELECT key, value FROM process_facts ORDER BY key"), (Rows{{"affinity", "0-7"},
+                                                                             {"env.NCCL_P2P_DISABLE", "1"},
+                                                                             {"gpu_numa_node", "1"},
+                                                                             {key64, "x"},
+                                                                             {"v", std::string(1000, 'v')}}));
+  // " bad line", "threads=9" (a census key), "noequals", "=empty", a control character; a key of
+  // 65 bytes, "device=3" without its end of line; a value of 1001 bytes.
+  EXPECT_EQ(value("SELECT malformed FROM processes"), 8);
+}
+
+TEST_F(CollectorTest, TheProcesssSamplerStateAndRateAreItsHeadersWhenTheyMeanSomething) {
+  TestSegment seg(job_, Opts());
+  Collector collector(options());
+  collector.pass();
+  EXPECT_EQ(rows("SELECT sampler, sample_hz, samples_torn FROM processes"), (Rows{{"", "0", "0"}})) << "not started";
+  seg.header()->sampler.store(uint32_t(SamplerState::Failed));
+  collector.pass();
+  EXPECT_EQ(rows("SELECT sampler, sample_hz FROM processes"), (Rows{{"failed", "0"}}));
+  seg.header()->sampler.store(uint32_t(SamplerState::On));
+  seg.header()->sample_hz.store(1000);
+  seg.header()->samples_torn.store(12);
+  collector.pass();
+  EXPECT_EQ(rows("SELECT sampler, sample_hz, samples_torn FROM processes"), (Rows{{"on", "1000", "12"}}));
+  // Values no shim writes.
+  seg.header()->sampler.store(kSamplerStateCount);
+  seg.header()->sample_hz.store(1001);
+  collector.pass();
+  EXPECT_EQ(rows("SELECT sampler, sample_hz FROM processes"), (Rows{{"", "0"}}));
+}
+
+// --- Hangs, with what the ranks are doing now ----------------------------------------------------
+
+// Seconds depend on this host's clock (the records' times are near its boot): said as "N s".
+std::string without_seconds(const std::string& text) {
+  return std::regex_replace(text, std::regex("[0-9]+ s\\b"), "N s");
+}
+
+constexpr uint64_t kHungComm = 0xC0FFEE;
+
+EventRecord comm_init_record(uint32_t rank, uint64_t at) {
+  EventRecord r{};
+  r.api = uint16_t(Api::ncclCommInitRank);
+  r.begin_ticks = at;
+  r.end_ticks = at + 100;
+  r.object = 0x5000 + rank;
+  r.detail = kHungComm;
+  r.rank_in_comm = rank;
+  r.comm_size = 2;
+  return r;
+}
+
+// Rank 1's main thread (pid 12) sleeps in futex in get_batch, its stack published as the shim does.
+void rank_one_sleeps_in_get_batch(TestSegment& seg) {
+  ASSERT_TRUE(seg.side_ring().push(string_record(1, "/job/loader.py")));
+  ASSERT_TRUE(seg.side_ring().push(string_record(2, "get_batch")));
+  ASSERT_TRUE(seg.side_ring().push(string_record(3, "<module>")));
+  SideRecord stack{};
+  stack.kind = uint16_t(SideKind::PythonStack);
+  stack.id = 1;
+  stack.count = 2;
+  stack.python[0] = {1, 2, 41, 0};
+  stack.python[1] = {1, 3, 7, 0};
+  ASSERT_TRUE(seg.side_ring().push(stack));
+  ASSERT_TRUE(seg.ring(0).push(thread_sample(12, 20'000, 1, 'S', 202, 1)));
+}
+
+constexpr const char* kRankOneStack = "rank 1 (pid 12) thread 12 sleeping in futex for N s\n"
+                                      "    at get_batch (/job/loader.py:41)\n"
+                                      "    at <module> (/job/loader.py:7)";
+
+TEST_F(CollectorTest, AHangOnTheFirstCollectiveNamesTheMissingRanksCurrentStack) {
+  TestSegment rank0(job_, Opts().with_pid(11));
+  TestSegment rank1(job_, Opts().with_pid(12));
+  rank0.header()->rank = 0;
+  rank1.header()->rank = 1;
+  for (TestSegment* seg : {&rank0, &rank1}) seg->header()->sampler.store(uint32_t(SamplerState::On));
+  ASSERT_TRUE(rank0.ring(0).push(comm_init_record(0, 1'000)));
+  EventRecord first = comm_init_record(0, 10'000);
+  first.api = uint16_t(Api::ncclAllReduce);
+  first.object = kHungComm;
+  first.detail = 0;
+  first.sequence = 1;
+  ASSERT_TRUE(rank0.ring(0).push(first));
+  ASSERT_TRUE(rank1.ring(0).push(comm_init_record(1, 2'000)));
+  rank_one_sleeps_in_get_batch(rank1);
+
+  CollectorOptions o = options();
+  o.hang = std::chrono::milliseconds(0);
+  Collector collector(o);
+  collector.pass();
+  const Rows hangs = rows("SELECT communicator, sequence, kind, op, waiting_ranks, missing_ranks, message, stacks "
+                          "FROM hangs");
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_EQ(std::vector<std::string>(hangs[0].begin(), hangs[0].begin() + 6),
+            (std::vector<std::string>{"0000000000c0ffee", "1", "collective", "ncclAllReduce", "0", "1"}));
+  EXPECT_EQ(without_seconds(hangs[0][6]),
+            "ncclAllReduce #1 on communicator 0000000000c0ffee: rank 0 waiting for N s; rank 1 never entered it; "
+            "rank 1's last activity: ncclCommInitRank, N s ago; rank 1 main thread sleeping in futex for N s at "
+            "/job/loader.py:41 in get_batch");
+  EXPECT_EQ(without_seconds(hangs[0][7]), kRankOneStack) << "rank 0 was never sampled";
+}
+
+TEST_F(CollectorTest, AJobWhoseRanksAllStandStillWithNoCollectivePendingIsANoProgressHang) {
+  TestSegment rank0(job_, Opts().with_pid(11));
+  TestSegment rank1(job_, Opts().with_pid(12));
+  rank0.header()->rank = 0;
+  rank1.header()->rank = 1;
+  for (TestSegment* seg : {&rank0, &rank1}) seg->header()->sampler.store(uint32_t(SamplerState::On));
+  ASSERT_TRUE(rank0.ring(0).push(thread_sample(11, 20'000, 1, 'S', 7, 0)));
+  rank_one_sleeps_in_get_batch(rank1);
+
+  CollectorOptions o = options();
+  o.hang = std::chrono::milliseconds(0);
+  Collector collector(o);
+  collector.pass();
+  const Rows hangs = rows("SELECT communicator, sequence, kind, op, waiting_ranks, missing_ranks, message, stacks "
+                          "FROM hangs");
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_EQ(std::vector<std::string>(hangs[0].begin(), hangs[0].begin() + 6),
+            (std::vector<std::string>{"", "0", "no_progress", "", "0,1", ""}));
+  EXPECT_EQ(without_seconds(hangs[0][6]),
+            "no rank progressed for N s and no collective is pending: rank 0 main thread sleeping in poll for N s; "
+            "rank 1 main thread sleeping in futex for N s at /job/loader.py:41 in get_batch");
+  EXPECT_EQ(without_seconds(hangs[0][7]),
+            "rank 0 (pid 11) thread 11 sleeping in poll for N s\n" + std::string(kRankOneStack));
+}
+
+// Without a sampler nothing tells a process that stands still from one that runs without calls.
+TEST_F(CollectorTest, NoNoProgressHangOfProcessesWhoseSamplerIsOff) {
+  TestSegment seg(job_, Opts().with_pid(11));
+  seg.header()->sampler.store(uint32_t(SamplerState::Off));
+  ASSERT_TRUE(seg.ring(0).push(copy_record(1'000, 2'000, 64, Direction::HostToDevice, HostMemory::Pinned)));
+  CollectorOptions o = options();
+  o.hang = std::chrono::milliseconds(0);
+  Collector collector(o);
+  collector.pass();
+  EXPECT_EQ(value("SELECT count(*) FROM hangs"), 0);
 }
 
 }  // namespace
