@@ -2,7 +2,8 @@
 around it: the sysfs tree the shim reads, the CPU affinity, NCCL_* variables). Two ranks on the
 PyTorch stand-in, each on its own device (torch.cuda.set_device(LOCAL_RANK)), both alike: a fast
 DataLoader with a persistent worker and pinned batches (pin_memory=True), non-blocking uploads,
-2 ms of GPU work, an all-reduce and `.item()` per step, over EPOCHS epochs.
+50 ms of GPU work, an all-reduce and `.item()` per step, over EPOCHS epochs: a few seconds, so
+that the sampler's census (about once a second) sees each rank's worker.
 """
 import ctypes
 import os
@@ -12,7 +13,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from sim import all_reduce, check, cuda, world_communicator
 
-EPOCHS = 3
+EPOCHS = 4
 BATCHES = 8
 FEATURES = 256
 
@@ -27,7 +28,7 @@ def main():
     for _ in range(EPOCHS):
         for (batch,) in loader:
             inputs = batch.to("cuda", non_blocking=True)
-            check(cuda.simcudaBusy(stream, ctypes.c_uint(2000)), "forward/backward")
+            check(cuda.simcudaBusy(stream, ctypes.c_uint(50000)), "forward/backward")
             all_reduce(comm, ctypes.c_void_p(gradients.data_ptr()), FEATURES, stream)
             loss = inputs.sum().item()
     print(f"rank {rank}: {EPOCHS * BATCHES} steps, last loss {loss:.3f}")
