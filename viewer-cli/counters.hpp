@@ -1,5 +1,5 @@
 #pragma once
-// The loss, untimed and GPU counters of counters.def as the CLI reads, sums and shows them.
+// The loss, untimed, GPU and sampler counters of counters.def as the CLI reads, sums and shows them.
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -121,6 +121,11 @@ struct GpuRecordCounters {
 #include "trainshim/counters.def"
 };
 
+inline constexpr int kGpuCounters = 0
+#define TS_GPU(column, json_key, words, meaning) +1
+#include "trainshim/counters.def"
+    ;
+
 // The counters from `row`, counter_columns(CounterKind::Gpu) starting at column `first`.
 inline GpuRecordCounters read_gpu_counters(const Statement& row, int first) {
   GpuRecordCounters gpu;
@@ -142,6 +147,35 @@ inline std::string gpu_counter_line(const GpuRecordCounters& gpu) {
   if (gpu.column) (words += words.empty() ? "" : ", ") += with_thousands(gpu.column) + " " + words_of;
 #include "trainshim/counters.def"
   return words.empty() ? words : "  GPU timeline records: " + words + "\n";
+}
+
+// A process's TS_SAMPLER counters: the sampler's samples that are not rows of `samples`.
+struct SamplerCounters {
+#define TS_SAMPLER(column, json_key, words, meaning) int64_t column = 0;
+#include "trainshim/counters.def"
+};
+
+// The counters from `row`, counter_columns(CounterKind::Sampler) starting at column `first`.
+inline SamplerCounters read_sampler_counters(const Statement& row, int first) {
+  SamplerCounters sampler;
+#define TS_SAMPLER(column, json_key, words, meaning) sampler.column = row.integer(first++);
+#include "trainshim/counters.def"
+  return sampler;
+}
+
+// Their keys in the report's `host` object.
+inline void add_sampler_counters_json(nlohmann::ordered_json& object, const SamplerCounters& sampler) {
+#define TS_SAMPLER(column, json_key, words, meaning) object[json_key] = sampler.column;
+#include "trainshim/counters.def"
+}
+
+// "12 torn (the thread's frames changed while read)", the counters that are not 0; empty if none.
+inline std::string sampler_counter_words(const SamplerCounters& sampler) {
+  std::string words;
+#define TS_SAMPLER(column, json_key, words_of, meaning) \
+  if (sampler.column) (words += words.empty() ? "" : ", ") += with_thousands(sampler.column) + " " + words_of;
+#include "trainshim/counters.def"
+  return words;
 }
 
 }  // namespace trainshim::cli

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -18,8 +19,6 @@ namespace {
 // The share of step time the GPU waits for input before a data-starvation finding: the idle-gap
 // threshold's 5 %.
 constexpr double kStarvationShare = 0.05;
-// The share of GPU busy time in FP32 GEMMs before the AMP finding.
-constexpr double kFp32GemmShare = 0.05;
 
 // "2.0 times per step", or per second in a run without steps.
 std::string rate_words(int64_t calls, const RankSyncs& rs) {
@@ -112,6 +111,86 @@ void add_timeline_findings(Report& report) {
   }
 }
 
+// The setup items of one process.
+std::vector<const SetupItem*> setup_of(const Report& report, const ProcessReport& p) {
+  std::vector<const SetupItem*> out;
+  for (const SetupItem& s : report.setup)
+    if (s.rank == p.rank && s.pid == p.pid) out.push_back(&s);
+  return out;
+}
+
+// The main thread waiting for its DataLoader a large share of each step.
+void add_input_bound_finding(Report& report, const ProcessReport& p) {
+  const std::optional<InputWait>& wait = p.host_report.input_wait;
+  if (!wait || wait->share() < kInputBoundShare) return;
+  Finding f;
+  f.kind = "input_bound";
+  f.rank = p.rank;
+  f.calls = wait->steps;
+  const std::optional<int64_t> per_step = wait->ns_per_step();
+  f.cost_ns = per_step ? *per_step * wait->steps
+              : p.host_report.sample_hz > 0
+                  ? int64_t(double(wait->wait_samples) * 1e9 / double(p.host_report.sample_hz))
+                  : 0;
+  f.message = fmt::format("{}: the main thread waits for the DataLoader {:.0f} % of {}{}{}{}",
+                          rank_words(p.rank, p.pid), 100 * wait->share(), per_step ? "each step" : "the run",
+                          per_step ? fmt::format(" ({} per step)", human_duration(*per_step)) : std::string(),
+                          wait->site.empty() ? "" : ", in next() at " + wait->site,
+                          wait->queue_samples
+                              ? fmt::format(" ({:.0f} % of it for the workers' queue)", 100 * wait->queue_share())
+                              : std::string());
+  std::vector<std::string> remedies;
+  for (const SetupItem* s : setup_of(report, p))
+    if (!s->ok && (s->item == "dataloader_workers" || s->item == "pinned_memory")) remedies.push_back(s->recommended);
+  if (remedies.empty())
+    remedies.push_back(wait->queue_samples
+                           ? "the workers do not keep up: more of them (num_workers, up to the cores per GPU less "
+                             "one), a deeper prefetch_factor, persistent_workers=True, and a cheaper dataset "
+                             "__getitem__ or transform"
+                           : "the batches are loaded on the main thread: DataLoader(num_workers > 0) with "
+                             "persistent_workers=True and pin_memory=True");
+  f.advice = fmt::format("{}", fmt::join(remedies, "; "));
+  report.findings.push_back(std::move(f));
+}
+
+const char* setup_item_words(const std::string& item) {
+  if (item == "dataloader_workers") return "DataLoader workers";
+  if (item == "pinned_memory") return "pinned memory for input copies";
+  if (item == "numa_affinity") return "CPU affinity against the GPU's NUMA node";
+  if (item == "omp_threads") return "OpenMP threads";
+  if (item == "nccl_env") return "NCCL environment";
+  if (item == "ranks_per_node") return "ranks per node";
+  return "mixed precision";
+}
+
+// One warning per checklist item that is off, naming the processes it is off in.
+void add_setup_findings(Report& report) {
+  for (const char* item : kSetupItems) {
+    std::vector<const SetupItem*> off;
+    for (const SetupItem& s : report.setup)
+      if (!s.ok && s.item == item) off.push_back(&s);
+    if (off.empty()) continue;
+    Finding f;
+    f.kind = std::string("setup_") + item;
+    f.severity = "warning";
+    f.rank = off.size() == 1 ? off.front()->rank : -1;
+    f.calls = int64_t(off.size());
+    const bool alike = std::all_of(off.begin(), off.end(), [&](const SetupItem* s) {
+      return s->observed == off.front()->observed && s->recommended == off.front()->recommended;
+    });
+    std::vector<std::string> who, observed, advice;
+    for (const SetupItem* s : off) {
+      who.push_back(rank_words(s->rank, s->pid));
+      observed.push_back(rank_words(s->rank, s->pid) + ": " + s->observed);
+      if (std::find(advice.begin(), advice.end(), s->recommended) == advice.end()) advice.push_back(s->recommended);
+    }
+    f.message = alike ? fmt::format("{}: {}: {}", fmt::join(who, ", "), setup_item_words(item), off.front()->observed)
+                      : fmt::format("{}: {}", setup_item_words(item), fmt::join(observed, "; "));
+    f.advice = fmt::format("{}", fmt::join(advice, "; "));
+    report.findings.push_back(std::move(f));
+  }
+}
+
 void add_straggler_finding(Report& report) {
   const CollectiveAnalysis& a = report.waits.analysis;
   if (a.straggler < 0) return;
@@ -129,6 +208,12 @@ void add_straggler_finding(Report& report) {
       "rank {} arrives last at {:.1f} % of its collectives and costs the other ranks {}", a.straggler,
       s->collectives ? 100.0 * double(s->last_count) / double(s->collectives) : 0.0,
       steps ? human_duration(s->imposed_ns / steps) + " per step" : human_duration(s->imposed_ns) + " in all");
+  if (const auto& doing = report.waits.straggler_doing) {
+    f.advice =
+        fmt::format("while rank {} was late, its main thread was {}", a.straggler, straggler_doing_words(*doing));
+    report.findings.push_back(std::move(f));
+    return;
+  }
   f.advice = report.waits.straggler_host.empty()
                  ? fmt::format("find what rank {} does on the host before its collectives (data loading, logging, "
                                "evaluation on one rank)",
@@ -148,8 +233,19 @@ void add_findings(Report& report) {
     f.rank = h.missing.empty() ? -1 : h.missing.front();
     f.cost_ns = h.waited_ns;
     f.message = h.message;
-    f.advice = "look at what the missing rank was doing last: a rank that skips a collective (an evaluation or a "
-               "checkpoint on one rank, a data-dependent branch) leaves every other rank waiting";
+    f.hang_kind = h.kind;
+    f.stacks = h.stacks;
+    if (h.kind == "no_progress") {
+      if (!h.message.starts_with("no rank progressed"))
+        f.message = fmt::format("no rank progressed for {} with no collective pending: {}", human_duration(h.waited_ns),
+                                h.message);
+      f.advice = "every rank is stuck outside NCCL: read each rank's stack (`trainshim dump` while it runs): a "
+                 "DataLoader whose worker died or deadlocked, a lock or a barrier outside NCCL, or I/O that never "
+                 "returns";
+    } else {
+      f.advice = "look at what the missing rank was doing last: a rank that skips a collective (an evaluation or a "
+                 "checkpoint on one rank, a data-dependent branch) leaves every other rank waiting";
+    }
     report.findings.push_back(std::move(f));
   }
   add_straggler_finding(report);
@@ -189,6 +285,7 @@ void add_findings(Report& report) {
       report.findings.push_back(std::move(f));
     }
     add_starvation_finding(report, p);
+    add_input_bound_finding(report, p);
     add_fp32_gemm_finding(report, p);
     if (p.lost.total() > 0) {
       Finding f;
@@ -202,6 +299,7 @@ void add_findings(Report& report) {
     }
   }
   add_timeline_findings(report);
+  add_setup_findings(report);
   for (const std::string& library : report.stripped_libraries) {
     Finding f;
     f.kind = "stripped_library";

@@ -61,6 +61,10 @@ struct KernelTime {
   KernelKind kind;
 };
 
+// The share of GPU busy time in FP32 GEMMs before the AMP finding (and the setup checklist's
+// mixed_precision item) speaks up.
+inline constexpr double kFp32GemmShare = 0.05;
+
 struct KernelSummary {
   int64_t busy_ns = 0;          // GPU busy time: kernels, copies and memsets, GpuBusyUnion over devices
   int64_t kernel_ns = 0;        // every kernel's duration, summed (concurrent kernels each count)

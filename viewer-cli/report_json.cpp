@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "present.hpp"
+#include "thread_words.hpp"
 
 namespace trainshim::cli {
 
@@ -104,7 +105,37 @@ nlohmann::ordered_json gpu_json(const GpuTimelineReport& g) {
   return out;
 }
 
+// The rank's host: its name, its sampler's state and counts, and the input wait its samples show.
+nlohmann::ordered_json host_json(const std::string& name, const HostReport& h) {
+  nlohmann::ordered_json input_wait = nullptr;
+  if (const auto& w = h.input_wait) {
+    const std::optional<int64_t> per_step = w->ns_per_step();
+    input_wait = {{"share", w->share()},
+                  {"ns_per_step", per_step ? nlohmann::ordered_json(*per_step) : nullptr},
+                  {"queue_share", w->queue_share()},
+                  {"site", w->site.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(w->site)},
+                  {"steps", w->steps}};
+  }
+  nlohmann::ordered_json out = {
+      {"name", name}, {"sampler", h.sampler}, {"sample_hz", h.sample_hz}, {"samples", h.samples}};
+  add_sampler_counters_json(out, h.counters);
+  out["input_wait"] = input_wait;
+  return out;
+}
+
 }  // namespace
+
+nlohmann::ordered_json setup_json(const std::vector<SetupItem>& setup) {
+  auto out = nlohmann::ordered_json::array();
+  for (const SetupItem& s : setup)
+    out.push_back({{"rank", rank_json(s.rank)},
+                   {"pid", s.pid},
+                   {"item", s.item},
+                   {"observed", s.observed},
+                   {"recommended", s.recommended},
+                   {"ok", s.ok}});
+  return out;
+}
 
 nlohmann::ordered_json render_json(const Report& report) {
   nlohmann::ordered_json doc;
@@ -116,7 +147,6 @@ nlohmann::ordered_json render_json(const Report& report) {
                             {"local_rank", rank_json(p.local_rank)},
                             {"world_size", rank_json(p.world_size)},
                             {"pid", p.pid},
-                            {"host", p.host},
                             {"command", p.command},
                             {"ended", p.ended},
                             {"python_version", p.python_version.empty() ? nlohmann::ordered_json(nullptr)
@@ -139,7 +169,8 @@ nlohmann::ordered_json render_json(const Report& report) {
                             {"explicit_syncs", sites_json(p.sync_sites.explicit_, p.sync_sites)},
                             {"pageable_sites", sites_json(p.sync_sites.pageable_copies, p.sync_sites)},
                             {"polls", sites_json(p.sync_sites.polls, p.sync_sites)},
-                            {"gpu", gpu_json(p.gpu)}});
+                            {"gpu", gpu_json(p.gpu)},
+                            {"host", host_json(p.host, p.host_report)}});
   }
   doc["totals"] = {{"copies", copies_json(report.total_copies)},
                    {"syncs", syncs_json(report.total_syncs)},
@@ -173,6 +204,17 @@ nlohmann::ordered_json render_json(const Report& report) {
                    {"imposed_per_step_ns", steps ? nlohmann::ordered_json(imposed / steps) : nullptr},
                    {"host_activity", activity}};
     }
+    nlohmann::ordered_json doing = nullptr;
+    if (const auto& d = w.straggler_doing)
+      doing = {{"rank", d->rank},
+               {"thread", d->thread},
+               {"function", d->function},
+               {"file", d->file},
+               {"line", d->line},
+               {"share", d->share},
+               {"state", std::string(thread_state_words(d->state))},
+               {"syscall", syscall_name(d->syscall)},
+               {"samples", d->samples}};
     auto captured = nlohmann::ordered_json::array();
     for (const CapturedCollectives& c : w.captured)
       captured.push_back({{"communicator", fmt::format("{:016x}", c.communicator)},
@@ -195,7 +237,8 @@ nlohmann::ordered_json render_json(const Report& report) {
                                  {"gpu_ns", w.p2p.gpu_ns},
                                  {"exchanges", w.p2p.exchanges}}},
                                {"ranks", ranks},
-                               {"straggler", straggler}};
+                               {"straggler", straggler},
+                               {"straggler_doing", doing}};
   }
   doc["hangs"] = nlohmann::ordered_json::array();
   for (const HangRow& h : report.hangs)
@@ -205,16 +248,21 @@ nlohmann::ordered_json render_json(const Report& report) {
                             {"waiting_ranks", h.waiting},
                             {"missing_ranks", h.missing},
                             {"waited_ns", h.waited_ns},
-                            {"message", h.message}});
+                            {"message", h.message},
+                            {"kind", h.kind},
+                            {"stacks", h.stacks}});
+  doc["setup"] = setup_json(report.setup);
   doc["findings"] = nlohmann::ordered_json::array();
-  for (const auto& f : report.findings)
-    doc["findings"].push_back({{"kind", f.kind},
-                               {"rank", rank_json(f.rank)},
-                               {"calls", f.calls},
-                               {"bytes", f.bytes},
-                               {"cost_ns", f.cost_ns},
-                               {"message", f.message},
-                               {"advice", f.advice}});
+  for (const auto& f : report.findings) {
+    nlohmann::ordered_json finding = {{"kind", f.kind},     {"rank", rank_json(f.rank)}, {"calls", f.calls},
+                                      {"bytes", f.bytes},   {"cost_ns", f.cost_ns},      {"message", f.message},
+                                      {"advice", f.advice}, {"severity", f.severity}};
+    if (f.kind == "hang") {
+      finding["hang_kind"] = f.hang_kind;
+      finding["stacks"] = f.stacks;
+    }
+    doc["findings"].push_back(std::move(finding));
+  }
   return doc;
 }
 

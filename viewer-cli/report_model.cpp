@@ -124,11 +124,12 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
     if (report.job.empty()) report.job = job;
     else if (report.job != job) report.job += "+" + job;
     report.database += (report.database.empty() ? "" : ", ") + db->path();
-    Statement processes(
-        *db, ("SELECT id, rank, local_rank, world_size, pid, host, command, ended, events, python_version, "
-              "python_stacks_unavailable, gpu_timeline, " +
-              counter_columns(CounterKind::Lost) + ", " + counter_columns(CounterKind::Gpu) + " FROM processes")
-                 .c_str());
+    Statement processes(*db,
+                        ("SELECT id, rank, local_rank, world_size, pid, host, command, ended, events, python_version, "
+                         "python_stacks_unavailable, gpu_timeline, sampler, sample_hz, " +
+                         counter_columns(CounterKind::Lost) + ", " + counter_columns(CounterKind::Gpu) + ", " +
+                         counter_columns(CounterKind::Sampler) + " FROM processes")
+                            .c_str());
     while (processes.step()) {
       ProcessReport p;
       p.db = db;
@@ -144,8 +145,11 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
       p.python_version = processes.text(9);
       p.python_stacks_unavailable = processes.text(10);
       p.gpu.timeline = processes.text(11);
-      p.lost = read_lost(processes, 12);
-      p.gpu.records = read_gpu_counters(processes, 12 + kLostCounters);
+      p.host_report.sampler = processes.text(12);
+      p.host_report.sample_hz = processes.integer(13);
+      p.lost = read_lost(processes, 14);
+      p.gpu.records = read_gpu_counters(processes, 14 + kLostCounters);
+      p.host_report.counters = read_sampler_counters(processes, 14 + kLostCounters + kGpuCounters);
       report.processes.push_back(std::move(p));
     }
   }
@@ -173,6 +177,7 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
       const GpuRecordCounters records = p.gpu.records;
       p.gpu = load_gpu_timeline(*db, p.id, p.gpu.timeline, p.sync_sites, idle_gap_ns);
       p.gpu.records = records;
+      load_host(*db, p.id, p.pid, p.sync_sites.steps, p.host_report);
       read[i].push_back({db, p.id, p.rank, p.sync_sites.steps.count, std::move(c)});
     }
   });
@@ -183,9 +188,16 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
     return order.at({a.db, a.process_id}) < order.at({b.db, b.process_id});
   });
   report.waits = load_waits(refs);
+  if (const int straggler = report.waits.analysis.straggler; straggler >= 0)
+    for (const ProcessReport& p : report.processes)
+      if (p.rank == straggler) {
+        report.waits.straggler_doing =
+            load_straggler_doing(*p.db, p.id, p.pid, straggler, report.waits.analysis.straggler_late);
+        break;
+      }
   for (const RunDatabase* db : databases) {
-    Statement hangs(*db, "SELECT communicator, sequence, op, waiting_ranks, missing_ranks, waited_ns, message "
-                         "FROM hangs ORDER BY detected_unix, communicator, sequence");
+    Statement hangs(*db, "SELECT communicator, sequence, op, waiting_ranks, missing_ranks, waited_ns, message, kind, "
+                         "stacks FROM hangs ORDER BY detected_unix, communicator, sequence");
     auto ranks = [](const std::string& list) {
       std::vector<int> out;
       for (std::size_t pos = 0; pos < list.size();) {
@@ -197,7 +209,7 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
     };
     while (hangs.step())
       report.hangs.push_back({hangs.text(0), hangs.text(2), hangs.text(6), hangs.integer(1), hangs.integer(5),
-                              ranks(hangs.text(3)), ranks(hangs.text(4))});
+                              ranks(hangs.text(3)), ranks(hangs.text(4)), hangs.text(7), hangs.text(8)});
   }
   for (const RunDatabase* db : databases)
     for (std::string& library : stripped_torch_libraries(*db))
@@ -212,6 +224,7 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
   report.total_collectives =
       merge(report.processes, &ProcessReport::collectives, [](const CollectiveRow& r) { return r.op; });
   for (const auto& p : report.processes) report.total_lost += p.lost;
+  report.setup = check_setup(report);
   add_findings(report);
   return report;
 }

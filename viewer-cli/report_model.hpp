@@ -7,7 +7,9 @@
 
 #include "counters.hpp"
 #include "gpu_timeline.hpp"
+#include "host.hpp"
 #include "run_database.hpp"
+#include "setup.hpp"
 #include "syncs.hpp"
 #include "waits.hpp"
 
@@ -46,21 +48,27 @@ struct ProcessReport {
   LostEvents lost;
   RankSyncs sync_sites;  // its sync, pageable-copy and poll sites
   GpuTimelineReport gpu;
+  HostReport host_report;  // what its sampler saw
 };
 
 struct Finding {
   // hang | pageable_copy | hidden_sync | straggler | dropped_events | stripped_library | data_starvation |
-  // gpu_timeline
+  // gpu_timeline | fp32_gemm | input_bound | setup_<item>
   std::string kind;
   int rank = -1;
   int64_t calls = 0, bytes = 0, cost_ns = 0;
   std::string message, advice;
+  // "warning": a setup item that is off (a recommendation, no measured cost); "error": the rest.
+  std::string severity = "error";
+  std::string hang_kind, stacks;  // a hang's kind ("collective", "no_progress") and its ranks' stacks
 };
 
 struct HangRow {
   std::string communicator, op, message;
   int64_t sequence = 0, waited_ns = 0;
   std::vector<int> waiting, missing;
+  std::string kind = "collective";  // or "no_progress": no rank progressed, no collective pending
+  std::string stacks;               // the ranks' latest stacks, as the collector wrote them
 };
 
 struct Report {
@@ -74,6 +82,7 @@ struct Report {
   std::vector<HangRow> hangs;  // written by the collector while the job hung
   std::vector<Finding> findings;
   std::vector<std::string> stripped_libraries;  // PyTorch libraries without .symtab
+  std::vector<SetupItem> setup;                 // the setup checklist, per process
 };
 
 // step_name: TRAINSHIM_STEP's value ("file:line" or a Python function), empty to detect steps.

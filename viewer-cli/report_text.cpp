@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "format.hpp"
@@ -142,10 +143,42 @@ void render_sync_sections(std::string& out, const ProcessReport& p) {
   }
 }
 
+// A rank's sampler and what its samples tell of the input wait: only where a sampler ran.
+void render_host(std::string& out, const ProcessReport& p) {
+  const HostReport& h = p.host_report;
+  if (h.sampler.empty() && h.samples == 0) return;
+  const std::string counters = sampler_counter_words(h.counters);
+  out += fmt::format("  sampler: {}{}, {} samples{}\n", h.sampler.empty() ? "not started" : h.sampler,
+                     h.sampler == "on" ? fmt::format(" at {} Hz", h.sample_hz) : std::string(),
+                     with_thousands(h.samples), counters.empty() ? "" : " (" + counters + ")");
+  if (const auto& w = h.input_wait) {
+    const std::optional<int64_t> per_step = w->ns_per_step();
+    out += fmt::format(
+        "  input wait: {:.1f} % of {}{}{}{}\n", 100 * w->share(), per_step ? "each step" : "the run",
+        per_step ? fmt::format(" ({} per step, {} steps)", human_duration(*per_step), w->steps) : std::string(),
+        w->wait_samples ? fmt::format(", {:.0f} % of it in the workers' queue", 100 * w->queue_share()) : std::string(),
+        w->site.empty() ? "" : ", next() called at " + w->site);
+  }
+}
+
+// Each line of `text` indented by `indent`.
+std::string indented(const std::string& text, const std::string& indent) {
+  std::string out;
+  for (std::size_t pos = 0; pos < text.size();) {
+    const auto end = std::min(text.find('\n', pos), text.size());
+    out += indent + text.substr(pos, end - pos) + "\n";
+    pos = end + 1;
+  }
+  return out;
+}
+
 void render_hangs(std::string& out, const Report& report) {
   if (report.hangs.empty()) return;
   out += "\nHangs (seen by the collector while the job ran)\n";
-  for (const HangRow& h : report.hangs) out += fmt::format("  {}\n", h.message);
+  for (const HangRow& h : report.hangs) {
+    out += fmt::format("  {}\n", h.message);
+    out += indented(h.stacks, "    ");
+  }
 }
 
 void render_waits(std::string& out, const Report& report) {
@@ -171,6 +204,9 @@ void render_waits(std::string& out, const Report& report) {
   if (a.straggler >= 0 && !w.straggler_host.empty())
     out += fmt::format("  While rank {} was late, its host was in: {}\n", a.straggler,
                        host_activity_words(w.straggler_host));
+  if (a.straggler >= 0 && w.straggler_doing)
+    out += fmt::format("  While rank {} was late, its main thread was {}\n", a.straggler,
+                       straggler_doing_words(*w.straggler_doing));
   if (a.straggler < 0 && a.matched > 0) out += "  No straggler: no rank makes the others wait consistently.\n";
   out += untimed_lines(w.untimed);
   if (w.untimed_in_group_in_progress)
@@ -192,6 +228,22 @@ void render_waits(std::string& out, const Report& report) {
 
 }  // namespace
 
+std::string render_setup_text(const Report& report) {
+  if (report.setup.empty()) return "";
+  std::string out = "\nSetup (what every tuning guide checks first)\n";
+  int64_t pid = -1;
+  for (const SetupItem& s : report.setup) {
+    if (s.pid != pid) {
+      out += fmt::format("  {}\n", rank_words(s.rank, s.pid));
+      pid = s.pid;
+    }
+    const bool unknown = s.observed == "unknown";
+    out += fmt::format("    {:<4}{:<20}{}\n", unknown ? "--" : s.ok ? "ok" : "OFF", s.item, s.observed);
+    if (!s.ok) out += fmt::format("{:<28}-> {}\n", "", s.recommended);
+  }
+  return out;
+}
+
 std::string render_text(const Report& report) {
   std::string out = fmt::format("trainshim report: job {} ({} process{}), {}\n", report.job, report.processes.size(),
                                 report.processes.size() == 1 ? "" : "es", report.database);
@@ -208,6 +260,7 @@ std::string render_text(const Report& report) {
     render_tables(out, p.copies, p.api_waits, p.collectives, p.lost.total());
     render_sync_sections(out, p);
     render_gpu(out, p.gpu);
+    render_host(out, p);
   }
   render_hangs(out, report);
   render_waits(out, report);
@@ -215,6 +268,7 @@ std::string render_text(const Report& report) {
     out += fmt::format("\nall ranks\n");
     render_tables(out, report.total_copies, report.total_syncs, report.total_collectives, report.total_lost.total());
   }
+  out += render_setup_text(report);
   out += "\nFindings\n";
   if (report.findings.empty()) out += "  none: no pageable copies and no lost events\n";
   for (const auto& f : report.findings) out += fmt::format("  * {}\n    -> {}\n", f.message, f.advice);

@@ -8,5 +8,7 @@
 namespace trainshim::cli {
 
 std::string render_text(const Report& report);
+// The report's Setup section (`trainshim report --setup` prints it alone); empty when no process was checked.
+std::string render_setup_text(const Report& report);
 
 }  // namespace trainshim::cli

@@ -4,11 +4,13 @@
 // see (what the straggler's host was doing, untimed and captured collectives, point-to-point).
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "collectives.hpp"
 #include "counters.hpp"
+#include "host.hpp"
 #include "run_database.hpp"
 #include "steps.hpp"
 
@@ -78,7 +80,9 @@ struct PointToPoint {
 struct WaitReport {
   CollectiveAnalysis analysis;
   std::vector<HostActivity> straggler_host;  // most frequent first
-  UntimedCollectives untimed;                // the processes' counters
+  // What the straggler's main thread was doing in its late windows, from its samples.
+  std::optional<StragglerDoing> straggler_doing;
+  UntimedCollectives untimed;  // the processes' counters
   // Operations launched on NCCL's thread (ncclInProgress) that got no timing: the program did not
   // wait for the launch with ncclCommGetAsyncError before going on.
   int64_t untimed_in_group_in_progress = 0;

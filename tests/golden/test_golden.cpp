@@ -38,7 +38,9 @@ constexpr uint64_t kFirstStepNs = 10'000'000;
 constexpr uint32_t kLoadBatchLine = 41;
 
 // Native and Python stacks, by their ids in each process.
-enum Stack : uint32_t { kItem = 1, kSynchronize = 2, kQuery = 3, kLoadBatch = 4, kNonzero = 5 };
+enum Stack : uint32_t { kItem = 1, kSynchronize = 2, kQuery = 3, kLoadBatch = 4, kNonzero = 5, kNextBatch = 6 };
+
+const char* const kDataLoader = "/venv/lib/python3.11/site-packages/torch/utils/data/dataloader.py";
 
 void add_stacks(Database& db, int64_t process) {
   db.add_native_frame(
@@ -60,6 +62,15 @@ void add_stacks(Database& db, int64_t process) {
   db.add_native_frame(process, kNonzero, 0,
                       {0x5000, "/opt/torch/lib/libtorch_cpu.so", "at::_ops::nonzero::call(at::Tensor const&)", "", 0});
   db.add_python_frame(process, kNonzero, 0, "/src/train.py", "train_step", 64, "idx = mask.nonzero()");
+  // next(it) on a DataLoader iterator waiting for its workers' queue (torch/utils/data/dataloader.py).
+  db.add_python_frame(process, kNextBatch, 0, "/usr/lib/python3.11/queue.py", "get", 180,
+                      "self.not_empty.wait(remaining)");
+  db.add_python_frame(process, kNextBatch, 1, kDataLoader, "_try_get_data", 1133,
+                      "data = self._data_queue.get(timeout=timeout)");
+  db.add_python_frame(process, kNextBatch, 2, kDataLoader, "_get_data", 1295, "success, data = self._try_get_data()");
+  db.add_python_frame(process, kNextBatch, 3, kDataLoader, "_next_data", 1458, "idx, data = self._get_data()");
+  db.add_python_frame(process, kNextBatch, 4, kDataLoader, "__next__", 701, "data = self._next_data()");
+  db.add_python_frame(process, kNextBatch, 5, "/src/train.py", "main", 87, "batch = next(it)");
 }
 
 EventRecord call(Api api, uint32_t tid) {
@@ -244,6 +255,65 @@ void write_run(const std::string& path, bool after) {
   db.commit();
 }
 
+void sql(const std::string& path, const std::string& statement) {
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &raw), SQLITE_OK);
+  char* error = nullptr;
+  EXPECT_EQ(sqlite3_exec(raw, statement.c_str(), nullptr, nullptr, &error), SQLITE_OK) << (error ? error : "");
+  sqlite3_free(error);
+  sqlite3_close(raw);
+}
+
+// What the sampler of each rank adds to run A, as the collector stores it (process ids 1, 2, 3 are
+// ranks 2, 1, 0: added in that order). Rank 2's main thread waits in futex in load_batch in each of
+// its late windows (from 4 ms before each all-reduce); rank 1's waits for its DataLoader's queue
+// 3 samples of 10 in each step; rank 0 runs on CPUs outside its GPU's NUMA node with its workers
+// re-forked each epoch, rank 1 with NCCL_P2P_DISABLE=1. Rank 0, still running, spins in main.
+void add_sampler_rows(const std::string& path) {
+  std::string samples;
+  auto sample = [&](int process, int tid, uint64_t at, const char* state, int syscall, uint32_t stack) {
+    samples += fmt::format("{}({}, {}, {}, 0, '{}', {}, {})", samples.empty() ? "" : ", ", process, tid, at, state,
+                           syscall, stack);
+  };
+  for (uint32_t step = 0; step < kSteps; ++step) {
+    const uint64_t base = kFirstStepNs + step * kStepNs;
+    for (uint64_t at : {2'500'000u, 3'500'000u, 4'500'000u}) sample(1, 102, base + at, "S", 202, kLoadBatch);
+    sample(1, 102, base + 12'000'000, "R", -1, kItem);
+    for (uint64_t i = 0; i < 10; ++i)
+      sample(2, 101, base + 5'000'000 + i * 2'000'000, "S", i < 3 ? 202 : -1, i < 3 ? kNextBatch : kItem);
+  }
+  sql(path, "INSERT INTO samples (process_id, tid, at_ns, tick, state, syscall, python_stack) VALUES " + samples);
+  sql(path, "UPDATE processes SET sampler = 'on', sample_hz = 50; UPDATE processes SET samples_torn = 2 WHERE id = 2");
+  const char* const facts[][3] = {{"3", "affinity", "8-15"},
+                                  {"3", "cpus_online", "0-15"},
+                                  {"3", "gpus", "2"},
+                                  {"3", "gpu_pci_bus_id", "0000:3b:00.0"},
+                                  {"3", "gpu_numa_node", "0"},
+                                  {"3", "gpu_numa_cpus", "0-7"},
+                                  {"3", "env.OMP_NUM_THREADS", "4"},
+                                  {"3", "workers_max", "2"},
+                                  {"3", "workers_seen", "6"},
+                                  {"2", "affinity", "0-7"},
+                                  {"2", "cpus_online", "0-15"},
+                                  {"2", "gpus", "2"},
+                                  {"2", "gpu_pci_bus_id", "0000:1b:00.0"},
+                                  {"2", "gpu_numa_node", "0"},
+                                  {"2", "gpu_numa_cpus", "0-7"},
+                                  {"2", "env.OMP_NUM_THREADS", "4"},
+                                  {"2", "env.NCCL_P2P_DISABLE", "1"},
+                                  {"2", "env.NCCL_SOCKET_IFNAME", "eth0"},
+                                  {"2", "workers_max", "2"},
+                                  {"2", "workers_seen", "2"}};
+  for (const auto& f : facts)
+    sql(path,
+        fmt::format("INSERT INTO process_facts (process_id, key, value) VALUES ({}, '{}', '{}')", f[0], f[1], f[2]));
+  sql(path, "UPDATE hangs SET stacks = 'rank 2 (pid 102) thread 102 sleeping in futex for 30.0 s\n"
+            "    at load_batch (/src/data.py:41)\n    at main (/src/train.py:88)'");
+  sql(path,
+      "INSERT INTO threads_now (process_id, tid, at_ns, at_unix_ns, state, syscall, python_stack, since_ns) "
+      "VALUES (3, 100, 95000000000, 0, 'R', -1, 1, 33500000000), (3, 130, 95000000000, 0, 'S', 202, 0, 93800000000)");
+}
+
 struct Output {
   std::string text;
   int exit_code = -1;
@@ -289,6 +359,7 @@ class Golden : public test::TempDirTest {
  protected:
   void SetUp() override {
     write_run(dir_ + "/a.db", false);
+    add_sampler_rows(dir_ + "/a.db");
     write_run(dir_ + "/b.db", true);
   }
 };
@@ -303,6 +374,19 @@ TEST_F(Golden, ReportJson) {
   const Output out = trainshim(dir_, "report --json a.db");
   EXPECT_EQ(out.exit_code, 0);
   expect_golden("report.json", out.text);
+}
+
+TEST_F(Golden, ReportSetupText) {
+  const Output out = trainshim(dir_, "report --setup a.db");
+  EXPECT_EQ(out.exit_code, 0);
+  expect_golden("setup.txt", out.text);
+}
+
+// Rank 0 is still running: its threads' latest samples (the stale-sample warning goes to stderr).
+TEST_F(Golden, DumpText) {
+  const Output out = trainshim(dir_, "dump a.db 2>/dev/null");
+  EXPECT_EQ(out.exit_code, 0);
+  expect_golden("dump.txt", out.text);
 }
 
 TEST_F(Golden, DiffText) {

@@ -204,6 +204,10 @@ Report full_report() {
   gpu.gaps_above_threshold = 10;
   gpu.kernels.busy_ns = 60'000'000;
   gpu.kernels.top = {{"ampere_sgemm_128x64_tn", 10, 30'000'000, 0.5, {true, KernelPrecision::Fp32}}};
+  p.host_report.sampler = "on";
+  p.host_report.sample_hz = 50;
+  p.host_report.samples = 500;
+  p.host_report.input_wait = InputWait{100, 40, 30, 10, 100'000'000, "/src/train.py:40 in train"};
 
   Report r;
   r.job = "job";
@@ -221,8 +225,19 @@ Report full_report() {
   r.waits.analysis.straggler = 0;
   r.waits.straggler_host = {{"/src/train.py", "load", 35, 1.0}};
   r.waits.captured = {{0x1234, 3, 2}};
-  r.hangs = {{"e28f86238006191a", "ncclAllReduce", "ranks 0 waiting", 4, 312'000'000'000, {0}, {1}}};
-  r.findings = {{"hidden_sync", 0, 100, 0, 5'000'000, "rank 0 waits", "log less often"}};
+  r.waits.straggler_doing = StragglerDoing{0, "main", "load", "/src/train.py", 35, 0.9, "S", 230, 50};
+  r.hangs = {{"e28f86238006191a",
+              "ncclAllReduce",
+              "ranks 0 waiting",
+              4,
+              312'000'000'000,
+              {0},
+              {1},
+              "collective",
+              "rank 1 (pid 4243) thread 4243 sleeping in futex for 312.0 s"}};
+  r.setup = {{0, 4242, "numa_affinity", "affinity CPUs 0-63", "taskset/numactl to CPUs 0-31", false}};
+  r.findings = {{"hidden_sync", 0, 100, 0, 5'000'000, "rank 0 waits", "log less often", "error", "", ""},
+                {"hang", 1, 0, 0, 312'000'000'000, "ranks 0 waiting", "look", "error", "collective", "rank 1 ..."}};
   return r;
 }
 
@@ -358,7 +373,8 @@ TEST(Docs, CountersTableMatchesCountersDef) {
 struct Cli {
   CLI::App app;
   std::vector<Command> commands{add_run_command(app),  add_report_command(app), add_audit_command(app),
-                                add_diff_command(app), add_export_command(app), add_collect_command(app)};
+                                add_diff_command(app), add_export_command(app), add_collect_command(app),
+                                add_dump_command(app)};
 
   std::vector<const CLI::App*> subcommands() const {
     return app.get_subcommands([](const CLI::App*) { return true; });
@@ -383,7 +399,7 @@ Names formats_of(const CLI::App& command) {
 // as the command has positional arguments.
 TEST(Docs, EveryCommandsFlagsAreTheDocumentedOnes) {
   const Cli cli;
-  ASSERT_EQ(cli.subcommands().size(), 6u);
+  ASSERT_EQ(cli.subcommands().size(), 7u);
   for (const CLI::App* command : cli.subcommands()) {
     const std::string name = command->get_name();
     const std::string doc = "docs/commands/" + name + ".md";

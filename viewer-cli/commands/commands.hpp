@@ -22,6 +22,7 @@ Command add_audit_command(CLI::App& app);
 Command add_diff_command(CLI::App& app);
 Command add_export_command(CLI::App& app);
 Command add_collect_command(CLI::App& app);
+Command add_dump_command(CLI::App& app);
 
 // What `trainshim export DB -o OUTPUT` does: the trace of `database` written to `output` ("-":
 // standard output). A file is written beside its final name and renamed into place once complete,
