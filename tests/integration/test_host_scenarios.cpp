@@ -121,7 +121,8 @@ json wait_for_hangs(const Scratch& s) {
 std::vector<double> measured_ns(const Scratch& s, int rank, const std::string& name) {
   std::ifstream in(s.dir + "/rank" + std::to_string(rank) + ".json");
   std::vector<double> out;
-  for (const auto& seconds : json::parse(in).at("intervals").at(name)) out.push_back(seconds.get<double>() * 1e9);
+  const json measured = json::parse(in);
+  for (const auto& seconds : measured.at("intervals").at(name)) out.push_back(seconds.get<double>() * 1e9);
   return out;
 }
 
@@ -252,11 +253,11 @@ TEST_P(SlowLoader, ItsRankWaitsAsLongAsItMeasuredAtItsNextLine) {
   ASSERT_TRUE(r.report.is_object());
 
   const json& wait = rank_entry(r.report, 1).at("host").at("input_wait");
-  // The steps the report covers begin at the first step's start, after the first batch: that
-  // one (with the workers' start) is before any step. Each later step holds one next() call.
+  // One step per all-reduce, from its call to the next one's: the first batch (with the workers'
+  // start) is fetched before the first step, each later one inside a step, and the last step has
+  // no end. The 39 steps hold the waits for batches 1 to 39.
   const int steps = wait.at("steps");
-  ASSERT_GE(steps, kLoaderSteps - 2) << wait.dump(1);
-  ASSERT_LE(steps, kLoaderSteps - 1) << wait.dump(1);
+  ASSERT_EQ(steps, kLoaderSteps - 1) << wait.dump(1);
   std::vector<double> waits = measured_ns(s, 1, "input_wait");
   ASSERT_EQ(waits.size(), std::size_t(kLoaderSteps));
   const double measured = std::accumulate(waits.begin() + 1, waits.begin() + 1 + steps, 0.0) / steps;
@@ -490,7 +491,7 @@ TEST(HostScenarios, NcclP2pDisableIsFound) {
 
 // (h) The control: balanced ranks, a fast pinned loader with a persistent worker,
 // OMP_NUM_THREADS set, both NUMA trees right. No straggler, no input wait worth a finding, no
-// hang, every setup item ok.
+// hang, every setup item ok; the sampler on with samples kept on both ranks.
 TEST(HostScenarios, AWellSetUpJobHasNoHostFinding) {
   Scratch s;
   const auto [tree0, tree1] = right_trees(s);
@@ -512,7 +513,6 @@ TEST(HostScenarios, AWellSetUpJobHasNoHostFinding) {
     const json& host = rank_entry(r.report, rank).at("host");
     EXPECT_EQ(host.at("sampler"), "on") << host.dump();
     EXPECT_GT(host.at("samples").get<int>(), 0) << host.dump();
-    EXPECT_EQ(host.at("torn"), 0) << host.dump();
   }
   EXPECT_TRUE(findings_of(r.report, "straggler").empty()) << r.report.at("collective_waits").dump(1);
 }
