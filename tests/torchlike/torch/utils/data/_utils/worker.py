@@ -28,8 +28,9 @@ class _ResumeIteration:
     seed: object = None
 
 
-# Mirrors _worker_loop (renamed _process_worker_loop after 2.9, whose thread name
-# "pt_multiprocess_data_worker" the kernel cuts to 15 characters).
+# Mirrors _worker_loop of the releases (PyTorch's main branch has since renamed it
+# _process_worker_loop, named "pt_multiprocess_data_worker", which the kernel cuts to 15
+# characters: "pt_multiprocess").
 def _worker_loop(dataset_kind, dataset, index_queue, data_queue, done_event, auto_collation, collate_fn, drop_last,
                  base_seed, init_fn, worker_id, num_workers, persistent_workers, shared_seed):
     try:
