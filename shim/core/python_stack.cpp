@@ -196,8 +196,10 @@ struct DirectReader {
 // process_vm_readv on our own process answers EFAULT for an unmapped address where a load would
 // fault. Loads go through a few cached aligned blocks (never across a page), least recently used
 // evicted first: 3.11+ frames sit side by side in their thread's data stack, and a code object's
-// fields fit in one block.
-class SoftReader {
+// fields fit in one block. Each new block is one system call: the sampler, which walks whole chains
+// on its own thread, reads whole pages; a hook, on the program's thread and stack, smaller blocks.
+template <uintptr_t kBlock, int kBlocks>
+class BasicSoftReader {
  public:
   template <typename T>
   bool get(const char* base, int32_t offset, T& value) {
@@ -224,8 +226,7 @@ class SoftReader {
   bool copy(void* to, const char* from, std::size_t bytes) { return soft_read(pid_, to, from, bytes); }
 
  private:
-  static constexpr uintptr_t kBlock = 512;
-  static constexpr int kBlocks = 8;
+  static_assert(kBlock <= 4096 && (kBlock & (kBlock - 1)) == 0);
   struct Block {
     uintptr_t start = 0;
     uint64_t used = 0;
@@ -234,7 +235,13 @@ class SoftReader {
   Block blocks_[kBlocks];
   uint64_t uses_ = 0;
   pid_t pid_ = getpid();  // not cached across calls: a forked child reads its own memory
+
+ public:
+  BasicSoftReader() = default;
+  explicit BasicSoftReader(pid_t self) : pid_(self) {}
 };
+using SoftReader = BasicSoftReader<512, 8>;
+using PageReader = BasicSoftReader<4096, 4>;
 
 template <class Reader>
 bool is_code(const Runtime& runtime, const char* code, Reader& reader) {
@@ -497,7 +504,8 @@ struct ChainShape {
 // CPython's static _PyRuntime's, is the only thing asked of CPython). The main thread's, when not
 // found by its id, is the last in the list (the oldest: new thread states are pushed at its head),
 // confirmed on 3.11+ by its kernel id. `failed`: a read failed (the list changed under the reads).
-const char* thread_state_of(const Runtime& runtime, uint64_t thread_id, bool main_thread, SoftReader& reader,
+template <class Reader>
+const char* thread_state_of(const Runtime& runtime, uint64_t thread_id, bool main_thread, Reader& reader,
                             bool& failed) {
   const Layout& l = runtime.layout;
   const auto* interp = static_cast<const char*>(runtime.main_interpreter());
@@ -776,16 +784,32 @@ Capture capture(RawFrame* out, int max) {
   return keep.seen() > 0 ? keep.finish(whole) : borrow_backward_stack(*runtime, tstate, out, max);
 }
 
-Capture capture_thread(uint64_t thread_id, bool main_thread, RawFrame* out, int max, bool& torn) {
+Capture capture_thread(uint64_t thread_id, bool main_thread, ThreadHint& hint, RawFrame* out, int max, bool& torn,
+                       bool (*stayed_asleep)(void*), void* context) {
   torn = false;
   const Runtime* runtime = resolved();
   if (!runtime || !runtime->main_interpreter || max <= 0) return {};
-  SoftReader reader;
-  bool failed = false;
-  const char* tstate = thread_state_of(*runtime, thread_id, main_thread, reader, failed);
-  if (!tstate) {
-    torn = failed;
-    return {};
+  const pid_t self = getpid();
+  PageReader reader(self);
+  // The thread state found last time, if it still holds the thread id it held then: a thread's
+  // state lives as long as the thread (a new thread reusing both the memory and the pthread_t is
+  // that thread's successor, rightly sampled under the same registration).
+  const auto* tstate = static_cast<const char*>(hint.tstate);
+  uint64_t id = 0;
+  if (!tstate || !reader.get(tstate, runtime->layout.tstate_thread_id, id) || id != hint.thread_id ||
+      (thread_id != 0 && id != thread_id)) {
+    bool failed = false;
+    tstate = thread_state_of(*runtime, thread_id, main_thread, reader, failed);
+    hint = {};
+    if (!tstate) {
+      torn = failed;
+      return {};
+    }
+    if (!reader.get(tstate, runtime->layout.tstate_thread_id, id)) {
+      torn = true;
+      return {};
+    }
+    hint = {tstate, id};
   }
   // The chain is walked twice, each walk starting from a head read through its own reader's blocks
   // (so from the head that reader saw): the head must be the same, and so must every frame's code
@@ -804,9 +828,15 @@ Capture capture_thread(uint64_t thread_id, bool main_thread, RawFrame* out, int 
     first_shape.add(frame);
     return true;
   });
-  SoftReader again;
   // A chain longer than kMaxWalk is taken for a loop made of frames being reused.
-  if (end != WalkEnd::Whole || !read_top(runtime->layout, tstate, again, second_top) || !(first_top == second_top) ||
+  if (end != WalkEnd::Whole) {
+    torn = true;
+    return {};
+  }
+  // A thread that did not run while it was walked left its frames as they were.
+  if (stayed_asleep && stayed_asleep(context)) return keep.finish(true);
+  PageReader again(self);
+  if (!read_top(runtime->layout, tstate, again, second_top) || !(first_top == second_top) ||
       walk(*runtime, tstate, again, [&](const RawFrame& frame) {
         second_shape.add(frame);
         return true;

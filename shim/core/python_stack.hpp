@@ -45,7 +45,17 @@ Capture capture(RawFrame* out, int max);
 // failed, or the chain's head was not the same after the walk): nothing is returned. Never takes
 // the GIL, never calls into CPython but PyInterpreterState_Main. The code objects are not kept
 // alive: describe_code and line_of must read them softly (borrowed = true).
-Capture capture_thread(uint64_t thread_id, bool main_thread, RawFrame* out, int max, bool& torn);
+// `hint`: where the thread's state was found last time (kept by the caller per thread, empty at
+// first): checked, then used, sparing the walk of the list of thread states.
+struct ThreadHint {
+  const void* tstate = nullptr;
+  uint64_t thread_id = 0;
+};
+// `stayed_asleep(context)`, when given, is asked after the first walk whether the thread stayed
+// off the processor since before it began (the kernel's count of the thread's runs unchanged): then
+// the second walk is spared.
+Capture capture_thread(uint64_t thread_id, bool main_thread, ThreadHint& hint, RawFrame* out, int max, bool& torn,
+                       bool (*stayed_asleep)(void*) = nullptr, void* context = nullptr);
 
 struct CodeInfo {
   std::string file;      // co_filename

@@ -76,6 +76,12 @@ struct TaskFiles {
   uint32_t tid = 0;
   int stat = -1;
   int syscall = -1;
+  int schedstat = -1;
+  python::ThreadHint python;  // where its Python thread state was found
+  // The stack of its last sample, read while it slept, and the count of its runs then: while the
+  // count stays the same the thread has not run since, its stack is that one.
+  uint32_t asleep_stack = 0;
+  uint64_t asleep_runs = UINT64_MAX;
 };
 
 struct Sampler {
@@ -87,6 +93,7 @@ struct Sampler {
   TaskFiles main;
   TaskFiles threads[kMaxThreads];
   uint32_t tick = 0;
+  bool python = false;  // the process runs a CPython whose stacks can be read
   uint64_t random = 0;
   uint64_t next_census_ns = 0;
   std::vector<pid_t> workers_seen;  // sorted
@@ -100,12 +107,14 @@ std::atomic<Sampler*> g_sampler{nullptr};
 
 void close_files(TaskFiles& files) {
   // Forgotten before closed: a child forked meanwhile never closes a number reused since.
-  for (int* fd : {&files.stat, &files.syscall}) {
+  for (int* fd : {&files.stat, &files.syscall, &files.schedstat}) {
     const int open_fd = *fd;
     *fd = -1;
     if (open_fd >= 0) close(open_fd);
   }
   files.tid = 0;
+  files.python = {};
+  files.asleep_runs = UINT64_MAX;
 }
 
 // False when the thread is gone (its task directory no longer exists).
@@ -118,7 +127,36 @@ bool open_files(TaskFiles& files, uint32_t tid) {
   if (files.stat < 0 && errno == ENOENT && access("/proc/self/task", F_OK) == 0) return false;
   std::snprintf(path, sizeof path, "/proc/self/task/%u/syscall", tid);
   files.syscall = open(path, O_RDONLY | O_CLOEXEC);
+  std::snprintf(path, sizeof path, "/proc/self/task/%u/schedstat", tid);
+  files.schedstat = open(path, O_RDONLY | O_CLOEXEC);
   return true;
+}
+
+// How many times the thread was put on a processor (the third field of schedstat); all ones when
+// unknown. A sleeping thread must be put on one to run again.
+uint64_t runs(const TaskFiles& files) {
+  char text[128];
+  const ssize_t n = files.schedstat < 0 ? -1 : pread(files.schedstat, text, sizeof text - 1, 0);
+  if (n <= 0) return UINT64_MAX;
+  text[n] = '\0';
+  const char* field = text;
+  for (int skipped = 0; skipped < 2 && field; ++skipped) {
+    field = std::strchr(field, ' ');
+    if (field) ++field;
+  }
+  return field && *field >= '0' && *field <= '9' ? std::strtoull(field, nullptr, 10) : UINT64_MAX;
+}
+
+struct AsleepCheck {
+  const TaskFiles* files;
+  uint64_t runs_before;
+  bool confirmed = false;
+};
+
+bool stayed_asleep(void* context) {
+  auto* check = static_cast<AsleepCheck*>(context);
+  check->confirmed = runs(*check->files) == check->runs_before;
+  return check->confirmed;
 }
 
 // The thread's state letter (0: unknown) and the system call it is blocked in + 1 (0: running,
@@ -139,12 +177,13 @@ bool read_task(const TaskFiles& files, char& state, uint64_t& call) {
   char text[512];
   state = 0;
   call = 0;
-  // The state read on both sides of the system call: a thread that woke between the two reads
-  // would otherwise be "sleeping" and "running" at once. Read again once if it changed.
+  // A thread that woke between the two reads would be "sleeping" in no system call: its state is
+  // then read again after the system call, and both once more if it changed.
   int before = read_state(files.stat);
   for (int attempt = 0; attempt < 2 && before >= 0; ++attempt) {
     call = 0;
-    if (files.syscall >= 0) {
+    // A running (or runnable) thread is blocked in no system call: its syscall file is not read.
+    if (files.syscall >= 0 && before != 'R') {
       // "nr arg1 ... sp pc" while blocked; "-1 sp pc" in user space; "running" on a processor.
       const ssize_t n = pread(files.syscall, text, sizeof text - 1, 0);
       if (n > 0 && text[0] >= '0' && text[0] <= '9') {
@@ -154,6 +193,9 @@ bool read_task(const TaskFiles& files, char& state, uint64_t& call) {
         if (nr < 4096) call = nr + 1;
       }
     }
+    // Sleeping (or in disk wait) in no system call: the thread moved between the reads.
+    const bool moved = (before == 'S' || before == 'D') && call == 0 && files.syscall >= 0;
+    if (!moved) break;
     const int after = read_state(files.stat);
     if (after == before || after < 0) {
       before = after;
@@ -166,21 +208,35 @@ bool read_task(const TaskFiles& files, char& state, uint64_t& call) {
   return true;
 }
 
-void sample_thread(Sampler& s, TaskFiles& files, uint32_t tid, uint64_t pthread, bool main_thread, bool& gone) {
+// The thread's state letter (0: unknown), after writing its sample.
+char sample_thread(Sampler& s, TaskFiles& files, uint32_t tid, uint64_t pthread, bool main_thread, bool& gone) {
   SegmentHeader* header = s.recorder->header();
   const uint64_t begin = ticks();
   char state = 0;
   uint64_t call = 0;
+  // Read before the state: a thread sleeping when the state is read, and put on no processor from
+  // this count until after its frames were read, did not run while they were read.
+  const uint64_t runs_before = s.python ? runs(files) : UINT64_MAX;
   gone = !read_task(files, state, call);
-  if (gone) return;
-  python::RawFrame frames[kMaxPythonFrames];
-  bool torn = false;
-  const python::Capture captured = python::capture_thread(pthread, main_thread, frames, int(kMaxPythonFrames), torn);
+  if (gone) return 0;
+  const bool asleep = (state == 'S' || state == 'D') && runs_before != UINT64_MAX;
   uint32_t stack = 0;
-  if (torn) {
-    header->samples_torn.fetch_add(1, std::memory_order_relaxed);
-  } else if (captured.count > 0) {
-    stack = sampled_python_stack(header, frames, captured);
+  if (asleep && runs_before == files.asleep_runs) {
+    stack = files.asleep_stack;
+  } else if (s.python) {
+    python::RawFrame frames[kMaxPythonFrames];
+    bool torn = false;
+    AsleepCheck check{&files, runs_before};
+    const python::Capture captured =
+        python::capture_thread(pthread, main_thread, files.python, frames, int(kMaxPythonFrames), torn,
+                               asleep ? stayed_asleep : nullptr, &check);
+    if (torn) {
+      header->samples_torn.fetch_add(1, std::memory_order_relaxed);
+    } else if (captured.count > 0) {
+      stack = sampled_python_stack(header, frames, captured);
+    }
+    files.asleep_runs = !torn && check.confirmed ? runs_before : UINT64_MAX;
+    files.asleep_stack = stack;
   }
   const uint64_t end = ticks();
   s.recorder->record_about(tid, [&](EventRecord& r) {
@@ -193,6 +249,30 @@ void sample_thread(Sampler& s, TaskFiles& files, uint32_t tid, uint64_t pthread,
     r.sequence = s.tick;
     r.api = static_cast<uint16_t>(Api::threadSample);
   });
+  return state;
+}
+
+// Whether every thread but the sampler has exited (a zombie main thread that called pthread_exit,
+// the others gone): then the process ends only once the sampler does.
+bool alone(const Sampler& s) {
+  DIR* tasks = opendir("/proc/self/task");
+  if (!tasks) return false;
+  const uint32_t self = uint32_t(syscall(SYS_gettid));
+  bool others = false;
+  while (const dirent* entry = readdir(tasks)) {
+    if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
+    const uint32_t tid = uint32_t(std::strtoul(entry->d_name, nullptr, 10));
+    if (tid == self) continue;
+    TaskFiles files;
+    const bool there = open_files(files, tid);
+    char state = 0;
+    uint64_t call = 0;
+    if (there && read_task(files, state, call) && state != 'Z' && state != 'X') others = true;
+    close_files(files);
+    if (others) break;
+  }
+  closedir(tasks);
+  return !others && s.pid != 0;
 }
 
 // The first line of a small file, without its newline; empty when unreadable.
@@ -233,7 +313,8 @@ void census(Sampler& s) {
     while (const dirent* entry = readdir(tasks)) {
       if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
       ++threads;
-      const int fd = open(("/proc/self/task/" + std::string(entry->d_name) + "/children").c_str(), O_RDONLY | O_CLOEXEC);
+      const int fd =
+          open(("/proc/self/task/" + std::string(entry->d_name) + "/children").c_str(), O_RDONLY | O_CLOEXEC);
       if (fd < 0) continue;
       std::string text;
       char buffer[4096];
@@ -387,8 +468,10 @@ uint64_t next_random(Sampler& s) {
   return s.random;
 }
 
-void tick(Sampler& s) {
+// False when the sampler must end: every program thread has exited.
+bool tick(Sampler& s) {
   ++s.tick;
+  s.python = !python::interpreter_version().empty();
   const int device = g_device.load(std::memory_order_acquire);
   if (s.facts_device != (device < 0 ? 0 : device) && publish_facts(s, device)) s.facts_device = device < 0 ? 0 : device;
 
@@ -405,7 +488,7 @@ void tick(Sampler& s) {
   }
   bool gone = false;
   if (s.main.tid == 0) open_files(s.main, uint32_t(s.pid));
-  sample_thread(s, s.main, uint32_t(s.pid), main_pthread, true, gone);
+  if (sample_thread(s, s.main, uint32_t(s.pid), main_pthread, true, gone) == 'Z' && alone(s)) return false;
   for (int i = 0; i < kMaxThreads; ++i) {
     TaskFiles& files = s.threads[i];
     const uint32_t tid = tids[i] == uint32_t(s.pid) ? 0 : tids[i];
@@ -431,6 +514,7 @@ void tick(Sampler& s) {
     census(s);
     s.next_census_ns = now + kCensusNs;
   }
+  return true;
 }
 
 void* run(void* argument) {
@@ -445,8 +529,12 @@ void* run(void* argument) {
     while (clock_nanosleep(CLOCK_MONOTONIC, 0, &pause, &pause) == EINTR) {
     }
     if (g_exiting.load(std::memory_order_acquire) || g_sampler.load(std::memory_order_acquire) != &s) return nullptr;
-    tick(s);
+    if (!tick(s)) break;
   }
+  // The last thread to end runs the process's exit (its atexit handlers, which may call CUDA):
+  // those calls are the program's, recorded as on any of its threads.
+  thread_state().busy = false;
+  return nullptr;
 }
 
 }  // namespace
@@ -508,8 +596,7 @@ void start_sampler(Recorder& recorder) {
   // At exit the thread stops before its next tick: nothing of the runtime's is called while
   // the process tears it down.
   static std::atomic<bool> exit_handler_installed{false};
-  if (!exit_handler_installed.exchange(true))
-    std::atexit([] { g_exiting.store(true, std::memory_order_release); });
+  if (!exit_handler_installed.exchange(true)) std::atexit([] { g_exiting.store(true, std::memory_order_release); });
 }
 
 void reset_sampler_after_fork() {

@@ -257,8 +257,8 @@ uint32_t python_stack_id(SegmentHeader* header, const python::RawFrame* frames, 
         if (python::describe_code(frames[i].code, soft, info))
           cached->second = {intern(header, slow, info.file), intern(header, slow, info.function)};
       }
-      r.python[i] = {cached->second.first, cached->second.second, python::line_of(frames[i].code, frames[i].offset, soft),
-                     0};
+      r.python[i] = {cached->second.first, cached->second.second,
+                     python::line_of(frames[i].code, frames[i].offset, soft), 0};
     }
   });
 }

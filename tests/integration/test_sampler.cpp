@@ -54,21 +54,14 @@ struct Segment {
   }
 };
 
-// Runs `command` (a full command line: environment and program) with no collector and reads the
-// segment of the job's one process, if it made one.
-Segment run_and_read(const Scratch& s, const std::string& command, Outcome* outcome = nullptr) {
-  const Outcome result = run(command);
-  EXPECT_EQ(result.exit_code, 0) << command << "\n" << result.out;
-  if (outcome) *outcome = result;
-  const auto names = collector::list_segments(getuid(), s.job);
+// The segment `name` of an exited process, as the collector reads it.
+Segment read_segment(const std::string& name) {
   Segment segment;
-  EXPECT_LE(names.size(), 1u);
-  if (names.size() != 1) return segment;
   segment.found = true;
-  collector::SegmentReader reader(names[0]);
+  collector::SegmentReader reader(name);
   segment.pid = reader.header().pid;
   // The reader's copy of the header leaves the sampler's fields out: they are read in place.
-  const int fd = open((std::string(kShmDir) + "/" + names[0]).c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = open((std::string(kShmDir) + "/" + name).c_str(), O_RDONLY | O_CLOEXEC);
   EXPECT_GE(fd, 0);
   void* mapped = mmap(nullptr, sizeof(SegmentHeader), PROT_READ, MAP_SHARED, fd, 0);
   close(fd);
@@ -103,6 +96,24 @@ Segment run_and_read(const Scratch& s, const std::string& command, Outcome* outc
   }
   reader.unlink();
   return segment;
+}
+
+// Runs `command` (a full command line: environment and program) with no collector and reads the
+// segments of the job's processes.
+std::vector<Segment> run_and_read_all(const Scratch& s, const std::string& command, Outcome* outcome = nullptr) {
+  const Outcome result = run(command);
+  EXPECT_EQ(result.exit_code, 0) << command << "\n" << result.out;
+  if (outcome) *outcome = result;
+  std::vector<Segment> segments;
+  for (const std::string& name : collector::list_segments(getuid(), s.job)) segments.push_back(read_segment(name));
+  return segments;
+}
+
+// As run_and_read_all, for a job of one process (found false when it made no segment).
+Segment run_and_read(const Scratch& s, const std::string& command, Outcome* outcome = nullptr) {
+  std::vector<Segment> segments = run_and_read_all(s, command, outcome);
+  EXPECT_LE(segments.size(), 1u);
+  return segments.size() == 1 ? segments[0] : Segment{};
 }
 
 std::string shim_env(const Scratch& s, const std::string& hz) {
@@ -172,8 +183,7 @@ TEST(Sampler, RateZeroTurnsItOff) {
 TEST(Sampler, ABadRateIsSaidAndTheDefaultUsed) {
   Scratch s;
   Outcome outcome;
-  const Segment segment =
-      run_and_read(s, shim_env(s, "2000") + program("sampler_prog") + " sleep 100 2>&1", &outcome);
+  const Segment segment = run_and_read(s, shim_env(s, "2000") + program("sampler_prog") + " sleep 100 2>&1", &outcome);
   ASSERT_TRUE(segment.found);
   EXPECT_EQ(segment.sampler, SamplerState::On);
   EXPECT_EQ(segment.sample_hz, 50u);
@@ -196,17 +206,22 @@ TEST(Sampler, FactsComeFromTheRuntimeSysfsAndTheEnvironment) {
   write("/devices/system/node/node1/cpulist", "32-63\n");
   write("/devices/system/node/node0/cpulist", "0-31\n");
   // A clean environment: the facts name exactly these variables.
-  const Segment segment = run_and_read(
-      s, "env -i LD_LIBRARY_PATH=" + std::string(Paths::simcuda) + " " + shim_env(s, "100") + "TRAINSHIM_SYSFS=" +
-             sysfs + " SIMCUDA_DEVICES=2 OMP_NUM_THREADS=4 NCCL_P2P_DISABLE=1 NCCL_DEBUG=INFO PATH=/usr/bin " +
-             program("sampler_prog") + " facts 200");
+  const Segment segment =
+      run_and_read(s, "env -i LD_LIBRARY_PATH=" + std::string(Paths::simcuda) + " " + shim_env(s, "100") +
+                          "TRAINSHIM_SYSFS=" + sysfs +
+                          " SIMCUDA_DEVICES=2 OMP_NUM_THREADS=4 NCCL_P2P_DISABLE=1 NCCL_DEBUG=INFO PATH=/usr/bin " +
+                          program("sampler_prog") + " facts 200");
   ASSERT_TRUE(segment.found);
   const std::map<std::string, std::string> expected = {
-      {"affinity", "0"},          {"cpus_online", "0-63"},
-      {"device", "1"},            {"gpus", "2"},
+      {"affinity", "0"},
+      {"cpus_online", "0-63"},
+      {"device", "1"},
+      {"gpus", "2"},
       {"gpu_pci_bus_id", "0000:4c:00.0"},
-      {"gpu_numa_node", "1"},     {"gpu_numa_cpus", "32-63"},
-      {"env.NCCL_DEBUG", "INFO"}, {"env.NCCL_P2P_DISABLE", "1"},
+      {"gpu_numa_node", "1"},
+      {"gpu_numa_cpus", "32-63"},
+      {"env.NCCL_DEBUG", "INFO"},
+      {"env.NCCL_P2P_DISABLE", "1"},
       {"env.OMP_NUM_THREADS", "4"},
   };
   EXPECT_EQ(segment.facts, expected);
@@ -215,8 +230,7 @@ TEST(Sampler, FactsComeFromTheRuntimeSysfsAndTheEnvironment) {
 TEST(Sampler, ChildProcessCensusCountsDataLoaderWorkers) {
   Scratch s;
   Outcome outcome;
-  const Segment segment =
-      run_and_read(s, shim_env(s, "100") + program("sampler_prog") + " census 1200", &outcome);
+  const Segment segment = run_and_read(s, shim_env(s, "100") + program("sampler_prog") + " census 1200", &outcome);
   ASSERT_TRUE(segment.found);
   const auto census = segment.of(ApiClass::ProcessSample);
   ASSERT_GE(census.size(), 1u);
@@ -229,6 +243,26 @@ TEST(Sampler, ChildProcessCensusCountsDataLoaderWorkers) {
     EXPECT_EQ(std::to_string(c.workers_cpu_ns), printed(outcome.out, "workers_cpu_ns"));
     EXPECT_EQ(std::to_string(c.threads), printed(outcome.out, "threads"));
   }
+}
+
+TEST(Sampler, AForkedChildSamplesItsOwnThreadsOnly) {
+  Scratch s;
+  Outcome outcome;
+  const auto segments =
+      run_and_read_all(s, "SIMCUDA_DEVICES=2 " + shim_env(s, "100") + program("sampler_prog") + " fork 300", &outcome);
+  ASSERT_EQ(segments.size(), 2u);
+  const uint32_t child = uint32_t(std::stoul(printed(outcome.out, "child")));
+  for (const Segment& segment : segments) {
+    SCOPED_TRACE(segment.pid);
+    EXPECT_EQ(segment.sampler, SamplerState::On);
+    const auto samples = segment.of(ApiClass::Sample);
+    ASSERT_FALSE(samples.empty());
+    // Each process samples its own main thread only, from tick 1.
+    for (const EventRecord& r : samples) EXPECT_EQ(r.tid, segment.pid);
+    EXPECT_EQ(sample_tick(samples.front()), 1u);
+    EXPECT_EQ(segment.facts.at("device"), segment.pid == child ? "0" : "1");
+  }
+  EXPECT_TRUE(segments[0].pid == child || segments[1].pid == child);
 }
 
 class SamplerPython : public ::testing::TestWithParam<std::string> {};
@@ -282,7 +316,8 @@ TEST_P(SamplerPython, FramesChangingWhileReadAreDroppedAndCounted) {
   Outcome outcome;
   // It recurses until a torn sample is counted (at most a minute): the sampler and it must run at once.
   const Segment segment = run_and_read(
-      s, shim_env(s, "1000") + GetParam() + " " + script + " 1 " + std::to_string(offsetof(SegmentHeader, samples_torn)),
+      s,
+      shim_env(s, "1000") + GetParam() + " " + script + " 1 " + std::to_string(offsetof(SegmentHeader, samples_torn)),
       &outcome);
   ASSERT_TRUE(segment.found);
   EXPECT_EQ(outcome.out, "ok\n");

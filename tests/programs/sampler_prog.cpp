@@ -7,6 +7,9 @@
 //                               and one other child; then one recorded call, sleeps MS ms, prints
 //                               "threads N" and "workers_cpu_ns N" (what /proc says of them now), kills
 //                               the children
+//   sampler_prog fork MS        cudaSetDevice(1) (SIMCUDA_DEVICES=2 or more), one recorded call, then forks a
+//                               child that makes one recorded call (its own recording, device 0) and sleeps
+//                               MS ms; prints "child PID"; the parent sleeps MS ms and waits for it
 #include <cuda_runtime_api.h>
 #include <dirent.h>
 #include <sched.h>
@@ -109,6 +112,20 @@ int main(int argc, char** argv) {
       kill(pid, SIGKILL);
       waitpid(pid, nullptr, 0);
     }
+  } else if (mode == "fork") {
+    CHECK(cudaSetDevice(1));
+    recorded_call();
+    const pid_t pid = fork();
+    if (pid == 0) {
+      recorded_call();
+      sleep_ms(ms);
+      return 0;
+    }
+    std::printf("child %d\n", pid);
+    sleep_ms(ms);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 5;
   } else {
     return 2;
   }
