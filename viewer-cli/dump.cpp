@@ -68,8 +68,8 @@ nlohmann::ordered_json render_dump_json(const std::vector<DumpProcess>& processe
         frames.push_back({{"function", f.function}, {"file", f.file}, {"line", f.line}});
       threads.push_back({{"tid", t.tid},
                          {"main", t.main},
-                         {"state", std::string(thread_state_words(t.state))},
-                         {"syscall", syscall_name(t.syscall)},
+                         {"state", std::string(stored_state_words(t.state))},
+                         {"syscall", syscall_words(t.syscall)},
                          {"for_s", t.for_s},
                          {"frames", frames}});
     }

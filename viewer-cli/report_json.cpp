@@ -212,8 +212,8 @@ nlohmann::ordered_json render_json(const Report& report) {
                {"file", d->file},
                {"line", d->line},
                {"share", d->share},
-               {"state", std::string(thread_state_words(d->state))},
-               {"syscall", syscall_name(d->syscall)},
+               {"state", std::string(stored_state_words(d->state))},
+               {"syscall", syscall_words(d->syscall)},
                {"samples", d->samples}};
     auto captured = nlohmann::ordered_json::array();
     for (const CapturedCollectives& c : w.captured)

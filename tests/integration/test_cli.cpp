@@ -115,7 +115,7 @@ TEST(Cli, UnknownFormatExits2WithTheFormatsThatExist) {
   const std::pair<std::string, std::string> commands[] = {
       {"report " + db, "{text,json}"},        {"diff " + db + " " + db, "{text,json}"},
       {"run --out " + db, "{text,json}"},     {"audit " + db, "{text,json,junit,markdown}"},
-      {"export " + db + " -o -", "{chrome}"},
+      {"export " + db + " -o -", "{chrome}"}, {"dump " + db, "{text,json}"},
   };
   for (const auto& [command, formats] : commands) {
     const Outcome refused = run(trainshim_cli() + " " + command + " --format pprof -- true 2>&1");

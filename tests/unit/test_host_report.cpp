@@ -600,6 +600,62 @@ TEST_F(DumpTest, NoRunningProcessIsAnErrorThatSaysSo) {
   }
 }
 
+// A latest sample 12 s old: said on stderr, the stacks printed all the same.
+TEST_F(DumpTest, StaleSamplesAreSaidAndStillPrinted) {
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  write(false, now - 12'000 * kMs);
+  CLI::App app;
+  const Command dump = add_dump_command(app);
+  app.parse(std::vector<std::string>{"--json", path_, "dump"});
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(dump.run(), 0);
+  const std::string out = testing::internal::GetCapturedStdout();
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err, "trainshim: rank 0 (pid 100): the collector has not stored a sample for 12 s: what follows may be "
+                 "stale; is trainshim-collector still running?\n");
+  const Json doc = Json::parse(out);
+  ASSERT_EQ(doc["ranks"].size(), 1u);
+  EXPECT_EQ(doc["ranks"][0]["threads"].size(), 2u);
+}
+
+TEST_F(DumpTest, RunningProcessesWithoutSamplesAreAnError) {
+  write(false, 0);
+  sql("DELETE FROM threads_now");
+  CLI::App app;
+  const Command dump = add_dump_command(app);
+  app.parse(std::vector<std::string>{path_, "dump"});
+  try {
+    dump.run();
+    ADD_FAILURE() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), path_ + ": no sample of a running process: their sampler is off "
+                                             "(TRAINSHIM_SAMPLE_HZ=0) or the collector has stored none yet; try again "
+                                             "in a second");
+  }
+}
+
+// `report --setup --json`: the checklist alone.
+TEST_F(SetupTest, ReportSetupJsonIsTheChecklistAlone) {
+  write(kCleanRank1, kCleanRank1);
+  CLI::App app;
+  const Command report = add_report_command(app);
+  app.parse(std::vector<std::string>{"--json", "--setup", path_, "report"});
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(report.run(), 0);
+  const Json doc = Json::parse(testing::internal::GetCapturedStdout());
+  ASSERT_EQ(doc.size(), 1u);
+  ASSERT_EQ(doc["setup"].size(), 14u);
+  EXPECT_EQ(doc["setup"][13], Json({{"rank", 1},
+                                    {"pid", 101},
+                                    {"item", "mixed_precision"},
+                                    {"observed", "unknown"},
+                                    {"recommended", "torch.autocast('cuda', dtype=torch.bfloat16), or TF32 for FP32 "
+                                                    "matmuls (torch.set_float32_matmul_precision('high'))"},
+                                    {"ok", true}}));
+}
+
 TEST_F(DumpTest, AJobOfAnotherNameIsRefused) {
   write(false, 0);
   CLI::App app;
