@@ -70,10 +70,14 @@ class LiveJob {
                              s.db() + " -- " + job + " > " + s.dir + "/job.log 2>&1 & echo $!");
     leader_ = std::stoi(started.out);
   }
-  // As the existing hang test ends its job: SIGTERM to the group (simrun passes it on to the
-  // ranks), SIGKILL for whatever is left after ten seconds.
+  // The ranks are ended, not `trainshim run`: simrun then ends the others and exits, and
+  // `trainshim run` sees its job end and stops its collector, which would outlive a killed
+  // `trainshim run`. Whatever is left after ten seconds is killed with the group.
   ~LiveJob() {
-    kill(-leader_, SIGTERM);
+    bool ranks_known = false;
+    for (int rank = 0; rank < 2; ++rank)
+      if (const pid_t pid = pid_of(rank); pid > 0) ranks_known = kill(pid, SIGTERM) == 0 || ranks_known;
+    if (!ranks_known) kill(-leader_, SIGTERM);
     for (int i = 0; i < 100 && kill(leader_, 0) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     kill(-leader_, SIGKILL);
   }
