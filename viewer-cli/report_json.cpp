@@ -105,22 +105,23 @@ nlohmann::ordered_json gpu_json(const GpuTimelineReport& g) {
   return out;
 }
 
-// The rank's host: its name, its sampler's state and counts, and the input wait its samples show.
-nlohmann::ordered_json host_json(const std::string& name, const HostReport& h) {
-  nlohmann::ordered_json input_wait = nullptr;
-  if (const auto& w = h.input_wait) {
-    const std::optional<int64_t> per_step = w->ns_per_step();
-    input_wait = {{"share", w->share()},
-                  {"ns_per_step", per_step ? nlohmann::ordered_json(*per_step) : nullptr},
-                  {"queue_share", w->queue_share()},
-                  {"site", w->site.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(w->site)},
-                  {"steps", w->steps}};
-  }
-  nlohmann::ordered_json out = {
-      {"name", name}, {"sampler", h.sampler}, {"sample_hz", h.sample_hz}, {"samples", h.samples}};
+// The rank's sampler: its state, rate and counts.
+nlohmann::ordered_json sampler_json(const HostReport& h) {
+  nlohmann::ordered_json out = {{"state", h.sampler}, {"hz", h.sample_hz}, {"samples", h.samples}};
   add_sampler_counters_json(out, h.counters);
-  out["input_wait"] = input_wait;
   return out;
+}
+
+// The input wait the main thread's samples show; null without them.
+nlohmann::ordered_json input_wait_json(const HostReport& h) {
+  const auto& w = h.input_wait;
+  if (!w) return nullptr;
+  const std::optional<int64_t> per_step = w->ns_per_step();
+  return {{"share", w->share()},
+          {"ns_per_step", per_step ? nlohmann::ordered_json(*per_step) : nullptr},
+          {"queue_share", w->queue_share()},
+          {"site", w->site.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(w->site)},
+          {"steps", w->steps}};
 }
 
 }  // namespace
@@ -147,6 +148,7 @@ nlohmann::ordered_json render_json(const Report& report) {
                             {"local_rank", rank_json(p.local_rank)},
                             {"world_size", rank_json(p.world_size)},
                             {"pid", p.pid},
+                            {"host", p.host},
                             {"command", p.command},
                             {"ended", p.ended},
                             {"python_version", p.python_version.empty() ? nlohmann::ordered_json(nullptr)
@@ -170,7 +172,8 @@ nlohmann::ordered_json render_json(const Report& report) {
                             {"pageable_sites", sites_json(p.sync_sites.pageable_copies, p.sync_sites)},
                             {"polls", sites_json(p.sync_sites.polls, p.sync_sites)},
                             {"gpu", gpu_json(p.gpu)},
-                            {"host", host_json(p.host, p.host_report)}});
+                            {"sampler", sampler_json(p.host_report)},
+                            {"input_wait", input_wait_json(p.host_report)}});
   }
   doc["totals"] = {{"copies", copies_json(report.total_copies)},
                    {"syncs", syncs_json(report.total_syncs)},

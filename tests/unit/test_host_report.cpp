@@ -259,19 +259,14 @@ TEST_F(InputWaitTest, TheMainThreadsShareInDataLoaderNextAndItsQueue) {
          {"workers_seen", "2"},
          {"env.OMP_NUM_THREADS", "4"}});
   const Report r = report();
-  const Json host = render_json(r)["ranks"][0]["host"];
-  EXPECT_EQ(host, Json({{"name", "nodeA"},
-                        {"sampler", "on"},
-                        {"sample_hz", 100},
-                        {"samples", 140},
-                        {"torn", 3},
-                        {"not_kept", 0},
-                        {"input_wait",
-                         {{"share", 0.4},
-                          {"ns_per_step", 40 * kMs},
-                          {"queue_share", 0.75},
-                          {"site", "/src/train.py:40 in train"},
-                          {"steps", 10}}}}));
+  const Json rank = render_json(r)["ranks"][0];
+  EXPECT_EQ(rank["host"], "nodeA");
+  EXPECT_EQ(rank["sampler"], Json({{"state", "on"}, {"hz", 100}, {"samples", 140}, {"torn", 3}, {"not_kept", 0}}));
+  EXPECT_EQ(rank["input_wait"], Json({{"share", 0.4},
+                                      {"ns_per_step", 40 * kMs},
+                                      {"queue_share", 0.75},
+                                      {"site", "/src/train.py:40 in train"},
+                                      {"steps", 10}}));
   // 4 cores for its one GPU: room for 3 workers beside the main thread.
   const Finding* f = finding(r, "input_bound");
   ASSERT_NE(f, nullptr);
@@ -315,7 +310,7 @@ TEST_F(InputWaitTest, NoWorkersWhileInputBoundIsTheAdvice) {
          {"workers_seen", "0"},
          {"env.OMP_NUM_THREADS", "8"}});
   const Report r = report();
-  const Json wait = render_json(r)["ranks"][0]["host"]["input_wait"];
+  const Json wait = render_json(r)["ranks"][0]["input_wait"];
   EXPECT_EQ(wait["share"], 0.5);
   EXPECT_EQ(wait["queue_share"], 0.0);
   EXPECT_EQ(wait["site"], "/src/train.py:41 in train");

@@ -131,7 +131,7 @@ TEST_F(ReportTest, PerRankFiguresTotalsAndFindings) {
   EXPECT_EQ(rank0["local_rank"], 0);
   EXPECT_EQ(rank0["world_size"], 2);
   EXPECT_EQ(rank0["pid"], 100);
-  EXPECT_EQ(rank0["host"]["name"], "nodeA");
+  EXPECT_EQ(rank0["host"], "nodeA");
   EXPECT_EQ(rank0["command"], "python train.py --rank 0");
   EXPECT_EQ(rank0["ended"], true);
   EXPECT_EQ(rank0["events"], 12);
