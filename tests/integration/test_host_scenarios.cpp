@@ -216,9 +216,9 @@ TEST(HostScenarios, APythonStragglerIsNamedByItsSleepingLine) {
   EXPECT_NE(advice.find(at(script, marked_line(script, "# PLANTED sleep"))), std::string::npos) << advice;
   EXPECT_NE(advice.find("clock_nanosleep"), std::string::npos) << advice;
   for (int rank = 0; rank < 2; ++rank) {
-    const json& host = rank_entry(r.report, rank).at("host");
-    EXPECT_EQ(host.at("sampler"), "on") << host.dump();
-    EXPECT_EQ(host.at("sample_hz"), 200) << host.dump();
+    const json& sampler = rank_entry(r.report, rank).at("sampler");
+    EXPECT_EQ(sampler.at("state"), "on") << sampler.dump();
+    EXPECT_EQ(sampler.at("hz"), 200) << sampler.dump();
   }
 }
 
@@ -266,7 +266,7 @@ TEST_P(SlowLoader, ItsRankWaitsAsLongAsItMeasuredAtItsNextLine) {
   ASSERT_EQ(r.exit_code, 0) << r.job_output;
   ASSERT_TRUE(r.report.is_object());
 
-  const json& wait = rank_entry(r.report, 1).at("host").at("input_wait");
+  const json& wait = rank_entry(r.report, 1).at("input_wait");
   // One step per all-reduce, from its call to the next one's: the first batch (with the workers'
   // start) is fetched before the first step, each later one inside a step, and the last step has
   // no end. The 39 steps hold the waits for batches 1 to 39.
@@ -521,9 +521,9 @@ TEST(HostScenarios, AWellSetUpJobHasNoHostFinding) {
   EXPECT_EQ(items, (std::set<std::string>{"dataloader_workers", "pinned_memory", "numa_affinity", "omp_threads",
                                           "nccl_env", "ranks_per_node", "mixed_precision"}));
   for (int rank = 0; rank < 2; ++rank) {
-    const json& host = rank_entry(r.report, rank).at("host");
-    EXPECT_EQ(host.at("sampler"), "on") << host.dump();
-    EXPECT_GT(host.at("samples").get<int>(), 0) << host.dump();
+    const json& sampler = rank_entry(r.report, rank).at("sampler");
+    EXPECT_EQ(sampler.at("state"), "on") << sampler.dump();
+    EXPECT_GT(sampler.at("samples").get<int>(), 0) << sampler.dump();
   }
   EXPECT_TRUE(findings_of(r.report, "straggler").empty()) << r.report.at("collective_waits").dump(1);
 }
