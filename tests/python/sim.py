@@ -70,3 +70,16 @@ def world_communicator():
     check(cuda.ncclGetUniqueId(ctypes.byref(unique_id)), "ncclGetUniqueId")
     check(cuda.ncclCommInitRank(ctypes.byref(comm), world, unique_id, rank), "ncclCommInitRank")
     return rank, comm
+
+
+def pci_bus_id(device):
+    """cudaDeviceGetPCIBusId: the device's PCI address ("0000:3b:00.0"), as the runtime gives it."""
+    text = ctypes.create_string_buffer(64)
+    check(cuda.cudaDeviceGetPCIBusId(text, len(text), device), "cudaDeviceGetPCIBusId")
+    return text.value.decode()
+
+
+def all_reduce(comm, buffer, count, stream):
+    """Sums `count` floats of `buffer` (a device pointer) over the ranks, in place, on `stream`."""
+    check(cuda.ncclAllReduce(buffer, buffer, ctypes.c_size_t(count), NCCL_FLOAT32, NCCL_SUM, comm, stream),
+          "ncclAllReduce")

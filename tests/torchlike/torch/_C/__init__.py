@@ -59,3 +59,14 @@ def _check(value):
 
 def _call(name, *args):
     return _check(_methods[name](*args))
+
+
+_libc = ctypes.CDLL(None)
+_libc.pthread_self.restype = ctypes.c_ulong
+_libc.pthread_setname_np.argtypes = [ctypes.c_ulong, ctypes.c_char_p]
+
+
+def _set_thread_name(name):
+    """Mirrors c10::setThreadName (torch._C._set_thread_name): pthread_setname_np on the calling
+    thread, the name cut to the kernel's 15 characters."""
+    _libc.pthread_setname_np(_libc.pthread_self(), name.encode()[:15])
