@@ -27,7 +27,9 @@ namespace {
 using nlohmann::json;
 
 std::string job_script(const std::string& name) { return std::string(Paths::source) + "/tests/python/" + name; }
-std::string dataloader_source() { return std::string(Paths::source) + "/tests/torchlike/torch/utils/data/dataloader.py"; }
+std::string dataloader_source() {
+  return std::string(Paths::source) + "/tests/torchlike/torch/utils/data/dataloader.py";
+}
 
 // Two ranks of `command` (a program and its arguments) under scripts/simrun.
 std::string two_ranks(const std::string& command) {
@@ -259,10 +261,9 @@ TEST_P(SlowLoader, ItsRankWaitsAsLongAsItMeasuredAtItsNextLine) {
   constexpr int kLoaderSteps = 40;
   Scratch s;
   const std::string script = job_script("host_input_wait.py");
-  const JobRun r =
-      run_job(s, python_ranks("host_input_wait.py"),
-              "TRAINSHIM_SAMPLE_HZ=200 HOST_STEPS=" + std::to_string(kLoaderSteps) +
-                  " HOST_WORKERS=" + std::to_string(workers) + " HOST_LOAD_MS=" + (workers == 0 ? "25" : "30"));
+  const JobRun r = run_job(s, python_ranks("host_input_wait.py"),
+                           "TRAINSHIM_SAMPLE_HZ=200 HOST_STEPS=" + std::to_string(kLoaderSteps) + " HOST_WORKERS=" +
+                               std::to_string(workers) + " HOST_LOAD_MS=" + (workers == 0 ? "25" : "30"));
   ASSERT_EQ(r.exit_code, 0) << r.job_output;
   ASSERT_TRUE(r.report.is_object());
 
@@ -388,10 +389,8 @@ TEST(HostScenarios, DumpShowsASpinningRanksLineWhileItHoldsTheGil) {
 
   const auto text = run(trainshim_cli() + " dump " + s.db());
   EXPECT_EQ(text.exit_code, 0) << text.out;
-  EXPECT_NE(text.out.find("at spin (" + script + ":" + std::to_string(spin_line) + ")"), std::string::npos)
-      << text.out;
-  EXPECT_NE(text.out.find("at idle (" + script + ":" + std::to_string(idle_line) + ")"), std::string::npos)
-      << text.out;
+  EXPECT_NE(text.out.find("at spin (" + script + ":" + std::to_string(spin_line) + ")"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("at idle (" + script + ":" + std::to_string(idle_line) + ")"), std::string::npos) << text.out;
   // Dumping stopped nothing: both ranks are still there, rank 0 still spinning.
   for (int rank = 0; rank < 2; ++rank) EXPECT_EQ(kill(job.pid_of(rank), 0), 0) << "rank " << rank << " is gone";
 }
@@ -425,8 +424,8 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
 
 // simcuda's PCI address of `device`, as the sysfs directory names it (lower-case hex).
 std::string sysfs_bus_id(const Scratch& s, int device) {
-  const auto result = run(job_environment(s) + " python3 -c 'import sim; print(sim.pci_bus_id(" +
-                          std::to_string(device) + "))'");
+  const auto result =
+      run(job_environment(s) + " python3 -c 'import sim; print(sim.pci_bus_id(" + std::to_string(device) + "))'");
   std::string id = result.out.substr(0, result.out.find('\n'));
   for (char& c : id) c = char(std::tolower(static_cast<unsigned char>(c)));
   return id;
