@@ -201,7 +201,9 @@ void render_waits(std::string& out, const Report& report) {
                          steps ? human_duration(r.imposed_ns / steps) + " per step" : human_duration(r.imposed_ns));
     out += "\n";
   }
-  if (a.straggler >= 0 && !w.straggler_host.empty())
+  // The sampler's view of the late windows, where there is one: the calls' view names only the
+  // collective the rank came late to.
+  if (a.straggler >= 0 && !w.straggler_host.empty() && !w.straggler_doing)
     out += fmt::format("  While rank {} was late, its host was in: {}\n", a.straggler,
                        host_activity_words(w.straggler_host));
   if (a.straggler >= 0 && w.straggler_doing)

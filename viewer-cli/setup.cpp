@@ -94,7 +94,7 @@ SetupItem dataloader_workers(const ProcessReport& p, std::optional<int64_t> core
   if (wait)
     s.observed +=
         fmt::format("; input wait {:.0f} % of {}", 100 * wait->share(), wait->steps ? "step time" : "the run");
-  if (cores) s.observed += fmt::format("; {} cores per GPU", *cores);
+  if (cores) s.observed += fmt::format("; {} core{} per GPU", *cores, *cores == 1 ? "" : "s");
   std::vector<std::string> fixes;
   if (*workers == 0 && input_bound)
     fixes.push_back(cores ? fmt::format("DataLoader(num_workers={}): the main thread loads every batch itself", room)

@@ -104,7 +104,13 @@ struct Sampler {
   uint64_t next_census_ns = 0;
   std::vector<pid_t> workers_seen;  // sorted
   int facts_device = -2;            // the device the facts were published for; -2: none published
+  uint64_t next_facts_ns = 0;       // when publishing them may be tried again (CLOCK_MONOTONIC)
   uint32_t next_facts_id = 1;
+  sigset_t program_signals;  // the mask of the thread that started recording
+  // The runtime's functions, looked up until found: each lookup may walk the loaded objects
+  // (dl_iterate_phdr, under the loader's lock, which a child forked meanwhile would never get).
+  void* get_bus_id = nullptr;
+  void* get_device_count = nullptr;
 };
 
 // Made by start_sampler, used by its thread alone (and by reset_sampler_after_fork in a child,
@@ -401,9 +407,10 @@ std::string environment_facts() {
 
 // The device's PCI address as sysfs names it (lower case), through the real runtime, on this
 // thread: a failure sets only the sampler's own last error.
-std::string pci_bus_id(int device) {
+std::string pci_bus_id(Sampler& s, int device) {
   using GetBusId = int (*)(char*, int, int);
-  const auto get = reinterpret_cast<GetBusId>(runtime_function(Library::Cudart, "cudaDeviceGetPCIBusId"));
+  if (!s.get_bus_id) s.get_bus_id = runtime_function(Library::Cudart, "cudaDeviceGetPCIBusId");
+  const auto get = reinterpret_cast<GetBusId>(s.get_bus_id);
   char id[32] = {};
   if (!get || get(id, int(sizeof id), device) != 0) return {};
   std::string text(id);
@@ -411,9 +418,10 @@ std::string pci_bus_id(int device) {
   return text;
 }
 
-int device_count() {
+int device_count(Sampler& s) {
   using GetCount = int (*)(int*);
-  const auto get = reinterpret_cast<GetCount>(runtime_function(Library::Cudart, "cudaGetDeviceCount"));
+  if (!s.get_device_count) s.get_device_count = runtime_function(Library::Cudart, "cudaGetDeviceCount");
+  const auto get = reinterpret_cast<GetCount>(s.get_device_count);
   int count = -1;
   return get && get(&count) == 0 ? count : -1;
 }
@@ -431,8 +439,8 @@ bool publish_facts(Sampler& s, int device) {
   const int used = device < 0 ? 0 : device;
   text += "device=" + std::to_string(used) + "\n";
   if (!g_exiting.load(std::memory_order_acquire)) {
-    if (const int gpus = device_count(); gpus >= 0) text += "gpus=" + std::to_string(gpus) + "\n";
-    if (const std::string bus = pci_bus_id(used); !bus.empty()) {
+    if (const int gpus = device_count(s); gpus >= 0) text += "gpus=" + std::to_string(gpus) + "\n";
+    if (const std::string bus = pci_bus_id(s, used); !bus.empty()) {
       text += "gpu_pci_bus_id=" + bus + "\n";
       const std::string node = first_line(s.sysfs + "/bus/pci/devices/" + bus + "/numa_node");
       if (!node.empty()) {
@@ -479,7 +487,13 @@ bool tick(Sampler& s) {
   ++s.tick;
   s.python = !python::interpreter_version().empty();
   const int device = g_device.load(std::memory_order_acquire);
-  if (s.facts_device != (device < 0 ? 0 : device) && publish_facts(s, device)) s.facts_device = device < 0 ? 0 : device;
+  // At most once a second: a side ring left full (no collector drains it) or threads that keep
+  // switching devices must not have the runtime asked at every tick.
+  if (const uint64_t now = clock_ns(CLOCK_MONOTONIC);
+      s.facts_device != (device < 0 ? 0 : device) && now >= s.next_facts_ns) {
+    s.next_facts_ns = now + kCensusNs;
+    if (publish_facts(s, device)) s.facts_device = device < 0 ? 0 : device;
+  }
 
   uint32_t tids[kMaxThreads];
   uint64_t pthreads[kMaxThreads];
@@ -525,6 +539,8 @@ bool tick(Sampler& s) {
 
 void* run(void* argument) {
   auto& s = *static_cast<Sampler*>(argument);
+  // Named from itself: naming another thread opens its /proc comm file, on the program's thread.
+  pthread_setname_np(pthread_self(), "trainshim-samp");
   // Any hooked call the runtime's functions make on this thread reaches the real one unrecorded.
   thread_state().busy = true;
   const uint64_t interval_ns = 1'000'000'000ULL / s.hz;
@@ -534,12 +550,18 @@ void* run(void* argument) {
     timespec pause{time_t(pause_ns / 1'000'000'000ULL), long(pause_ns % 1'000'000'000ULL)};
     while (clock_nanosleep(CLOCK_MONOTONIC, 0, &pause, &pause) == EINTR) {
     }
-    if (g_exiting.load(std::memory_order_acquire) || g_sampler.load(std::memory_order_acquire) != &s) return nullptr;
+    // Once the process exits, parked (its signals blocked) until the process ends: a thread that
+    // returned would run its thread-specific destructors beside the runtime's teardown.
+    if (g_exiting.load(std::memory_order_acquire)) {
+      for (;;) ::pause();
+    }
+    if (g_sampler.load(std::memory_order_acquire) != &s) return nullptr;
     if (!tick(s)) break;
   }
   // The last thread to end runs the process's exit (its atexit handlers, which may call CUDA):
-  // those calls are the program's, recorded as on any of its threads.
+  // those calls are the program's, recorded as on any of its threads, with its signals.
   thread_state().busy = false;
+  pthread_sigmask(SIG_SETMASK, &s.program_signals, nullptr);
   return nullptr;
 }
 
@@ -586,6 +608,7 @@ void start_sampler(Recorder& recorder) {
   sigset_t all, previous;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &previous);
+  s->program_signals = previous;
   pthread_t thread;
   const bool started = pthread_create(&thread, nullptr, run, s) == 0;
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
@@ -596,7 +619,6 @@ void start_sampler(Recorder& recorder) {
     say("the sampler's thread could not be started: no thread states or Python stacks are sampled");
     return;
   }
-  pthread_setname_np(thread, "trainshim-samp");
   pthread_detach(thread);
   header->sampler.store(uint32_t(SamplerState::On), std::memory_order_release);
   // At exit the thread stops before its next tick: nothing of the runtime's is called while

@@ -21,9 +21,12 @@ namespace trainshim::shim {
 namespace {
 
 // Open addressing over a fixed array: lock-free lookups, inserts by compare-exchange on the key.
+// Ids come from `ids`, which tables of one id space share.
 class IdTable {
  public:
   static constexpr std::size_t kCapacity = 1 << 14;
+
+  constexpr explicit IdTable(std::atomic<uint32_t>& ids) : next_id_(&ids) {}
 
   struct Entry {
     std::atomic<uint64_t> key;
@@ -38,7 +41,7 @@ class IdTable {
       Entry& e = entries_[(key + probe) & (kCapacity - 1)];
       uint64_t current = e.key.load(std::memory_order_acquire);
       if (current == 0 && e.key.compare_exchange_strong(current, key, std::memory_order_acq_rel)) {
-        e.id.store(next_id_.fetch_add(1, std::memory_order_relaxed), std::memory_order_release);
+        e.id.store(next_id_->fetch_add(1, std::memory_order_relaxed), std::memory_order_release);
         return &e;
       }
       if (current == key) {
@@ -55,16 +58,22 @@ class IdTable {
       e.id.store(0, std::memory_order_relaxed);
       e.published.store(false, std::memory_order_relaxed);
     }
-    next_id_.store(1, std::memory_order_relaxed);
+    next_id_->store(1, std::memory_order_relaxed);
   }
 
  private:
   Entry entries_[kCapacity]{};
-  std::atomic<uint32_t> next_id_{1};
+  std::atomic<uint32_t>* next_id_;
 };
 
-IdTable g_native_stacks;
-IdTable g_python_stacks;
+std::atomic<uint32_t> g_native_stack_ids{1};
+std::atomic<uint32_t> g_python_stack_ids{1};
+IdTable g_native_stacks{g_native_stack_ids};
+// The hooks' Python stacks and the sampler's, in one id space but apart: a thread running Python
+// shows the sampler a new innermost instruction at most ticks, and those stacks must not fill the
+// table the hooks' sites (syncs, copies, collectives) are named from.
+IdTable g_python_stacks{g_python_stack_ids};
+IdTable g_sampled_python_stacks{g_python_stack_ids};
 
 // Keys of this process's stack tables only, never stored: unlike the communicator ids
 // (communicators.cpp), its output may change freely.
@@ -239,14 +248,14 @@ __attribute__((noinline)) uint32_t native_stack(SegmentHeader* header) {
 
 // The id of a captured Python stack. `soft`: the frames are another thread's (borrowed, or read by
 // the sampler), their code objects are read softly.
-uint32_t python_stack_id(SegmentHeader* header, const python::RawFrame* frames, const python::Capture& captured,
-                         bool soft) {
+uint32_t python_stack_id(IdTable& table, SegmentHeader* header, const python::RawFrame* frames,
+                         const python::Capture& captured, bool soft) {
   const int count = captured.count;
   if (count <= 0) return 0;
   uint64_t key = mix(uint64_t(count) | (1ULL << 63) | (captured.borrowed ? 1ULL << 62 : 0), uint64_t(captured.omitted));
   for (int i = 0; i < count; ++i)
     key = mix(mix(key, reinterpret_cast<uintptr_t>(frames[i].code)), uint64_t(uint32_t(frames[i].offset)));
-  return stack_id(g_python_stacks, header, key, [&](SlowPath& slow, SideRecord& r) {
+  return stack_id(table, header, key, [&](SlowPath& slow, SideRecord& r) {
     r.kind = static_cast<uint16_t>(SideKind::PythonStack);
     r.count = uint16_t(count);
     r.value = (captured.borrowed ? kPythonStackBorrowed : 0) | uint64_t(uint32_t(captured.omitted)) << 32;
@@ -266,7 +275,7 @@ uint32_t python_stack_id(SegmentHeader* header, const python::RawFrame* frames, 
 uint32_t python_stack(SegmentHeader* header) {
   python::RawFrame frames[kMaxPythonFrames];
   const python::Capture captured = python::capture(frames, int(kMaxPythonFrames));
-  return python_stack_id(header, frames, captured, captured.borrowed);
+  return python_stack_id(g_python_stacks, header, frames, captured, captured.borrowed);
 }
 
 }  // namespace
@@ -280,7 +289,7 @@ StackIds capture_stacks(SegmentHeader* header) {
 }
 
 uint32_t sampled_python_stack(SegmentHeader* header, const python::RawFrame* frames, const python::Capture& captured) {
-  const uint32_t id = python_stack_id(header, frames, captured, true);
+  const uint32_t id = python_stack_id(g_sampled_python_stacks, header, frames, captured, true);
   if (header->python_stacks.load(std::memory_order_relaxed) == 0)
     header->python_stacks.store(python::stacks_status(), std::memory_order_relaxed);
   return id;
@@ -295,6 +304,7 @@ uint32_t string_id(SegmentHeader* header, std::string_view text) {
 void reset_stacks_after_fork() {
   g_native_stacks.reset();
   g_python_stacks.reset();
+  g_sampled_python_stacks.reset();
   // The parent's lock may have been held at fork(): the child starts with fresh tables (the
   // parent's copy is left, not destroyed, for the same reason).
   g_slow.forget();
