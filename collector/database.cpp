@@ -427,14 +427,7 @@ void Database::add_sample(int64_t process_id, const SampleRow& sample) {
   step_and_reset(db_, s);
 }
 
-uint64_t Database::sample_rows(int64_t process_id) {
-  sqlite3_stmt* s = prepare("SELECT count(*) FROM samples WHERE process_id = ?");
-  sqlite3_bind_int64(s, 1, process_id);
-  uint64_t rows = 0;
-  if (sqlite3_step(s) == SQLITE_ROW) rows = uint64_t(sqlite3_column_int64(s, 0));
-  sqlite3_finalize(s);
-  return rows;
-}
+uint64_t Database::sample_rows(int64_t process_id) { return process_rows("samples", process_id); }
 
 void Database::set_thread_now(int64_t process_id, uint32_t tid, const ThreadNow& now, int64_t at_unix_ns) {
   begin_if_needed();
@@ -513,14 +506,16 @@ void Database::add_gpu_activity(int64_t process_id, const StoredEvent& activity)
   step_and_reset(db_, insert_gpu_activity_);
 }
 
-uint64_t Database::gpu_activity_rows(int64_t process_id) {
-  sqlite3_stmt* s = prepare("SELECT count(*) FROM gpu_activities WHERE process_id = ?");
+uint64_t Database::process_rows(std::string_view table, int64_t process_id) {
+  sqlite3_stmt* s = prepare(fmt::format("SELECT count(*) FROM {} WHERE process_id = ?", table).c_str());
   sqlite3_bind_int64(s, 1, process_id);
   uint64_t rows = 0;
   if (sqlite3_step(s) == SQLITE_ROW) rows = uint64_t(sqlite3_column_int64(s, 0));
   sqlite3_finalize(s);
   return rows;
 }
+
+uint64_t Database::gpu_activity_rows(int64_t process_id) { return process_rows("gpu_activities", process_id); }
 
 void Database::forget_timings(TimingFolder& folder) {
   for (const int64_t row : folder.clear()) delete_event(row);

@@ -146,6 +146,8 @@ class Database {
   uint64_t checkpoints() const { return checkpointer_->checkpoints(); }
 
  private:
+  // The rows of a per-process table (one of the schema's) that belong to `process_id`.
+  uint64_t process_rows(std::string_view table, int64_t process_id);
   void exec(const char* sql);
   void finalize_all();
   void begin_if_needed();
