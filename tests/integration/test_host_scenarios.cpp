@@ -6,6 +6,7 @@
 // collectives and on a first collective with every named rank's stack, live stacks of a rank that
 // holds the GIL forever, and the setup checklist against a prepared sysfs tree, an affinity and
 // NCCL's environment; and a well-set-up job with none of these findings.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <signal.h>
@@ -180,7 +181,8 @@ std::string at(const std::string& file, int line) {
 bool has_frame(const std::string& stack, const std::string& function, const std::string& file, int line) {
   std::istringstream lines(stack);
   for (std::string text; std::getline(lines, text);)
-    if (text.find("at " + function + " (") != std::string::npos && text.ends_with("/" + at(file, line) + ")"))
+    if (text.find(fmt::format("at {} (", function)) != std::string::npos &&
+        text.ends_with(fmt::format("/{})", at(file, line))))
       return true;
   return false;
 }
@@ -411,7 +413,7 @@ std::string cpulist(const std::vector<int>& cpus) {
     std::size_t j = i;
     while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
     if (!out.empty()) out += ",";
-    out += std::to_string(cpus[i]) + (j > i ? "-" + std::to_string(cpus[j]) : "");
+    out += j > i ? fmt::format("{}-{}", cpus[i], cpus[j]) : std::to_string(cpus[i]);
     i = j + 1;
   }
   return out;
