@@ -43,7 +43,7 @@ def main():
     load_seconds = LOAD_MS / 1000 if rank == SLOW_RANK else 0.0
     loader = DataLoader(DecodedSamples(load_seconds), batch_size=1, pin_memory=False)
     gradients = torch.zeros(FEATURES, device="cuda")
-    measured = Intervals()
+    measured = Intervals("GPU_PLANT_OUT")
     measured.start("loader")
     measured.start("input")
     for batch in loader:

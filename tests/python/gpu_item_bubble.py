@@ -27,7 +27,7 @@ def main():
     stream = torch.cuda.current_stream().cuda_stream
     forward, backward = Kernel(BF16_GEMMS[0]), Kernel(BF16_GEMMS[1])
     weights = torch.randn(4096, device="cuda")
-    measured = Intervals()
+    measured = Intervals("GPU_PLANT_OUT")
     for step in range(STEPS):
         forward.launch(stream, KERNEL_US)
         loss = weights.sum()

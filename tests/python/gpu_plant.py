@@ -9,11 +9,9 @@ sleep. With GPU_PLANT_OUT set, each rank writes {"rank", "intervals": {name: [se
 $GPU_PLANT_OUT/rank<R>.json when it ends.
 """
 import ctypes
-import json
-import os
-import time
 
 import sim
+from host_plant import Intervals  # noqa: F401 (the GPU plants measure with it: GPU_PLANT_OUT)
 from sim import NCCL_FLOAT32, NCCL_SUM, check, cuda
 
 # Kernel names as CUPTI reports them for cuBLAS and PyTorch (cuBLAS's are not mangled).
@@ -41,26 +39,3 @@ def all_reduce(comm, pointer, count, stream):
     """Sums `count` floats at `pointer` over the ranks in place, on `stream`."""
     check(cuda.ncclAllReduce(ctypes.c_void_p(pointer), ctypes.c_void_p(pointer), ctypes.c_size_t(count), NCCL_FLOAT32,
                              NCCL_SUM, comm, ctypes.c_void_p(stream)), "ncclAllReduce")
-
-
-class Intervals:
-    """The host's own clock on the planted intervals, by name."""
-
-    def __init__(self):
-        self._started = {}
-        self._seconds = {}
-
-    def start(self, name):
-        self._started[name] = time.perf_counter()
-
-    def stop(self, name):
-        begun = self._started.pop(name, None)
-        if begun is not None:
-            self._seconds.setdefault(name, []).append(time.perf_counter() - begun)
-
-    def write(self, rank):
-        folder = os.environ.get("GPU_PLANT_OUT")
-        if not folder:
-            return
-        with open(os.path.join(folder, f"rank{rank}.json"), "w", encoding="utf-8") as f:
-            json.dump({"rank": rank, "intervals": self._seconds}, f)

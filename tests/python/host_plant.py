@@ -13,7 +13,11 @@ import time
 
 
 class Intervals:
-    def __init__(self):
+    """The host's own clock on the planted intervals, by name; written to the folder that the
+    environment variable `out_variable` names (the GPU plants use GPU_PLANT_OUT)."""
+
+    def __init__(self, out_variable="HOST_PLANT_OUT"):
+        self._out_variable = out_variable
         self._started = {}
         self._seconds = {}
 
@@ -26,7 +30,7 @@ class Intervals:
             self._seconds.setdefault(name, []).append(time.perf_counter() - begun)
 
     def write(self, rank):
-        folder = os.environ.get("HOST_PLANT_OUT")
+        folder = os.environ.get(self._out_variable)
         if folder:
             with open(os.path.join(folder, f"rank{rank}.json"), "w", encoding="utf-8") as f:
                 json.dump({"rank": rank, "intervals": self._seconds}, f)
