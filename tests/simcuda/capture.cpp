@@ -291,6 +291,18 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec) {
   return cudaSuccess;
 }
 
+// The count of a graph's nodes (PyTorch's CUDAGraph::capture_end warns on an empty capture);
+// nodes themselves are not simulated, so a caller asking for their handles is told so.
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* numNodes) {
+  if (!numNodes) return record_error(cudaErrorInvalidValue);
+  Captures& c = captures();
+  std::lock_guard lock(c.mu);
+  if (!c.graphs.count(graph_of(graph))) return record_error(cudaErrorInvalidValue);
+  if (nodes) return record_error(cudaErrorNotSupported);
+  *numNodes = graph_of(graph)->nodes.size();
+  return cudaSuccess;
+}
+
 cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
   Captures& c = captures();
   std::lock_guard lock(c.mu);

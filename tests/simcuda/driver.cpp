@@ -8,6 +8,7 @@
 // pageable host memory; cuMemFree waits for the device, cuMemFreeAsync for nothing. There are no
 // contexts: every call acts on the runtime's current device, as if on its primary context.
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -270,6 +271,62 @@ CUresult cuMemHostUnregister(void* p) {
   return CUDA_SUCCESS;
 }
 
+// ---- devices and contexts: the runtime's device, its primary context active once the runtime
+// used it (c10::cuda::hasPrimaryContext asks this before it sets a device) ----
+
+CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+  if (!initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!device) return CUDA_ERROR_INVALID_VALUE;
+  if (ordinal < 0 || ordinal >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetCount(int* count) {
+  if (!initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!count) return CUDA_ERROR_INVALID_VALUE;
+  *count = device_count();
+  return CUDA_SUCCESS;
+}
+
+// CUdevice_attribute and cudaDeviceAttr number the attributes alike.
+CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice device) {
+  if (!initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  return as_driver(cudaDeviceGetAttribute(value, static_cast<cudaDeviceAttr>(attribute), device));
+}
+
+CUresult cuDevicePrimaryCtxGetState(CUdevice device, unsigned int* flags, int* active) {
+  if (!initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!flags || !active) return CUDA_ERROR_INVALID_VALUE;
+  if (device < 0 || device >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+  *flags = 0;
+  *active = device_used(device);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device) {
+  if (!initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!context) return CUDA_ERROR_INVALID_VALUE;
+  if (device < 0 || device >= device_count()) return CUDA_ERROR_INVALID_DEVICE;
+  mark_device_used(device);
+  *context = primary_context(device);
+  return CUDA_SUCCESS;
+}
+
+// The current context is the runtime's current device's primary context, once it is active.
+CUresult cuCtxGetCurrent(CUcontext* context) {
+  if (!initialized) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!context) return CUDA_ERROR_INVALID_VALUE;
+  *context = device_used(currentDevice()) ? primary_context(currentDevice()) : nullptr;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGetErrorString(CUresult error, const char** text) {
+  if (!text) return CUDA_ERROR_INVALID_VALUE;
+  *text = cudaGetErrorString(static_cast<cudaError_t>(error));
+  return CUDA_SUCCESS;
+}
+
 }  // extern "C"
 
 namespace {
@@ -327,7 +384,26 @@ const EntryPoint kEntryPoints[] = {
     {"cuMemFreeHost", 2000, false, fn(&cuMemFreeHost)},
     {"cuMemHostRegister", 6050, false, fn(&cuMemHostRegister_v2)},
     {"cuMemHostUnregister", 4000, false, fn(&cuMemHostUnregister)},
+    {"cuDeviceGet", 2000, false, fn(&cuDeviceGet)},
+    {"cuDeviceGetCount", 2000, false, fn(&cuDeviceGetCount)},
+    {"cuDeviceGetAttribute", 2000, false, fn(&cuDeviceGetAttribute)},
+    {"cuDevicePrimaryCtxGetState", 7000, false, fn(&cuDevicePrimaryCtxGetState)},
+    {"cuDevicePrimaryCtxRetain", 7000, false, fn(&cuDevicePrimaryCtxRetain)},
+    {"cuCtxGetCurrent", 4000, false, fn(&cuCtxGetCurrent)},
+    {"cuGetErrorString", 6000, false, fn(&cuGetErrorString)},
 };
+
+// A name the table lacks but this library exports (a copy of it linked with generated stubs, as
+// tests/realtorch builds for the real PyTorch, which asserts that each of its required driver
+// functions resolves): that export, whatever the version asked.
+void* exported_elsewhere(const char* symbol) {
+  static void* const self = [] {
+    Dl_info info{};
+    if (!dladdr(reinterpret_cast<void*>(&cuInit), &info) || !info.dli_fname) return static_cast<void*>(nullptr);
+    return dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+  }();
+  return self ? dlsym(self, symbol) : nullptr;
+}
 
 // cuGetProcAddress: the newest function of that base name the caller's CUDA version knows; with
 // CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM its per-thread twin where there is one. The
@@ -351,6 +427,12 @@ CUresult get_proc_address_v2(const char* symbol, void** pfn, int cuda_version, c
   }
   const EntryPoint* chosen = per_thread && twin ? twin : legacy;
   *pfn = chosen ? chosen->function : nullptr;
+  if (!named)
+    if (void* stub = exported_elsewhere(symbol)) {
+      *pfn = stub;
+      if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS;
+      return CUDA_SUCCESS;
+    }
   if (status)
     *status = chosen  ? CU_GET_PROC_ADDRESS_SUCCESS
               : named ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT

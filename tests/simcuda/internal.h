@@ -5,6 +5,8 @@
 
 #include "activity.h"
 
+struct CUctx_st;  // cuda.h's context, opaque
+
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -45,6 +47,13 @@ simcudaMemoryKind memory_kind(const void* p);
 
 // ---- devices (runtime.cpp) ----
 int device_count();
+// The memory of each device (cudaMemGetInfo's total, cudaDeviceProp::totalGlobalMem).
+std::size_t simulated_memory_bytes();
+// Whether the runtime used the device (its primary context is active), and marking it so.
+bool device_used(int device);
+void mark_device_used(int device);
+// The opaque handle of a device's primary context.
+CUctx_st* primary_context(int device);
 int currentDevice();
 
 // ---- streams and events (stream.cpp) ----

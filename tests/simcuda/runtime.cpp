@@ -5,6 +5,7 @@
 #include "simcuda.h"
 
 #include <unistd.h>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -63,6 +64,19 @@ thread_local cudaError_t tls_last_error = cudaSuccess;
 }  // namespace
 
 int currentDevice() { return tls_device; }
+
+namespace {
+std::atomic<std::uint64_t> used_devices{0};  // bit d: device d's primary context is active
+}  // namespace
+
+bool device_used(int device) { return (used_devices.load() >> device) & 1u; }
+void mark_device_used(int device) { used_devices.fetch_or(std::uint64_t{1} << device); }
+
+// Distinct, never dereferenced: a context is only compared and passed back here.
+CUctx_st* primary_context(int device) {
+  static char contexts[64];
+  return reinterpret_cast<CUctx_st*>(&contexts[device]);
+}
 
 cudaError_t record_error(cudaError_t e) {
   if (e != cudaSuccess && e != cudaErrorNotReady) tls_last_error = e;
@@ -281,15 +295,20 @@ extern "C" {
 
 // ---------------- devices and errors ----------------
 
+// The runtime initialises the driver (cuInit) at its first device query, as the real one does:
+// code that then calls libcuda.so.1 directly (PyTorch's libcaffe2_nvrtc.so) finds it initialised.
 cudaError_t cudaGetDeviceCount(int* count) {
+  driver();
   if (!count) return ret(cudaErrorInvalidValue);
   *count = device_count();
   return cudaSuccess;
 }
 
 cudaError_t cudaSetDevice(int device) {
+  driver();
   if (device < 0 || device >= device_count()) return ret(cudaErrorInvalidDevice);
   tls_device = device;
+  mark_device_used(device);  // since CUDA 12, cudaSetDevice initialises the primary context
   return cudaSuccess;
 }
 
@@ -403,9 +422,34 @@ cudaError_t cudaMalloc(void** devPtr, size_t size) {
   }
   void* p = allocate_aligned(256, size);  // cudaMalloc guarantees at least 256-byte alignment
   if (!p) return ret(cudaErrorMemoryAllocation);
+  // Zeroed: no simulated kernel writes its output, so a count a framework reads back from a fresh
+  // buffer (nonzero's, unique's) is 0, never garbage that sizes the next allocation.
+  std::memset(p, 0, size);
+  mark_device_used(tls_device);
   register_range({reinterpret_cast<std::uintptr_t>(p), size, MemKind::Device, tls_device});
   *devPtr = p;
   return cudaSuccess;
+}
+
+// Stream-ordered allocation: the memory is usable by work queued after the call, and freed once
+// the work queued before cudaFreeAsync has run; neither call waits.
+cudaError_t cudaMallocAsync(void** devPtr, size_t size, cudaStream_t hStream) {
+  if (!resolve_stream(hStream)) return ret(cudaErrorInvalidResourceHandle);
+  return cudaMalloc(devPtr, size);
+}
+
+cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t hStream) {
+  if (!devPtr) return cudaSuccess;
+  auto r = find_range(devPtr);
+  if (!r || r->kind != MemKind::Device || r->base != reinterpret_cast<std::uintptr_t>(devPtr))
+    return ret(cudaErrorInvalidValue);
+  return submit(
+      hStream,
+      [devPtr] {
+        unregister_range(reinterpret_cast<std::uintptr_t>(devPtr));
+        std::free(devPtr);
+      },
+      false);
 }
 
 cudaError_t cudaFree(void* devPtr) {
@@ -501,7 +545,7 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes* attributes, c
 
 cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
   if (!free || !total) return ret(cudaErrorInvalidValue);
-  *total = size_t{80} << 30;
+  *total = simulated_memory_bytes();
   *free = *total;
   return cudaSuccess;
 }
@@ -780,6 +824,12 @@ cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream) {
   return cudaEventRecord(event, stream ? stream : cudaStreamPerThread);
 }
 
+// cudaEventRecordExternal only matters inside a graph capture, which records every event anyway.
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags) {
+  if (flags & ~static_cast<unsigned>(cudaEventRecordExternal)) return ret(cudaErrorInvalidValue);
+  return cudaEventRecord(event, stream);
+}
+
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   auto e = resolve_event(event);
   if (!e) return ret(cudaErrorInvalidResourceHandle);
@@ -832,6 +882,14 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userD
 }
 cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
   return cudaLaunchHostFunc(stream ? stream : cudaStreamPerThread, fn, userData);
+}
+
+// The older form of a host function: the callback also gets the stream and a status.
+cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback, void* userData,
+                                  unsigned int flags) {
+  if (!callback || flags != 0) return ret(cudaErrorInvalidValue);
+  return submit(
+      stream, [stream, callback, userData] { callback(stream, cudaSuccess, userData); }, false);
 }
 
 // ---------------- simulation extensions ----------------
