@@ -1,11 +1,13 @@
 """scripts/check-scenario on hand-made reports: a report with the expected verdicts passes, and
 each false or missing finding the scenarios plant against fails with its line named."""
 import copy
+import importlib.machinery
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import types
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -102,6 +104,35 @@ class CheckScenario(unittest.TestCase):
         self.assertEqual(code, 1)
         self.assertEqual(line, "S10 FAIL: straggler rank None, expected 1 | collective_waits.inconsistent = 30, "
                                "expected 0 | unexpected hang: ncclAllReduce #4: rank 1 never entered it")
+
+    @staticmethod
+    def checker(report, checks):
+        """The failures of checks on report, from check-scenario's Checker itself."""
+        loader = importlib.machinery.SourceFileLoader("check_scenario", CHECK)
+        module = types.ModuleType(loader.name)
+        module.__file__ = CHECK
+        loader.exec_module(module)
+        checker = module.Checker(report, "s02_upload.py", {})
+        checker.run(checks)
+        return checker.failures
+
+    def test_findings_by_kind(self):
+        report = copy.deepcopy(GOOD_S2)
+        report["findings"] = [{"kind": "fp32_gemm", "rank": None, "message": "89 % of GPU time in FP32 GEMMs"}]
+        self.assertEqual(self.checker(report, [{"finding": "fp32_gemm"}, {"no_finding": "pageable_copy"}]), [])
+        failures = self.checker(report, [{"finding": "pageable_copy"}, {"no_finding": "fp32_gemm"},
+                                         {"finding": "fp32_gemm", "rank": 1}])
+        self.assertEqual(failures, ["no pageable_copy finding",
+                                    "unexpected fp32_gemm finding: 89 % of GPU time in FP32 GEMMs",
+                                    "no fp32_gemm finding on rank 1"])
+
+    def test_top_kernel(self):
+        report = copy.deepcopy(GOOD_S2)
+        report["ranks"][0]["gpu"] = {"top_kernels": [{"name": "nvjet_tst_128x256_64x4_2x1_v_bz_coopA_tn"}]}
+        self.assertEqual(self.checker(report, [{"top_kernel": "^nvjet_tst_"}]), [])
+        self.assertEqual(self.checker(report, [{"top_kernel": "^sm90_xmma_gemm_f32f32"}]),
+                         ["rank 0: longest kernel 'nvjet_tst_128x256_64x4_2x1_v_bz_coopA_tn', expected one matching "
+                          "'^sm90_xmma_gemm_f32f32'"])
 
     def test_inconsistent_is_checked_only_where_reported(self):
         report = copy.deepcopy(GOOD_S10)

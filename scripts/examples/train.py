@@ -1,0 +1,69 @@
+"""The bundled example: a small data-parallel training job in plain PyTorch, launched by torchrun.
+scripts/demo runs it on the real PyTorch wheel over the simulated GPU (scripts/torch-sim) under
+`trainshim run`, and the report names the habits planted here, each at its line (# PLANT):
+- every batch comes from pageable memory (DataLoader(pin_memory=False)) and is uploaded with a
+  blocking `.to("cuda")`: pageable H2D copies and a blocking upload at that line;
+- rank 1's dataset decodes each batch slowly (30 ms of host time): its GPU sits idle before each
+  upload, and rank 1 arrives last at DDP's all-reduce, the straggler every other rank waits for;
+- the loss is read back every step with `loss.item()` and logged (5 ms of host work): a hidden
+  synchronisation per step, and the GPU idle time it costs;
+The model runs under autocast in bf16, as it should: its GEMMs are cuBLASLt's BF16 kernels.
+On a GPU node it runs as it is: torchrun --nproc_per_node 2 scripts/examples/train.py.
+TRAIN_STEPS sets the number of steps (default 40).
+"""
+import os
+import time
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, Dataset
+
+STEPS = int(os.environ.get("TRAIN_STEPS", "40"))
+BATCH, FEATURES, HIDDEN = 1024, 1024, 4096
+
+
+class Batches(Dataset):
+    """One batch per step, `decode_seconds` of host work each (decoding, augmentation)."""
+
+    def __init__(self, decode_seconds):
+        self.decode_seconds = decode_seconds
+        self.batch = torch.randn(BATCH, FEATURES)
+
+    def __len__(self):
+        return STEPS
+
+    def __getitem__(self, index):
+        time.sleep(self.decode_seconds)
+        return self.batch
+
+
+def log_loss(step, value):
+    time.sleep(0.005)  # formatting and sending the value to a metrics service
+
+
+def main():
+    local_rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local_rank)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
+    rank = dist.get_rank()
+    model = torch.nn.Sequential(torch.nn.Linear(FEATURES, HIDDEN, device="cuda"), torch.nn.GELU(),
+                                torch.nn.Linear(HIDDEN, FEATURES, device="cuda"))
+    model = DistributedDataParallel(model, device_ids=[local_rank])
+    optimizer = torch.optim.AdamW(model.parameters(), fused=True)
+    decode_seconds = 0.030 if rank == 1 else 0.0  # PLANT slow_loader
+    loader = DataLoader(Batches(decode_seconds), batch_size=None, pin_memory=False)
+    for step, batch in enumerate(loader):
+        inputs = batch.to("cuda")  # PLANT upload
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(inputs).float().square().mean()  # PLANT forward
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        log_loss(step, loss.item())  # PLANT item
+    print(f"rank {rank}: {STEPS} steps done")
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
