@@ -204,7 +204,7 @@ void start() {
     SegmentHeader* header = create_segment(id);
     g_recorder = new Recorder(header);
     static std::atomic<bool> fork_handler_installed{false};
-    if (!fork_handler_installed.exchange(true)) pthread_atfork(nullptr, nullptr, reset_in_child);
+    if (!fork_handler_installed.exchange(true)) pthread_atfork(nullptr, note_fork_in_parent, reset_in_child);
     // Ready before the collector is started: the threads waiting for the segment record from
     // now on, and the collector finds a live segment.
     g_state.store(Ready, std::memory_order_release);

@@ -57,6 +57,11 @@ struct Registered {
 Registered g_registered[kMaxThreads];
 
 std::atomic<int> g_device{-1};  // the last cudaSetDevice's device; -1: none
+// When the next census is due because the process forked (CLOCK_MONOTONIC ns; 0: none): a
+// DataLoader's workers may live for less than the census period.
+std::atomic<uint64_t> g_census_after_fork_ns{0};
+// Long enough for a forked worker to name itself (the first thing its loop does).
+constexpr uint64_t kCensusAfterForkNs = 100'000'000;
 std::atomic<bool> g_exiting{false};
 
 // At a registered thread's exit (a thread-specific value's destructor): its slot is free again.
@@ -530,7 +535,11 @@ bool tick(Sampler& s) {
   }
 
   const uint64_t now = clock_ns(CLOCK_MONOTONIC);
-  if (now >= s.next_census_ns) {
+  uint64_t after_fork = g_census_after_fork_ns.load(std::memory_order_relaxed);
+  const bool forked = after_fork != 0 && now >= after_fork;
+  // A fork after this load leaves its own time in place.
+  if (forked) g_census_after_fork_ns.compare_exchange_strong(after_fork, 0, std::memory_order_relaxed);
+  if (now >= s.next_census_ns || forked) {
     census(s);
     s.next_census_ns = now + kCensusNs;
   }
@@ -625,6 +634,10 @@ void start_sampler(Recorder& recorder) {
   // the process tears it down.
   static std::atomic<bool> exit_handler_installed{false};
   if (!exit_handler_installed.exchange(true)) std::atexit([] { g_exiting.store(true, std::memory_order_release); });
+}
+
+void note_fork_in_parent() {
+  g_census_after_fork_ns.store(clock_ns(CLOCK_MONOTONIC) + kCensusAfterForkNs, std::memory_order_relaxed);
 }
 
 void reset_sampler_after_fork() {

@@ -25,6 +25,10 @@ void register_sampled_thread(uint32_t tid);
 // cudaSetDevice returned successfully on some thread: the device the facts name.
 void note_device(int device);
 
+// In the parent, after a fork (pthread_atfork): a census of the children soon after, whatever
+// the census period. Lock-free, async-signal-safe.
+void note_fork_in_parent();
+
 // In a forked child: no sampler thread runs, no thread is registered; the child's first recorded
 // call starts its own.
 void reset_sampler_after_fork();

@@ -245,6 +245,22 @@ TEST(Sampler, ChildProcessCensusCountsDataLoaderWorkers) {
   }
 }
 
+// Workers that live for less than the census period are still counted: a fork schedules a
+// census 100 ms later.
+TEST(Sampler, WorkersForkedBetweenCensusesAreCounted) {
+  Scratch s;
+  const Segment segment = run_and_read(s, shim_env(s, "100") + program("sampler_prog") + " short_workers 200");
+  ASSERT_TRUE(segment.found);
+  uint64_t most_alive = 0, seen = 0;
+  for (const EventRecord& r : segment.of(ApiClass::ProcessSample)) {
+    const ProcessCensus c = process_census(r);
+    most_alive = std::max(most_alive, c.workers_alive);
+    seen = std::max(seen, c.workers_seen);
+  }
+  EXPECT_EQ(most_alive, 2u);
+  EXPECT_EQ(seen, 2u);
+}
+
 TEST(Sampler, AForkedChildSamplesItsOwnThreadsOnly) {
   Scratch s;
   Outcome outcome;

@@ -112,6 +112,19 @@ int main(int argc, char** argv) {
       kill(pid, SIGKILL);
       waitpid(pid, nullptr, 0);
     }
+  } else if (mode == "short_workers") {
+    // Two named workers forked after the first call, gone 400 ms later: within one census period.
+    recorded_call();
+    sleep_ms(100);
+    int ready[2];
+    if (pipe(ready) != 0) return 3;
+    const pid_t children[] = {child("pt_data_worker", 0, ready[1]), child("pt_data_worker", 0, ready[1])};
+    sleep_ms(400);
+    for (const pid_t pid : children) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+    sleep_ms(ms);
   } else if (mode == "fork") {
     CHECK(cudaSetDevice(1));
     recorded_call();

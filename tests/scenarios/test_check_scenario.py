@@ -134,6 +134,15 @@ class CheckScenario(unittest.TestCase):
                          ["rank 0: longest kernel 'nvjet_tst_128x256_64x4_2x1_v_bz_coopA_tn', expected one matching "
                           "'^sm90_xmma_gemm_f32f32'"])
 
+    def test_setup_item(self):
+        report = copy.deepcopy(GOOD_S2)
+        report["setup"] = [{"rank": 0, "item": "pinned_memory", "observed": "6 of 16 H2D copies from pageable memory",
+                            "ok": False}]
+        self.assertEqual(self.checker(report, [{"setup": "pinned_memory", "ok": False}]), [])
+        self.assertEqual(self.checker(report, [{"setup": "pinned_memory", "ok": True}, {"setup": "numa", "ok": True}]),
+                         ["rank 0: setup pinned_memory ok = False (6 of 16 H2D copies from pageable memory), "
+                          "expected True", "no setup item numa"])
+
     def test_inconsistent_is_checked_only_where_reported(self):
         report = copy.deepcopy(GOOD_S10)
         del report["collective_waits"]["inconsistent"]

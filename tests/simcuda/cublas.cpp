@@ -142,8 +142,8 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
   return run(handle, transa, transb, m, n, k, 1, ex_math(handle, Atype, computeType));
 }
 cublasStatus_t cublasGemmEx_64(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int64_t m,
-                               int64_t n, int64_t k, const void*, const void*, cudaDataType Atype, int64_t,
-                               const void*, cudaDataType, int64_t, const void*, void*, cudaDataType, int64_t,
+                               int64_t n, int64_t k, const void*, const void*, cudaDataType Atype, int64_t, const void*,
+                               cudaDataType, int64_t, const void*, void*, cudaDataType, int64_t,
                                cublasComputeType_t computeType, cublasGemmAlgo_t) {
   return run(handle, transa, transb, m, n, k, 1, ex_math(handle, Atype, computeType));
 }

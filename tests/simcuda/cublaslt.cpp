@@ -129,8 +129,7 @@ cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t pref) 
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t pref,
-                                                    cublasLtMatmulPreferenceAttributes_t, const void* buf,
-                                                    size_t) {
+                                                    cublasLtMatmulPreferenceAttributes_t, const void* buf, size_t) {
   return pref && buf ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
 }
 
@@ -153,11 +152,10 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t, cublasLtMatmulDe
 }
 
 // D = op(A) op(B): m and n are D's rows and columns, k the inner size (A's, after its transpose).
-cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc, const void*,
-                              const void*, cublasLtMatrixLayout_t Adesc, const void*, cublasLtMatrixLayout_t Bdesc,
-                              const void*, const void*, cublasLtMatrixLayout_t Cdesc, void*,
-                              cublasLtMatrixLayout_t Ddesc, const cublasLtMatmulAlgo_t*, void*, size_t,
-                              cudaStream_t stream) {
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc, const void*, const void*,
+                              cublasLtMatrixLayout_t Adesc, const void*, cublasLtMatrixLayout_t Bdesc, const void*,
+                              const void*, cublasLtMatrixLayout_t Cdesc, void*, cublasLtMatrixLayout_t Ddesc,
+                              const cublasLtMatmulAlgo_t*, void*, size_t, cudaStream_t stream) {
   if (!lightHandle) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (!computeDesc || !Adesc || !Bdesc || !Cdesc || !Ddesc) return CUBLAS_STATUS_INVALID_VALUE;
   const MatmulDesc& d = *of<MatmulDesc>(computeDesc);
