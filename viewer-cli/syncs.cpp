@@ -152,6 +152,16 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
   using SiteKey = std::tuple<std::string, int, std::string, std::string, int>;
   std::map<SiteKey, Accumulated> sites;
   std::map<SiteKey, SyncSite> polls;
+  // A blocking copy's name, by the native frame that made it and its user frame: the stream sync
+  // that frame makes right after it (memcpy_and_sync) is the same operation, whatever the frames'
+  // names, when no rule names the sync itself.
+  using CallerKey = std::tuple<std::string, std::string, std::string, std::string, int>;
+  std::map<CallerKey, Classification> blocking_copies;
+  auto caller_of = [](const SyncShape& shape, const SyncSite& where) {
+    const NativeFrameView none{};
+    const NativeFrameView& caller = shape.native.empty() ? none : shape.native.front();
+    return CallerKey{caller.module, caller.function, where.file, where.function, where.line};
+  };
   while (q.step()) {
     SyncShape& shape = shape_of(q.integer(3), q.integer(4));
     const Vocabulary::ApiWord& api = names.api(q.integer(0));
@@ -184,7 +194,15 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
       site->second.blocked_ns += blocked_ns;
       continue;
     }
-    const Classification c = classify(shape);
+    Classification c = classify(shape);
+    if (!shape.native.empty()) {
+      if (shape.api_class == ApiClass::Copy) {
+        blocking_copies.insert_or_assign(caller_of(shape, where), c);
+      } else if (shape.follows_copy != Direction::None && c.rule == "unclassified") {
+        if (const auto copy = blocking_copies.find(caller_of(shape, where)); copy != blocking_copies.end())
+          c = copy->second;
+      }
+    }
     auto& acc = sites[{c.operation, int(c.kind), where.file, where.function, where.line}];
     if (acc.waits + acc.copies == 0) {
       acc.site = where;

@@ -9,7 +9,8 @@ scripts/demo runs it on the real PyTorch wheel over the simulated GPU (scripts/t
   synchronisation per step, and the GPU idle time it costs;
 The model runs under autocast in bf16, as it should: its GEMMs are cuBLASLt's BF16 kernels.
 On a GPU node it runs as it is: torchrun --nproc_per_node 2 scripts/examples/train.py.
-TRAIN_STEPS sets the number of steps (default 40).
+TRAIN_STEPS sets the number of steps (default 40), TRAIN_SLOW_DECODE_MS rank 1's decoding time
+per batch (default 30).
 """
 import os
 import time
@@ -20,6 +21,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset
 
 STEPS = int(os.environ.get("TRAIN_STEPS", "40"))
+SLOW_DECODE_S = int(os.environ.get("TRAIN_SLOW_DECODE_MS", "30")) / 1000
 BATCH, FEATURES, HIDDEN = 1024, 1024, 4096
 
 
@@ -51,7 +53,7 @@ def main():
                                 torch.nn.Linear(HIDDEN, FEATURES, device="cuda"))
     model = DistributedDataParallel(model, device_ids=[local_rank])
     optimizer = torch.optim.AdamW(model.parameters(), fused=True)
-    decode_seconds = 0.030 if rank == 1 else 0.0  # PLANT slow_loader
+    decode_seconds = SLOW_DECODE_S if rank == 1 else 0.0  # PLANT slow_loader
     loader = DataLoader(Batches(decode_seconds), batch_size=None, pin_memory=False)
     for step, batch in enumerate(loader):
         inputs = batch.to("cuda")  # PLANT upload

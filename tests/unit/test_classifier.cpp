@@ -349,6 +349,33 @@ TEST(ClassifierWheelStacks, OpsThatCallItemInsideAreNamedAfterTheOp) {
   }
 }
 
+// No binding frame at all: a C++ extension calls the op, and torch's libraries carry other names
+// (a vendored, renamed build). The outermost op-entry frame still names the operation.
+TEST(ClassifierWheelStacks, OpCalledFromAnExtensionIsNamedFromItsOpEntryFrame) {
+  constexpr const char* kRenamedCpu = "/opt/vendor/lib/libtorch_cpu-7f3e.so";
+  constexpr const char* kRenamedCuda = "/opt/vendor/lib/libtorch_cuda-7f3e.so";
+  constexpr const char* kExtension = "/opt/ext/my_ops.cpython-312-x86_64-linux-gnu.so";
+  std::vector<std::pair<const char*, const char*>> frames = {
+      {kRenamedCuda, "at::native::_local_scalar_dense_cuda(at::Tensor const&)"},
+      {kRenamedCpu, "at::_ops::_local_scalar_dense::call(at::Tensor const&)"},
+      {kRenamedCpu, "at::native::item(at::Tensor const&)"},
+      {kRenamedCpu, "at::_ops::item::call(at::Tensor const&)"},
+      {kRenamedCuda,
+       "std::tuple<at::Tensor, at::Tensor, at::Tensor> at::native::internal::{anonymous}::compute_unique<float>("
+       "at::Tensor const&, at::Tensor const&, bool, bool, bool)"},
+      {kRenamedCuda, "at::native::_unique2_cuda(at::Tensor const&, bool, bool, bool)"},
+      {kRenamedCpu, "at::_ops::_unique2::call(at::Tensor const&, bool, bool, bool)"},
+      {kExtension, "my_ops::dedupe(at::Tensor const&)"}};
+  for (bool stripped : {false, true}) {
+    const Classification unique = classify(wheel("cudaStreamSynchronize", frames, stripped));
+    EXPECT_EQ(unique.rule, "unique") << stripped;
+    EXPECT_EQ(unique.operation, "torch.unique()");
+  }
+  // Without the op around it, the same read-back is the item() it is.
+  frames.erase(frames.begin() + 4, frames.begin() + 7);
+  EXPECT_EQ(classify(wheel("cudaStreamSynchronize", frames)).operation, "Tensor.item()");
+}
+
 // UniqueCub<bool> reads its count with memcpy_and_sync into a stack variable: a pageable D2H copy
 // and a sync, both torch.unique().
 TEST(ClassifierWheelStacks, UniqueOfABoolTensorCopyAndSyncAreUnique) {

@@ -258,5 +258,50 @@ TEST_F(VocabularyTest, EachKindOfSiteCarriesItsKind) {
   EXPECT_EQ(rs.polls[0].classification.operation, "cudaStreamQuery()");
 }
 
+// A D2H copy into pageable memory and the stream sync right after it, both made by one native
+// frame of a library no rule knows (a C++ extension, a renamed build): one site, named after the
+// copy, counted once per wait. A sync that follows a copy from another frame stays a site of its
+// own.
+TEST_F(VocabularyTest, ABlockingCopyAndTheSyncItsFrameMakesAfterItAreOneSite) {
+  int64_t p = 0;
+  {
+    collector::Database db(path_, "vocab");
+    p = db.add_process("seg-1", *test::header_for(0, 1, "node"));
+    db.add_native_frame(p, 1, 0, {0x1000, "/opt/ext/libreadback.so", "readback::to_host(at::Tensor const&)", "", 0});
+    db.add_native_frame(p, 2, 0, {0x2000, "/opt/ext/libreadback.so", "readback::wait_all()", "", 0});
+    db.add_python_frame(p, 1, 0, "/src/train.py", "train_step", 57, "value = readback.to_host(t)");
+    test::Records records(db);
+    uint64_t clock = 1'000'000;
+    auto add = [&](Api api, Direction d, HostMemory m, uint32_t native_stack) {
+      EventRecord r{};
+      r.api = uint16_t(api);
+      r.bytes = d == Direction::None ? 0 : 64;
+      r.direction = uint8_t(d);
+      r.host_memory = uint8_t(m);
+      r.native_stack = native_stack;
+      r.python_stack = 1;
+      clock += 1000;
+      records.add(p, r, clock, clock + 100);
+    };
+    for (int step = 0; step < 3; ++step) {
+      add(Api::cudaMemcpyAsync, Direction::DeviceToHost, HostMemory::Pageable, 1);
+      add(Api::cudaStreamSynchronize, Direction::None, HostMemory::Unknown, 1);
+    }
+    add(Api::cudaMemcpyAsync, Direction::DeviceToHost, HostMemory::Pageable, 1);
+    add(Api::cudaStreamSynchronize, Direction::None, HostMemory::Unknown, 2);
+    records.store();
+    db.commit();
+  }
+  RunDatabase run(path_);
+  const RankSyncs rs = load_syncs(run, p, "", {});
+  std::map<std::string, int64_t> calls;
+  for (const SyncSite& s : rs.hidden) {
+    EXPECT_EQ(s.line, 57) << s.classification.operation;
+    calls[s.classification.operation] += s.calls;
+  }
+  EXPECT_EQ(calls, (std::map<std::string, int64_t>{{"blocking D2H copy into pageable memory", 3},
+                                                   {"cudaStreamSynchronize() in libreadback.so", 1}}));
+}
+
 }  // namespace
 }  // namespace trainshim::cli
