@@ -12,6 +12,7 @@ import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CHECK = os.path.join(ROOT, "scripts", "check-scenario")
+RUN = os.path.join(ROOT, "scripts", "run-scenarios")
 S2 = "/job/tests/scenarios/s02_upload.py"  # lines 8, 9, 10: upload_blocking, upload_async, download
 S10 = "/job/tests/scenarios/s10_p2p_grouped.py"
 
@@ -142,6 +143,17 @@ class CheckScenario(unittest.TestCase):
         self.assertEqual(self.checker(report, [{"setup": "pinned_memory", "ok": True}, {"setup": "numa", "ok": True}]),
                          ["rank 0: setup pinned_memory ok = False (6 of 16 H2D copies from pageable memory), "
                           "expected True", "no setup item numa"])
+
+    def test_job_output_with_and_without_trainshim(self):
+        loader = importlib.machinery.SourceFileLoader("run_scenarios", RUN)
+        module = types.ModuleType(loader.name)
+        module.__file__ = RUN
+        loader.exec_module(module)
+        ranks = "rank 0: 20 steps done\nrank 1: 20 steps done\n"
+        self.assertTrue(module.same_output(ranks, "rank 1: 20 steps done\nrank 0: 20 steps done\n"))
+        self.assertTrue(module.same_output(ranks, "rank 0: 20 steps donerank 1: 20 steps done\n\n"))
+        self.assertFalse(module.same_output(ranks, "rank 0: 20 steps done\n"))
+        self.assertFalse(module.same_output(ranks, "rank 0: 20 steps done\nrank 1: 19 steps done\n"))
 
     def test_inconsistent_is_checked_only_where_reported(self):
         report = copy.deepcopy(GOOD_S10)
