@@ -155,6 +155,13 @@ class CheckScenario(unittest.TestCase):
         self.assertFalse(module.same_output(ranks, "rank 0: 20 steps done\n"))
         self.assertFalse(module.same_output(ranks, "rank 0: 20 steps done\nrank 1: 19 steps done\n"))
 
+    def test_gpu_timeline_state(self):
+        report = copy.deepcopy(GOOD_S2)
+        report["ranks"][0]["gpu"] = {"timeline": "taken"}
+        self.assertEqual(self.checker(report, [{"gpu_timeline": "taken"}]), [])
+        self.assertEqual(self.checker(report, [{"gpu_timeline": "yielded"}]),
+                         ["rank 0: GPU timeline 'taken', expected 'yielded'"])
+
     def test_inconsistent_is_checked_only_where_reported(self):
         report = copy.deepcopy(GOOD_S10)
         del report["collective_waits"]["inconsistent"]
