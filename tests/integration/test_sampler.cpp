@@ -344,8 +344,15 @@ TEST_P(SamplerPython, FramesChangingWhileReadAreDroppedAndCounted) {
   const std::set<std::string> functions = {"recurse", "main", "torn", "<module>"};
   for (const EventRecord& r : segment.samples_of(segment.pid)) {
     if (!r.python_stack) continue;
-    const std::vector<Frame> user = from_file(segment.stacks.at(r.python_stack), "sampler_torn.py");
-    ASSERT_FALSE(user.empty());
+    const std::vector<Frame>& stack = segment.stacks.at(r.python_stack);
+    const std::vector<Frame> user = from_file(stack, "sampler_torn.py");
+    if (user.empty()) {
+      // After the script's frames are gone, Python's exit handlers still run under the sampler (a
+      // site-packages module's atexit callback, certifi's on these machines): a real stack of
+      // files that exist, never one made of torn reads.
+      for (const Frame& f : stack) EXPECT_TRUE(std::filesystem::is_regular_file(f.file)) << f.file << ":" << f.function;
+      continue;
+    }
     EXPECT_EQ(user.back().function, "<module>");
     for (const Frame& f : user) {
       if (!f.file.ends_with("sampler_torn.py")) continue;
