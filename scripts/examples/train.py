@@ -13,6 +13,7 @@ TRAIN_STEPS sets the number of steps (default 40), TRAIN_SLOW_DECODE_MS rank 1's
 per batch (default 30).
 """
 import os
+import sys
 import time
 
 import torch
@@ -63,7 +64,9 @@ def main():
         loss.backward()
         optimizer.step()
         log_loss(step, loss.item())  # PLANT item
-    print(f"rank {rank}: {STEPS} steps done")
+    # One write: torchrun runs Python unbuffered, where print() writes the line and its newline apart
+    # and the ranks' lines interleave.
+    sys.stdout.write(f"rank {rank}: {STEPS} steps done\n")
     dist.destroy_process_group()
 
 
