@@ -49,8 +49,6 @@ VALUE_RESULT = {
     "cudnnGetVersion": "91900",
     "cudnnGetMaxDeviceVersion": "1000",
     "cudnnGetCudartVersion": "13000",
-    "cublasLtGetVersion": "130100",
-    "cublasLtGetCudartVersion": "13000",
     "cublasGetCudartVersion": "13000",
     "cusparseLtGetVersion": "0",
 }

@@ -38,9 +38,23 @@ cublasStatus_t run(cublasHandle_t handle, cublasOperation_t transa, cublasOperat
   g.math = math;
   g.transa = transposed(transa), g.transb = transposed(transb);
   g.m = m, g.n = n, g.k = k, g.batch = batch;
-  const cudaError_t e = enqueue_gemm(handle_of(handle)->stream, g);
-  if (e == cudaErrorInvalidValue) return CUBLAS_STATUS_INVALID_VALUE;
-  return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+  return enqueue_gemm(handle_of(handle)->stream, g);
+}
+
+// A handle's setting, set or read as every cublasSet*/cublasGet* call does.
+template <class T>
+cublasStatus_t set(cublasHandle_t handle, T Handle::*field, T value) {
+  if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+  handle_of(handle)->*field = value;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+template <class T>
+cublasStatus_t get(cublasHandle_t handle, T Handle::*field, T* value) {
+  if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!value) return CUBLAS_STATUS_INVALID_VALUE;
+  *value = handle_of(handle)->*field;
+  return CUBLAS_STATUS_SUCCESS;
 }
 
 GemmMath fp32_math(cublasHandle_t handle) {
@@ -68,16 +82,11 @@ cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
 }
 
 cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t streamId) {
-  if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
-  handle_of(handle)->stream = streamId;
-  return CUBLAS_STATUS_SUCCESS;
+  return set(handle, &Handle::stream, streamId);
 }
 
 cublasStatus_t cublasGetStream_v2(cublasHandle_t handle, cudaStream_t* streamId) {
-  if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
-  if (!streamId) return CUBLAS_STATUS_INVALID_VALUE;
-  *streamId = handle_of(handle)->stream;
-  return CUBLAS_STATUS_SUCCESS;
+  return get(handle, &Handle::stream, streamId);
 }
 
 cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void* workspace, size_t workspaceSizeInBytes) {
@@ -88,30 +97,16 @@ cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void* workspace, siz
   return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
-  if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
-  handle_of(handle)->math = mode;
-  return CUBLAS_STATUS_SUCCESS;
-}
+cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) { return set(handle, &Handle::math, mode); }
 
-cublasStatus_t cublasGetMathMode(cublasHandle_t handle, cublasMath_t* mode) {
-  if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
-  if (!mode) return CUBLAS_STATUS_INVALID_VALUE;
-  *mode = handle_of(handle)->math;
-  return CUBLAS_STATUS_SUCCESS;
-}
+cublasStatus_t cublasGetMathMode(cublasHandle_t handle, cublasMath_t* mode) { return get(handle, &Handle::math, mode); }
 
 cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_t mode) {
-  if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
-  handle_of(handle)->pointers = mode;
-  return CUBLAS_STATUS_SUCCESS;
+  return set(handle, &Handle::pointers, mode);
 }
 
 cublasStatus_t cublasGetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_t* mode) {
-  if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
-  if (!mode) return CUBLAS_STATUS_INVALID_VALUE;
-  *mode = handle_of(handle)->pointers;
-  return CUBLAS_STATUS_SUCCESS;
+  return get(handle, &Handle::pointers, mode);
 }
 
 cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,

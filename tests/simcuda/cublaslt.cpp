@@ -169,9 +169,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t
   g.k = static_cast<std::int64_t>(g.transa ? a.rows : a.cols);
   g.batch = out.batch;
   g.bias = has_bias(d.epilogue);
-  const cudaError_t e = enqueue_gemm(stream, g);
-  if (e == cudaErrorInvalidValue) return CUBLAS_STATUS_INVALID_VALUE;
-  return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+  return enqueue_gemm(stream, g);
 }
 
 }  // extern "C"

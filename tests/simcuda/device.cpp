@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 // Declared by the toolkit's headers only for nvcc-compiled code, exported by the real runtime.
 extern "C" {
@@ -29,7 +30,7 @@ constexpr size_t kSharedPerBlockOptin = 227 * 1024;
 
 bool valid_device(int device) { return device >= 0 && device < device_count(); }
 
-cudaDeviceProp properties(int device) {
+cudaDeviceProp describe(int device) {
   cudaDeviceProp p{};
   std::snprintf(p.name, sizeof p.name, "simcuda H100 %d (simulated)", device);
   for (int i = 0; i < 16; ++i) p.uuid.bytes[i] = static_cast<char>(0x51 + device * 16 + i);
@@ -77,6 +78,16 @@ cudaDeviceProp properties(int device) {
   return p;
 }
 
+// Made once: CUB and PyTorch's launch heuristics ask for attributes at each op.
+const cudaDeviceProp& properties(int device) {
+  static const std::vector<cudaDeviceProp> all = [] {
+    std::vector<cudaDeviceProp> out;
+    for (int d = 0; d < device_count(); ++d) out.push_back(describe(d));
+    return out;
+  }();
+  return all[static_cast<std::size_t>(device)];
+}
+
 }  // namespace
 
 extern "C" {
@@ -91,7 +102,7 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
 cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int device) {
   if (!value) return record_error(cudaErrorInvalidValue);
   if (!valid_device(device)) return record_error(cudaErrorInvalidDevice);
-  const cudaDeviceProp p = properties(device);
+  const cudaDeviceProp& p = properties(device);
   switch (attr) {
     case cudaDevAttrMaxThreadsPerBlock:
       *value = p.maxThreadsPerBlock;

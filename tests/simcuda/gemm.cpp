@@ -73,13 +73,15 @@ void run_for(void* nanoseconds) {
 
 }  // namespace
 
-cudaError_t enqueue_gemm(cudaStream_t stream, const Gemm& g) {
-  if (g.m < 0 || g.n < 0 || g.k < 0 || g.batch < 1) return cudaErrorInvalidValue;
-  if (g.m == 0 || g.n == 0) return cudaSuccess;  // nothing to write: cuBLAS launches nothing
+cublasStatus_t enqueue_gemm(cudaStream_t stream, const Gemm& g) {
+  if (g.m < 0 || g.n < 0 || g.k < 0 || g.batch < 1) return CUBLAS_STATUS_INVALID_VALUE;
+  if (g.m == 0 || g.n == 0) return CUBLAS_STATUS_SUCCESS;  // nothing to write: cuBLAS launches nothing
   const double flops = 2.0 * static_cast<double>(g.m) * static_cast<double>(g.n) * static_cast<double>(g.k) *
                        static_cast<double>(g.batch);
   const auto ns = static_cast<std::uintptr_t>(std::max(2000.0, flops / flops_per_ns(g.math)));
-  return simcudaEnqueueKernel(stream, kernel_name(g).c_str(), run_for, reinterpret_cast<void*>(ns));
+  return simcudaEnqueueKernel(stream, kernel_name(g).c_str(), run_for, reinterpret_cast<void*>(ns)) == cudaSuccess
+             ? CUBLAS_STATUS_SUCCESS
+             : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 
 }  // namespace simcuda

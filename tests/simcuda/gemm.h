@@ -3,6 +3,7 @@
 // caller's stream for a time derived from its size. Nothing is computed.
 #pragma once
 
+#include <cublas_api.h>
 #include <cuda_runtime_api.h>
 #include <library_types.h>
 
@@ -23,7 +24,8 @@ struct Gemm {
   bool bias = false;  // cuBLASLt's bias epilogue
 };
 
-// Enqueues the GEMM's kernel on the stream; cudaErrorInvalidValue for a negative size.
-cudaError_t enqueue_gemm(cudaStream_t stream, const Gemm& gemm);
+// Enqueues the GEMM's kernel on the stream, as both libraries answer: CUBLAS_STATUS_INVALID_VALUE
+// for a negative size, CUBLAS_STATUS_EXECUTION_FAILED where the runtime refuses the launch.
+cublasStatus_t enqueue_gemm(cudaStream_t stream, const Gemm& gemm);
 
 }  // namespace simcuda
