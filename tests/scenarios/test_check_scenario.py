@@ -13,6 +13,17 @@ import unittest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CHECK = os.path.join(ROOT, "scripts", "check-scenario")
 RUN = os.path.join(ROOT, "scripts", "run-scenarios")
+
+
+def load_script(path):
+    """A script of scripts/ (no .py ending) as a module, to call its functions."""
+    loader = importlib.machinery.SourceFileLoader(os.path.basename(path).replace("-", "_"), path)
+    module = types.ModuleType(loader.name)
+    module.__file__ = path
+    loader.exec_module(module)
+    return module
+
+
 S2 = "/job/tests/scenarios/s02_upload.py"  # lines 8, 9, 10: upload_blocking, upload_async, download
 S10 = "/job/tests/scenarios/s10_p2p_grouped.py"
 
@@ -109,11 +120,7 @@ class CheckScenario(unittest.TestCase):
     @staticmethod
     def checker(report, checks):
         """The failures of checks on report, from check-scenario's Checker itself."""
-        loader = importlib.machinery.SourceFileLoader("check_scenario", CHECK)
-        module = types.ModuleType(loader.name)
-        module.__file__ = CHECK
-        loader.exec_module(module)
-        checker = module.Checker(report, "s02_upload.py", {})
+        checker = load_script(CHECK).Checker(report, "s02_upload.py", {})
         checker.run(checks)
         return checker.failures
 
@@ -145,10 +152,7 @@ class CheckScenario(unittest.TestCase):
                           "expected True", "no setup item numa"])
 
     def test_job_output_with_and_without_trainshim(self):
-        loader = importlib.machinery.SourceFileLoader("run_scenarios", RUN)
-        module = types.ModuleType(loader.name)
-        module.__file__ = RUN
-        loader.exec_module(module)
+        module = load_script(RUN)
         ranks = "rank 0: 20 steps done\nrank 1: 20 steps done\n"
         self.assertTrue(module.same_output(ranks, "rank 1: 20 steps done\nrank 0: 20 steps done\n"))
         self.assertTrue(module.same_output(ranks, "rank 0: 20 steps donerank 1: 20 steps done\n\n"))
