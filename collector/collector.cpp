@@ -292,6 +292,12 @@ void Collector::watch_hangs() {
   }
 }
 
+std::chrono::milliseconds Collector::idle_exit_now() const {
+  constexpr std::chrono::milliseconds kOrphanedIdleExit{10'000};
+  if (options_.starter == 0 || getppid() == options_.starter) return options_.idle_exit;
+  return options_.idle_exit.count() > 0 ? options_.idle_exit : kOrphanedIdleExit;
+}
+
 void Collector::run(const std::atomic<bool>& stop) {
   using clock = std::chrono::steady_clock;
   auto last_activity = clock::now();
@@ -317,7 +323,8 @@ void Collector::run(const std::atomic<bool>& stop) {
     const auto previous_pass_began = std::exchange(pass_began, clock::now());
     const uint64_t stored = pass(look ? Discovery::Look : Discovery::Skip);
     if (stored || !segments_.empty()) last_activity = clock::now();
-    if (options_.idle_exit.count() > 0 && segments_.empty() && clock::now() - last_activity >= options_.idle_exit)
+    if (const auto idle_exit = idle_exit_now();
+        idle_exit.count() > 0 && segments_.empty() && clock::now() - last_activity >= idle_exit)
       break;
     if (stored) {
       pause = kShortestPause;
@@ -335,7 +342,17 @@ void Collector::run(const std::atomic<bool>& stop) {
     const std::chrono::microseconds longest = segments_.empty() ? options_.poll : kLongestLivePause;
     pause = std::min<std::chrono::microseconds>(pause * 2, longest);
   }
+  // Stopped (its job ended, or a signal): the last passes drain what is there. A producer still
+  // alive then, such as a torchrun rank in a session of its own that dies a moment after the
+  // launcher, gets a short while to end, so that its segment is drained and removed, not left in
+  // /dev/shm with no collector to come.
+  constexpr std::chrono::seconds kStopGrace{2};
+  const auto stopped = clock::now();
   pass();
+  while (!segments_.empty() && clock::now() - stopped < kStopGrace) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    pass(Discovery::Skip);
+  }
 }
 
 }  // namespace trainshim::collector

@@ -1,6 +1,8 @@
 #pragma once
 // The collector's loop: discover the job's segments, drain them into the database, retire the
 // segments of producers that are gone once nothing is left in them.
+#include <sys/types.h>
+
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -31,6 +33,10 @@ struct CollectorOptions {
   // Exit once every producer seen is gone and drained and no new one appeared for this long
   // (and, when none was ever seen, once this long passed since start). Zero: run until signalled.
   std::chrono::milliseconds idle_exit{0};
+  // The process that stops this collector once its job has ended (`trainshim run`, its parent); 0:
+  // none. Once that process is gone (killed: the collector is reparented), idle_exit applies, 10 s
+  // when it is zero, so that no collector outlives a killed `trainshim run` and its job.
+  pid_t starter = 0;
   // A collective some ranks entered and others not, for this long, is reported as a hang.
   std::chrono::milliseconds hang{120'000};
   // The most recent copies without stacks and polls kept per process in `recent_events` (0: none).
@@ -97,6 +103,8 @@ class Collector {
   // The words of a process's Python stack, for hang messages.
   StackWords stack_words(int64_t process_id, uint32_t python_stack);
   void watch_hangs();
+  // How long the collector waits, idle with no producer, before it exits (0: until signalled).
+  std::chrono::milliseconds idle_exit_now() const;
 
   CollectorOptions options_;
   Database database_;

@@ -109,6 +109,10 @@ int main(int argc, char** argv) {
   app.add_option("--lock-fd", lock_fd,
                  "descriptor of the job's lock, already held (set by whoever starts the collector)");
   bool daemonize = false;
+  bool exit_when_orphaned = false;
+  app.add_flag("--exit-when-orphaned", exit_when_orphaned,
+               "once the process that started this collector is gone (killed), exit as with --exit-when-idle "
+               "(10 s unless given); set by trainshim run, which otherwise stops it after the job");
   app.add_option("--exit-when-idle", idle_exit_seconds,
                  "exit once every producer is gone and none appeared for this many seconds")
       ->expected(0, 1)
@@ -146,6 +150,8 @@ int main(int argc, char** argv) {
   }
   if (app.count("--exit-when-idle") && idle_exit_seconds == 0) idle_exit_seconds = 10;
 
+  // Before --daemonize makes this process another's child.
+  const pid_t starter = getppid();
   close_inherited_descriptors(lock_fd);
   if (daemonize) {
     const pid_t child = fork();
@@ -250,6 +256,7 @@ int main(int argc, char** argv) {
     options.uid = getuid();
     options.poll = std::chrono::milliseconds(poll_ms);
     options.idle_exit = std::chrono::milliseconds(int64_t(idle_exit_seconds * 1000));
+    if (exit_when_orphaned) options.starter = starter;
     options.hang = hang;
     options.recent_events = uint32_t(recent_events);
     options.gpu_rows = uint64_t(gpu_rows);

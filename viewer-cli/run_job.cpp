@@ -69,11 +69,13 @@ JobRun run_job(const std::vector<std::string>& command, const std::string& datab
 
   // The terminal's Ctrl-C reaches the job itself, as without trainshim; trainshim stays to collect
   // and report once the job has exited. The collector runs in a session of its own: it is
-  // stopped by trainshim alone, after the job, so that everything the job recorded is drained.
+  // stopped by trainshim alone, after the job, so that everything the job recorded is drained;
+  // should trainshim be killed, it exits once idle with no producer left (--exit-when-orphaned).
   signal(SIGINT, SIG_IGN);
   signal(SIGQUIT, SIG_IGN);
   const Launch launched =
-      launch_collector(collector_executable(), getuid(), job, {"--job", job, "--out", out}, CollectorParent::Starter);
+      launch_collector(collector_executable(), getuid(), job, {"--job", job, "--out", out, "--exit-when-orphaned"},
+                       CollectorParent::Starter);
   if (!launched.refused.empty()) fmt::print(stderr, "trainshim: {}\n", describe_refused(launched.refused));
   if (launched.result == LaunchResult::Failed || launched.result == LaunchResult::NoLockFile)
     fmt::print(stderr,

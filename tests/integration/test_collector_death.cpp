@@ -132,5 +132,46 @@ TEST(CollectorDeath, WhatAKilledCollectorLeftIsDrainedByTrainshimCollect) {
   expect_exact(s.db());
 }
 
+// Issue 23: `trainshim run` SIGKILLed with its process group (a scheduler, an impatient user) left
+// its collector running for good, in the session of its own that keeps it from the job's signals.
+TEST(CollectorDeath, TheCollectorOfAKilledTrainshimRunExitsOnceItsJobIsGone) {
+  Scratch s;
+  // setsid: trainshim run leads a process group of its own, with the job in it.
+  const pid_t trainshim = start("TRAINSHIM_JOB=" + s.job + " TRAINSHIM_SAMPLE_HZ=0 exec setsid " + trainshim_cli() +
+                                    " run --no-report --out " + s.db() + " -- " + program(kSteadyCalls),
+                                s.dir + "/run.out");
+  ASSERT_TRUE(eventually([&] { return collectors_of(s.job).size() == 1 && stored_calls(s.db()) > 0; }))
+      << "the collector never stored anything";
+  const pid_t collector = collectors_of(s.job).front();
+  ASSERT_EQ(kill(-trainshim, SIGKILL), 0);
+  ASSERT_TRUE(eventually([&] { return !running(trainshim); }));
+  EXPECT_TRUE(running(collector)) << "the collector went with trainshim run: the killed job's records are not drained";
+  ASSERT_TRUE(eventually([&] { return !running(collector); })) << "the collector outlived its job";
+  EXPECT_EQ(query_int(s.db(), "SELECT ended FROM processes"), 1);
+  EXPECT_EQ(
+      query_int(s.db(), "SELECT dropped_ring_full + dropped_not_ready + lost_unpublished + malformed FROM processes"),
+      0);
+  for (const auto& entry : fs::directory_iterator("/dev/shm"))
+    EXPECT_EQ(entry.path().filename().string().find(s.job), std::string::npos) << entry.path();
+}
+
+// A torchrun rank lives in a session of its own and may end a moment after the launcher that
+// trainshim run waits for: the collector, stopped then, drains its segment once it ends instead of
+// leaving it in /dev/shm.
+TEST(CollectorDeath, ARankThatOutlivesItsLauncherIsStillDrainedAndRemoved) {
+  Scratch s;
+  constexpr int kCalls = 100;
+  const auto result = run("cd " + s.dir + " && TRAINSHIM_JOB=" + s.job + " TRAINSHIM_SAMPLE_HZ=0 " + trainshim_cli() +
+                          " run --no-report --out " + s.db() + " -- sh -c 'setsid " +
+                          program("steady_calls " + std::to_string(kCalls) + " 2000") + " >rank.out & sleep 0.1'");
+  ASSERT_EQ(result.exit_code, 0) << result.out;
+  ASSERT_TRUE(eventually([&] { return read_file(s.dir + "/rank.out") == "done " + std::to_string(kCalls) + "\n"; }));
+  EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM processes"), 1);
+  EXPECT_EQ(query_int(s.db(), "SELECT ended FROM processes"), 1);
+  EXPECT_EQ(count_api(s.db(), "cudaStreamSynchronize"), kCalls);
+  for (const auto& entry : fs::directory_iterator("/dev/shm"))
+    EXPECT_EQ(entry.path().filename().string().find(s.job), std::string::npos) << entry.path();
+}
+
 }  // namespace
 }  // namespace trainshim::test
