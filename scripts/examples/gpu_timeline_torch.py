@@ -2,12 +2,14 @@
 
     python3 gpu_timeline_torch.py SCENARIO
 
-loader    DataLoader(num_workers=0, pin_memory=False) whose __getitem__ spends 30 ms on the host
-          per batch, a blocking upload at GPU-TIMELINE upload, ~20 ms of GPU work, loss.item()
-item      loss.item() at GPU-TIMELINE item, then 5 ms of host work before the next kernel
+loader    DataLoader(num_workers=0, pin_memory=False) whose __getitem__ spends 60 ms on the host
+          per batch, a blocking upload at GPU-TIMELINE upload, ~20 ms of GPU work, loss.item();
+          measures the GPU's idle time before each upload with CUDA events
+item      loss.item() at GPU-TIMELINE item, then 20 ms of host work before the next kernel
+          (measured up to that kernel's launch)
 fp32      matmuls in FP32 (TF32 off, torch's default)
 bf16      the same matmuls under torch.autocast(dtype=torch.bfloat16)
-balanced  pinned batches uploaded non_blocking a step ahead, the loss read a step late
+balanced  pinned batches uploaded non_blocking a step ahead, the loss read two steps late
 profiler_first / profiler_later
           torch.profiler (CUDA activities) opened before the first CUDA call / after 20 steps;
           prints how many GPU kernels the profiler's own trace holds
@@ -52,6 +54,9 @@ def gpu_work(weights, x, milliseconds):
 
 
 def calibrate(weights, x):
+    # Warm-up: the first calls create cuBLAS's handle and fill the caching allocator.
+    for _ in range(5):
+        x = torch.tanh(x @ weights)
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
@@ -62,9 +67,11 @@ def calibrate(weights, x):
     calibrate.matmul_ms = start.elapsed_time(end) / 20
 
 
-def model_state():
-    weights = torch.randn(4096, 4096, device=DEVICE, dtype=torch.bfloat16) / 64
-    x = torch.randn(4096, 4096, device=DEVICE, dtype=torch.bfloat16)
+def model_state(size=4096):
+    """Weights and activations for gpu_work(); `size` 8192 makes each matmul about 1 ms on an
+    H100-class GPU (and on the simulated one), long enough for the GPU to run ahead of the host."""
+    weights = torch.randn(size, size, device=DEVICE, dtype=torch.bfloat16) / size**0.5
+    x = torch.randn(size, size, device=DEVICE, dtype=torch.bfloat16)
     calibrate(weights, x)
     return weights, x
 
@@ -74,20 +81,37 @@ class SlowDecode(Dataset):
         return STEPS
 
     def __getitem__(self, index):
-        time.sleep(0.030)  # decoding and augmenting one batch
+        time.sleep(0.060)  # decoding and augmenting one batch
         return torch.randn(64, 4096)
 
 
+def timing_event():
+    event = torch.cuda.Event(enable_timing=True)
+    event.record()
+    return event
+
+
 def loader():
+    """Measures, besides the loader's time on the host, the GPU's idle time around each gap with
+    its own events: from one after the step's last kernel to one after the next upload, a bound
+    on the gap from above (gpu_idle[k]: before step k + 1's upload)."""
     weights, x = model_state()
     started = time.perf_counter()
+    idle = []
+    last_done = None
     for batch in DataLoader(SlowDecode(), batch_size=None, num_workers=0, pin_memory=False):
         measure("loader", time.perf_counter() - started)
         inputs = batch.to(DEVICE)  # GPU-TIMELINE upload
+        if last_done is not None:
+            idle.append((last_done, timing_event()))
         out = gpu_work(weights, x, 20)
         loss = out.float().mean() + inputs.mean()
+        last_done = timing_event()
         loss.item()
         started = time.perf_counter()
+    torch.cuda.synchronize()
+    for done, upload in idle:
+        measure("gpu_idle", done.elapsed_time(upload) / 1000)
 
 
 def item():
@@ -96,9 +120,11 @@ def item():
         out = gpu_work(weights, x, 4)
         value = out.float().mean().item()  # GPU-TIMELINE item
         started = time.perf_counter()
-        time.sleep(0.005)  # logging the value
+        time.sleep(0.020)  # logging the value to a metrics client
+        # The bubble ends when the next kernel starts: measured to the return of its launch.
+        first = x @ weights
         measure("after_item", time.perf_counter() - started)
-        gpu_work(weights, x, 4)
+        gpu_work(weights, first, 4)
     del value
 
 
@@ -129,17 +155,18 @@ def bf16():
 
 
 def balanced():
-    weights, x = model_state()
+    # Matmuls of about 1 ms each, and the loss read two steps late: the GPU's queue stays a step
+    # or more ahead of the host's launches.
+    weights, x = model_state(8192)
     batches = [torch.randn(64, 4096).pin_memory() for _ in range(2)]
     next_input = batches[0].to(DEVICE, non_blocking=True)
-    previous_loss = None
+    losses = []
     for step in range(STEPS):
         inputs = next_input
         next_input = batches[(step + 1) % 2].to(DEVICE, non_blocking=True)
-        loss = gpu_work(weights, x, 10).float().mean() + inputs.mean()
-        if previous_loss is not None:
-            previous_loss.item()
-        previous_loss = loss
+        losses.append(gpu_work(weights, x, 10).float().mean() + inputs.mean())
+        if len(losses) > 2:
+            losses.pop(0).item()
     torch.cuda.synchronize()
 
 
@@ -173,14 +200,14 @@ def profiler_later():
     profiled(20)
 
 
-def loaded_cudart():
-    """The libcudart that torch loaded (torch's own or the pip nvidia package's)."""
-    with open("/proc/self/maps", encoding="utf-8") as maps:
-        for line in maps:
-            path = line.split()[-1]
-            if "libcudart.so" in path:
-                return ctypes.CDLL(path)
-    sys.exit("no libcudart in the process")
+def linked_cudart():
+    """The process's global scope, where a C++ extension linked with -lcudart finds
+    cudaGetDriverEntryPoint. ctypes.CDLL(path) would look the function up in libcudart's own
+    scope instead, past any LD_PRELOAD library, as cuda-python does (docs/recording.md)."""
+    cudart = ctypes.CDLL(None)
+    if not hasattr(cudart, "cudaGetDriverEntryPoint"):
+        sys.exit("cudaGetDriverEntryPoint is not in the process's global scope")
+    return cudart
 
 
 def driver_function(cudart, name, restype, *argtypes):
@@ -198,7 +225,7 @@ def driver_function(cudart, name, restype, *argtypes):
 
 def driver():
     weights, x = model_state()
-    cudart = loaded_cudart()
+    cudart = linked_cudart()
     stream_synchronize = driver_function(cudart, "cuStreamSynchronize", ctypes.c_int, ctypes.c_void_p)
     copy_to_host = driver_function(cudart, "cuMemcpyDtoH", ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64,
                                    ctypes.c_size_t)

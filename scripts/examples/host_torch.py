@@ -9,7 +9,8 @@ loader_workers    the same with one worker process, 30 ms per batch
 deadlock          one worker that blocks forever from batch 3 on (a lock held across the fork)
 first_collective  rank 1 never enters the first all-reduce: it sleeps at HOST-CHECK checkpoint
 spin              a pure-Python busy loop holding the GIL at HOST-CHECK spin, after some CUDA work
-setup             a well-set-up loop: a persistent pinned-memory loader, non_blocking uploads
+setup             a well-set-up loop: a persistent pinned-memory loader, non_blocking uploads,
+                  50 ms of GPU work per step
 
 With HOST_PLANT_OUT set, the job writes its own measurement of each next() call to
 $HOST_PLANT_OUT/rank<R>.json ({"intervals": {"input_wait": [seconds...]}}), and rank<R>.ready
@@ -24,6 +25,8 @@ import time
 import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset, TensorDataset
+
+from gpu_timeline_torch import gpu_work, model_state
 
 STEPS = int(os.environ.get("HOST_STEPS", "40"))
 RANK = int(os.environ.get("RANK", "0"))
@@ -119,12 +122,17 @@ def spin():
 
 
 def setup():
+    """As tests/python/host_setup.py: about 50 ms of GPU work per step, for 4 epochs of 8 batches,
+    so that the worker keeps ahead of the loop and the census sees it."""
     grads = init()
+    # Matmuls long enough (about 1 ms each) that the loop waits for the GPU, not the GPU for the loop.
+    weights, activations = model_state(8192)
     loader = DataLoader(TensorDataset(torch.randn(32, 256)), batch_size=4, num_workers=1, pin_memory=True,
                         persistent_workers=True)
-    for _ in range(3):
+    for _ in range(4):
         for (batch,) in loader:
             x = batch.to("cuda", non_blocking=True)
+            gpu_work(weights, activations, 50)
             dist.all_reduce(grads)
             x.sum().item()
 
