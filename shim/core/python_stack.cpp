@@ -224,6 +224,7 @@ class BasicSoftReader {
     return true;
   }
   bool copy(void* to, const char* from, std::size_t bytes) { return soft_read(pid_, to, from, bytes); }
+  pid_t process() const { return pid_; }
 
  private:
   static_assert(kBlock <= 4096 && (kBlock & (kBlock - 1)) == 0);
@@ -536,7 +537,7 @@ const char* thread_state_of(const Runtime& runtime, uint64_t thread_id, bool mai
       failed = true;
       return nullptr;
     }
-    if (native != static_cast<uint64_t>(getpid())) return nullptr;
+    if (native != static_cast<uint64_t>(reader.process())) return nullptr;
   }
   return last;
 }
@@ -785,11 +786,11 @@ Capture capture(RawFrame* out, int max) {
 }
 
 Capture capture_thread(uint64_t thread_id, bool main_thread, ThreadHint& hint, RawFrame* out, int max, bool& torn,
-                       bool (*stayed_asleep)(void*), void* context) {
+                       bool (*stayed_asleep)(void*), void* context, pid_t process) {
   torn = false;
   const Runtime* runtime = resolved();
   if (!runtime || !runtime->main_interpreter || max <= 0) return {};
-  const pid_t self = getpid();
+  const pid_t self = process ? process : getpid();
   PageReader reader(self);
   // The thread state found last time, if it still holds the thread id it held then: a thread's
   // state lives as long as the thread (a new thread reusing both the memory and the pthread_t is

@@ -2,6 +2,8 @@
 // Python stacks read straight from CPython's memory (3.10 to 3.13, LP64) without the GIL and
 // without linking libpython: hooked calls usually run with the GIL released, and taking it there
 // could deadlock or reorder the job's own threads.
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -54,8 +56,10 @@ struct ThreadHint {
 // `stayed_asleep(context)`, when given, is asked after the first walk whether the thread stayed
 // off the processor since before it began (the kernel's count of the thread's runs unchanged): then
 // the second walk is spared.
+// `process`: a forked child of this process, still running this process's image (0: this
+// process): the frames of its thread are read from its memory, at the addresses it inherited.
 Capture capture_thread(uint64_t thread_id, bool main_thread, ThreadHint& hint, RawFrame* out, int max, bool& torn,
-                       bool (*stayed_asleep)(void*) = nullptr, void* context = nullptr);
+                       bool (*stayed_asleep)(void*) = nullptr, void* context = nullptr, pid_t process = 0);
 
 struct CodeInfo {
   std::string file;      // co_filename

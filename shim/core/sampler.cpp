@@ -48,6 +48,10 @@ bool is_worker_name(std::string_view comm) {
   return std::find(std::begin(kWorkerNames), std::end(kWorkerNames), comm) != std::end(kWorkerNames);
 }
 
+// The loop a DataLoader worker's main thread runs until the loader ends, by name and file.
+constexpr std::string_view kWorkerLoops[] = {"_worker_loop", "_process_worker_loop"};
+constexpr std::string_view kWorkerLoopFile = "torch/utils/data/_utils/worker.py";
+
 // The program threads to sample: a slot is taken by a compare-exchange on its tid, its pthread_t
 // stored after (0: not yet usable); given back when the thread exits.
 struct Registered {
@@ -322,6 +326,34 @@ uint64_t cpu_ns(pid_t pid) {
   return hz > 0 ? (values[0] + values[1]) * (1'000'000'000ULL / uint64_t(hz)) : 0;
 }
 
+std::string executable(const std::string& pid) {
+  char path[4096];
+  const ssize_t n = readlink(("/proc/" + pid + "/exe").c_str(), path, sizeof path);
+  return n > 0 ? std::string(path, std::size_t(n)) : std::string();
+}
+
+// A child forked from this process, still running its image, whose main thread is inside the
+// DataLoader's worker loop: a worker whatever its name (PyTorch before 2.0 left its workers
+// unnamed). Its frames are read from its memory at the addresses it inherited; the code objects
+// they name are ours as well (the module was imported before the fork), read softly.
+bool in_worker_loop(pid_t child) {
+  static const std::string own_image = executable("self");
+  if (python::interpreter_version().empty() || own_image.empty() || executable(std::to_string(child)) != own_image)
+    return false;
+  python::RawFrame frames[kMaxPythonFrames];
+  python::ThreadHint hint;
+  bool torn = false;
+  const python::Capture captured =
+      python::capture_thread(0, true, hint, frames, int(kMaxPythonFrames), torn, nullptr, nullptr, child);
+  for (int i = 0; i < captured.count; ++i) {
+    python::CodeInfo code;
+    if (python::describe_code(frames[i].code, true, code) && code.file.ends_with(kWorkerLoopFile) &&
+        std::find(std::begin(kWorkerLoops), std::end(kWorkerLoops), code.function) != std::end(kWorkerLoops))
+      return true;
+  }
+  return false;
+}
+
 // The process's threads and its children (every thread's /proc/self/task/<tid>/children).
 void census(Sampler& s) {
   uint64_t threads = 0;
@@ -349,7 +381,7 @@ void census(Sampler& s) {
   }
   uint64_t workers = 0, workers_cpu = 0, others = 0;
   for (const pid_t child : children) {
-    if (!is_worker_name(first_line("/proc/" + std::to_string(child) + "/comm"))) {
+    if (!is_worker_name(first_line("/proc/" + std::to_string(child) + "/comm")) && !in_worker_loop(child)) {
       ++others;
       continue;
     }

@@ -363,6 +363,30 @@ TEST_P(SamplerPython, FramesChangingWhileReadAreDroppedAndCounted) {
   }
 }
 
+// PyTorch before 2.0 named no worker: a forked child in the DataLoader's worker loop is a worker
+// whatever its name, a forked child elsewhere is not.
+TEST_P(SamplerPython, UnnamedWorkersAreCountedByTheLoopTheyRun) {
+  Scratch s;
+  Outcome outcome;
+  const Segment segment = run_and_read(s,
+                                       shim_env(s, "100") + "PYTHONPATH=" + Paths::torchlike_site + " " + GetParam() +
+                                           " " + Paths::source + "/tests/python/sampler_unnamed_workers.py",
+                                       &outcome);
+  ASSERT_TRUE(segment.found);
+  EXPECT_EQ(outcome.out, "done\n");
+  uint64_t most_alive = 0, seen = 0;
+  for (const EventRecord& r : segment.of(ApiClass::ProcessSample)) {
+    const ProcessCensus c = process_census(r);
+    most_alive = std::max(most_alive, c.workers_alive);
+    seen = std::max(seen, c.workers_seen);
+    if (c.workers_alive == 2) {
+      EXPECT_EQ(c.other_children, 1u) << "the forked child that is no worker";
+    }
+  }
+  EXPECT_EQ(most_alive, 2u);
+  EXPECT_EQ(seen, 2u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Interpreters, SamplerPython,
                          ::testing::ValuesIn(std::vector<std::string>{TRAINSHIM_TEST_PYTHONS}), [](const auto& info) {
                            std::string name = info.param;
