@@ -221,8 +221,13 @@ CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timi
   for (std::size_t i = 0; i < waits.size(); ++i) waits[i].rank = dir.ranks[i];
   out.communicators = static_cast<int64_t>(dir.communicators.size());
 
-  // Who was last, and the wait it imposed, per matched pair.
+  // Each communicator's first collective: its ranks arrive there as they finish starting up.
+  std::vector<uint32_t> first_sequence(dir.communicators.size(), std::numeric_limits<uint32_t>::max());
+  for (const Pair& p : pairs) first_sequence[p.comm_index] = std::min(first_sequence[p.comm_index], p.sequence);
+
+  // Who was last, and the wait it imposed, per matched pair; besides, what it imposed after start-up.
   auto others_mean = [&](const Pair& p, uint32_t size) { return (p.sum_ns - int64_t(size) * p.min_ns) / (size - 1); };
+  std::vector<int64_t> steady_imposed(waits.size(), 0);
   for (const Pair& p : pairs) {
     const uint32_t size = dir.communicators[p.comm_index].size;
     if (p.count != size) {
@@ -234,6 +239,7 @@ CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timi
     RankWaits& last = waits[p.min_rank_index];
     ++last.last_count;
     last.imposed_ns += others_mean(p, size);
+    if (p.sequence != first_sequence[p.comm_index]) steady_imposed[p.min_rank_index] += others_mean(p, size);
   }
 
   // Pass 2: every member's wait in the matched pairs. Each member's bit, set by pass 1, is cleared
@@ -253,23 +259,24 @@ CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timi
     w.waited_ns += t.gpu_ns - p.min_ns;
   }
 
-  // The straggler.
+  // The straggler, from the waits after start-up.
   std::size_t candidate = waits.size();
   int64_t total_imposed = 0;
   for (std::size_t i = 0; i < waits.size(); ++i) {
-    total_imposed += waits[i].imposed_ns;
-    if (candidate == waits.size() || waits[i].imposed_ns > waits[candidate].imposed_ns ||
-        (waits[i].imposed_ns == waits[candidate].imposed_ns && waits[i].rank < waits[candidate].rank))
+    total_imposed += steady_imposed[i];
+    if (candidate == waits.size() || steady_imposed[i] > steady_imposed[candidate] ||
+        (steady_imposed[i] == steady_imposed[candidate] && waits[i].rank < waits[candidate].rank))
       candidate = i;
   }
   if (candidate < waits.size()) {
     const RankWaits& c = waits[candidate];
+    const int64_t imposed = steady_imposed[candidate];
     int64_t rival = 0;
     for (std::size_t i = 0; i < waits.size(); ++i)
-      if (i != candidate) rival = std::max(rival, waits[i].imposed_ns);
-    const bool most = c.imposed_ns > 0 && c.imposed_ns >= total_imposed - c.imposed_ns;
-    const bool dominant = c.imposed_ns >= kStragglerDominance * rival;
-    const bool matters = c.last_count > 0 && c.imposed_ns / c.last_count >= kStragglerMinMeanNs;
+      if (i != candidate) rival = std::max(rival, steady_imposed[i]);
+    const bool most = imposed > 0 && imposed >= total_imposed - imposed;
+    const bool dominant = imposed >= kStragglerDominance * rival;
+    const bool matters = c.last_count > 0 && imposed / c.last_count >= kStragglerMinMeanNs;
     if (most && dominant && matters) {
       out.straggler = c.rank;
       for (const Pair& p : pairs) {

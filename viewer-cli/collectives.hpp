@@ -53,8 +53,10 @@ struct CollectiveAnalysis {
   // rank beyond the first comm_size distinct ranks seen in the communicator.
   int64_t inconsistent = 0;
   std::vector<RankWaits> ranks;  // sorted by rank; every rank seen, even with no matched collective
-  // The rank whose lateness causes most of the waiting, -1 when none. Among the ranks, the one
-  // with the largest imposed_ns (ties: the lowest rank) is the straggler when all of:
+  // The rank whose lateness causes most of the waiting, -1 when none. It is judged on the waits
+  // after start-up: each communicator's first collective is left out (the ranks arrive there as
+  // they finish starting up, one-off skew that no step repeats). Among the ranks, the one with the
+  // largest imposed_ns so counted (ties: the lowest rank) is the straggler when all of:
   //   1. its imposed_ns is at least half of all ranks' imposed_ns together (it causes most of it);
   //   2. its imposed_ns is at least kStragglerDominance times every other rank's (no rival);
   //   3. its imposed_ns / last_count is at least kStragglerMinMeanNs (its lateness matters:

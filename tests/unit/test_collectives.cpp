@@ -130,6 +130,34 @@ TEST(Collectives, RankLateInNearlyAllIsTheStraggler) {
                              [](auto& x, auto& y) { return x.host_begin_ns < y.host_begin_ns; }));
 }
 
+// The ranks arrive at a communicator's first collective as each finishes starting up (imports, a
+// checkpoint, DDP's constructor): that one-off skew neither makes a straggler nor hides one.
+TEST(Collectives, StartUpSkewAtTheFirstCollectiveNeitherMakesNorHidesAStraggler) {
+  // Rank 0 starts 600 ms after rank 1; then rank 1 comes 100 ms late to each of 20 steps.
+  std::vector<CollectiveTiming> late_starter;
+  for (int32_t rank = 0; rank < 2; ++rank)
+    late_starter.push_back(timing(rank, 7, 2, 1, rank == 0 ? kBase : kBase + 600 * kMs));
+  for (uint32_t seq = 2; seq <= 21; ++seq)
+    for (int32_t rank = 0; rank < 2; ++rank)
+      late_starter.push_back(timing(rank, 7, 2, seq, rank == 1 ? kBase : kBase + 100 * kMs));
+  const CollectiveAnalysis a = analyze_collectives(late_starter);
+  EXPECT_EQ(of(a, 0).imposed_ns, 600 * kMs) << "still reported";
+  EXPECT_EQ(of(a, 1).imposed_ns, 20 * 100 * kMs);
+  EXPECT_EQ(a.straggler, 1);
+  EXPECT_EQ(a.straggler_late.size(), 20u);
+
+  // Rank 1 starts 2 s late, then the two take turns arriving last by 50 us: no straggler.
+  std::vector<CollectiveTiming> balanced;
+  for (int32_t rank = 0; rank < 2; ++rank)
+    balanced.push_back(timing(rank, 7, 2, 1, rank == 1 ? kBase : kBase + 2000 * kMs));
+  for (uint32_t seq = 2; seq <= 21; ++seq)
+    for (int32_t rank = 0; rank < 2; ++rank)
+      balanced.push_back(timing(rank, 7, 2, seq, rank == int32_t(seq % 2) ? kBase : kBase + 50 * kUs));
+  const CollectiveAnalysis b = analyze_collectives(balanced);
+  EXPECT_EQ(of(b, 1).imposed_ns, 2000 * kMs + 10 * 50 * kUs);
+  EXPECT_EQ(b.straggler, -1);
+}
+
 TEST(Collectives, IncompletePairsAreCountedAndLeftOut) {
   std::vector<CollectiveTiming> v;
   for (uint32_t seq = 1; seq <= 5; ++seq)
