@@ -4,7 +4,8 @@
 // and, when the address it answers is the real function of a hooked driver API, hands back the hook
 // instead, so that the calls made through it are recorded like calls by name. A loader that takes
 // cuGetProcAddress itself from its own handle of libcuda (dlsym: cuda-python, Numba's ctypes binding,
-// Triton, XLA) never reaches these: its calls are not recorded (docs/recording.md).
+// Triton, XLA) never reaches these: its calls are not recorded (docs/recording.md). One that asks
+// for cuGetProcAddress itself through these gets the interposer back.
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
@@ -17,6 +18,10 @@
 #include "driver_per_thread.h"
 
 #undef cuGetProcAddress
+
+extern "C" {
+CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags);
+}
 
 namespace {
 
@@ -44,6 +49,17 @@ const Hook kDriverHooks[] = {
 #undef TS_HOOK_Cudart
 #undef TS_API
 
+// cuGetProcAddress itself, which a loader may ask for by name and then resolve everything with:
+// its interposer stands for it, so that what is looked up through it is hooked as well.
+struct ProcAddressHook {
+  const char* name;
+  void* hook;
+};
+const ProcAddressHook kProcAddressHooks[] = {
+    {"cuGetProcAddress_v2", reinterpret_cast<void*>(&cuGetProcAddress_v2)},
+    {"cuGetProcAddress", reinterpret_cast<void*>(&cuGetProcAddress)},
+};
+
 // The hook standing for `function`, or `function` itself when it is no hooked API's. The driver
 // hands out the address of its exported function; one it hands out from elsewhere is still
 // recognised by the exported name dladdr finds for it.
@@ -51,10 +67,14 @@ void* hooked(void* function) {
   if (!function) return function;
   for (const Hook& h : kDriverHooks)
     if (real_function(h.api) == function) return h.hook;
+  for (const ProcAddressHook& h : kProcAddressHooks)
+    if (runtime_function(Library::Driver, h.name) == function) return h.hook;
   Dl_info info{};
   if (!dladdr(function, &info) || !info.dli_sname || info.dli_saddr != function) return function;
   for (const Hook& h : kDriverHooks)
     if (trainshim::api_info(h.api).name == info.dli_sname) return h.hook;
+  for (const ProcAddressHook& h : kProcAddressHooks)
+    if (std::strcmp(h.name, info.dli_sname) == 0) return h.hook;
   return function;
 }
 

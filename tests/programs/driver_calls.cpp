@@ -3,6 +3,9 @@
 //   proc    through cuGetProcAddress (cuda-python's, JAX/XLA's and Triton's way), per-thread twins
 //           of the syncs with CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
 //   entry   through the runtime's cudaGetDriverEntryPoint and cudaGetDriverEntryPointByVersion
+//   bootproc, bootentry
+//           as proc, through a cuGetProcAddress that was itself taken through cuGetProcAddress
+//           or cudaGetDriverEntryPoint (a loader that resolves everything from one bootstrap)
 // Each step makes the same calls at the same lines whatever the mode (markers DRIVER_*).
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -32,11 +35,14 @@ struct DriverApi {
   decltype(&cuStreamSynchronize) per_thread_synchronize = nullptr;  // proc mode only
 };
 
+// The cuGetProcAddress the lookups go through: the one called by name, or a bootstrapped one.
+decltype(&cuGetProcAddress_v2) g_get_proc_address = &cuGetProcAddress_v2;
+
 template <class F>
 void from_proc_address(F& slot, const char* name, cuuint64_t flags) {
   void* p = nullptr;
   CUdriverProcAddressQueryResult status{};
-  CHECK(cuGetProcAddress_v2(name, &p, CUDA_VERSION, flags, &status));
+  CHECK(g_get_proc_address(name, &p, CUDA_VERSION, flags, &status));
   if (status != CU_GET_PROC_ADDRESS_SUCCESS || !p) std::exit(2);
   slot = reinterpret_cast<F>(p);
 }
@@ -54,6 +60,11 @@ void from_entry_point(F& slot, const char* name, bool by_version) {
   slot = reinterpret_cast<F>(p);
 }
 #pragma GCC diagnostic pop
+
+void bootstrap_proc_address(const std::string& mode) {
+  if (mode == "bootproc") from_proc_address(g_get_proc_address, "cuGetProcAddress", CU_GET_PROC_ADDRESS_DEFAULT);
+  else from_entry_point(g_get_proc_address, "cuGetProcAddress", false);
+}
 
 DriverApi by_name() {
   DriverApi api;
@@ -145,7 +156,9 @@ int main(int argc, char** argv) {
   CHECK(cuInit(0));
   int version = 0;
   CHECK(cuDriverGetVersion(&version));
-  const DriverApi api = mode == "proc" ? by_proc_address() : mode == "entry" ? by_entry_point() : by_name();
+  if (mode == "bootproc" || mode == "bootentry") bootstrap_proc_address(mode);
+  const bool proc = mode == "proc" || mode == "bootproc" || mode == "bootentry";
+  const DriverApi api = proc ? by_proc_address() : mode == "entry" ? by_entry_point() : by_name();
   train(api, steps);
   std::printf("%s: %d steps on driver %d\n", mode.c_str(), steps, version);
   return 0;
