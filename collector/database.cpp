@@ -64,21 +64,31 @@ std::string numbered_path(const std::string& path, int n) {
 }
 
 // The launch an existing database of this user holds, empty if unknown or not such a database.
-std::string launch_held_by(const std::string& path) {
+// What the file at `path` holds, as far as a new launch may write there: the launch its meta
+// names, and `foreign` when it is no database this collector can add to (an earlier trainshim's
+// schema, or no SQLite database at all). Not a regular file of this user: nothing is said (the
+// Database refuses it, with a message).
+struct Holder {
+  std::string launch;
+  bool foreign = false;
+};
+Holder holder_of(const std::string& path) {
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()) return {};
   sqlite3* db = nullptr;
-  std::string launch;
+  Holder holder;
   if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW, nullptr) == SQLITE_OK) {
     sqlite3_busy_timeout(db, 2000);
     sqlite3_stmt* s = nullptr;
-    if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key='launch'", -1, &s, nullptr) == SQLITE_OK &&
-        sqlite3_step(s) == SQLITE_ROW)
-      launch = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+    const int rc = sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key='launch'", -1, &s, nullptr);
+    if (rc == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
+      holder.launch = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
     sqlite3_finalize(s);
+    const std::string schema = found_schema_version(db);
+    holder.foreign = rc == SQLITE_NOTADB || (!schema.empty() && schema != std::to_string(kSchemaVersion));
   }
   sqlite3_close(db);
-  return launch;
+  return holder;
 }
 
 // Opens `path` as the collector's own database file: created 0600 where there is none; never
@@ -121,14 +131,14 @@ int open_own_database_file(const std::string& path) {
 }  // namespace
 
 std::string database_path_for_launch(const std::string& path, const std::string& launch) {
-  if (launch.empty()) return path;
   for (int n = 1; n < 1000; ++n) {
     const std::string candidate = numbered_path(path, n);
     struct stat st {};
     if (lstat(candidate.c_str(), &st) != 0) return candidate;
-    const std::string held = launch_held_by(candidate);
-    // Another user's file, a link, a damaged file: the Database refuses it, with a message.
-    if (held.empty() || held == launch) return candidate;
+    const Holder held = holder_of(candidate);
+    if (held.foreign) continue;
+    // Another user's file, a link: the Database refuses it, with a message.
+    if (launch.empty() || held.launch.empty() || held.launch == launch) return candidate;
   }
   return path;
 }

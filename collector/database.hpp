@@ -20,9 +20,11 @@ namespace trainshim::collector {
 
 using schema::kSchemaVersion;
 
-// Where `launch` writes when told `path`: `path` itself unless it holds another launch, else the
-// first of <stem>.2.db, <stem>.3.db, ... that is free or holds this launch (a collector that
-// exited idle and is started again for the same launch adds to what it wrote).
+// Where `launch` writes when its database is not named for it (no --out): `path` itself unless it
+// holds another launch or is no database this collector can add to (an earlier trainshim's
+// schema, a file that is no database), else the first of <stem>.2.db, <stem>.3.db, ... that is
+// free or holds this launch (a collector that exited idle and is started again for the same
+// launch adds to what it wrote). An empty `launch` (none known) takes any database of this schema.
 std::string database_path_for_launch(const std::string& path, const std::string& launch);
 
 class Database {

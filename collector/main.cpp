@@ -248,11 +248,14 @@ int main(int argc, char** argv) {
     trainshim::collector::CollectorOptions options;
     options.job = job;
     // Whoever passes --out (trainshim run, trainshim collect) reads that very file back.
-    if (!app.count("--out")) options.launch = trainshim::launch_from_environment();
-    options.database_path = trainshim::collector::database_path_for_launch(out, options.launch);
+    const bool named = app.count("--out") > 0;
+    if (!named) options.launch = trainshim::launch_from_environment();
+    options.database_path = named ? out : trainshim::collector::database_path_for_launch(out, options.launch);
     if (options.database_path != out)
-      fmt::print(stderr, "trainshim-collector: {} holds another launch of job {}: this launch is written to {}\n", out,
-                 job, options.database_path);
+      fmt::print(stderr,
+                 "trainshim-collector: {} holds another launch of job {}, or an earlier trainshim's database: this "
+                 "launch is written to {}\n",
+                 out, job, options.database_path);
     options.uid = getuid();
     options.poll = std::chrono::milliseconds(poll_ms);
     options.idle_exit = std::chrono::milliseconds(int64_t(idle_exit_seconds * 1000));

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <thread>
 
@@ -205,6 +206,32 @@ TEST(Files, SameLaunchAppendsAndAnotherLaunchOfTheJobGetsItsOwnDatabase) {
   EXPECT_EQ(query_int(other, "SELECT count(*) FROM processes"), 1);
   EXPECT_EQ(query_text(other, "SELECT value FROM meta WHERE key = 'launch'"), "torchrun:" + second);
   EXPECT_EQ(count_api(other, "cudaMemcpy"), count_api(db, "cudaMemcpy") / 2);
+}
+
+// Review round 2, §7: an earlier trainshim's database (another schema) at the job's default name
+// made every collector of a new launch fail, its segments left in /dev/shm. It is no database this
+// collector can add to, nor is a file that is no database: both are left as they are, and the
+// launch is written beside them.
+TEST(Files, AnEarlierTrainshimsDatabaseIsKeptAndTheLaunchWrittenBesideIt) {
+  Scratch s;
+  const std::string stem = s.dir + "/trainshim-" + s.job;
+  std::ofstream(stem + ".db").close();
+  exec_sql(stem + ".db", "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT); INSERT INTO meta VALUES "
+                         "('schema_version', '7')");
+  std::ofstream(stem + ".2.db") << "notes, not a database\n";
+  const auto result =
+      run("cd " + s.dir + " && TRAINSHIM_JOB=" + s.job + " LD_PRELOAD=" + shim() + " " + program("accounting_prog"));
+  ASSERT_EQ(result.exit_code, 0) << result.out;
+  EXPECT_TRUE(collectors_exit(s.job));
+  EXPECT_EQ(query_text(stem + ".db", "SELECT value FROM meta WHERE key = 'schema_version'"), "7");
+  std::ifstream notes(stem + ".2.db");
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(notes), std::istreambuf_iterator<char>()),
+            "notes, not a database\n");
+  EXPECT_EQ(query_int(stem + ".3.db", "SELECT count(*) FROM processes"), 1);
+  EXPECT_EQ(query_int(stem + ".3.db", "SELECT ended FROM processes"), 1);
+  EXPECT_GT(count_api(stem + ".3.db", "cudaMemcpy"), 0);
+  for (const auto& entry : fs::directory_iterator(std::string(kShmDir)))
+    EXPECT_EQ(entry.path().filename().string().find(s.job), std::string::npos) << entry.path();
 }
 
 // Section 16: the review's hostile database. Source and function carry an OSC title change, a
