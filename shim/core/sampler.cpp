@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -296,10 +297,16 @@ bool alone(const Sampler& s) {
   return !others && s.pid != 0;
 }
 
-// The first line of a small file, without its newline; empty when unreadable.
+// The first line of a small regular file, without its newline; empty when unreadable. Never waits:
+// a FIFO or a device planted under TRAINSHIM_SYSFS would stop the sampler's thread for good.
 std::string first_line(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
   if (fd < 0) return {};
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return {};
+  }
   char text[4096];
   const ssize_t n = read(fd, text, sizeof text);
   close(fd);

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -225,6 +226,28 @@ TEST(Sampler, FactsComeFromTheRuntimeSysfsAndTheEnvironment) {
       {"env.OMP_NUM_THREADS", "4"},
   };
   EXPECT_EQ(segment.facts, expected);
+}
+
+// Review round 2, §10: a FIFO where a fact is read stopped the sampler for the whole run (no
+// sample, no fact). The fact is left out; the rest is read, and the sampler samples.
+TEST(Sampler, AFactThatWouldBlockIsLeftOutAndSamplingGoesOn) {
+  Scratch s;
+  const std::string sysfs = s.dir + "/sys";
+  std::filesystem::create_directories(sysfs + "/devices/system/cpu");
+  std::filesystem::create_directories(sysfs + "/devices/system/node/node1");
+  std::filesystem::create_directories(sysfs + "/bus/pci/devices/0000:4c:00.0");
+  ASSERT_EQ(mkfifo((sysfs + "/devices/system/cpu/online").c_str(), 0600), 0);
+  ASSERT_EQ(mkfifo((sysfs + "/devices/system/node/node1/cpulist").c_str(), 0600), 0);
+  std::ofstream(sysfs + "/bus/pci/devices/0000:4c:00.0/numa_node") << "1\n";
+  const Segment segment = run_and_read(
+      s, "env -i LD_LIBRARY_PATH=" + std::string(Paths::simcuda) + " " + shim_env(s, "100") +
+             "TRAINSHIM_SYSFS=" + sysfs + " SIMCUDA_DEVICES=2 PATH=/usr/bin " + program("sampler_prog") + " facts 200");
+  ASSERT_TRUE(segment.found);
+  const std::map<std::string, std::string> expected = {
+      {"affinity", "0"}, {"device", "1"}, {"gpus", "2"}, {"gpu_pci_bus_id", "0000:4c:00.0"}, {"gpu_numa_node", "1"},
+  };
+  EXPECT_EQ(segment.facts, expected);
+  EXPECT_FALSE(segment.samples_of(segment.pid).empty());
 }
 
 TEST(Sampler, ChildProcessCensusCountsDataLoaderWorkers) {
