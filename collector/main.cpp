@@ -2,6 +2,7 @@
 // Normally started for you (by the shim on the job's first CUDA call, or by `trainshim run`).
 #include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -55,6 +56,18 @@ void close_inherited_descriptors(int keep) {
     closedir(dir);
   }
   for (int fd : open_fds) close(fd);
+}
+
+// Started by a rank pinned to its cores (taskset, numactl, Slurm's --cpu-bind), the node's one
+// collector, which drains every rank, would run on that rank's cores and compete with it: it runs
+// on every CPU it may use (the kernel keeps the mask within the cgroup's cpuset). Its nice value
+// stays the starter's: a job started niced is drained niced.
+void spread_over_allowed_cpus() {
+  cpu_set_t every;
+  CPU_ZERO(&every);
+  const long configured = sysconf(_SC_NPROCESSORS_CONF);
+  for (long cpu = 0; cpu < configured && cpu < CPU_SETSIZE; ++cpu) CPU_SET(int(cpu), &every);
+  sched_setaffinity(0, sizeof every, &every);
 }
 
 // Removes the lock file while still holding it, then lets go: whoever waits on the old file
@@ -162,6 +175,7 @@ int main(int argc, char** argv) {
     if (child > 0) _exit(0);
     setsid();
   }
+  spread_over_allowed_cpus();
 
   if (job.empty()) job = trainshim::job_from_environment();
   job = trainshim::sanitize_job(job);

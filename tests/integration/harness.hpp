@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace trainshim::test {
 
@@ -64,5 +65,9 @@ int64_t query_int(const std::string& db, const std::string& sql);
 const nlohmann::json& rank_entry(const nlohmann::json& report, int rank);
 // The row of `list` whose fields equal `match`, or null.
 nlohmann::json find_row(const nlohmann::json& list, const nlohmann::json& match);
+
+// The CPUs this process may run on, and their kernel cpulist form ("0-3,8").
+std::vector<int> allowed_cpus();
+std::string cpulist(const std::vector<int>& cpus);
 
 }  // namespace trainshim::test

@@ -397,28 +397,6 @@ TEST(HostScenarios, DumpShowsASpinningRanksLineWhileItHoldsTheGil) {
   for (int rank = 0; rank < 2; ++rank) EXPECT_EQ(kill(job.pid_of(rank), 0), 0) << "rank " << rank << " is gone";
 }
 
-// The CPUs this process may run on, in the kernel's cpulist form ("0-3,8").
-std::vector<int> allowed_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  sched_getaffinity(0, sizeof set, &set);
-  std::vector<int> out;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
-    if (CPU_ISSET(cpu, &set)) out.push_back(cpu);
-  return out;
-}
-std::string cpulist(const std::vector<int>& cpus) {
-  std::string out;
-  for (std::size_t i = 0; i < cpus.size();) {
-    std::size_t j = i;
-    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
-    if (!out.empty()) out += ",";
-    out += j > i ? fmt::format("{}-{}", cpus[i], cpus[j]) : std::to_string(cpus[i]);
-    i = j + 1;
-  }
-  return out;
-}
-
 void write_file(const std::filesystem::path& path, const std::string& text) {
   std::filesystem::create_directories(path.parent_path());
   std::ofstream(path) << text << "\n";

@@ -65,6 +65,28 @@ std::size_t occurrences(const std::string& text, const std::string& what) {
   return n;
 }
 
+// Review round 2, §9: the collector took the affinity of the rank that started it; under per-rank
+// pinning the node's one collector ran on rank 0's core.
+TEST(Launch, TheCollectorOfAPinnedRankRunsOnEveryCpuItMayUse) {
+  Scratch s;
+  const std::vector<int> cpus = allowed_cpus();
+  ASSERT_FALSE(cpus.empty());
+  const auto job = run(job_env(s) + " taskset -c " + std::to_string(cpus.back()) + " " + launch_prog() + " copies 10");
+  ASSERT_EQ(job.exit_code, 0) << job.out;
+  // The collector stays a while after its job, idle: long enough to be looked at.
+  const auto pid = run("pgrep -f 'trainshim-collector --job " + s.job + " '");
+  ASSERT_EQ(pid.exit_code, 0) << "no collector";
+  std::ifstream status("/proc/" + pid.out.substr(0, pid.out.find('\n')) + "/status");
+  std::string line, allowed;
+  while (std::getline(status, line))
+    if (line.starts_with("Cpus_allowed_list:")) allowed = line.substr(line.find_first_not_of(" \t", 18));
+  EXPECT_EQ(allowed, cpulist(cpus));
+  run("pkill -TERM -f 'trainshim-collector --job " + s.job + " '");
+  for (int i = 0; i < 100 && collector_running(getuid(), s.job); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(collector_running(getuid(), s.job));
+}
+
 // Section 2: the first CUDA process used to be the collector's parent, and the collector outlives
 // it: a launcher that reaps its children until ECHILD waited forever.
 TEST(Launch, JobThatReapsAllItsChildrenIsNotHeldByTheCollector) {
