@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "environment.hpp"
+#include "owned_fd.hpp"
 #include "python_stack.hpp"
 #include "resolve.hpp"
 #include "stacks.hpp"
@@ -90,9 +91,9 @@ const pthread_key_t* registration_key() {
 // there (gVisor has no syscall file, say).
 struct TaskFiles {
   uint32_t tid = 0;
-  int stat = -1;
-  int syscall = -1;
-  int schedstat = -1;
+  OwnedFd stat;
+  OwnedFd syscall;
+  OwnedFd schedstat;
   python::ThreadHint python;  // where its Python thread state was found
   // The stack of its last sample, read while it slept, and the count of its runs then: while the
   // count stays the same the thread has not run since, its stack is that one.
@@ -128,12 +129,7 @@ struct Sampler {
 std::atomic<Sampler*> g_sampler{nullptr};
 
 void close_files(TaskFiles& files) {
-  // Forgotten before closed: a child forked meanwhile never closes a number reused since.
-  for (int* fd : {&files.stat, &files.syscall, &files.schedstat}) {
-    const int open_fd = *fd;
-    *fd = -1;
-    if (open_fd >= 0) close(open_fd);
-  }
+  for (OwnedFd* fd : {&files.stat, &files.syscall, &files.schedstat}) close_owned(*fd);
   files.tid = 0;
   files.python = {};
   files.asleep_runs = UINT64_MAX;
@@ -145,12 +141,12 @@ bool open_files(TaskFiles& files, uint32_t tid) {
   files.tid = tid;
   char path[64];
   std::snprintf(path, sizeof path, "/proc/self/task/%u/stat", tid);
-  files.stat = open(path, O_RDONLY | O_CLOEXEC);
-  if (files.stat < 0 && errno == ENOENT && access("/proc/self/task", F_OK) == 0) return false;
+  files.stat = own(open(path, O_RDONLY | O_CLOEXEC));
+  if (files.stat.fd < 0 && errno == ENOENT && access("/proc/self/task", F_OK) == 0) return false;
   std::snprintf(path, sizeof path, "/proc/self/task/%u/syscall", tid);
-  files.syscall = open(path, O_RDONLY | O_CLOEXEC);
+  files.syscall = own(open(path, O_RDONLY | O_CLOEXEC));
   std::snprintf(path, sizeof path, "/proc/self/task/%u/schedstat", tid);
-  files.schedstat = open(path, O_RDONLY | O_CLOEXEC);
+  files.schedstat = own(open(path, O_RDONLY | O_CLOEXEC));
   return true;
 }
 
@@ -158,7 +154,7 @@ bool open_files(TaskFiles& files, uint32_t tid) {
 // unknown. A sleeping thread must be put on one to run again.
 uint64_t runs(const TaskFiles& files) {
   char text[128];
-  const ssize_t n = files.schedstat < 0 ? -1 : pread(files.schedstat, text, sizeof text - 1, 0);
+  const ssize_t n = files.schedstat.fd < 0 ? -1 : pread(files.schedstat.fd, text, sizeof text - 1, 0);
   if (n <= 0) return UINT64_MAX;
   text[n] = '\0';
   const char* field = text;
@@ -201,13 +197,13 @@ bool read_task(const TaskFiles& files, char& state, uint64_t& call) {
   call = 0;
   // A thread that woke between the two reads would be "sleeping" in no system call: its state is
   // then read again after the system call, and both once more if it changed.
-  int before = read_state(files.stat);
+  int before = read_state(files.stat.fd);
   for (int attempt = 0; attempt < 2 && before >= 0; ++attempt) {
     call = 0;
     // A running (or runnable) thread is blocked in no system call: its syscall file is not read.
-    if (files.syscall >= 0 && before != 'R') {
+    if (files.syscall.fd >= 0 && before != 'R') {
       // "nr arg1 ... sp pc" while blocked; "-1 sp pc" in user space; "running" on a processor.
-      const ssize_t n = pread(files.syscall, text, sizeof text - 1, 0);
+      const ssize_t n = pread(files.syscall.fd, text, sizeof text - 1, 0);
       if (n > 0 && text[0] >= '0' && text[0] <= '9') {
         uint64_t nr = 0;
         for (ssize_t i = 0; i < n && text[i] >= '0' && text[i] <= '9' && nr < 4096; ++i)
@@ -216,9 +212,9 @@ bool read_task(const TaskFiles& files, char& state, uint64_t& call) {
       }
     }
     // Sleeping (or in disk wait) in no system call: the thread moved between the reads.
-    const bool moved = (before == 'S' || before == 'D') && call == 0 && files.syscall >= 0;
+    const bool moved = (before == 'S' || before == 'D') && call == 0 && files.syscall.fd >= 0;
     if (!moved) break;
-    const int after = read_state(files.stat);
+    const int after = read_state(files.stat.fd);
     if (after == before || after < 0) {
       before = after;
       break;

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "environment.hpp"
+#include "owned_fd.hpp"
 #include "trainshim/clock.hpp"
 #include "trainshim/names.hpp"
 
@@ -33,7 +34,7 @@ constexpr uint32_t kDefaultSideRecords = 2048;
 
 // The descriptor that holds this image's segment's liveness lock (protocol.hpp), open for the
 // image's life: closing any descriptor of the file would drop the lock.
-int g_liveness_fd = -1;
+OwnedFd g_liveness;
 // The segment's mapping, for the process's life: a region of the last segment created, held where
 // it stays reachable (a recorder made again after fork() maps a new one and leaves the old).
 bip::mapped_region* g_region = nullptr;
@@ -91,7 +92,7 @@ void hold_liveness_lock(bip::shared_memory_object& shm, const std::string& name)
     bip::shared_memory_object::remove(name.c_str());
     throw std::runtime_error(std::string("cannot lock it to show it is in use: ") + std::strerror(error));
   }
-  g_liveness_fd = fd;
+  g_liveness = own(fd);
 }
 
 }  // namespace
@@ -150,9 +151,6 @@ SegmentHeader* create_segment(const Identity& id) {
   return header;
 }
 
-void release_segment_in_child() {
-  if (g_liveness_fd >= 0) close(g_liveness_fd);
-  g_liveness_fd = -1;
-}
+void release_segment_in_child() { close_owned(g_liveness); }
 
 }  // namespace trainshim::shim

@@ -50,6 +50,20 @@ TEST(Safety, CollectivesOnTwoDevicesAreTimedAndLeaveNoError) {
   EXPECT_EQ(query_int(s.db(), "SELECT untimed_no_event FROM processes"), 0);
 }
 
+// Review round 2, §1: a program that closes every descriptor it did not open and reuses the
+// numbers had its own files closed by the shim, when a sampled thread exited or in a forked child.
+class OwnDescriptors : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(OwnDescriptors, TheShimNeverClosesTheProgramsDescriptors) {
+  Scratch s;
+  const auto result =
+      run(preload_env(s.job) + " TRAINSHIM_SPAWN_COLLECTOR=0 " + program("own_descriptors_prog") + " " + GetParam());
+  EXPECT_EQ(result.exit_code, 0) << result.out;
+  EXPECT_EQ(result.out, "0 of 16 closed\n");
+}
+
+INSTANTIATE_TEST_SUITE_P(Safety, OwnDescriptors, ::testing::Values("thread_exit", "fork"));
+
 TEST(Safety, ErrorTheProgramLeftPendingSurvivesEveryHookedCall) {
   Scratch s;
   const auto result = run("SIMCUDA_DEVICES=2 " + trainshim_cli() + " run --no-report --out " + s.db() + " -- " +
