@@ -94,8 +94,8 @@ CUresult not_loaded<CUresult>() {
 
 // A program's own CUPTI client (torch.profiler through Kineto, a tool of its own) reaches these: the
 // shim steps aside (core/gpu_activity.hpp), then forwards. trainshim's own calls go to libcupti by
-// handle. Each of the four starts a client: Kineto registers its clock and its buffers without
-// subscribing.
+// handle. Each of the first four starts a client: Kineto registers its clock and its buffers
+// without subscribing.
 #define TS_CUPTI_ENTRY(name, parameters, arguments)                                                                 \
   extern "C" __attribute__((visibility("default"))) CUptiResult name parameters {                                   \
     using Real = CUptiResult(*) parameters;                                                                         \
@@ -114,4 +114,7 @@ TS_CUPTI_ENTRY(cuptiActivityRegisterCallbacks,
                (CUpti_BuffersCallbackRequestFunc requested, CUpti_BuffersCallbackCompleteFunc completed),
                (requested, completed))
 TS_CUPTI_ENTRY(cuptiActivityRegisterTimestampCallback, (CUpti_TimestampCallbackFunc clock), (clock))
+// A library tearing CUPTI down (between profiling sessions, or a probe) takes trainshim's buffers
+// and callbacks with it: trainshim steps aside first, and the report says the timeline was yielded.
+TS_CUPTI_ENTRY(cuptiFinalize, (void), ())
 #undef TS_CUPTI_ENTRY

@@ -164,6 +164,17 @@ TEST(GpuTimeline, AProgramsOwnClientMakesTrainshimYieldAndGetsItsRecords) {
     EXPECT_EQ(segment.strings.at(kernel_name_id(k)), "matmul(float*, float*, float*)");
 }
 
+// Review round 2, §8: cuptiFinalize by the program darkened the timeline silently (state "on",
+// the later kernels missing). trainshim steps aside first, keeping what it had.
+TEST(GpuTimeline, CuptiFinalizedByTheProgramIsYielded) {
+  Scratch s;
+  Outcome out;
+  const Segment segment = run_program(s, "gpu_client_prog finalize", "TRAINSHIM_GPU_PERIOD_MS=0", &out);
+  EXPECT_EQ(out.out, "finalized\n");
+  EXPECT_EQ(segment.timeline, GpuTimeline::Yielded);
+  EXPECT_EQ(segment.of(ApiClass::GpuKernel).size(), 2u) << "the matmuls before the program's cuptiFinalize";
+}
+
 TEST(GpuTimeline, OutsideItsWindowNothingIsRecorded) {
   Scratch s;
   const Segment segment =

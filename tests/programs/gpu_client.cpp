@@ -2,12 +2,14 @@
 // (CuptiActivityApi::enableCuptiActivities), linked against libcupti.so.13 and calling it through
 // the PLT: 2 launches of matmul and a sync, then its client (subscribe, buffers, kernels on), 1
 // launch of relu, a sync and a forced flush; prints "own kernels N", the kernel records its client
-// got. The first hooked call is cudaMallocHost.
+// got. The first hooked call is cudaMallocHost. `gpu_client_prog finalize`: after the 2 matmuls,
+// cuptiFinalize (a library tearing CUPTI down between sessions), then the relu; prints "finalized".
 #include <cuda_runtime_api.h>
 #include <cupti.h>
 
 #include <atomic>
 #include <cstdio>
+#include <string>
 
 #include "check.hpp"
 #include "simcuda.h"
@@ -34,7 +36,8 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const bool finalize = argc > 1 && std::string(argv[1]) == "finalize";
   const void* matmul = nullptr;
   const void* relu = nullptr;
   CHECK(simcudaRegisterKernel("_Z6matmulPfS_S_", 100'000, &matmul));
@@ -46,6 +49,13 @@ int main() {
   CHECK(cudaLaunchKernel(matmul, one, one, nullptr, 0, stream));
   CHECK(cudaLaunchKernel(matmul, one, one, nullptr, 0, stream));
   CHECK(cudaStreamSynchronize(stream));
+  if (finalize) {
+    CHECK(cuptiFinalize());
+    CHECK(cudaLaunchKernel(relu, one, one, nullptr, 0, stream));
+    CHECK(cudaStreamSynchronize(stream));
+    std::printf("finalized\n");
+    return 0;
+  }
   CUpti_SubscriberHandle subscriber = nullptr;
   CHECK(cuptiSubscribe(&subscriber, no_callback, nullptr));
   CHECK(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
