@@ -7,12 +7,15 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
@@ -161,6 +164,28 @@ bool SegmentReader::guarded_call(void (*access)(void*), void* context) const {
   return true;
 }
 
+namespace {
+
+// Whether process `pid` maps the file of `device` and `inode` (/proc/<pid>/maps).
+bool maps_file(pid_t pid, dev_t device, ino_t inode) {
+  FILE* maps = std::fopen(fmt::format("/proc/{}/maps", pid).c_str(), "re");
+  if (!maps) return false;
+  char line[4096];
+  bool found = false;
+  while (!found && std::fgets(line, sizeof line, maps)) {
+    unsigned long long start = 0, end = 0, offset = 0, mapped_inode = 0;
+    unsigned major = 0, minor = 0;
+    char permissions[8];
+    found = std::sscanf(line, "%llx-%llx %7s %llx %x:%x %llu", &start, &end, permissions, &offset, &major, &minor,
+                        &mapped_inode) == 7 &&
+            mapped_inode == inode && makedev(major, minor) == device;
+  }
+  std::fclose(maps);
+  return found;
+}
+
+}  // namespace
+
 bool SegmentReader::producer_alive() const {
   // An open-file-description query sees the producer's lock even from within its own process (a
   // plain F_GETLK would not), and takes nothing itself.
@@ -171,7 +196,20 @@ bool SegmentReader::producer_alive() const {
   query.l_len = 1;
   // Unable to ask (kernels before 3.15): keep reading rather than retire a live segment.
   if (fcntl(fd_, F_OFD_GETLK, &query) != 0) return true;
-  return query.l_type != F_UNLCK;
+  if (query.l_type != F_UNLCK) return true;
+  // A producer can drop its lock and live on: a program that closes every descriptor it did not
+  // open (close_range) closes the shim's as well. It maps its segment for as long as it lives. Seen
+  // so, it is asked again at most once a second (its list of mappings can be long).
+  const auto now = std::chrono::steady_clock::now();
+  if (mapped_seen_ && now - *mapped_seen_ < std::chrono::seconds(1)) return true;
+  struct stat st {};
+  // This reader maps the segment too: a header naming the collector's own pid proves nothing.
+  if (header_.pid > 0 && pid_t(header_.pid) != getpid() && fstat(fd_, &st) == 0 &&
+      maps_file(pid_t(header_.pid), st.st_dev, st.st_ino)) {
+    mapped_seen_ = now;
+    return true;
+  }
+  return false;
 }
 
 namespace {

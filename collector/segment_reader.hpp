@@ -8,8 +8,10 @@
 // one by one) or shrink the file: an access that then faults is turned into truncated().
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -69,7 +71,8 @@ class SegmentReader {
   const SegmentGeometry& geometry() const { return geometry_; }
 
   // Whether the producing process image still runs: it holds the segment's liveness lock
-  // (protocol.hpp). Pids are not consulted: they mean nothing across pid namespaces.
+  // (protocol.hpp), or, its lock dropped by the program itself, the process of the header's pid
+  // still maps this very segment (a pid of another namespace maps nothing of ours).
   bool producer_alive() const;
 
   // Reading is two-phase, so that a collector that dies loses nothing: drain() hands out records
@@ -134,6 +137,8 @@ class SegmentReader {
   Value read_live(Value (*read)(const SegmentHeader&)) const;
 
   std::string name_;
+  // When the producer was last seen alive by its mapping of the segment, its lock gone.
+  mutable std::optional<std::chrono::steady_clock::time_point> mapped_seen_;
   int fd_ = -1;  // kept for asking about the liveness lock
   void* mapping_ = nullptr;
   uint64_t mapped_bytes_ = 0;

@@ -64,6 +64,19 @@ TEST_P(OwnDescriptors, TheShimNeverClosesTheProgramsDescriptors) {
 
 INSTANTIATE_TEST_SUITE_P(Safety, OwnDescriptors, ::testing::Values("thread_exit", "fork"));
 
+// Review round 2, §5: closing every descriptor drops the shim's liveness lock too; the collector
+// took the process for dead, unlinked its segment, and the rest was lost uncounted.
+TEST(Safety, AProcessThatDroppedItsLivenessLockIsStillCollectedToItsEnd) {
+  Scratch s;
+  const auto result =
+      run("TRAINSHIM_SAMPLE_HZ=0 TRAINSHIM_JOB=" + s.job + " " + trainshim_cli() + " run --no-report --out " + s.db() +
+          " -- " + program("own_descriptors_prog") + " copies 1000");
+  ASSERT_EQ(result.exit_code, 0) << result.out;
+  EXPECT_EQ(count_api(s.db(), "cudaMemcpy"), 1100);
+  EXPECT_EQ(query_int(s.db(), "SELECT ended FROM processes"), 1);
+  EXPECT_EQ(query_int(s.db(), "SELECT dropped_ring_full + dropped_not_ready + lost_unpublished FROM processes"), 0);
+}
+
 TEST(Safety, ErrorTheProgramLeftPendingSurvivesEveryHookedCall) {
   Scratch s;
   const auto result = run("SIMCUDA_DEVICES=2 " + trainshim_cli() + " run --no-report --out " + s.db() + " -- " +

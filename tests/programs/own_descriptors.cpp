@@ -3,6 +3,7 @@
 // freed numbers. It writes to each and prints "N of 16 closed", exit 1 when N > 0.
 //   thread_exit  a thread that made a CUDA call (the sampler keeps descriptors for it) exits first
 //   fork         a forked child writes to the 16 files it inherited (the shim's fork handlers run)
+// own_descriptors copies N: 100 cudaMemcpy 1 ms apart, close_range, N more; prints "done".
 #include <cuda_runtime_api.h>
 #include <fcntl.h>
 #include <sys/syscall.h>
@@ -11,6 +12,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 
@@ -27,8 +29,22 @@ int closed_of(const int (&fds)[kFiles]) {
 
 }  // namespace
 
+int copies_around_close(int after) {
+  void* device = nullptr;
+  char host[64] = {};
+  if (cudaMalloc(&device, sizeof host) != cudaSuccess) return 2;
+  for (int i = 0; i < 100 + after; ++i) {
+    if (i == 100) syscall(SYS_close_range, 3U, ~0U, 0U);
+    if (cudaMemcpy(device, host, sizeof host, cudaMemcpyHostToDevice) != cudaSuccess) return 2;
+    usleep(1000);
+  }
+  std::printf("done\n");
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "thread_exit";
+  if (mode == "copies") return copies_around_close(argc > 2 ? std::atoi(argv[2]) : 1000);
   void* device = nullptr;
   if (cudaMalloc(&device, 64) != cudaSuccess) return 2;
   std::atomic<bool> stop{false};
