@@ -1,6 +1,6 @@
 """One scenario of scripts/gpu-host-check on the real PyTorch and the simulated GPU, run by CTest:
 
-    host_check.py SCENARIO [gpu-host-check arguments...]
+    host_check.py [gpu-host-check arguments...] SCENARIO
 
 The simulated GPU has a PCI address but no sysfs node, so the setup checklist's scenarios get a
 prepared sysfs tree (TRAINSHIM_SYSFS), as tests/integration/test_host_scenarios.cpp gives the
@@ -42,7 +42,7 @@ def sysfs_tree(root, node_cpus):
 
 
 def main():
-    scenario, rest = sys.argv[1], sys.argv[2:]
+    scenario, rest = sys.argv[-1], sys.argv[1:-1]
     command = [sys.executable, os.path.join(ROOT, "scripts", "gpu-host-check"), "--strict", "--only", scenario,
                "--python", sys.executable, *rest]
     with tempfile.TemporaryDirectory(prefix="trainshim-realtorch-sysfs-") as scratch:
