@@ -34,6 +34,7 @@ struct Layout {
   int32_t frame_previous = -1;           // f_back / previous
   int32_t frame_code = -1;               // f_code / f_executable
   int32_t frame_instr = -1;              // f_lasti (int) / prev_instr / instr_ptr (pointers)
+  int32_t frame_state = -1;              // f_state (3.10: a signed char, FRAME_EXECUTING = 0, FRAME_UNWINDING = 2)
   int32_t frame_owner = -1;              // a char
   int32_t owner_generator = -1;          // FRAME_OWNED_BY_GENERATOR
   int32_t owner_cstack = -1;             // FRAME_OWNED_BY_CSTACK (3.12+)
@@ -56,6 +57,7 @@ constexpr Layout kLayouts[] = {
      .frame_previous = 24,
      .frame_code = 32,
      .frame_instr = 96,
+     .frame_state = 108,
      .code_filename = 104,
      .code_name = 112,
      .code_firstlineno = 40,
@@ -419,8 +421,12 @@ const char* first_frame(const Layout& l, const char* tstate, Reader& reader) {
 enum class WalkEnd {
   Whole,   // reached the end of the chain
   Cut,     // `visit` answered false, or kMaxWalk frames were walked
-  Failed,  // a read failed (only soft reads fail)
+  Failed,  // a read failed (only soft reads fail), or the chain ended in a frame not running
 };
+
+// 3.10's PyFrameObject.f_state values of a frame that is running: the outermost frame of a thread's
+// chain is always one of them, while a freed frame (RETURNED, RAISED, CLEARED) is not.
+constexpr signed char kFrameExecuting = 0, kFrameUnwinding = 2;
 
 // Calls visit(RawFrame) for each frame, innermost first, while it answers true.
 // 3.10: the PyFrameObject chain; f_lasti counts code units, -1 before the first instruction.
@@ -456,7 +462,16 @@ WalkEnd walk(const Runtime& runtime, const char* tstate, Reader& reader, Visit&&
           return WalkEnd::Cut;
       }
     }
-    if (!reader.get(frame, l.frame_previous, frame)) return WalkEnd::Failed;
+    const char* caller = nullptr;
+    if (!reader.get(frame, l.frame_previous, caller)) return WalkEnd::Failed;
+    // 3.10 links freed frames into its free list through f_back, ending in NULL: a walk that crossed
+    // a return into a frame just freed would otherwise end "whole", in stale frames of the free list
+    // (the chain's real outermost frames missing).
+    signed char state = kFrameExecuting;
+    if (!plausible(caller) && l.frame_state >= 0 &&
+        (!reader.get(frame, l.frame_state, state) || (state != kFrameExecuting && state != kFrameUnwinding)))
+      return WalkEnd::Failed;
+    frame = caller;
   }
   return WalkEnd::Whole;
 }
@@ -926,6 +941,7 @@ std::string detail::layout_report() {
   add("frame.previous", l.frame_previous);
   add("frame.code", l.frame_code);
   add("frame.instr", l.frame_instr);
+  add("frame.state", l.frame_state);
   add("frame.owner", l.frame_owner);
   add("owner.generator", l.owner_generator);
   add("owner.cstack", l.owner_cstack);

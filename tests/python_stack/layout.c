@@ -63,6 +63,7 @@ int main(void) {
   PRINT("frame.previous", offsetof(PyFrameObject, f_back));
   PRINT("frame.code", offsetof(PyFrameObject, f_code));
   PRINT("frame.instr", offsetof(PyFrameObject, f_lasti));
+  PRINT("frame.state", offsetof(PyFrameObject, f_state));
 #else
   PRINT("code.firsttraceable", offsetof(PyCodeObject, _co_firsttraceable));
   PRINT("code.adaptive", offsetof(PyCodeObject, co_code_adaptive));

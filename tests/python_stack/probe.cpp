@@ -68,6 +68,17 @@ extern "C" __attribute__((visibility("default"))) double probe_capture_ns(int it
   return elapsed.count() / iterations;
 }
 
+// How many frames of the thread whose pthread_t is `thread_id` capture_thread read, as the sampler
+// reads them; -1 when it called them torn.
+extern "C" __attribute__((visibility("default"))) int probe_thread(uint64_t thread_id, int max_frames) {
+  py::RawFrame frames[256];
+  if (max_frames > 256) return -1;
+  py::ThreadHint hint;
+  bool torn = false;
+  const int count = py::capture_thread(thread_id, false, hint, frames, max_frames, torn).count;
+  return torn ? -1 : count;
+}
+
 // Frames seen from a thread the process started outside Python: it has no thread state.
 extern "C" __attribute__((visibility("default"))) int probe_foreign_thread() {
   int count = -1;

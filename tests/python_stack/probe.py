@@ -16,6 +16,8 @@ LIB.probe_status.restype = ctypes.c_uint
 LIB.probe_version.argtypes = [ctypes.c_char_p, ctypes.c_int]
 LIB.probe_capture_ns.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
 LIB.probe_capture_ns.restype = ctypes.c_double
+LIB.probe_thread.argtypes = [ctypes.c_uint64, ctypes.c_int]
+LIB.probe_layout.argtypes = [ctypes.c_char_p, ctypes.c_int]
 
 MAX_FRAMES = 256
 OUTER_FRAMES = 20  # python_stack.hpp kOuterFrames
@@ -161,6 +163,36 @@ def unsupported():
     return 0 if count == 0 and version.value == b"" and status == (4 | sys.version_info[1] << 8) else 1
 
 
+def freed_outermost_frame():
+    """3.10 links freed frames through f_back into its free list, which ends in NULL: a walk that
+    crossed a return must not end there as if it had reached the thread's outermost frame. A sleeping
+    thread's outermost frame is marked FRAME_RETURNED (1), as a freed frame is, for one read."""
+    if sys.version_info[:2] != (3, 10):
+        return
+    layout = ctypes.create_string_buffer(1 << 16)
+    LIB.probe_layout(layout, len(layout))
+    state = dict(line.split("=") for line in layout.value.decode().split() if "=" in line).get("frame.state")
+    wake = threading.Event()
+    sleeper = threading.Thread(target=wake.wait)
+    sleeper.start()
+    try:
+        outermost = sys._current_frames()[sleeper.ident]
+        while outermost.f_back:
+            outermost = outermost.f_back
+        running = LIB.probe_thread(sleeper.ident, MAX_FRAMES)
+        byte = ctypes.c_byte.from_address(id(outermost) + int(state))
+        byte.value = 1
+        freed = LIB.probe_thread(sleeper.ident, MAX_FRAMES)
+        byte.value = 0
+    finally:
+        wake.set()
+        sleeper.join()
+    checked.append("freed outermost frame")
+    if running <= 0 or freed != -1:
+        print("a chain ending in a freed frame: %d frames while running, %d freed (-1: torn)" % (running, freed))
+        failures.append("freed outermost frame")
+
+
 def main():
     if not (3, 10) <= sys.version_info[:2] <= (3, 13):
         return unsupported()
@@ -180,6 +212,7 @@ def main():
     worker.start()
     worker.join()
 
+    freed_outermost_frame()
     foreign = LIB.probe_foreign_thread()
     if foreign != 0:
         print("a thread without a Python thread state saw %d frames" % foreign)
