@@ -12,13 +12,14 @@ struct LauncherVariables {
   const char* rank;
   const char* local_rank;
   const char* world_size;
+  const char* local_world_size;  // Slurm's only when srun was given --ntasks-per-node
 };
 
 constexpr LauncherVariables kLaunchers[] = {
-    {"RANK", "LOCAL_RANK", "WORLD_SIZE"},
-    {"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS"},
-    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_SIZE"},
-    {"PMI_RANK", "MPI_LOCALRANKID", "PMI_SIZE"},
+    {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"},
+    {"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_NTASKS_PER_NODE"},
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {"PMI_RANK", "MPI_LOCALRANKID", "PMI_SIZE", "MPI_LOCALNRANKS"},
 };
 
 int integer_variable(const char* name) {
@@ -40,6 +41,7 @@ Identity identity_from_environment() {
     id.rank = rank;
     id.local_rank = integer_variable(launcher.local_rank);
     id.world_size = integer_variable(launcher.world_size);
+    id.local_world_size = integer_variable(launcher.local_world_size);
     break;
   }
   return id;

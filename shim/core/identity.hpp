@@ -8,6 +8,7 @@ struct Identity {
   int rank = -1;  // -1: not started by a launcher trainshim knows
   int local_rank = -1;
   int world_size = -1;
+  int local_world_size = -1;  // the ranks on this node; -1: not said by the launcher
   std::string job;
 };
 

@@ -1,6 +1,7 @@
 #include "segment.hpp"
 
 #include <fcntl.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,6 +47,12 @@ uint32_t round_up_power_of_two(uint32_t n) {
 }
 
 // Reads a small /proc file with plain syscalls (no stdio in someone else's process).
+std::string mib(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", double(bytes) / double(1 << 20));
+  return text;
+}
+
 std::string read_small_file(const char* path) {
   std::string out;
   const int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -67,13 +74,31 @@ void reserve(bip::shared_memory_object& shm, const std::string& name, uint64_t b
   if (error == 0) return;
   bip::shared_memory_object::remove(name.c_str());
   const std::string dir(kShmDir);
-  char size[32];
-  std::snprintf(size, sizeof size, "%.1f MiB", double(bytes) / double(1 << 20));
   if (error == ENOSPC)
-    throw Refused(dir + " has no room for " + size + ": recording is off, the job runs unchanged; enlarge " + dir +
+    throw Refused(dir + " has no room for " + mib(bytes) + ": recording is off, the job runs unchanged; enlarge " +
+                  dir +
                   " (docker --shm-size) or lower TRAINSHIM_FIRST_RING_EVENTS/TRAINSHIM_RING_EVENTS/TRAINSHIM_RINGS");
-  throw Refused("cannot reserve " + std::string(size) + " in " + dir + ": " + std::strerror(error) +
+  throw Refused("cannot reserve " + mib(bytes) + " in " + dir + ": " + std::strerror(error) +
                 "; recording is off, the job runs unchanged");
+}
+
+// The geometry asked for, fitted to /dev/shm's budget (segment_budget); says so when it shrank.
+SegmentGeometry fitted_geometry(SegmentGeometry wanted, int local_ranks) {
+  struct statvfs fs {};
+  if (statvfs(std::string(kShmDir).c_str(), &fs) != 0 || fs.f_blocks == 0) return wanted;  // reserve() decides
+  const ShmSpace space{uint64_t{fs.f_blocks} * fs.f_frsize, uint64_t{fs.f_bavail} * fs.f_frsize};
+  const uint64_t asked = wanted.bytes();
+  const std::string dir(kShmDir);
+  const std::string sizes = " (" + mib(space.total) + ", " + mib(space.free) + " free)";
+  if (!fit_segment(wanted, segment_budget(space, local_ranks)))
+    throw Refused(dir + " is too small" + sizes + " for a segment that leaves the job's own shared memory " +
+                  "its room (half of " + dir + ", up to 4 GiB): recording is off, the job runs unchanged; enlarge " +
+                  dir + " (docker --shm-size)");
+  if (wanted.bytes() < asked)
+    say(dir + " is small" + sizes + ": this process records into " + mib(wanted.bytes()) + " instead of " + mib(asked) +
+        ", so that the job's own shared memory keeps its room; records that do not fit are dropped " +
+        "and counted; enlarge " + dir + " (docker --shm-size) to record in full");
+  return wanted;
 }
 
 // Takes the liveness lock before the header is published, so that no collector ever sees a live
@@ -97,6 +122,28 @@ void hold_liveness_lock(bip::shared_memory_object& shm, const std::string& name)
 
 }  // namespace
 
+uint64_t segment_budget(const ShmSpace& space, int local_ranks) {
+  constexpr uint64_t kMostKeptFree = uint64_t{4} << 30;
+  const uint64_t share = space.total / 4 / uint64_t(std::max(local_ranks, 1));
+  const uint64_t kept_free = std::min(space.total / 2, kMostKeptFree);
+  return std::min(share, space.free > kept_free ? space.free - kept_free : 0);
+}
+
+bool fit_segment(SegmentGeometry& wanted, uint64_t budget) {
+  while (wanted.bytes() > budget) {
+    // The part that takes the most room, of those that may still be halved.
+    const uint64_t first = wanted.first_ring_events > kSmallestRingEvents ? ring_bytes(wanted.first_ring_events) : 0;
+    const uint64_t others =
+        wanted.ring_events > kSmallestRingEvents ? uint64_t{wanted.rings - 1} * ring_bytes(wanted.ring_events) : 0;
+    const uint64_t side = wanted.side_records > kSmallestSideRecords ? side_ring_bytes(wanted.side_records) : 0;
+    if (first == 0 && others == 0 && side == 0) return false;
+    if (first >= others && first >= side) wanted.first_ring_events /= 2;
+    else if (others >= side) wanted.ring_events /= 2;
+    else wanted.side_records /= 2;
+  }
+  return true;
+}
+
 SegmentHeader* create_segment(const Identity& id) {
   const uint32_t rings = environment_count("TRAINSHIM_RINGS", kDefaultRings, kMaxRings);
   const uint32_t capacity =
@@ -106,7 +153,9 @@ SegmentHeader* create_segment(const Identity& id) {
       environment_count("TRAINSHIM_FIRST_RING_EVENTS", std::max(kDefaultFirstRingEvents, capacity), kMaxRingCapacity));
   const uint32_t side_capacity =
       round_up_power_of_two(environment_count("TRAINSHIM_SIDE_RECORDS", kDefaultSideRecords, kMaxSideCapacity));
-  const uint64_t bytes = segment_bytes(rings, first_capacity, capacity, side_capacity);
+  const SegmentGeometry geometry =
+      fitted_geometry({rings, first_capacity, capacity, side_capacity}, id.local_world_size);
+  const uint64_t bytes = geometry.bytes();
 
   bip::permissions owner_only;
   owner_only.set_permissions(0600);
@@ -135,7 +184,7 @@ SegmentHeader* create_segment(const Identity& id) {
   while (!command.empty() && command.back() == '\0') command.pop_back();
   for (char& c : command)
     if (c == '\0') c = ' ';
-  init_segment_header(*header, rings, first_capacity, capacity, side_capacity,
+  init_segment_header(*header, geometry.rings, geometry.first_ring_events, geometry.ring_events, geometry.side_records,
                       {.pid = getpid(),
                        .rank = id.rank,
                        .local_rank = id.local_rank,

@@ -19,15 +19,19 @@ class IdentityTest : public ::testing::Test {
   static constexpr const char* kVariables[] = {"RANK",
                                                "LOCAL_RANK",
                                                "WORLD_SIZE",
+                                               "LOCAL_WORLD_SIZE",
                                                "SLURM_PROCID",
                                                "SLURM_LOCALID",
                                                "SLURM_NTASKS",
+                                               "SLURM_NTASKS_PER_NODE",
                                                "OMPI_COMM_WORLD_RANK",
                                                "OMPI_COMM_WORLD_LOCAL_RANK",
                                                "OMPI_COMM_WORLD_SIZE",
+                                               "OMPI_COMM_WORLD_LOCAL_SIZE",
                                                "PMI_RANK",
                                                "MPI_LOCALRANKID",
                                                "PMI_SIZE",
+                                               "MPI_LOCALNRANKS",
                                                "TRAINSHIM_JOB",
                                                "TORCHELASTIC_RUN_ID",
                                                "SLURM_JOB_ID",
@@ -58,51 +62,61 @@ TEST_F(IdentityTest, NoLauncher) {
   EXPECT_EQ(id.rank, -1);
   EXPECT_EQ(id.local_rank, -1);
   EXPECT_EQ(id.world_size, -1);
+  EXPECT_EQ(id.local_world_size, -1);
 }
 
 TEST_F(IdentityTest, TorchrunWinsOverSlurm) {
   set("RANK", "3");
   set("LOCAL_RANK", "1");
   set("WORLD_SIZE", "8");
+  set("LOCAL_WORLD_SIZE", "4");
   set("SLURM_PROCID", "5");
   set("SLURM_LOCALID", "2");
   set("SLURM_NTASKS", "16");
+  set("SLURM_NTASKS_PER_NODE", "8");
   const Identity id = identity_from_environment();
   EXPECT_EQ(id.rank, 3);
   EXPECT_EQ(id.local_rank, 1);
   EXPECT_EQ(id.world_size, 8);
+  EXPECT_EQ(id.local_world_size, 4);
 }
 
 TEST_F(IdentityTest, SlurmWithoutRank) {
   set("SLURM_PROCID", "5");
   set("SLURM_LOCALID", "2");
   set("SLURM_NTASKS", "16");
+  set("SLURM_NTASKS_PER_NODE", "8");
   set("OMPI_COMM_WORLD_RANK", "9");
   const Identity id = identity_from_environment();
   EXPECT_EQ(id.rank, 5);
   EXPECT_EQ(id.local_rank, 2);
   EXPECT_EQ(id.world_size, 16);
+  EXPECT_EQ(id.local_world_size, 8);
 }
 
 TEST_F(IdentityTest, OpenMpi) {
   set("OMPI_COMM_WORLD_RANK", "9");
   set("OMPI_COMM_WORLD_LOCAL_RANK", "1");
   set("OMPI_COMM_WORLD_SIZE", "12");
+  set("OMPI_COMM_WORLD_LOCAL_SIZE", "6");
   set("PMI_RANK", "4");
   const Identity id = identity_from_environment();
   EXPECT_EQ(id.rank, 9);
   EXPECT_EQ(id.local_rank, 1);
   EXPECT_EQ(id.world_size, 12);
+  EXPECT_EQ(id.local_world_size, 6);
 }
 
 TEST_F(IdentityTest, Pmi) {
   set("PMI_RANK", "4");
   set("MPI_LOCALRANKID", "0");
   set("PMI_SIZE", "6");
+  set("MPI_LOCALNRANKS", "3");
   const Identity id = identity_from_environment();
   EXPECT_EQ(id.rank, 4);
   EXPECT_EQ(id.local_rank, 0);
   EXPECT_EQ(id.world_size, 6);
+  EXPECT_EQ(id.local_world_size, 3);
 }
 
 TEST_F(IdentityTest, RankZeroAndMissingCompanions) {

@@ -1,0 +1,74 @@
+// host_resources shm MB: makes CUDA calls, then shares one MB-MiB batch through /dev/shm the way
+// PyTorch's DataLoader workers do (shm_open, ftruncate, mmap, a write to every page: SIGBUS when
+// /dev/shm has no page left); prints "shared MB MiB".
+// host_resources files THREADS LIMIT: RLIMIT_NOFILE set to LIMIT, THREADS threads each make a CUDA
+// call and stay while the sampler ticks; then the program opens files until EMFILE and prints
+// "opened N".
+#include <cuda_runtime_api.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "check.hpp"
+
+namespace {
+
+int share_batch(size_t mib) {
+  void* device = nullptr;
+  char host[64] = {};
+  CHECK(cudaMalloc(&device, sizeof host));
+  CHECK(cudaMemcpy(device, host, sizeof host, cudaMemcpyHostToDevice));
+  const size_t bytes = mib << 20;
+  const std::string name = "/host_resources_" + std::to_string(getpid());
+  const int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0 || ftruncate(fd, off_t(bytes)) != 0) {
+    std::perror("shm");
+    return 1;
+  }
+  void* batch = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  shm_unlink(name.c_str());
+  if (batch == MAP_FAILED) return 1;
+  std::memset(batch, 1, bytes);
+  std::printf("shared %zu MiB\n", mib);
+  return 0;
+}
+
+int open_until_refused(int threads, rlim_t limit) {
+  const rlimit nofile{limit, limit};
+  if (setrlimit(RLIMIT_NOFILE, &nofile) != 0) return 1;
+  void* device = nullptr;
+  CHECK(cudaMalloc(&device, 64));
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> callers;
+  for (int i = 0; i < threads; ++i)
+    callers.emplace_back([&] {
+      CHECK(cudaDeviceSynchronize());
+      while (!stop) usleep(1000);
+    });
+  usleep(500'000);  // sampler ticks over every thread
+  int opened = 0;
+  while (open("/dev/null", O_RDONLY | O_CLOEXEC) >= 0) ++opened;
+  stop = true;
+  for (std::thread& t : callers) t.join();
+  std::printf("opened %d\n", opened);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode == "shm" && argc == 3) return share_batch(std::strtoul(argv[2], nullptr, 10));
+  if (mode == "files" && argc == 4) return open_until_refused(std::atoi(argv[2]), std::strtoul(argv[3], nullptr, 10));
+  std::fprintf(stderr, "usage: host_resources shm MB | files THREADS LIMIT\n");
+  return 2;
+}
