@@ -5,8 +5,9 @@ import sys
 import threading
 import time
 
-DEPTH, THREADS = 40, 3
+DEPTH = 40
 hz, seconds = int(sys.argv[1]), float(sys.argv[2])
+THREADS = int(sys.argv[3]) if len(sys.argv) > 3 else 3
 ctypes.CDLL("libcudart.so.13", mode=os.RTLD_GLOBAL)
 cuda = ctypes.CDLL(None)
 stop = threading.Event()

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -87,10 +88,12 @@ const pthread_key_t* registration_key() {
   return key;
 }
 
-// A thread's /proc files, kept open and read at offset 0 each tick (no open per tick). -1: not
-// there (gVisor has no syscall file, say).
+// A thread's /proc files, read at offset 0 each tick. -1: not there (gVisor has no syscall file,
+// say), or not open. `held`: kept open between ticks (no open per tick); otherwise opened for each
+// tick and closed after it (descriptor_budget).
 struct TaskFiles {
   uint32_t tid = 0;
+  bool held = false;
   OwnedFd stat;
   OwnedFd syscall;
   OwnedFd schedstat;
@@ -109,6 +112,7 @@ struct Sampler {
   std::string environment;  // the env.<NAME> facts, read at start
   TaskFiles main;
   TaskFiles threads[kMaxThreads];
+  uint32_t held_threads = 0;  // of `threads`, those whose files are held
   uint32_t tick = 0;
   bool python = false;  // the process runs a CPython whose stacks can be read
   uint64_t random = 0;
@@ -128,17 +132,21 @@ struct Sampler {
 // where that thread no longer runs). Never destroyed: the thread may run while the process exits.
 std::atomic<Sampler*> g_sampler{nullptr};
 
-void close_files(TaskFiles& files) {
+void close_descriptors(TaskFiles& files) {
   for (OwnedFd* fd : {&files.stat, &files.syscall, &files.schedstat}) close_owned(*fd);
+}
+
+void close_files(TaskFiles& files) {
+  close_descriptors(files);
   files.tid = 0;
+  files.held = false;
   files.python = {};
   files.asleep_runs = UINT64_MAX;
 }
 
 // False when the thread is gone (its task directory no longer exists).
-bool open_files(TaskFiles& files, uint32_t tid) {
-  close_files(files);
-  files.tid = tid;
+bool open_descriptors(TaskFiles& files, uint32_t tid) {
+  close_descriptors(files);
   char path[64];
   std::snprintf(path, sizeof path, "/proc/self/task/%u/stat", tid);
   files.stat = own(open(path, O_RDONLY | O_CLOEXEC));
@@ -148,6 +156,25 @@ bool open_files(TaskFiles& files, uint32_t tid) {
   std::snprintf(path, sizeof path, "/proc/self/task/%u/schedstat", tid);
   files.schedstat = own(open(path, O_RDONLY | O_CLOEXEC));
   return true;
+}
+
+bool open_files(TaskFiles& files, uint32_t tid) {
+  close_files(files);
+  files.tid = tid;
+  files.held = true;
+  return open_descriptors(files, tid);
+}
+
+constexpr uint32_t kFilesPerThread = 3;
+
+// How many descriptors the sampler may hold between ticks: a 64th of the program's RLIMIT_NOFILE,
+// and the main thread's always. Every descriptor held is one the program cannot open under its
+// limit (a job with PyTorch's file_descriptor sharing strategy runs close to it); the other
+// threads' files are opened for each tick instead, at about 4 us more per file.
+uint32_t descriptor_budget() {
+  rlimit nofile{};
+  if (getrlimit(RLIMIT_NOFILE, &nofile) != 0 || nofile.rlim_cur == RLIM_INFINITY) return UINT32_MAX;
+  return std::max<uint32_t>(kFilesPerThread, uint32_t(std::min<rlim_t>(nofile.rlim_cur / 64, UINT32_MAX)));
 }
 
 // How many times the thread was put on a processor (the third field of schedstat); all ones when
@@ -552,19 +579,25 @@ bool tick(Sampler& s) {
   for (int i = 0; i < kMaxThreads; ++i) {
     TaskFiles& files = s.threads[i];
     const uint32_t tid = tids[i] == uint32_t(s.pid) ? 0 : tids[i];
+    gone = false;
     if (tid != files.tid) {
+      if (files.held) --s.held_threads;
       close_files(files);
-      if (tid && !open_files(files, tid)) gone = true;
-      else gone = false;
-    } else {
-      gone = false;
+      files.tid = tid;
+      if (tid && (s.held_threads + 2) * kFilesPerThread <= descriptor_budget()) {
+        gone = !open_files(files, tid);
+        ++s.held_threads;
+      }
     }
+    if (tid && !files.held && !gone) gone = !open_descriptors(files, tid);
     if (tid && !gone) sample_thread(s, files, tid, pthreads[i], false, gone);
+    if (!files.held) close_descriptors(files);
     if (tid && gone) {
       // It exited without running its thread's destructors (or before they ran): its slot is free.
       uint32_t expected = tid;
       g_registered[i].pthread.store(0, std::memory_order_release);
       g_registered[i].tid.compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
+      if (files.held) --s.held_threads;
       close_files(files);
     }
   }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <string>
 
 #include "harness.hpp"
@@ -107,6 +108,35 @@ TEST(HostProcess, ASmallDevShmKeepsRoomForTheJobsOwnSharedMemory) {
             2)
       << ranks.out;
   EXPECT_EQ(occurrences(ranks.out, "\n" + std::to_string(each) + "\n"), 2) << ranks.out;
+}
+
+// The files the program could open, THREADS threads having made a CUDA call, under RLIMIT_NOFILE
+// `limit`; `shim`: "" (no shim), "on", or "off" (the sampler off).
+int files_opened(const Scratch& s, int threads, int limit, const std::string& shim) {
+  const std::string env = shim.empty() ? ""
+                                       : "TRAINSHIM_SPAWN_COLLECTOR=0 " +
+                                             std::string(shim == "off" ? "TRAINSHIM_SAMPLE_HZ=0 " : "") +
+                                             preload_env(s.job) + " ";
+  const auto result =
+      run(env + program("host_resources_prog") + " files " + std::to_string(threads) + " " + std::to_string(limit));
+  for (const std::string& segment : segments_of(s.job)) unlink(segment.c_str());
+  int opened = -1;
+  return result.exit_code == 0 && std::sscanf(result.out.c_str(), "opened %d", &opened) == 1 ? opened : -1;
+}
+
+// The sampler keeps at most a 64th of RLIMIT_NOFILE open between ticks, the main thread's 3 files
+// always; the other threads' files are opened for each tick (review round 2, §3: with 63 sampled
+// threads under a limit of 256 the program could open 56 files instead of 251).
+TEST(HostProcess, SampledThreadsHoldNoDescriptorTheProgramNeeds) {
+  Scratch s;
+  const int unsampled = files_opened(s, 16, 256, "off");
+  ASSERT_GT(unsampled, 200);
+  EXPECT_GE(files_opened(s, 16, 256, ""), unsampled);
+  for (const int threads : {1, 16, 63}) EXPECT_EQ(files_opened(s, threads, 256, "on"), unsampled - 3) << threads;
+  // Under 1024: 16 descriptors, the main thread's and 4 other threads' files.
+  const int unsampled_1024 = files_opened(s, 16, 1024, "off");
+  EXPECT_EQ(files_opened(s, 1, 1024, "on"), unsampled_1024 - 6);
+  EXPECT_EQ(files_opened(s, 16, 1024, "on"), unsampled_1024 - 15);
 }
 
 TEST(HostProcess, NumbersOutOfRangeInTheEnvironmentGetTheDefaultAndAWarning) {
