@@ -83,7 +83,7 @@ CommState local_state(uint64_t handle) { return {mix(handle, 0x6c6f63616cULL), 0
 // Reads the handle NCCL wrote into a slot of the program's, failing softly if the slot is gone.
 uint64_t read_slot(void* const* slot) {
   void* value = nullptr;
-  return soft_read(getpid(), &value, slot, sizeof value) ? reinterpret_cast<uintptr_t>(value) : 0;
+  return soft_read(&value, slot, sizeof value) ? reinterpret_cast<uintptr_t>(value) : 0;
 }
 
 // ncclCommCount and ncclCommUserRank fail (ncclInvalidArgument) until the communicator is ready.

@@ -194,8 +194,8 @@ struct DirectReader {
   }
 };
 
-// Reads of memory that another thread may free at any moment (its frames, its thread state):
-// process_vm_readv on our own process answers EFAULT for an unmapped address where a load would
+// Reads of memory that another thread may free at any moment (its frames, its thread state),
+// through SoftMemory (soft_read.hpp): an unmapped address is a failed read where a load would
 // fault. Loads go through a few cached aligned blocks (never across a page), least recently used
 // evicted first: 3.11+ frames sit side by side in their thread's data stack, and a code object's
 // fields fit in one block. Each new block is one system call: the sampler, which walks whole chains
@@ -225,8 +225,8 @@ class BasicSoftReader {
     std::memcpy(&value, block->bytes + (address - start), sizeof value);
     return true;
   }
-  bool copy(void* to, const char* from, std::size_t bytes) { return soft_read(pid_, to, from, bytes); }
-  pid_t process() const { return pid_; }
+  bool copy(void* to, const char* from, std::size_t bytes) { return memory_.read(to, from, bytes); }
+  pid_t process() const { return memory_.process(); }
 
  private:
   static_assert(kBlock <= 4096 && (kBlock & (kBlock - 1)) == 0);
@@ -237,11 +237,11 @@ class BasicSoftReader {
   };
   Block blocks_[kBlocks];
   uint64_t uses_ = 0;
-  pid_t pid_ = getpid();  // not cached across calls: a forked child reads its own memory
+  SoftMemory memory_;  // not kept across calls: a forked child reads its own memory
 
  public:
-  BasicSoftReader() = default;
-  explicit BasicSoftReader(pid_t self) : pid_(self) {}
+  // `process`: 0 for this process, or a forked child of it.
+  explicit BasicSoftReader(pid_t process = 0) : memory_(process) {}
 };
 using SoftReader = BasicSoftReader<512, 8>;
 using PageReader = BasicSoftReader<4096, 4>;
@@ -805,8 +805,7 @@ Capture capture_thread(uint64_t thread_id, bool main_thread, ThreadHint& hint, R
   torn = false;
   const Runtime* runtime = resolved();
   if (!runtime || !runtime->main_interpreter || max <= 0) return {};
-  const pid_t self = process ? process : getpid();
-  PageReader reader(self);
+  PageReader reader(process);
   // The thread state found last time, if it still holds the thread id it held then: a thread's
   // state lives as long as the thread (a new thread reusing both the memory and the pthread_t is
   // that thread's successor, rightly sampled under the same registration).
@@ -851,7 +850,7 @@ Capture capture_thread(uint64_t thread_id, bool main_thread, ThreadHint& hint, R
   }
   // A thread that did not run while it was walked left its frames as they were.
   if (stayed_asleep && stayed_asleep(context)) return keep.finish(true);
-  PageReader again(self);
+  PageReader again(process);
   if (!read_top(runtime->layout, tstate, again, second_top) || !(first_top == second_top) ||
       walk(*runtime, tstate, again,
            [&](const RawFrame& frame) {

@@ -304,6 +304,35 @@ TEST(Sampler, AForkedChildSamplesItsOwnThreadsOnly) {
   EXPECT_TRUE(segments[0].pid == child || segments[1].pid == child);
 }
 
+// A program that forbids, with a seccomp filter that kills, the call it never makes itself
+// (process_vm_readv) is sampled through its memory file and lives (review round 2, §4: "Bad system
+// call", exit status 159).
+TEST(Sampler, ASandboxThatKillsAtProcessVmReadvNeitherKillsTheJobNorHidesItsStacks) {
+  Scratch s;
+  const std::string script = std::string(Paths::source) + "/tests/python/seccomp_sandbox.py";
+  Outcome outcome;
+  const Segment segment = run_and_read(s, shim_env(s, "200") + "python3 " + script + " 1", &outcome);
+  ASSERT_TRUE(segment.found);
+  EXPECT_NE(outcome.out.find("finished\n"), std::string::npos) << outcome.out;
+  const uint32_t worker = uint32_t(std::stoul(printed(outcome.out, "worker")));
+  const int line = marked_line(script, "# SAMPLED deep");
+  int samples = 0, in_deep = 0;
+  for (const EventRecord& r : segment.samples_of(worker)) {
+    ++samples;
+    if (!r.python_stack) continue;
+    const std::vector<Frame> user = from_file(segment.stacks.at(r.python_stack), "seccomp_sandbox.py");
+    // deep 21 times, then threading's frames: the thread's whole stack.
+    ASSERT_GE(user.size(), 21u);
+    EXPECT_EQ(user[0].function, "deep");
+    EXPECT_TRUE(user[0].line == line || user[0].line == line + 1) << user[0].line;
+    EXPECT_EQ(user[20].function, "deep");
+    ++in_deep;
+  }
+  // 200 a second for a second; a sample whose frames changed while read is left out.
+  EXPECT_GT(samples, 100);
+  EXPECT_GT(in_deep, samples / 2);
+}
+
 class SamplerPython : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SamplerPython, EachThreadIsSampledWithItsOwnStack) {
