@@ -6,6 +6,7 @@
 #include <charconv>
 #include <filesystem>
 
+#include "trainshim/protocol.hpp"
 #include "trainshim/schema.hpp"
 
 namespace trainshim::cli {
@@ -73,6 +74,7 @@ RunDatabase::RunDatabase(const std::string& path) : path_(path) {
   sqlite3_busy_timeout(db_, 2000);
   try {
     check_schema();
+    check_bounds();
     load_words<Vocabulary::ApiWord>(*this, "SELECT id, name, class FROM apis", vocabulary_.apis, {},
                                     [](const Statement& row, Vocabulary::ApiWord& api) {
                                       api.name = row.text(1);
@@ -117,6 +119,31 @@ void RunDatabase::check_schema() {
                                  path_, writer.empty() ? "" : " " + writer, schema, kOldestReadableSchema,
                                  kSchemaVersion));
   }
+}
+
+// What no collector writes, checked before anything is loaded: a database holding it was damaged or
+// made by hand, and reading it would print nonsense or take minutes and gigabytes.
+void RunDatabase::check_bounds() const {
+  constexpr int64_t kMostProcesses = 4096;  // of one launch on one node: its ranks, their children, restarts
+  constexpr const char* kMostSum = "1000000000000000000";  // 10^18: 31 years of nanoseconds, an exabyte
+  const auto damaged = [&](const std::string& what) {
+    throw InputError(
+        fmt::format("{}: damaged database: {}; re-run the job, or pass the database that run wrote", path_, what));
+  };
+  Statement processes(*this, "SELECT COUNT(*) FROM processes");
+  if (processes.step() && processes.integer(0) > kMostProcesses)
+    damaged(fmt::format("{} processes, more than the {} one launch on one node can have", processes.integer(0),
+                        kMostProcesses));
+  const std::string sums = std::string("SELECT 1 FROM calls WHERE typeof(count) != 'integer' OR typeof(bytes) != "
+                                       "'integer' OR typeof(total_ns) != 'integer' OR typeof(max_ns) != 'integer' "
+                                       "OR count < 0 OR bytes < 0 OR total_ns < 0 OR max_ns < 0 OR max_ns > total_ns "
+                                       "OR count > ") +
+                           kMostSum + " OR bytes > " + kMostSum + " OR total_ns > " + kMostSum + " LIMIT 1";
+  if (Statement(*this, sums.c_str()).step())
+    damaged("calls holds a count, size or time that is negative, not a whole number, or past 10^18");
+  Statement frames(*this, "SELECT 1 FROM python_frames GROUP BY process_id, stack_id HAVING COUNT(*) > ? LIMIT 1");
+  frames.bind(1, int64_t{kMaxPythonFrames});
+  if (frames.step()) damaged(fmt::format("a Python stack of more than {} frames", kMaxPythonFrames));
 }
 
 RunDatabase::~RunDatabase() { sqlite3_close(db_); }

@@ -53,6 +53,7 @@ class RunDatabase {
 
  private:
   void check_schema();
+  void check_bounds() const;
 
   std::string path_;
   sqlite3* db_ = nullptr;

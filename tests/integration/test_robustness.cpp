@@ -32,6 +32,24 @@ class Robustness : public ::testing::Test {
                     .exit_code,
                 0);
     }
+    // What no collector writes (review round 2, §11: `report` printed "-9223372036854775808 ns", or ran
+    // for minutes and gigabytes on a million processes or a stack of a million frames).
+    const std::pair<const char*, const char*> hostile[] = {
+        {"extremes", "UPDATE calls SET total_ns = -9223372036854775808, count = 0, max_ns = 9223372036854775807"},
+        {"infinite", "UPDATE calls SET total_ns = 1e999, bytes = 1e999"},
+        {"processes", "INSERT INTO processes(segment, pid, host, rank, local_rank, world_size, job, command, "
+                      "start_realtime_ns, start_monotonic_ns, ended) WITH RECURSIVE n(i) AS (SELECT 10 UNION ALL "
+                      "SELECT i + 1 FROM n WHERE i < 4200) SELECT 'seg' || i, i, host, i, 0, 4200, job, command, "
+                      "start_realtime_ns, start_monotonic_ns, 1 FROM n, (SELECT * FROM processes LIMIT 1)"},
+        {"deep", "INSERT INTO python_frames WITH RECURSIVE n(depth) AS (SELECT 0 UNION ALL SELECT depth + 1 FROM n "
+                 "WHERE depth < 99) SELECT (SELECT id FROM processes LIMIT 1), 999999, depth, 'f.py', 'recurse', "
+                 "depth + 1, 'x' FROM n"},
+    };
+    for (const auto& [name, sql] : hostile) {
+      const std::string path = s.dir + "/" + name + ".db";
+      std::filesystem::copy_file(good, path);
+      ASSERT_EQ(run("sqlite3 " + path + " \"" + sql + "\" 2>&1").exit_code, 0) << name;
+    }
     truncated = s.dir + "/truncated.db";
     std::filesystem::copy_file(good, truncated);
     std::filesystem::resize_file(truncated, std::filesystem::file_size(good) / 2);
@@ -52,6 +70,13 @@ TEST_F(Robustness, NoCommandCrashesOnAnyDatabase) {
        "trainshim or a newer one"},
       {"truncated", truncated, 2, "truncated.db"},
       {"missing", s.dir + "/missing.db", 2, "no such database"},
+      {"negative sums", s.dir + "/extremes.db", 2,
+       "extremes.db: damaged database: calls holds a count, size or time that is negative, not a whole number, or "
+       "past 10^18; re-run the job, or pass the database that run wrote"},
+      {"infinite sums", s.dir + "/infinite.db", 2, "infinite.db: damaged database: calls holds"},
+      {"too many processes", s.dir + "/processes.db", 2,
+       "processes, more than the 4096 one launch on one node can have; re-run the job"},
+      {"deep stack", s.dir + "/deep.db", 2, "deep.db: damaged database: a Python stack of more than 62 frames"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
