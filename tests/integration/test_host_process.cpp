@@ -108,6 +108,22 @@ TEST(HostProcess, ASmallDevShmKeepsRoomForTheJobsOwnSharedMemory) {
             2)
       << ranks.out;
   EXPECT_EQ(occurrences(ranks.out, "\n" + std::to_string(each) + "\n"), 2) << ranks.out;
+
+  // 8 ranks in 64 MiB, each sharing 4 MiB of its own: every rank runs to its end, and each records
+  // into at most 2 MiB (the rings of tests/unit/test_segment_fit.cpp) or says why it does not.
+  const auto eight = run_with_messages(with_dev_shm_of(
+      64, "TRAINSHIM_SPAWN_COLLECTOR=0 " + preload_env(s.job) + " " + Paths::source + "/scripts/simrun -n 8 -- " +
+              program("host_resources_prog") + " shm 4; echo rc=$?; stat -c %s /dev/shm/trainshim-*"));
+  ASSERT_EQ(eight.exit_code, 0) << eight.out;
+  EXPECT_EQ(occurrences(eight.out, "shared 4 MiB\n"), 8) << eight.out;
+  EXPECT_EQ(occurrences(eight.out, "rc=0\n"), 1) << eight.out;
+  const uint64_t eighth = segment_bytes(8, 8192, 1024, 512);
+  const int recording =
+      occurrences(eight.out, "this process records into " + fmt::format("{:.1f}", double(eighth) / (1 << 20)) +
+                                 " MiB instead of 24.5 MiB");
+  EXPECT_EQ(recording + occurrences(eight.out, "recording is off, the job runs unchanged"), 8) << eight.out;
+  EXPECT_GE(recording, 4) << eight.out;
+  EXPECT_EQ(occurrences(eight.out, "\n" + std::to_string(eighth) + "\n"), recording) << eight.out;
 }
 
 // The files the program could open, THREADS threads having made a CUDA call, under RLIMIT_NOFILE
