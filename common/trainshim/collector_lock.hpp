@@ -158,6 +158,15 @@ inline CollectorLock acquire_collector_lock(uid_t uid, std::string_view job) {
   return lock;
 }
 
+// Removes the lock file a collector killed before its exit left (it removes its own as it exits),
+// as a collector's exit does: unlinked while held. Left as it is while a collector holds it.
+inline void remove_abandoned_collector_lock(uid_t uid, std::string_view job) {
+  const CollectorLock lock = acquire_collector_lock(uid, job);
+  if (lock.outcome != CollectorLock::Outcome::Acquired) return;
+  unlink(lock.path.c_str());
+  close(lock.fd);
+}
+
 // Whether a collector of the job runs now (it holds one of the job's lock names).
 inline bool collector_running(uid_t uid, std::string_view job) {
   for (int candidate = 0; candidate < kLockCandidates; ++candidate)

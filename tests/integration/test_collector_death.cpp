@@ -6,10 +6,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -130,6 +132,56 @@ TEST(CollectorDeath, WhatAKilledCollectorLeftIsDrainedByTrainshimCollect) {
   const auto collect = run(trainshim_cli() + " collect --job " + s.job + " --out " + s.db() + " --idle-exit 0.5");
   ASSERT_EQ(collect.exit_code, 0);
   expect_exact(s.db());
+}
+
+// The job's files in /dev/shm (segments, the collector's lock).
+std::vector<std::string> shm_files_of(const std::string& job) {
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator("/dev/shm"))
+    if (entry.path().filename().string().find("-" + job) != std::string::npos) files.push_back(entry.path());
+  return files;
+}
+
+// Issue 23: a collector SIGKILLed at a random moment of a job that fills its rings (2 threads x
+// 20,000 copy + sync pairs, no pause), then `trainshim collect`: every record is stored once or
+// counted as lost, never both, never twice, and nothing is left in /dev/shm. The round-2 review
+// found 962 and 19,406 of 80,000 neither stored nor counted, and 43 stored twice, in 9 runs.
+// TRAINSHIM_DEATH_TRIALS runs (default 10; scripts/collector-death-trials runs 100).
+TEST(CollectorDeath, KilledAtRandomMomentsEveryRecordIsStoredOnceOrCountedLost) {
+  const char* asked = std::getenv("TRAINSHIM_DEATH_TRIALS");
+  const int trials = asked && *asked ? std::atoi(asked) : 10;
+  std::mt19937 random(std::random_device{}());
+  for (int trial = 0; trial < trials; ++trial) {
+    Scratch s;
+    const int delay_ms = std::uniform_int_distribution<int>(50, 700)(random);
+    SCOPED_TRACE("trial " + std::to_string(trial) + ", killed after " + std::to_string(delay_ms) + " ms");
+    const pid_t job = start(preload_env(s.job) +
+                                " TRAINSHIM_SPAWN_COLLECTOR=0 TRAINSHIM_SAMPLE_HZ=0 "
+                                "TRAINSHIM_GPU_TIMELINE=0 " +
+                                program("host_copies_prog 20000 2"),
+                            s.dir + "/job.out");
+    const pid_t first =
+        start("exec " + trainshim_cli() + " collect --job " + s.job + " --out " + s.db(), s.dir + "/collect.out");
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    EXPECT_LE(collectors_of(s.job).size(), 1u);
+    kill(first, SIGKILL);
+    ASSERT_TRUE(eventually([&] { return !running(job) && !running(first); }));
+    EXPECT_EQ(read_file(s.dir + "/job.out"), "done 2 x 20000\n");
+    // What the killed one left, if anything, drained by another; or, when it had drained it all,
+    // only its lock file, removed.
+    const auto collect = run(trainshim_cli() + " collect --job " + s.job + " --out " + s.db() + " --idle-exit 0.5");
+    EXPECT_LE(collect.exit_code, 1) << collect.out;
+    const int64_t copies = count_api(s.db(), "cudaMemcpyAsync"), syncs = count_api(s.db(), "cudaStreamSynchronize");
+    const int64_t lost = query_int(s.db(), "SELECT dropped_ring_full + dropped_not_ready + lost_unpublished + "
+                                           "malformed + dropped_side_full FROM processes");
+    EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM processes"), 1);
+    EXPECT_EQ(query_int(s.db(), "SELECT ended FROM processes"), 1);
+    EXPECT_LE(copies, 40000);
+    EXPECT_LE(syncs, 40000);
+    EXPECT_EQ(copies + syncs + lost, 80000) << copies << " copies, " << syncs << " syncs, " << lost << " lost";
+    EXPECT_EQ(query_int(s.db(), "SELECT events FROM processes"), stored_calls(s.db()));
+    EXPECT_EQ(shm_files_of(s.job), std::vector<std::string>{});
+  }
 }
 
 // Issue 23: `trainshim run` SIGKILLed with its process group (a scheduler, an impatient user) left

@@ -14,6 +14,7 @@
 #include "commands.hpp"
 #include "errors.hpp"
 #include "run_job.hpp"
+#include "trainshim/collector_lock.hpp"
 #include "trainshim/names.hpp"
 
 namespace trainshim::cli {
@@ -35,6 +36,8 @@ int collect(const CollectArguments& args) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(idle);
   while (!job_has_segment(getuid(), job)) {
     if (std::chrono::steady_clock::now() >= deadline) {
+      // A collector killed after it drained everything left only its lock file.
+      remove_abandoned_collector_lock(getuid(), job);
       fmt::print(stderr,
                  "trainshim: no segment of job {} was found in {} (waited {} s): nothing to collect, no "
                  "database written. Segments are named {}<pid>; check the job id (--job, else "
