@@ -180,6 +180,12 @@ int main(int argc, char** argv) {
   if (job.empty()) job = trainshim::job_from_environment();
   job = trainshim::sanitize_job(job);
   if (out.empty()) out = trainshim::default_database(job);
+  // A lock taken for this collector by whoever started it (--lock-fd) is removed as it goes, as an
+  // exit removes it: the job's files are not left in /dev/shm.
+  const auto refuse = [&] {
+    if (lock_fd >= 0) release_lock(lock_fd, trainshim::held_lock_path(lock_fd, getuid(), job));
+    return 2;
+  };
   std::chrono::milliseconds hang{120'000};
   if (const char* value = std::getenv("TRAINSHIM_HANG_S"); value && *value) {
     char* end = nullptr;
@@ -190,26 +196,26 @@ int main(int argc, char** argv) {
     if (*end != '\0' || !(seconds > 0 && seconds <= kLongestHangSeconds)) {
       fmt::print(stderr, "trainshim-collector: TRAINSHIM_HANG_S={} is not a number of seconds above 0 and at most {}\n",
                  value, kLongestHangSeconds);
-      return 2;
+      return refuse();
     }
     hang = std::chrono::milliseconds(int64_t(seconds * 1000));
   }
   if (recent_events < 0) {
     const auto n = count_from_environment("TRAINSHIM_RECENT_EVENTS", trainshim::collector::kDefaultRecentEvents,
                                           kMostRecentEvents, "events");
-    if (!n) return 2;
+    if (!n) return refuse();
     recent_events = *n;
   }
   if (gpu_rows < 0) {
     const auto n = count_from_environment("TRAINSHIM_GPU_ROWS", int64_t(trainshim::collector::kDefaultGpuRows),
                                           kMostGpuRows, "rows");
-    if (!n) return 2;
+    if (!n) return refuse();
     gpu_rows = *n;
   }
   if (sample_rows < 0) {
     const auto n = count_from_environment("TRAINSHIM_SAMPLE_ROWS", int64_t(trainshim::collector::kDefaultSampleRows),
                                           kMostSampleRows, "rows");
-    if (!n) return 2;
+    if (!n) return refuse();
     sample_rows = *n;
   }
   std::string lock_path;

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +20,28 @@
 namespace trainshim::cli {
 
 namespace {
+
+// The signals a scheduler or a supervisor sends to stop or warn the process it started: trainshim
+// run passes them on to the job, as a launcher does (Slurm's scancel and --signal, Kubernetes'
+// SIGTERM to the container's first process, which may be trainshim), and stays to collect and report.
+constexpr int kForwardedSignals[] = {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
+
+std::atomic<pid_t> g_job_pid{0};
+volatile sig_atomic_t g_pending_signal = 0;  // one that came before the job was started
+
+void forward_to_job(int signal) {
+  const pid_t job = g_job_pid.load(std::memory_order_relaxed);
+  if (job > 0) kill(job, signal);
+  else g_pending_signal = signal;
+}
+
+void set_forwarding(bool on) {
+  struct sigaction action {};
+  action.sa_handler = on ? forward_to_job : SIG_DFL;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  for (const int signal : kForwardedSignals) sigaction(signal, &action, nullptr);
+}
 
 int wait_status(pid_t pid) {
   int status = 0;
@@ -68,11 +91,13 @@ JobRun run_job(const std::vector<std::string>& command, const std::string& datab
   setenv("TRAINSHIM_OUT", out.c_str(), 1);
 
   // The terminal's Ctrl-C reaches the job itself, as without trainshim; trainshim stays to collect
-  // and report once the job has exited. The collector runs in a session of its own: it is
+  // and report once the job has exited. SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 sent to trainshim are
+  // passed on to the job. The collector runs in a session of its own: it is
   // stopped by trainshim alone, after the job, so that everything the job recorded is drained;
   // should trainshim be killed, it exits once idle with no producer left (--exit-when-orphaned).
   signal(SIGINT, SIG_IGN);
   signal(SIGQUIT, SIG_IGN);
+  set_forwarding(true);
   const Launch launched =
       launch_collector(collector_executable(), getuid(), job, {"--job", job, "--out", out, "--exit-when-orphaned"},
                        CollectorParent::Starter);
@@ -98,6 +123,7 @@ JobRun run_job(const std::vector<std::string>& command, const std::string& datab
   sigemptyset(&defaults);
   sigaddset(&defaults, SIGINT);
   sigaddset(&defaults, SIGQUIT);
+  for (const int signal : kForwardedSignals) sigaddset(&defaults, signal);
   posix_spawnattr_setsigdefault(&attr, &defaults);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
   pid_t child = -1;
@@ -108,8 +134,14 @@ JobRun run_job(const std::vector<std::string>& command, const std::string& datab
   if (rc != 0) {
     fmt::print(stderr, "trainshim: cannot run {}: {}\n", command[0], std::strerror(rc));
   } else {
+    g_job_pid.store(child, std::memory_order_relaxed);
+    if (const int pending = g_pending_signal) kill(child, pending);
     status = wait_status(child);
   }
+  // The job is gone: a second signal (a scheduler's grace period running out) stops trainshim itself;
+  // its collector, orphaned, still drains and exits.
+  g_job_pid.store(0, std::memory_order_relaxed);
+  set_forwarding(false);
   if (launched.result == LaunchResult::Started) {
     kill(launched.pid, SIGTERM);
     const int collector_status = wait_status(launched.pid);

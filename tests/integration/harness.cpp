@@ -3,15 +3,20 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cctype>
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <stdexcept>
+#include <thread>
 
 #include "trainshim/names.hpp"
 
@@ -41,17 +46,45 @@ Scratch::Scratch() {
   std::filesystem::create_directories(dir);
 }
 
+std::vector<pid_t> collectors_of(const std::string& job) {
+  std::vector<pid_t> pids;
+  const std::filesystem::path collector = std::filesystem::path(Paths::bin) / "trainshim-collector";
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (std::filesystem::read_symlink(entry.path() / "exe", ec) != collector) continue;
+    std::ifstream in(entry.path() / "cmdline");
+    std::string command((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (char& c : command)
+      if (c == '\0') c = ' ';
+    std::string state;
+    std::ifstream stat(entry.path() / "stat");
+    std::getline(stat, state);
+    if (command.find(" --job " + job + " ") != std::string::npos && state.find(") Z ") == std::string::npos)
+      pids.push_back(pid_t(std::stol(name)));
+  }
+  return pids;
+}
+
 Scratch::~Scratch() {
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
-  // Segments and lock files of this test's job, whoever made them: a test whose collector was
-  // refused leaves its segments for `trainshim collect`, as a real job would, and nothing else
-  // removes them (they are sized for real jobs: megabytes each).
+  // A collector exits once its producers are gone and it has drained them (a few seconds idle).
+  for (int wait = 0; wait < 300 && !collectors_of(job).empty(); ++wait)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  for (const pid_t pid : collectors_of(job)) {
+    ADD_FAILURE() << "trainshim-collector " << pid << " of job " << job << " still runs 30 s after the test";
+    kill(pid, SIGKILL);
+  }
+  // Segments and lock files of this test's job, whoever made them: they are sized for real jobs
+  // (megabytes each), and nothing else removes them.
   for (const auto& entry : std::filesystem::directory_iterator(kShmDir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.starts_with("trainshim-") &&
-        (name.find("-" + job + "-") != std::string::npos || name.find("-" + job + ".lock") != std::string::npos))
-      std::filesystem::remove(entry.path(), ec);
+    const bool segment = name.find("-" + job + "-") != std::string::npos;
+    if (!name.starts_with("trainshim-") || (!segment && name.find("-" + job + ".lock") == std::string::npos)) continue;
+    if (!segment || !segments_left) ADD_FAILURE() << "the job left /dev/shm/" << name;
+    std::filesystem::remove(entry.path(), ec);
   }
 }
 

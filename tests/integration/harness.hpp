@@ -29,13 +29,22 @@ struct Outcome {
 Outcome run(const std::string& command);
 
 // A fresh directory and a job id no other test uses.
+// A test's directory and job id. Its destructor fails the test if a collector of the job still runs
+// 30 s after the test (none should outlive its job), or if the job left a file in /dev/shm
+// (a segment, the collector's lock) that the test did not expect, and removes them.
 struct Scratch {
   Scratch();
   ~Scratch();
   std::string dir;
   std::string job;
   std::string db() const { return dir + "/run.db"; }
+  // The job's segments stay in /dev/shm on purpose: it ran with no collector (refused, or
+  // TRAINSHIM_SPAWN_COLLECTOR=0 and nothing read them), as a real job's wait for `trainshim collect`.
+  bool segments_left = false;
 };
+
+// The trainshim-collector processes of `job` that run now (their command line names the job).
+std::vector<pid_t> collectors_of(const std::string& job);
 
 std::string trainshim_cli();
 

@@ -12,6 +12,7 @@
 #include <functional>
 #include <iterator>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,23 +38,6 @@ bool eventually(const std::function<bool()>& condition) {
   for (int i = 0; i < 600; ++i, std::this_thread::sleep_for(std::chrono::milliseconds(100)))
     if (condition()) return true;
   return false;
-}
-
-// The collectors of `job` that run now (their command line names the job).
-std::vector<pid_t> collectors_of(const std::string& job) {
-  std::vector<pid_t> pids;
-  const fs::path collector = fs::path(Paths::bin) / "trainshim-collector";
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::error_code ec;
-    if (fs::read_symlink(entry.path() / "exe", ec) != collector) continue;
-    std::string command = read_file(entry.path() / "cmdline");
-    for (char& c : command)
-      if (c == '\0') c = ' ';
-    if (command.find(" --job " + job + " ") != std::string::npos) pids.push_back(pid_t(std::stol(name)));
-  }
-  return pids;
 }
 
 bool running(pid_t pid) {
@@ -206,6 +190,61 @@ TEST(CollectorDeath, TheCollectorOfAKilledTrainshimRunExitsOnceItsJobIsGone) {
   for (const auto& entry : fs::directory_iterator("/dev/shm"))
     EXPECT_EQ(entry.path().filename().string().find(s.job), std::string::npos) << entry.path();
 }
+
+// Issue 23: however the run ends, its collector drains what is left, finishes the database and
+// exits, and nothing is left in /dev/shm: SIGTERM to `trainshim run` (a scheduler, Kubernetes) is
+// passed on to the job, and trainshim exits with the job's status; the job SIGKILLed (the OOM
+// killer, a hang killed by hand) under trainshim run.
+struct RunEnding {
+  const char* name;
+  bool to_job;  // the signal goes to the job, else to trainshim run
+  int signal;
+};
+
+class EndedRun : public ::testing::TestWithParam<RunEnding> {};
+
+TEST_P(EndedRun, TheCollectorFinishesTheDatabaseAndExitsAndNothingIsLeft) {
+  Scratch s;
+  const std::string pid_file = s.dir + "/trainshim.pid", status_file = s.dir + "/status";
+  start("(TRAINSHIM_JOB=" + s.job + " TRAINSHIM_SAMPLE_HZ=0 " + trainshim_cli() + " run --no-report --out " + s.db() +
+            " -- " + program(kSteadyCalls) + " & echo $! >" + pid_file + "; wait $!; echo $? >" + status_file + ")",
+        s.dir + "/run.out");
+  ASSERT_TRUE(eventually([&] { return collectors_of(s.job).size() == 1 && stored_calls(s.db()) > 0; }))
+      << "the collector never stored anything";
+  const pid_t trainshim = pid_t(std::stol(read_file(pid_file)));
+  pid_t target = trainshim;
+  if (GetParam().to_job) {
+    // The child of trainshim run that runs the job's program.
+    std::istringstream children(
+        read_file("/proc/" + std::to_string(trainshim) + "/task/" + std::to_string(trainshim) + "/children"));
+    target = 0;
+    for (pid_t child = 0; children >> child;) {
+      std::error_code ec;
+      if (fs::read_symlink("/proc/" + std::to_string(child) + "/exe", ec) == fs::path(program("steady_calls")))
+        target = child;
+    }
+    ASSERT_NE(target, 0);
+  }
+  ASSERT_EQ(kill(target, GetParam().signal), 0);
+  ASSERT_TRUE(eventually([&] { return !read_file(status_file).empty(); }));
+  EXPECT_EQ(read_file(status_file), std::to_string(128 + GetParam().signal) + "\n") << read_file(s.dir + "/run.out");
+  ASSERT_TRUE(eventually([&] { return collectors_of(s.job).empty(); })) << "the collector outlived its job";
+  // The job was stopped by the signal, not left running without trainshim to finish on its own.
+  EXPECT_EQ(read_file(s.dir + "/run.out").find("done"), std::string::npos) << read_file(s.dir + "/run.out");
+  EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM processes"), 1);
+  EXPECT_EQ(query_int(s.db(), "SELECT ended FROM processes"), 1);
+  EXPECT_GT(count_api(s.db(), "cudaStreamSynchronize"), 0);
+  EXPECT_EQ(query_int(s.db(), "SELECT dropped_ring_full + dropped_not_ready + lost_unpublished + malformed + "
+                              "dropped_side_full FROM processes"),
+            0);
+  EXPECT_EQ(shm_files_of(s.job), std::vector<std::string>{});
+}
+
+INSTANTIATE_TEST_SUITE_P(Ways, EndedRun,
+                         ::testing::Values(RunEnding{"sigterm_to_trainshim_run", false, SIGTERM},
+                                           RunEnding{"sighup_to_trainshim_run", false, SIGHUP},
+                                           RunEnding{"job_sigkilled", true, SIGKILL}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 // A torchrun rank lives in a session of its own and may end a moment after the launcher that
 // trainshim run waits for: the collector, stopped then, drains its segment once it ends instead of

@@ -120,6 +120,7 @@ TEST(Files, PythonSourcesThatAreNoRegularFilesAreNotReadAndCollectingGoesOn) {
 // will be, to have the run written where they chose (and readable to them).
 TEST(Files, DatabaseLinkPlantedByAnotherUserIsRefusedAndTheJobRuns) {
   Scratch s;
+  s.segments_left = true;  // its collector refuses the database: the segments wait for `trainshim collect`
   const std::string shared = shared_directory(s);
   const std::string chosen = s.dir + "/chosen_by_another_user.db";
   const std::string db = shared + "/trainshim-" + s.job + ".db";
@@ -139,6 +140,7 @@ TEST(Files, DatabaseLinkPlantedByAnotherUserIsRefusedAndTheJobRuns) {
 
 TEST(Files, DatabaseFileOfAnotherUserIsRefusedAndLeftAsItWas) {
   Scratch s;
+  s.segments_left = true;  // its collector refuses the database: the segments wait for `trainshim collect`
   const std::string shared = shared_directory(s);
   const std::string db = shared + "/trainshim-" + s.job + ".db";
   ASSERT_EQ(run(as_other_user("sh -c 'umask 0 && : > " + db + "'")).exit_code, 0);

@@ -56,6 +56,7 @@ class OwnDescriptors : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(OwnDescriptors, TheShimNeverClosesTheProgramsDescriptors) {
   Scratch s;
+  s.segments_left = true;  // no collector
   const auto result =
       run(preload_env(s.job) + " TRAINSHIM_SPAWN_COLLECTOR=0 " + program("own_descriptors_prog") + " " + GetParam());
   EXPECT_EQ(result.exit_code, 0) << result.out;
