@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <numeric>
+#include <set>
 #include <stdexcept>
 
 #include "harness.hpp"
@@ -106,6 +108,10 @@ int gaps_after_the_first_step(const json& gaps) {
   return count;
 }
 
+// What a loaded machine may add between the sync's return in the shim and in the job's Python,
+// where the job starts measuring: a few of the scheduler's time slices.
+constexpr double kSchedulingSlackNs = 5e6;
+
 // Within 5 % of `expected` (issue 12's tolerance on planted times).
 ::testing::AssertionResult within_5_percent(double actual, double expected) {
   if (std::abs(actual - expected) <= 0.05 * std::abs(expected)) return ::testing::AssertionSuccess();
@@ -139,22 +145,29 @@ TEST(GpuScenarios, ASlowLoaderStarvesItsRankAndIsNamedByTheUploadLine) {
   // Batch 0 is loaded before the first step begins (at the first all-reduce): the steps hold the
   // waits for batches 1 to 11, whichever step each falls in. A gap is counted from the host's
   // return from its sync (before it, the GPU waits on the sync's wake-up, not on the loader) to the
-  // upload's start on the GPU: the planted loader time plus the upload's own latency, well inside
-  // 5 % of 30 ms.
-  std::vector<double> waits = measured_ns(s, 1, "loader");
+  // upload's start on the GPU. So it holds the loader's time ("loader", measured from the sync's
+  // return to the batch), and it ends before the upload returns ("input", from the sync's return to
+  // the upload's return), give or take the moment between the sync's return in the shim and in
+  // Python, which a loaded machine stretches (kSchedulingSlackNs).
+  std::vector<double> waits = measured_ns(s, 1, "loader"), inputs = measured_ns(s, 1, "input");
   waits.erase(waits.begin());
+  inputs.erase(inputs.begin());
   const double idle_share = slow.at("idle_share");
   const double data_loading_share = slow.at("idle_by_cause").at("data_loading");
   // Its idle time is the loader's: in share, and in all.
   EXPECT_TRUE(within_5_percent(data_loading_share, idle_share)) << slow.dump(1);
   const double covered = slow.at("covered_steps");
-  EXPECT_TRUE(within_5_percent(slow.at("idle_ns_per_step").get<double>() * covered,
-                               std::accumulate(waits.begin(), waits.end(), 0.0)))
+  const double idle_ns = slow.at("idle_ns_per_step").get<double>() * covered;
+  EXPECT_GE(idle_ns, 0.99 * std::accumulate(waits.begin(), waits.end(), 0.0)) << slow.dump(1);
+  EXPECT_LE(idle_ns,
+            1.05 * std::accumulate(inputs.begin(), inputs.end(), 0.0) + kSchedulingSlackNs * double(waits.size()))
       << slow.dump(1);
   const json& gaps = slow.at("gaps");
   ASSERT_EQ(gaps.size(), 10u) << "one gap per wait, the largest 10: " << gaps.dump(1);
-  // The largest gaps are the longest waits (load times vary on a loaded machine).
+  // Each gap lies between its wait's loader and input times, so the k-th longest gap lies between
+  // the k-th longest of each (load times vary on a loaded machine).
   std::sort(waits.rbegin(), waits.rend());
+  std::sort(inputs.rbegin(), inputs.rend());
   std::vector<double> durations;
   for (const auto& gap : gaps) {
     EXPECT_EQ(gap.at("cause"), "data_loading") << gap.dump();
@@ -162,7 +175,10 @@ TEST(GpuScenarios, ASlowLoaderStarvesItsRankAndIsNamedByTheUploadLine) {
     durations.push_back(gap.at("duration_ns"));
   }
   std::sort(durations.rbegin(), durations.rend());
-  for (std::size_t i = 0; i < durations.size(); ++i) EXPECT_TRUE(within_5_percent(durations[i], waits[i])) << i;
+  for (std::size_t i = 0; i < durations.size(); ++i) {
+    EXPECT_GE(durations[i], 0.99 * waits[i]) << i;
+    EXPECT_LE(durations[i], 1.05 * inputs[i] + kSchedulingSlackNs) << i;
+  }
   const auto starving = findings_of(r.report, "data_starvation", 1);
   ASSERT_EQ(starving.size(), 1u) << r.report.at("findings").dump(1);
   const std::string message = starving[0].at("message");
@@ -183,12 +199,14 @@ TEST(GpuScenarios, ASlowLoaderStarvesItsRankAndIsNamedByTheUploadLine) {
   if (fed_idle_share > 0) {
     const double fed_data_ns = fed.at("idle_ns_per_step").get<double>() * fed.at("covered_steps").get<double>() *
                                fed.at("idle_by_cause").at("data_loading").get<double>() / fed_idle_share;
-    EXPECT_LE(fed_data_ns, 1.05 * std::accumulate(fed_waits.begin(), fed_waits.end(), 0.0)) << fed.dump(1);
+    EXPECT_LE(fed_data_ns, 1.05 * std::accumulate(fed_waits.begin(), fed_waits.end(), 0.0) +
+                               kSchedulingSlackNs * double(fed_waits.size()))
+        << fed.dump(1);
   }
   const double longest_wait = *std::max_element(fed_waits.begin(), fed_waits.end());
   for (const auto& gap : fed.at("gaps")) {
     if (gap.at("cause") == "data_loading") {
-      EXPECT_LE(gap.at("duration_ns").get<double>(), 1.05 * longest_wait) << gap.dump();
+      EXPECT_LE(gap.at("duration_ns").get<double>(), 1.05 * longest_wait + kSchedulingSlackNs) << gap.dump();
     }
   }
 }
@@ -231,6 +249,11 @@ TEST(GpuScenarios, ItemFollowedByHostWorkCostsItsBubbleAtThatLine) {
 // GPU's busy time in FP32 GEMMs and the AMP finding, against none.
 class GpuGemmPrecision : public ::testing::TestWithParam<std::string> {};
 
+// gpu_plant.py's ELEMENTWISE, demangled.
+constexpr const char* kElementwiseKernel =
+    "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >(int, "
+    "at::native::FillFunctor<float>, std::array<char*, 1ul>)";
+
 TEST_P(GpuGemmPrecision, Fp32GemmsAreFoundFromKernelNamesAlone) {
   const bool fp32 = GetParam() == "fp32";
   Scratch s;
@@ -247,33 +270,34 @@ TEST_P(GpuGemmPrecision, Fp32GemmsAreFoundFromKernelNamesAlone) {
                                       "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_"
                                       "execute_segment_k_off_kernel__5x_cublas"};
   ASSERT_EQ(gpu.at("top_kernels").size(), 3u) << gpu.at("top_kernels").dump(1);
-  // By GPU time: the 3 ms GEMM, the 2 ms one, then the 1 ms elementwise kernel.
-  EXPECT_EQ(gpu.at("top_kernels")[0].at("name"), gemms[0]);
-  EXPECT_EQ(gpu.at("top_kernels")[1].at("name"), gemms[1]);
-  // A simulated kernel runs at least its planted time (its worker may oversleep, by more than 5 %
-  // of a 1 ms kernel on a loaded machine): each total is what the GPU records say, and the shares
-  // are those totals over one busy time.
-  const int64_t planted_ms[] = {3, 2, 1};
+  // The 3 ms GEMM, the 2 ms one and the 1 ms elementwise kernel, found by name: a simulated kernel
+  // runs at least its planted time, and its worker may oversleep on a loaded machine (by more than
+  // a millisecond per call), so their order by GPU time is not asserted. Each total is what the GPU
+  // records say, and the shares are those totals over one busy time.
+  const std::map<std::string, int64_t> planted_ms = {{gemms[0], 3}, {gemms[1], 2}, {kElementwiseKernel, 1}};
   const json& first = gpu.at("top_kernels")[0];
   const double busy_ns = first.at("total_ns").get<double>() / first.at("share").get<double>();
-  for (std::size_t i = 0; i < 3; ++i) {
-    const json& kernel = gpu.at("top_kernels")[i];
+  double gemm_share = 0;
+  std::set<std::string> seen;
+  for (const json& kernel : gpu.at("top_kernels")) {
+    const std::string name = kernel.at("name");
+    ASSERT_TRUE(planted_ms.count(name)) << kernel.dump();
+    seen.insert(name);
     EXPECT_EQ(kernel.at("count"), kSteps) << kernel.dump();
-    EXPECT_GE(kernel.at("total_ns").get<int64_t>(), planted_ms[i] * 1'000'000 * kSteps) << kernel.dump();
+    EXPECT_GE(kernel.at("total_ns").get<int64_t>(), planted_ms.at(name) * 1'000'000 * kSteps) << kernel.dump();
     EXPECT_EQ(kernel.at("total_ns").get<int64_t>(),
               query_int(s.db(), "SELECT sum(a.end_ns - a.start_ns) FROM gpu_activities a JOIN python_strings n ON "
                                 "n.process_id = a.process_id AND n.id = a.name WHERE n.text = '" +
-                                    kernel.at("name").get<std::string>() + "'"))
+                                    name + "'"))
         << kernel.dump();
     EXPECT_NEAR(kernel.at("share").get<double>(), kernel.at("total_ns").get<double>() / busy_ns, 1e-9);
+    if (name != kElementwiseKernel) gemm_share += kernel.at("share").get<double>();
   }
+  EXPECT_EQ(seen.size(), 3u);
   const auto amp = findings_of(r.report, "fp32_gemm", kSingle);
   if (fp32) {
     // The two GEMMs, and nothing else, are FP32 GEMMs.
-    EXPECT_NEAR(gpu.at("fp32_gemm_share").get<double>(),
-                gpu.at("top_kernels")[0].at("share").get<double>() + gpu.at("top_kernels")[1].at("share").get<double>(),
-                1e-9)
-        << gpu.dump(1);
+    EXPECT_NEAR(gpu.at("fp32_gemm_share").get<double>(), gemm_share, 1e-9) << gpu.dump(1);
     ASSERT_EQ(amp.size(), 1u) << r.report.at("findings").dump(1);
     const std::string message = amp[0].at("message");
     EXPECT_NE(message.find("FP32"), std::string::npos) << message;
