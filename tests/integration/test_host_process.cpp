@@ -77,6 +77,18 @@ std::string with_dev_shm_of(int mib, const std::string& command) {
   return "unshare -m sh -c 'mount -t tmpfs -o size=" + std::to_string(mib) + "m tmpfs /dev/shm && " + command + "'";
 }
 
+// `ranks` ranks (simrun) each sharing a `batch_mib` MiB batch in a /dev/shm of `shm_mib` MiB, with
+// no collector; the output ends with "rc=<status>" and the size of each segment left.
+Outcome ranks_sharing_batches(const Scratch& s, int shm_mib, int ranks, int batch_mib) {
+  return run_with_messages(with_dev_shm_of(
+      shm_mib, "TRAINSHIM_SPAWN_COLLECTOR=0 " + preload_env(s.job) + " " + Paths::source + "/scripts/simrun -n " +
+                   std::to_string(ranks) + " -- " + program("host_resources_prog") + " shm " +
+                   std::to_string(batch_mib) + "; echo rc=$?; stat -c %s /dev/shm/trainshim-*"));
+}
+
+// How the shim prints a segment's size.
+std::string mib_text(uint64_t bytes) { return fmt::format("{:.1f} MiB", double(bytes) / (1 << 20)); }
+
 // The room the program needs for its own shared memory (DataLoader batches) is left to it: the
 // segment shrinks to a quarter of /dev/shm, shared by the node's ranks (review round 2, §2: a
 // 30 MiB batch in a 48 MiB /dev/shm died of SIGBUS, and two ranks' 10 MiB in Docker's 64 MiB).
@@ -89,38 +101,31 @@ TEST(HostProcess, ASmallDevShmKeepsRoomForTheJobsOwnSharedMemory) {
   // A quarter of 48 MiB: the first ring halved twice, the others once (tests/unit/test_segment_fit.cpp).
   const uint64_t fitted = segment_bytes(8, 32768, 8192, 2048);
   EXPECT_EQ(alone.out, "trainshim: /dev/shm is small (48.0 MiB, 48.0 MiB free): this process records into " +
-                           fmt::format("{:.1f}", double(fitted) / (1 << 20)) +
-                           " MiB instead of 24.5 MiB, so that the job's own shared memory keeps its room; records "
+                           mib_text(fitted) +
+                           " instead of 24.5 MiB, so that the job's own shared memory keeps its room; records "
                            "that do not fit are dropped and counted; enlarge /dev/shm (docker --shm-size) to record "
                            "in full\nshared 30 MiB\nrc=0\n" +
                            std::to_string(fitted) + "\n");
 
   // Docker's default 64 MiB, two ranks (LOCAL_WORLD_SIZE=2): 8 MiB each, and both batches fit.
-  const auto ranks = run_with_messages(with_dev_shm_of(
-      64, "TRAINSHIM_SPAWN_COLLECTOR=0 " + preload_env(s.job) + " " + Paths::source + "/scripts/simrun -n 2 -- " +
-              program("host_resources_prog") + " shm 10; echo rc=$?; stat -c %s /dev/shm/trainshim-*"));
+  const auto ranks = ranks_sharing_batches(s, 64, 2, 10);
   ASSERT_EQ(ranks.exit_code, 0) << ranks.out;
   EXPECT_EQ(occurrences(ranks.out, "shared 10 MiB\n"), 2) << ranks.out;
   EXPECT_EQ(occurrences(ranks.out, "rc=0\n"), 1) << ranks.out;
   const uint64_t each = segment_bytes(8, 32768, 4096, 2048);
-  EXPECT_EQ(occurrences(ranks.out, "this process records into " + fmt::format("{:.1f}", double(each) / (1 << 20)) +
-                                       " MiB instead of 24.5 MiB"),
-            2)
+  EXPECT_EQ(occurrences(ranks.out, "this process records into " + mib_text(each) + " instead of 24.5 MiB"), 2)
       << ranks.out;
   EXPECT_EQ(occurrences(ranks.out, "\n" + std::to_string(each) + "\n"), 2) << ranks.out;
 
   // 8 ranks in 64 MiB, each sharing 4 MiB of its own: every rank runs to its end, and each records
   // into at most 2 MiB (the rings of tests/unit/test_segment_fit.cpp) or says why it does not.
-  const auto eight = run_with_messages(with_dev_shm_of(
-      64, "TRAINSHIM_SPAWN_COLLECTOR=0 " + preload_env(s.job) + " " + Paths::source + "/scripts/simrun -n 8 -- " +
-              program("host_resources_prog") + " shm 4; echo rc=$?; stat -c %s /dev/shm/trainshim-*"));
+  const auto eight = ranks_sharing_batches(s, 64, 8, 4);
   ASSERT_EQ(eight.exit_code, 0) << eight.out;
   EXPECT_EQ(occurrences(eight.out, "shared 4 MiB\n"), 8) << eight.out;
   EXPECT_EQ(occurrences(eight.out, "rc=0\n"), 1) << eight.out;
   const uint64_t eighth = segment_bytes(8, 8192, 1024, 512);
   const int recording =
-      occurrences(eight.out, "this process records into " + fmt::format("{:.1f}", double(eighth) / (1 << 20)) +
-                                 " MiB instead of 24.5 MiB");
+      occurrences(eight.out, "this process records into " + mib_text(eighth) + " instead of 24.5 MiB");
   EXPECT_EQ(recording + occurrences(eight.out, "recording is off, the job runs unchanged"), 8) << eight.out;
   EXPECT_GE(recording, 4) << eight.out;
   EXPECT_EQ(occurrences(eight.out, "\n" + std::to_string(eighth) + "\n"), recording) << eight.out;
