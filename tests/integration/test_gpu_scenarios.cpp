@@ -101,13 +101,6 @@ json sync_site(const json& rank, const std::string& list, const std::string& fil
   return nullptr;
 }
 
-// Steps are numbered from 0; the first one may begin on a GPU idle since set-up.
-int gaps_after_the_first_step(const json& gaps) {
-  int count = 0;
-  for (const auto& gap : gaps) count += gap.at("step").get<int>() > 0;
-  return count;
-}
-
 // What a loaded machine may add between the sync's return in the shim and in the job's Python,
 // where the job starts measuring: a few of the scheduler's time slices.
 constexpr double kSchedulingSlackNs = 5e6;
@@ -222,26 +215,42 @@ TEST(GpuScenarios, ItemFollowedByHostWorkCostsItsBubbleAtThatLine) {
   ASSERT_TRUE(r.report.is_object());
   expect_timeline_covers_every_step(r.report, kSingle);
   const json& rank = entry_of(r.report, kSingle);
-  const double host_ns = mean(measured_ns(s, 0, "after_item"));
+  const std::vector<double> after_item = measured_ns(s, 0, "after_item");
+  const double host_ns = mean(after_item);
 
   const json site = sync_site(rank, "hidden_syncs", "gpu_item_bubble.py", item);
   ASSERT_FALSE(site.is_null()) << rank.at("hidden_syncs").dump(1);
   EXPECT_EQ(site.at("operation"), "Tensor.item()");
   EXPECT_EQ(site.at("calls"), kSteps);
-  EXPECT_TRUE(within_5_percent(site.at("bubble_ns_per_call").get<double>(), host_ns)) << site.dump(1);
+  // The bubble holds the host's work after item() (the next kernel is queued only after it), and a
+  // loaded machine may add to it only the simulated stream's late start of that kernel.
+  EXPECT_GE(site.at("bubble_ns_per_call").get<double>(), 0.95 * host_ns) << site.dump(1);
+  EXPECT_LE(site.at("bubble_ns_per_call").get<double>(), host_ns + kSchedulingSlackNs) << site.dump(1);
   EXPECT_NEAR(site.at("bubble_ns_per_call").get<double>() * kSteps, site.at("bubble_ns").get<double>(), kSteps)
       << site.dump(1);
 
   const json& gpu = rank.at("gpu");
-  EXPECT_TRUE(within_5_percent(gpu.at("idle_by_cause").at("sync").get<double>(), gpu.at("idle_share").get<double>()))
+  // The idle time charged to syncs holds each covered step's host work after item() (the steps'
+  // first 11 of 12); a loaded machine may add idle of other causes, never take this away.
+  const double covered = gpu.at("covered_steps");
+  const double sync_idle_ns = gpu.at("idle_ns_per_step").get<double>() * covered *
+                              gpu.at("idle_by_cause").at("sync").get<double>() / gpu.at("idle_share").get<double>();
+  EXPECT_GE(sync_idle_ns, 0.95 * std::accumulate(after_item.begin(), after_item.begin() + std::ptrdiff_t(covered), 0.0))
       << gpu.dump(1);
   EXPECT_EQ(gpu.at("idle_by_cause").at("data_loading"), 0.0) << gpu.dump(1);
-  EXPECT_GE(gaps_after_the_first_step(gpu.at("gaps")), 9) << gpu.at("gaps").dump(1);
+  // A bubble in every step after the first (the list holds the 10 largest gaps, of any step).
+  EXPECT_GE(gpu.at("gaps_above_threshold").get<double>(), covered - 1) << gpu.dump(1);
+  int item_gaps = 0;
   for (const auto& gap : gpu.at("gaps")) {
     if (gap.at("step") == 0) continue;  // the GPU idle while the job set up
+    // A loaded machine may hold the host back between two launches: a gap of its own cause, never
+    // another sync's or the loader's.
+    if (gap.at("cause") == "host") continue;
     EXPECT_EQ(gap.at("cause"), "sync") << gap.dump();
     EXPECT_TRUE(site_is(gap.at("site"), "gpu_item_bubble.py", item)) << gap.dump();
+    ++item_gaps;
   }
+  EXPECT_GE(item_gaps, 1) << gpu.at("gaps").dump(1);
   EXPECT_TRUE(findings_of(r.report, "data_starvation", kSingle).empty()) << r.report.at("findings").dump(1);
 }
 
