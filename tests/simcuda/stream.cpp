@@ -3,6 +3,8 @@
 // streams, because a profiler's findings about default-stream serialisation depend on it.
 #include "internal.h"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <thread>
 #include <unordered_map>
@@ -84,10 +86,18 @@ constexpr std::uint32_t kLegacyStreamId = 7;
 std::atomic<std::uint32_t> g_next_stream_id{13};
 
 // Leaked on purpose: workers outlive static destruction at exit.
-Handles& handles() {
+Handles*& handles_pointer() {
   static Handles* h = new Handles;
-  return *h;
+  return h;
 }
+
+Handles& handles() { return *handles_pointer(); }
+
+// A forked child has none of its parent's stream workers, and a lock a parent's thread held at the
+// fork stays held: it starts with no streams (each device's legacy stream made again at its first
+// use), as a real runtime is not usable across fork at all. The parent's are left, never freed.
+void renew_handles_in_child() { handles_pointer() = new Handles; }
+[[maybe_unused]] const int g_fork_handler = pthread_atfork(nullptr, nullptr, renew_handles_in_child);
 
 // Operation that holds its stream until `other` has run `ticket`.
 std::function<void()> wait_op(std::shared_ptr<Stream> other, std::uint64_t ticket) {
