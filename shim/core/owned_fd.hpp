@@ -20,13 +20,18 @@ inline OwnedFd own(int fd) {
   return {fd, st.st_dev, st.st_ino};
 }
 
+// Whether the descriptor is still open on the file the shim opened it on.
+inline bool still_owned(const OwnedFd& owned) {
+  struct stat st {};
+  return owned.fd >= 0 && fstat(owned.fd, &st) == 0 && st.st_dev == owned.device && st.st_ino == owned.inode;
+}
+
 // Forgets the descriptor (before closing it: a child forked meanwhile never closes a number reused
 // since), and closes it only if it still refers to the file the shim opened.
 inline void close_owned(OwnedFd& owned) {
   const OwnedFd was = owned;
   owned = {};
-  struct stat st {};
-  if (was.fd >= 0 && fstat(was.fd, &st) == 0 && st.st_dev == was.device && st.st_ino == was.inode) close(was.fd);
+  if (still_owned(was)) close(was.fd);
 }
 
 }  // namespace trainshim::shim

@@ -1,7 +1,6 @@
 #include "soft_read.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -25,27 +24,28 @@ struct OwnMemory {
 
 std::atomic<const OwnMemory*> g_own_memory{nullptr};
 
-bool still_ours(const OwnMemory& memory, pid_t self) {
-  struct stat st {};
-  return memory.pid == self && fstat(memory.file.fd, &st) == 0 && st.st_dev == memory.file.device &&
-         st.st_ino == memory.file.inode;
+bool still_ours(const OwnMemory& memory, pid_t self) { return memory.pid == self && still_owned(memory.file); }
+
+// Opens this process's memory file; -1 where it cannot be read (no /proc, or a sandbox's /proc
+// that lacks it): a known byte is read back.
+int open_own_memory() {
+  const int fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  static const char known = 1;
+  char copy = 0;
+  if (pread(fd, &copy, 1, off_t(reinterpret_cast<uintptr_t>(&known))) == 1 && copy == known) return fd;
+  close(fd);
+  return -1;
 }
 
 // This process's memory file, opened again when the one held is not this process's (a forked
 // child's inherited one reads its parent's memory) or, with `verify`, no longer open on it (the
-// program closed it, and may have reused the number); -1 without /proc.
+// program closed it, and may have reused the number); -1 where it cannot be read, which is kept
+// too, so that each reader does not try again.
 int own_memory_fd(pid_t self, bool verify) {
   const OwnMemory* held = g_own_memory.load(std::memory_order_acquire);
-  if (held && held->pid == self && (!verify || still_ours(*held, self))) return held->file.fd;
-  const int fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  // A memory file that cannot be read (a sandbox's /proc may lack it) is not used.
-  static const char known = 1;
-  char copy = 0;
-  if (pread(fd, &copy, 1, off_t(reinterpret_cast<uintptr_t>(&known))) != 1 || copy != known) {
-    close(fd);
-    return -1;
-  }
+  if (held && held->pid == self && (held->file.fd < 0 || !verify || still_ours(*held, self))) return held->file.fd;
+  const int fd = open_own_memory();
   const auto* opened = new OwnMemory{own(fd), self};
   if (g_own_memory.compare_exchange_strong(held, opened, std::memory_order_acq_rel)) {
     // A parent's, inherited by this child: closed here (only while it is still the file opened).
@@ -59,7 +59,7 @@ int own_memory_fd(pid_t self, bool verify) {
   OwnedFd mine = opened->file;
   close_owned(mine);
   delete opened;
-  return held && still_ours(*held, self) ? held->file.fd : -1;
+  return held && held->pid == self && (held->file.fd < 0 || still_ours(*held, self)) ? held->file.fd : -1;
 }
 
 }  // namespace
