@@ -221,9 +221,19 @@ CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timi
   for (std::size_t i = 0; i < waits.size(); ++i) waits[i].rank = dir.ranks[i];
   out.communicators = static_cast<int64_t>(dir.communicators.size());
 
-  // Each communicator's first collective: its ranks arrive there as they finish starting up.
+  // Each communicator's steady collectives: the later half of its sequence numbers. Its ranks
+  // arrive at the first ones as they finish starting up, and the first step's lazy set-up (a
+  // library's first use, memory pools, a bucket rebuild) can hold one rank for seconds once.
   std::vector<uint32_t> first_sequence(dir.communicators.size(), std::numeric_limits<uint32_t>::max());
-  for (const Pair& p : pairs) first_sequence[p.comm_index] = std::min(first_sequence[p.comm_index], p.sequence);
+  std::vector<uint32_t> last_sequence(dir.communicators.size(), 0);
+  for (const Pair& p : pairs) {
+    first_sequence[p.comm_index] = std::min(first_sequence[p.comm_index], p.sequence);
+    last_sequence[p.comm_index] = std::max(last_sequence[p.comm_index], p.sequence);
+  }
+  auto steady = [&](const Pair& p) {
+    const uint32_t first = first_sequence[p.comm_index];
+    return p.sequence != first && p.sequence - first >= (last_sequence[p.comm_index] - first + 1) / 2;
+  };
 
   // Who was last, and the wait it imposed, per matched pair; besides, what it imposed after start-up.
   auto others_mean = [&](const Pair& p, uint32_t size) { return (p.sum_ns - int64_t(size) * p.min_ns) / (size - 1); };
@@ -239,7 +249,7 @@ CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timi
     RankWaits& last = waits[p.min_rank_index];
     ++last.last_count;
     last.imposed_ns += others_mean(p, size);
-    if (p.sequence != first_sequence[p.comm_index]) steady_imposed[p.min_rank_index] += others_mean(p, size);
+    if (steady(p)) steady_imposed[p.min_rank_index] += others_mean(p, size);
   }
 
   // Pass 2: every member's wait in the matched pairs. Each member's bit, set by pass 1, is cleared

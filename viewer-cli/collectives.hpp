@@ -54,8 +54,9 @@ struct CollectiveAnalysis {
   int64_t inconsistent = 0;
   std::vector<RankWaits> ranks;  // sorted by rank; every rank seen, even with no matched collective
   // The rank whose lateness causes most of the waiting, -1 when none. It is judged on the waits
-  // after start-up: each communicator's first collective is left out (the ranks arrive there as
-  // they finish starting up, one-off skew that no step repeats). Among the ranks, the one with the
+  // after start-up: on the later half of each communicator's collectives, never its first (the
+  // ranks arrive at the first ones as they finish starting up, and the first step's lazy set-up
+  // can hold one rank for seconds: one-off skew that no step repeats). Among the ranks, the one with the
   // largest imposed_ns so counted (ties: the lowest rank) is the straggler when all of:
   //   1. its imposed_ns is at least half of all ranks' imposed_ns together (it causes most of it);
   //   2. its imposed_ns is at least kStragglerDominance times every other rank's (no rival);

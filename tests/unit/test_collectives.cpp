@@ -158,6 +158,33 @@ TEST(Collectives, StartUpSkewAtTheFirstCollectiveNeitherMakesNorHidesAStraggler)
   EXPECT_EQ(b.straggler, -1);
 }
 
+// The first step's lazy set-up held one rank once, for longer than the straggler's lateness over
+// the whole run (the real PyTorch demo under load: rank 0 came 2.7 s late to the first step's third
+// all-reduce): the straggler is judged on the later half of the collectives and is still named.
+TEST(Collectives, AOneOffHoldUpInTheFirstStepsNeitherMakesNorHidesAStraggler) {
+  // 1: DDP's broadcast; then 22 steps of two all-reduces, rank 1 100 ms late to each step's first.
+  std::vector<CollectiveTiming> held_once;
+  for (uint32_t seq = 1; seq <= 45; ++seq)
+    for (int32_t rank = 0; rank < 2; ++rank) {
+      int64_t lateness = seq % 2 == 0 ? 100 * kMs : 0;
+      int32_t late = 1;
+      if (seq == 4) late = 0, lateness = 2700 * kMs;
+      held_once.push_back(timing(rank, 7, 2, seq, rank == late ? kBase : kBase + lateness));
+    }
+  const CollectiveAnalysis a = analyze_collectives(held_once);
+  EXPECT_EQ(of(a, 0).imposed_ns, 2700 * kMs) << "still reported";
+  EXPECT_EQ(a.straggler, 1);
+
+  // Balanced ranks that take turns by 50 us, one held 2.7 s once in the first steps: no straggler.
+  std::vector<CollectiveTiming> balanced;
+  for (uint32_t seq = 1; seq <= 45; ++seq)
+    for (int32_t rank = 0; rank < 2; ++rank) {
+      const int64_t lateness = seq == 4 ? 2700 * kMs : 50 * kUs;
+      balanced.push_back(timing(rank, 7, 2, seq, rank == int32_t(seq % 2) ? kBase : kBase + lateness));
+    }
+  EXPECT_EQ(analyze_collectives(balanced).straggler, -1);
+}
+
 TEST(Collectives, IncompletePairsAreCountedAndLeftOut) {
   std::vector<CollectiveTiming> v;
   for (uint32_t seq = 1; seq <= 5; ++seq)
