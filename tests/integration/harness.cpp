@@ -41,6 +41,8 @@ Scratch::Scratch() {
   std::string name = info->name();
   for (char& c : name)
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  // trainshim cuts a job id to 100 characters: the pid and counter that make it unique must stay.
+  if (name.size() > 72) name = name.substr(0, 36) + name.substr(name.size() - 36);
   job = "it_" + name + "_" + std::to_string(getpid()) + "_" + std::to_string(counter++);
   dir = (std::filesystem::temp_directory_path() / job).string();
   std::filesystem::create_directories(dir);

@@ -333,6 +333,31 @@ TEST(Sampler, ASandboxThatKillsAtProcessVmReadvNeitherKillsTheJobNorHidesItsStac
   EXPECT_GT(in_deep, samples / 2);
 }
 
+// A main thread that pthread_exit()s leaves a zombie (round 2's zombiemain): its workers are
+// sampled, and the process ends when one of them exit()s.
+TEST(Sampler, WorkersOfAMainThreadThatExitedAreSampledAndTheProcessEndsWithThem) {
+  Scratch s;
+  Outcome outcome;
+  // A process held up at its exit would be ended by timeout, with status 124.
+  const Segment segment =
+      run_and_read(s, shim_env(s, "1000") + "timeout 60 " + program("sampler_prog") + " main_exits 300", &outcome);
+  ASSERT_TRUE(segment.found);
+  EXPECT_EQ(segment.sampler, SamplerState::On);
+  EXPECT_EQ(segment.of(ApiClass::Sync).size(), 5u) << "the main thread's call and each worker's";
+  std::set<uint32_t> workers;
+  std::istringstream lines(outcome.out);
+  for (std::string line; std::getline(lines, line);)
+    if (line.starts_with("worker ")) workers.insert(uint32_t(std::stoul(line.substr(7))));
+  ASSERT_EQ(workers.size(), 4u) << outcome.out;
+  for (const uint32_t worker : workers) {
+    SCOPED_TRACE(worker);
+    int asleep = 0;
+    for (const EventRecord& r : segment.samples_of(worker))
+      if (sample_state(r) == 'S' && sample_syscall(r) == SYS_clock_nanosleep) ++asleep;
+    EXPECT_GT(asleep, 0) << "sampled while the main thread was gone";
+  }
+}
+
 class SamplerPython : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SamplerPython, EachThreadIsSampledWithItsOwnStack) {
@@ -437,6 +462,123 @@ TEST_P(SamplerPython, UnnamedWorkersAreCountedByTheLoopTheyRun) {
   }
   EXPECT_EQ(most_alive, 2u);
   EXPECT_EQ(seen, 2u);
+}
+
+// Calls from subinterpreters that are created and destroyed while the sampler reads the main
+// thread (round 2's pysubinterp): every call is recorded. Their frames are the subinterpreter's own
+// where CPython binds the thread to the interpreter it runs (3.12 on); 3.10 and 3.11 bind it to the
+// main interpreter alone, whose frames end at the call that runs the subinterpreter's code.
+TEST_P(SamplerPython, CallsFromSubinterpretersAreRecordedWithTheFramesOfTheirThread) {
+  Scratch s;
+  const std::string script = std::string(Paths::source) + "/tests/python/subinterpreters.py";
+  const Outcome outcome = run(shim_env(s, "200") + GetParam() + " " + script + " 2>&1");
+  if (GetParam().ends_with("python3.12")) {
+    // 3.12's subinterpreters refuse ctypes (its own message), and the job goes on to its end.
+    EXPECT_EQ(outcome.exit_code, 3) << outcome.out;
+    EXPECT_NE(outcome.out.find("does not support loading in subinterpreters"), std::string::npos) << outcome.out;
+    EXPECT_TRUE(collector::list_segments(getuid(), s.job).empty()) << "no CUDA call was made";
+    return;
+  }
+  ASSERT_EQ(outcome.exit_code, 0) << outcome.out;
+  EXPECT_EQ(printed(outcome.out, "rounds"), "5");
+  const auto segments = collector::list_segments(getuid(), s.job);
+  ASSERT_EQ(segments.size(), 1u) << outcome.out;
+  const Segment segment = read_segment(segments[0]);
+  const bool own_frames = !GetParam().ends_with("python3.10") && !GetParam().ends_with("python3.11");
+  const int copy_line = marked_line(script, "# COPY subinterpreter");
+  const auto copies = segment.of(ApiClass::Copy);
+  EXPECT_EQ(copies.size(), 1000u);
+  for (const EventRecord& r : copies) {
+    ASSERT_NE(r.python_stack, 0u);
+    const std::vector<Frame>& stack = segment.stacks.at(r.python_stack);
+    if (own_frames) {
+      // deep 11 times (levels 10 to 0), then the code's module; its lines count from the quotes.
+      ASSERT_EQ(stack.size(), 12u);
+      EXPECT_EQ(stack[0].function, "deep");
+      EXPECT_EQ(stack[0].line, copy_line - marked_line(script, "CODE = \"\"\"") + 1);
+      EXPECT_EQ(stack[10].function, "deep");
+      EXPECT_EQ(stack[11].function, "<module>");
+    } else {
+      ASSERT_EQ(stack.size(), 2u);
+      EXPECT_TRUE(stack[0].file.ends_with("subinterpreters.py"));
+      EXPECT_EQ(stack[0].function, "main");
+      EXPECT_EQ(stack[0].line, marked_line(script, "# RUN subinterpreter"));
+      EXPECT_EQ(stack[1].function, "<module>");
+    }
+  }
+}
+
+// The interpreter finalizes while 8 daemon threads copy in a loop 30 frames deep, sampled 1000
+// times a second (round 2's pyfinal): the process ends as it would without trainshim, every time.
+TEST_P(SamplerPython, TheInterpreterFinalizingUnderThreadsInCudaCallsEndsTheProcessCleanly) {
+  const std::string script = std::string(Paths::source) + "/tests/python/sampler_lifecycle.py";
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(round);
+    Scratch s;
+    const Segment segment = run_and_read(s, shim_env(s, "1000") + GetParam() + " " + script + " finalize 2>&1");
+    ASSERT_TRUE(segment.found);
+    EXPECT_EQ(segment.sampler, SamplerState::On);
+    EXPECT_GT(segment.of(ApiClass::Copy).size(), 1u);
+  }
+}
+
+// Threads started and joined in batches of 16 for a second, each making one copy, sampled 1000
+// times a second (round 2's pysampler churn): every copy is recorded, each with its thread's frame.
+TEST_P(SamplerPython, ThreadsComingAndGoingAreEachRecorded) {
+  Scratch s;
+  const std::string script = std::string(Paths::source) + "/tests/python/sampler_lifecycle.py";
+  Outcome outcome;
+  const Segment segment = run_and_read(s, shim_env(s, "1000") + GetParam() + " " + script + " churn 1", &outcome);
+  ASSERT_TRUE(segment.found);
+  const auto copies = segment.of(ApiClass::Copy);
+  EXPECT_EQ(std::to_string(copies.size()), printed(outcome.out, "copies"));
+  std::set<uint32_t> threads;
+  for (const EventRecord& r : copies) {
+    threads.insert(r.tid);
+    ASSERT_NE(r.python_stack, 0u);
+    const std::vector<Frame> user = from_file(segment.stacks.at(r.python_stack), "sampler_lifecycle.py");
+    ASSERT_FALSE(user.empty());
+    EXPECT_EQ(user[0].function, "copy");
+  }
+  EXPECT_GT(threads.size(), 16u);
+}
+
+// A plugin host that finalizes the interpreter it embeds and unloads its library (round 2's
+// pyunload): the calls made through it carry its frames, and the host's later calls are recorded
+// with none, nothing read from the library that was unloaded.
+TEST_P(SamplerPython, AHostThatUnloadsItsEmbeddedPythonRunsOnAndIsRecorded) {
+  Scratch s;
+  const Outcome found =
+      run(GetParam() + " -c \"import os, sysconfig; print(os.path.join(sysconfig.get_config_var('LIBDIR'), "
+                       "sysconfig.get_config_var('INSTSONAME')))\"");
+  ASSERT_EQ(found.exit_code, 0) << found.out;
+  const std::string library = found.out.substr(0, found.out.find('\n'));
+  ASSERT_TRUE(std::filesystem::exists(library)) << library << ": the interpreter's shared library (libpython3-dev)";
+  const std::string script = std::string(Paths::source) + "/tests/python/embedded.py";
+  Outcome outcome;
+  const Segment segment = run_and_read(
+      s, shim_env(s, "200") + program("embedded_python_prog") + " " + library + " " + script + " 2>&1", &outcome);
+  ASSERT_TRUE(segment.found);
+  EXPECT_NE(outcome.out.find("survived\n"), std::string::npos) << outcome.out;
+  // The shim pinned the library whose functions it resolved: what it keeps of them stays valid.
+  EXPECT_NE(outcome.out.find("unloaded mapped=yes\n"), std::string::npos) << outcome.out;
+  EXPECT_EQ(segment.sampler, SamplerState::On);
+  const auto copies = segment.of(ApiClass::Copy);
+  ASSERT_EQ(copies.size(), 70u);
+  const int line = marked_line(script, "# COPY embedded");
+  for (std::size_t i = 0; i < copies.size(); ++i) {
+    SCOPED_TRACE(i);
+    if (i < 20) {
+      ASSERT_NE(copies[i].python_stack, 0u);
+      const std::vector<Frame> user = from_file(segment.stacks.at(copies[i].python_stack), "embedded.py");
+      ASSERT_GE(user.size(), 3u);
+      EXPECT_EQ(user[0].function, "copies");
+      EXPECT_EQ(user[0].line, line);
+      EXPECT_EQ(user[1].function, "main");
+    } else {
+      EXPECT_EQ(copies[i].python_stack, 0u);
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Interpreters, SamplerPython,

@@ -10,8 +10,13 @@
 //   sampler_prog fork MS        cudaSetDevice(1) (SIMCUDA_DEVICES=2 or more), one recorded call, then forks a
 //                               child that makes one recorded call (its own recording, device 0) and sleeps
 //                               MS ms; prints "child PID"; the parent sleeps MS ms and waits for it
+//   sampler_prog main_exits MS  one recorded call, then 4 threads that make one recorded call each, print
+//                               "worker TID" and sleep; the main thread pthread_exit()s at once; the first
+//                               worker exit()s the process MS ms later (the runtime's own threads would
+//                               keep a process whose last worker returned alive, as the real runtime's do)
 #include <cuda_runtime_api.h>
 #include <dirent.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -74,6 +79,19 @@ pid_t child(const char* name, long cpu_ms, int ready) {
 }
 
 void recorded_call() { CHECK(cudaDeviceSynchronize()); }
+
+long g_worker_ms = 0;
+
+void* worker_of_exited_main(void* first) {
+  recorded_call();
+  static pthread_mutex_t print = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&print);
+  std::printf("worker %ld\n", long(syscall(SYS_gettid)));
+  std::fflush(stdout);
+  pthread_mutex_unlock(&print);
+  sleep_ms(first ? g_worker_ms : 100 * g_worker_ms);
+  std::exit(0);
+}
 
 }  // namespace
 
@@ -139,6 +157,14 @@ int main(int argc, char** argv) {
     int status = 0;
     waitpid(pid, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return 5;
+  } else if (mode == "main_exits") {
+    recorded_call();
+    g_worker_ms = ms;
+    for (int i = 0; i < 4; ++i) {
+      pthread_t worker;
+      if (pthread_create(&worker, nullptr, worker_of_exited_main, i == 0 ? &g_worker_ms : nullptr) != 0) return 3;
+    }
+    pthread_exit(nullptr);
   } else {
     return 2;
   }
