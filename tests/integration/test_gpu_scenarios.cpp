@@ -321,8 +321,13 @@ INSTANTIATE_TEST_SUITE_P(Precisions, GpuGemmPrecision, ::testing::Values("fp32",
 
 // (d) Two equal ranks, each step's upload from pinned memory, each step's event waited for two
 // steps later: the GPU always has work queued. No gap after the first step, no starvation, and
-// the late sync costs no GPU time worth a gap.
+// the late sync costs no GPU time worth a gap. A loaded machine idles the simulated GPU two ways:
+// its stream's worker thread, on the same cores, starts the next queued work late (up to
+// kSchedulingSlackNs), and a host stalled for longer than the two steps queued (14 ms of kernels)
+// leaves it nothing to run. A longer gap is allowed once per stall the job measured between two
+// steps' last enqueued calls, and never longer than that stall.
 TEST(GpuScenarios, ABalancedWellFedJobHasNoIdleFinding) {
+  constexpr double kQueuedNs = 14e6;
   Scratch s;
   const std::string script = job_script("gpu_balanced.py");
   const JobRun r = run_job(s, two_ranks("gpu_balanced.py"));
@@ -332,17 +337,36 @@ TEST(GpuScenarios, ABalancedWellFedJobHasNoIdleFinding) {
     SCOPED_TRACE("rank " + std::to_string(rank));
     expect_timeline_covers_every_step(r.report, rank);
     const json& entry = rank_entry(r.report, rank);
+    std::vector<double> periods = measured_ns(s, rank, "period");
+    periods.erase(periods.begin());  // the first step's: from the loop's start, on an idle GPU
+    std::size_t stalls = 0;
+    double stalled_ns = 0;
+    for (const double period : periods)
+      if (period > kQueuedNs) ++stalls, stalled_ns += period;
+    const double longest = *std::max_element(periods.begin(), periods.end());
     // Only the first step can start on an idle GPU (steps are numbered from 0).
-    for (const auto& gap : entry.at("gpu").at("gaps")) EXPECT_EQ(gap.at("step"), 0) << gap.dump();
+    std::size_t stalled_gaps = 0;
+    for (const auto& gap : entry.at("gpu").at("gaps")) {
+      const double duration = gap.at("duration_ns");
+      if (gap.at("step") == 0 || duration <= kSchedulingSlackNs) continue;
+      ++stalled_gaps;
+      EXPECT_LE(duration, longest) << gap.dump();
+    }
+    EXPECT_LE(stalled_gaps, stalls) << entry.at("gpu").at("gaps").dump(1);
     const json site =
         sync_site(entry, "explicit_syncs", "gpu_balanced.py", marked_line(script, "# PLANTED earlier_step"));
     ASSERT_FALSE(site.is_null()) << entry.at("explicit_syncs").dump(1);
     EXPECT_EQ(site.at("calls"), kSteps - 2);
     // The GPU had the next step queued when the sync returned: what idle follows a return is the
-    // simulated stream's worker waking up late on a loaded machine, never a gap worth reporting.
-    EXPECT_LT(site.at("bubble_ns_per_call").get<double>(), entry.at("gpu").at("gap_threshold_ns").get<double>())
+    // simulated stream's worker waking up late on a loaded machine, never a gap worth reporting,
+    // or the host's own stalls.
+    const double calls = site.at("calls");
+    EXPECT_LT(site.at("bubble_ns_per_call").get<double>() * calls,
+              entry.at("gpu").at("gap_threshold_ns").get<double>() * calls + stalled_ns)
         << site.dump(1);
-    EXPECT_TRUE(findings_of(r.report, "data_starvation", rank).empty()) << r.report.at("findings").dump(1);
+    // A stalled host's gap ends at the next batch's upload: starvation, within what the job measured.
+    for (const json& starving : findings_of(r.report, "data_starvation", rank))
+      EXPECT_LE(starving.at("cost_ns").get<double>(), stalled_ns) << starving.dump(1);
     EXPECT_TRUE(findings_of(r.report, "fp32_gemm", rank).empty()) << r.report.at("findings").dump(1);
   }
 }

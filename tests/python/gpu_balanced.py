@@ -4,12 +4,14 @@ Two ranks (scripts/simrun -n 2) do the same work each step: the batch's upload f
 (cudaMemcpyAsync), 7 ms of bf16 GEMM kernels, an all-reduce, and an event recorded at the step's
 end. The host waits for the event of two steps before (cudaEventSynchronize, as a training loop
 that logs its loss late), so the GPU always has a whole step queued, even when the machine is
-so loaded that the host stalls for a few milliseconds.
+so loaded that the host stalls for a few milliseconds. Where the machine stalls it for longer
+than the GPU has queued (two steps: 14 ms of kernels), the GPU does go idle: the job measures its
+host time from one step's last enqueued call to the next one's ("period"), which bounds any gap.
 """
 import ctypes
 import os
 
-from gpu_plant import BF16_GEMMS, Kernel, all_reduce
+from gpu_plant import BF16_GEMMS, Intervals, Kernel, all_reduce
 from sim import H2D, check, cuda, world_communicator
 
 STEPS = int(os.environ.get("GPU_STEPS", "12"))
@@ -30,16 +32,21 @@ def main():
     step_done = [ctypes.c_void_p() for _ in range(LAG + 1)]
     for event in step_done:
         check(cuda.cudaEventCreate(ctypes.byref(event)), "cudaEventCreate")
+    measured = Intervals("GPU_PLANT_OUT")
+    measured.start("period")
     for step in range(STEPS):
         check(cuda.cudaMemcpyAsync(batch, pinned, ctypes.c_size_t(BATCH_BYTES), H2D, stream), "upload")
         forward.launch(stream, FORWARD_US)
         backward.launch(stream, BACKWARD_US)
         all_reduce(comm, gradients.value, GRADIENTS, stream.value)
         check(cuda.cudaEventRecord(step_done[step % (LAG + 1)], stream), "cudaEventRecord")
+        measured.stop("period")
+        measured.start("period")
         if step >= LAG:
             earlier = step_done[(step - LAG) % (LAG + 1)]
             check(cuda.cudaEventSynchronize(earlier), "earlier step")  # PLANTED earlier_step
     check(cuda.cudaStreamSynchronize(stream), "end")
+    measured.write(rank)
     check(cuda.ncclCommDestroy(comm), "ncclCommDestroy")
     print(f"rank {rank}: {STEPS} steps")
 
