@@ -98,9 +98,10 @@ struct TaskFiles {
   OwnedFd syscall;
   OwnedFd schedstat;
   python::ThreadHint python;  // where its Python thread state was found
-  // The stack of its last sample, read while it slept, and the count of its runs then: while the
-  // count stays the same the thread has not run since, its stack is that one.
+  // The stack and system call of its last sample, read while it slept, and the count of its runs
+  // then: while the count stays the same the thread has not run since, they are those.
   uint32_t asleep_stack = 0;
+  uint64_t asleep_call = 0;
   uint64_t asleep_runs = UINT64_MAX;
 };
 
@@ -144,17 +145,20 @@ void close_files(TaskFiles& files) {
   files.asleep_runs = UINT64_MAX;
 }
 
-// False when the thread is gone (its task directory no longer exists).
-bool open_descriptors(TaskFiles& files, uint32_t tid) {
-  close_descriptors(files);
+OwnedFd open_task_file(uint32_t tid, const char* name) {
   char path[64];
-  std::snprintf(path, sizeof path, "/proc/self/task/%u/stat", tid);
-  files.stat = own(open(path, O_RDONLY | O_CLOEXEC));
+  std::snprintf(path, sizeof path, "/proc/self/task/%u/%s", tid, name);
+  return own(open(path, O_RDONLY | O_CLOEXEC));
+}
+
+// False when the thread is gone (its task directory no longer exists). Without `with_syscall` the
+// syscall file is left to read_task, which needs it only for a thread that ran since it slept.
+bool open_descriptors(TaskFiles& files, uint32_t tid, bool with_syscall = true) {
+  close_descriptors(files);
+  files.stat = open_task_file(tid, "stat");
   if (files.stat.fd < 0 && errno == ENOENT && access("/proc/self/task", F_OK) == 0) return false;
-  std::snprintf(path, sizeof path, "/proc/self/task/%u/syscall", tid);
-  files.syscall = own(open(path, O_RDONLY | O_CLOEXEC));
-  std::snprintf(path, sizeof path, "/proc/self/task/%u/schedstat", tid);
-  files.schedstat = own(open(path, O_RDONLY | O_CLOEXEC));
+  if (with_syscall) files.syscall = open_task_file(tid, "syscall");
+  files.schedstat = open_task_file(tid, "schedstat");
   return true;
 }
 
@@ -204,8 +208,6 @@ bool stayed_asleep(void* context) {
   return check->confirmed;
 }
 
-// The thread's state letter (0: unknown) and the system call it is blocked in + 1 (0: running,
-// in user space, or unknown). False when the thread is gone.
 // The state letter from a stat file; 0 when unknown, -1 when the thread is gone.
 int read_state(int fd) {
   if (fd < 0) return 0;
@@ -218,13 +220,23 @@ int read_state(int fd) {
   return end && end[1] == ' ' && std::isalpha(static_cast<unsigned char>(end[2])) ? end[2] : 0;
 }
 
-bool read_task(const TaskFiles& files, char& state, uint64_t& call) {
+// The thread's state letter (0: unknown) and the system call it is blocked in + 1 (0: running,
+// in user space, or unknown). False when the thread is gone. `asleep_since`: the thread has not
+// run since a sample found it asleep (its runs counted the same): still asleep, it is in the
+// system call it was in then, which is not read again.
+bool read_task(TaskFiles& files, char& state, uint64_t& call, bool asleep_since) {
   char text[512];
   state = 0;
   call = 0;
+  int before = read_state(files.stat.fd);
+  if (asleep_since && (before == 'S' || before == 'D')) {
+    state = char(before);
+    call = files.asleep_call;
+    return true;
+  }
+  if (files.syscall.fd < 0 && !files.held && before > 0) files.syscall = open_task_file(files.tid, "syscall");
   // A thread that woke between the two reads would be "sleeping" in no system call: its state is
   // then read again after the system call, and both once more if it changed.
-  int before = read_state(files.stat.fd);
   for (int attempt = 0; attempt < 2 && before >= 0; ++attempt) {
     call = 0;
     // A running (or runnable) thread is blocked in no system call: its syscall file is not read.
@@ -262,11 +274,12 @@ char sample_thread(Sampler& s, TaskFiles& files, uint32_t tid, uint64_t pthread,
   // Read before the state: a thread sleeping when the state is read, and put on no processor from
   // this count until after its frames were read, did not run while they were read.
   const uint64_t runs_before = s.python ? runs(files) : UINT64_MAX;
-  gone = !read_task(files, state, call);
+  const bool unchanged = runs_before != UINT64_MAX && runs_before == files.asleep_runs;
+  gone = !read_task(files, state, call, unchanged);
   if (gone) return 0;
   const bool asleep = (state == 'S' || state == 'D') && runs_before != UINT64_MAX;
   uint32_t stack = 0;
-  if (asleep && runs_before == files.asleep_runs) {
+  if (asleep && unchanged) {
     stack = files.asleep_stack;
   } else if (s.python) {
     python::RawFrame frames[kMaxPythonFrames];
@@ -282,6 +295,7 @@ char sample_thread(Sampler& s, TaskFiles& files, uint32_t tid, uint64_t pthread,
     }
     files.asleep_runs = !torn && check.confirmed ? runs_before : UINT64_MAX;
     files.asleep_stack = stack;
+    files.asleep_call = call;
   }
   const uint64_t end = ticks();
   s.recorder->record_about(tid, [&](EventRecord& r) {
@@ -312,7 +326,7 @@ bool alone(const Sampler& s) {
     const bool there = open_files(files, tid);
     char state = 0;
     uint64_t call = 0;
-    if (there && read_task(files, state, call) && state != 'Z' && state != 'X') others = true;
+    if (there && read_task(files, state, call, false) && state != 'Z' && state != 'X') others = true;
     close_files(files);
     if (others) break;
   }
@@ -589,7 +603,7 @@ bool tick(Sampler& s) {
         ++s.held_threads;
       }
     }
-    if (tid && !files.held && !gone) gone = !open_descriptors(files, tid);
+    if (tid && !files.held && !gone) gone = !open_descriptors(files, tid, false);
     if (tid && !gone) sample_thread(s, files, tid, pthreads[i], false, gone);
     if (!files.held) close_descriptors(files);
     if (tid && gone) {
