@@ -9,7 +9,8 @@ item      loss.item() at GPU-TIMELINE item, then 20 ms of host work before the n
           (measured up to that kernel's launch)
 fp32      matmuls in FP32 (TF32 off, torch's default)
 bf16      the same matmuls under torch.autocast(dtype=torch.bfloat16)
-balanced  pinned batches uploaded non_blocking a step ahead, the loss read two steps late
+balanced  pinned batches uploaded non_blocking a step ahead, the loss read two steps late;
+          measures the host's time from each step's end to the next's
 profiler_first / profiler_later
           torch.profiler (CUDA activities) opened before the first CUDA call / after 20 steps;
           prints how many GPU kernels the profiler's own trace holds
@@ -165,12 +166,17 @@ def balanced():
     batches = [torch.randn(64, 4096).pin_memory() for _ in range(2)]
     next_input = batches[0].to(DEVICE, non_blocking=True)
     losses = []
+    ended = time.perf_counter()
     for step in range(STEPS):
         inputs = next_input
         next_input = batches[(step + 1) % 2].to(DEVICE, non_blocking=True)
         losses.append(gpu_work(weights, x, 10).float().mean() + inputs.mean())
         if len(losses) > 2:
             losses.pop(0).item()
+        # The host's time from one step's end to the next's: a step's GPU time while the host keeps
+        # up; more where the host fell behind, which only then lets the GPU's queue run dry.
+        measure("period", time.perf_counter() - ended)
+        ended = time.perf_counter()
     torch.cuda.synchronize()
 
 

@@ -3,8 +3,6 @@
 // GPU start and end timestamps when it runs.
 #include "internal.h"
 
-#include <time.h>
-
 #include <atomic>
 
 namespace simcuda {
@@ -19,10 +17,10 @@ thread_local const std::uint64_t tls_thread = g_next_thread++;
 thread_local bool tls_sharing = false;
 thread_local std::uint32_t tls_shared_correlation = 0;
 
-std::uint64_t monotonic_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<std::uint64_t>(ts.tv_nsec);
+// The GPU clock (gpu_now) in CLOCK_MONOTONIC's ns: steady_clock is CLOCK_MONOTONIC on Linux.
+std::uint64_t gpu_ns() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(gpu_now().time_since_epoch()).count());
 }
 
 std::uint32_t correlation_for_call() {
@@ -57,9 +55,9 @@ std::function<void()> traced(const Stream& s, Traced t, std::function<void()> op
   t.activity.correlation = correlation_for_call();
   t.activity.launching_thread = tls_thread;
   return [t = std::move(t), op = std::move(op)]() mutable {
-    t.activity.start_ns = monotonic_ns();
+    t.activity.start_ns = gpu_ns();
     op();
-    t.activity.end_ns = monotonic_ns();
+    t.activity.end_ns = gpu_ns();
     // CUPTI may have been finalized while the operation was queued: then nobody takes the record.
     if (const simcudaActivitySink* now = g_sink.load(std::memory_order_acquire)) {
       t.activity.name = t.name.empty() ? nullptr : t.name.c_str();

@@ -67,9 +67,7 @@ double flops_per_ns(GemmMath math) {
   return 67e3;
 }
 
-void run_for(void* nanoseconds) {
-  std::this_thread::sleep_for(std::chrono::nanoseconds(reinterpret_cast<std::uintptr_t>(nanoseconds)));
-}
+void run_for(void* nanoseconds) { simcudaRunFor(reinterpret_cast<std::uintptr_t>(nanoseconds)); }
 
 }  // namespace
 

@@ -59,6 +59,21 @@ int currentDevice();
 // ---- streams and events (stream.cpp) ----
 using Clock = std::chrono::steady_clock;
 
+// The simulated GPU's clock. A GPU runs queued work back to back whatever its host's CPUs do;
+// here a stream's worker is a thread that a loaded machine deschedules, so the GPU's time is kept
+// apart from the wall clock it would otherwise lag: each operation starts when the one before it
+// on its stream ended or when it was enqueued, whichever is later, and a kernel of duration d
+// ends d later (the worker sleeps until then, or not at all when it is late). Only waits on what
+// lies outside the stream (a peer rank, a host function, another stream) move it further. Stamps
+// (events, activity records) are read from it. Outside a stream's worker: the wall clock.
+Clock::time_point gpu_now();
+// A kernel's run: the clock moves on by `d`, and the worker sleeps until the wall clock is there.
+void gpu_run_for(Clock::duration d);
+// After a wait on the wall clock (a peer, a host function): the clock is at least the wall clock.
+void gpu_caught_up();
+// After a wait for another stream's work or an event: the clock is at least that work's time.
+void gpu_at_least(Clock::time_point t);
+
 struct CaptureSequence;
 
 class Stream : public std::enable_shared_from_this<Stream> {
@@ -96,9 +111,18 @@ class Stream : public std::enable_shared_from_this<Stream> {
   std::uint32_t id_;
   std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
-  std::deque<std::function<void()>> queue_;
+  struct Queued {
+    Clock::time_point enqueued;
+    std::function<void()> op;
+  };
+  std::deque<Queued> queue_;
   std::uint64_t enqueued_ = 0, completed_ = 0;
   bool stopping_ = false;
+  // The GPU clock (gpu_now) where this stream's last completed operation ended.
+  std::atomic<Clock::rep> last_end_{0};
+
+ public:
+  Clock::time_point last_end() const { return Clock::time_point(Clock::duration(last_end_.load())); }
 };
 
 struct Event {

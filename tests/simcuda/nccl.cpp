@@ -476,6 +476,8 @@ void run_task(void* arg) {
   Task* t = static_cast<Task*>(arg);
   ncclComm* c = t->comm;
   if (!run_one(t)) c->async_error.store(c->aborted.load() ? ncclInvalidUsage : ncclRemoteError);
+  // It waited for its peers on the wall clock: the GPU's time is at least there.
+  simcudaCaughtUp();
   c->pending.fetch_sub(1);
   delete t;
 }

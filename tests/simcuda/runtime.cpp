@@ -760,6 +760,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
         return std::function<void()>([e, seq] {
           std::unique_lock lock(e->mu);
           e->cv.wait(lock, [&] { return e->done >= seq; });
+          gpu_at_least(e->stamp);
         });
       },
       &ticket);
@@ -801,9 +802,9 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
       seq = ++e->recorded;
       e->captured_in = 0;
     }
-    // The timestamp is taken when the stream's worker reaches the event, like the GPU does.
+    // The timestamp is the GPU's time when the stream's worker reaches the event, like the GPU's.
     return std::function<void()>([e, seq] {
-      auto now = Clock::now();
+      auto now = gpu_now();
       std::lock_guard lock(e->mu);
       if (seq > e->done) {
         e->done = seq;
@@ -874,11 +875,17 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
 // ---------------- host functions ----------------
 
 // cudaLaunchHostFunc: fn(userData) runs on the stream's worker in stream order, like the host
-// node the real runtime inserts; the simulated framework's kernels are launched this way.
+// node the real runtime inserts; the simulated framework's kernels are launched this way. The GPU
+// waits for it on the wall clock.
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
   if (!fn) return ret(cudaErrorInvalidValue);
   return submit(
-      stream, [fn, userData] { fn(userData); }, false);
+      stream,
+      [fn, userData] {
+        fn(userData);
+        gpu_caught_up();
+      },
+      false);
 }
 cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
   return cudaLaunchHostFunc(stream ? stream : cudaStreamPerThread, fn, userData);
@@ -889,7 +896,12 @@ cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t call
                                   unsigned int flags) {
   if (!callback || flags != 0) return ret(cudaErrorInvalidValue);
   return submit(
-      stream, [stream, callback, userData] { callback(stream, cudaSuccess, userData); }, false);
+      stream,
+      [stream, callback, userData] {
+        callback(stream, cudaSuccess, userData);
+        gpu_caught_up();
+      },
+      false);
 }
 
 // ---------------- simulation extensions ----------------
@@ -897,14 +909,19 @@ cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t call
 // A kernel named simcudaBusyKernel that runs for the given time.
 cudaError_t simcudaBusy(cudaStream_t stream, unsigned microseconds) {
   return submit(
-      stream, [microseconds] { std::this_thread::sleep_for(std::chrono::microseconds(microseconds)); }, false,
+      stream, [microseconds] { gpu_run_for(std::chrono::microseconds(microseconds)); }, false,
       kernel_activity("simcudaBusyKernel"));
 }
 
 cudaError_t simcudaEnqueue(cudaStream_t stream, void (*fn)(void* arg), void* arg) {
   if (!fn) return ret(cudaErrorInvalidValue);
   return submit(
-      stream, [fn, arg] { fn(arg); }, false);
+      stream,
+      [fn, arg] {
+        fn(arg);
+        simcuda::gpu_caught_up();
+      },
+      false);
 }
 
 cudaError_t simcudaEnqueueKernel(cudaStream_t stream, const char* deviceName, void (*fn)(void* arg), void* arg) {
@@ -912,5 +929,9 @@ cudaError_t simcudaEnqueueKernel(cudaStream_t stream, const char* deviceName, vo
   return submit(
       stream, [fn, arg] { fn(arg); }, false, kernel_activity(deviceName));
 }
+
+void simcudaRunFor(unsigned long long ns) { simcuda::gpu_run_for(std::chrono::nanoseconds(ns)); }
+
+void simcudaCaughtUp() { simcuda::gpu_caught_up(); }
 
 }  // extern "C"

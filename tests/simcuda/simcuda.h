@@ -24,13 +24,21 @@ cudaError_t simcudaSetKernelDuration(const void* func, unsigned long long ns);
 // cudaLaunchKernel takes as func. For programs without nvcc-generated code (Python via ctypes).
 cudaError_t simcudaRegisterKernel(const char* deviceName, unsigned long long ns, const void** hostFun);
 
-// Used by the simulated NCCL: runs fn(arg) on the stream's worker, in stream order. The host
-// call returns at once; fn owns arg.
+// Runs fn(arg) on the stream's worker, in stream order, as host work the GPU waits for (its clock
+// is at least the wall clock's after it). The host call returns at once; fn owns arg.
 cudaError_t simcudaEnqueue(cudaStream_t stream, void (*fn)(void* arg), void* arg);
 
 // The same, run as a kernel with this device (mangled) name: the simulated NCCL's collectives,
 // which the real NCCL launches as kernels through the driver (so no runtime launch call sees them).
+// Its time on the GPU is what fn says with simcudaRunFor and simcudaCaughtUp.
 cudaError_t simcudaEnqueueKernel(cudaStream_t stream, const char* deviceName, void (*fn)(void* arg), void* arg);
+
+// For an operation run by simcudaEnqueue or simcudaEnqueueKernel, the simulated GPU's clock (a
+// GPU's time is its own: work runs back to back whatever the host's CPUs do). simcudaRunFor: a
+// kernel's run of `ns`. simcudaCaughtUp: after a wait on something outside the GPU (a peer rank),
+// its time is at least the wall clock's.
+void simcudaRunFor(unsigned long long ns);
+void simcudaCaughtUp(void);
 
 #ifdef __cplusplus
 }

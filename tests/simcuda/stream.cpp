@@ -12,6 +12,30 @@
 
 namespace simcuda {
 
+namespace {
+thread_local bool tls_on_worker = false;
+thread_local Clock::time_point tls_gpu_clock{};
+}  // namespace
+
+Clock::time_point gpu_now() { return tls_on_worker ? tls_gpu_clock : Clock::now(); }
+
+void gpu_run_for(Clock::duration d) {
+  if (!tls_on_worker) {
+    std::this_thread::sleep_for(d);
+    return;
+  }
+  tls_gpu_clock += d;
+  std::this_thread::sleep_until(tls_gpu_clock);
+}
+
+void gpu_caught_up() {
+  if (tls_on_worker) tls_gpu_clock = std::max(tls_gpu_clock, Clock::now());
+}
+
+void gpu_at_least(Clock::time_point t) {
+  if (tls_on_worker) tls_gpu_clock = std::max(tls_gpu_clock, t);
+}
+
 void Stream::start() {
   // Detached: a program may exit without destroying its streams, and a joinable std::thread
   // destroyed at exit would terminate the process. The worker holds the Stream alive.
@@ -19,15 +43,18 @@ void Stream::start() {
 }
 
 void Stream::run() {
+  tls_on_worker = true;
   std::unique_lock lock(mu_);
   for (;;) {
     work_cv_.wait(lock, [&] { return !queue_.empty() || stopping_; });
     if (queue_.empty()) break;
     // The op stays queued (moved-from) while it runs so that cudaStreamQuery sees it.
-    std::function<void()> op = std::move(queue_.front());
+    std::function<void()> op = std::move(queue_.front().op);
+    tls_gpu_clock = std::max(queue_.front().enqueued, last_end());
     lock.unlock();
     op();
     op = nullptr;  // release captures outside the lock
+    last_end_.store(tls_gpu_clock.time_since_epoch().count());
     lock.lock();
     queue_.pop_front();
     ++completed_;
@@ -37,7 +64,7 @@ void Stream::run() {
 
 std::uint64_t Stream::push(std::function<void()> op) {
   std::lock_guard lock(mu_);
-  queue_.push_back(std::move(op));
+  queue_.push_back({Clock::now(), std::move(op)});
   work_cv_.notify_one();
   return ++enqueued_;
 }
@@ -101,7 +128,10 @@ void renew_handles_in_child() { handles_pointer() = new Handles; }
 
 // Operation that holds its stream until `other` has run `ticket`.
 std::function<void()> wait_op(std::shared_ptr<Stream> other, std::uint64_t ticket) {
-  return [other = std::move(other), ticket] { other->wait_ticket(ticket); };
+  return [other = std::move(other), ticket] {
+    other->wait_ticket(ticket);
+    gpu_at_least(other->last_end());
+  };
 }
 
 std::vector<std::shared_ptr<Stream>> streams_of(int device) {
