@@ -372,24 +372,28 @@ TEST_P(SamplerPython, EachThreadIsSampledWithItsOwnStack) {
   const int worker_line = marked_line(script, "# SAMPLED worker");
 
   int main_in_main_waits = 0, worker_in_worker_waits = 0;
+  uint32_t last_main_wait_tick = 0;
   for (const EventRecord& r : segment.samples_of(segment.pid)) {
     if (!r.python_stack) continue;
     const std::vector<Frame> user = from_file(segment.stacks.at(r.python_stack), "sampler_stacks.py");
     for (const Frame& f : user) EXPECT_NE(f.function, "worker_waits") << "the worker's frames on the main thread";
     if (!user.empty() && user[0].function == "main_waits") {
       ++main_in_main_waits;
+      last_main_wait_tick = sample_tick(r);
       EXPECT_EQ(user[0].line, main_line);
       ASSERT_EQ(user.size(), 3u);
       EXPECT_EQ(user[1].function, "main");
       EXPECT_EQ(user[2].function, "<module>");
     }
   }
+  std::vector<EventRecord> waiting;
   for (const EventRecord& r : segment.samples_of(worker)) {
     if (!r.python_stack) continue;
     const std::vector<Frame> user = from_file(segment.stacks.at(r.python_stack), "sampler_stacks.py");
     ASSERT_FALSE(user.empty());
     for (const Frame& f : user) EXPECT_NE(f.function, "main_waits") << "the main thread's frames on the worker";
     if (user[0].function == "worker_waits" && user[0].line == worker_line) {
+      waiting.push_back(r);
       ++worker_in_worker_waits;
       // Called by threading's Thread.run, not by the script.
       ASSERT_GE(user.size(), 2u);
@@ -397,6 +401,16 @@ TEST_P(SamplerPython, EachThreadIsSampledWithItsOwnStack) {
       EXPECT_TRUE(user[1].file.ends_with("threading.py")) << user[1].file;
     }
   }
+  // After its first sample there (entering the wait) and while the main thread still sleeps in
+  // main_waits (the event not yet set), the worker is blocked in the event's futex: asleep there in
+  // each sample, whether read again or known from a sample it did not run since.
+  int blocked = 0;
+  for (std::size_t i = 1; i < waiting.size() && sample_tick(waiting[i]) < last_main_wait_tick; ++i, ++blocked) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(sample_state(waiting[i]), 'S');
+    EXPECT_EQ(sample_syscall(waiting[i]), SYS_futex);
+  }
+  EXPECT_GT(blocked, 0);
   EXPECT_GT(main_in_main_waits, 0);
   EXPECT_GT(worker_in_worker_waits, 0);
   for (const EventRecord& r : segment.of(ApiClass::Sample))
