@@ -4,7 +4,9 @@ PyTorch code, run on the PyTorch stand-in (tests/torchlike). Each step: a 4 ms f
 `loss.item()` at the line marked PLANTED item, then GPU_HOST_MS (5) of host work (logging the
 value) before the 4 ms backward kernel is queued. The GPU sits idle from the forward kernel's end
 until the backward kernel: about 5 ms per call at the item() line, its bubble. The next step's
-forward kernel is queued behind the backward one, so that is the only gap.
+forward kernel is queued behind the backward one, so that is the only gap. The job measures,
+from item()'s return, the host's time to the backward kernel's launch ("before_launch": the bubble
+holds at least that) and to the launch's return ("after_item").
 """
 import os
 import time
@@ -33,7 +35,9 @@ def main():
         loss = weights.sum()
         value = loss.item()  # PLANTED item
         measured.start("after_item")
+        measured.start("before_launch")
         log_metrics(value)
+        measured.stop("before_launch")
         backward.launch(stream, KERNEL_US)
         measured.stop("after_item")
     torch.cuda.synchronize()

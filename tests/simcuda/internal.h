@@ -64,8 +64,9 @@ using Clock = std::chrono::steady_clock;
 // apart from the wall clock it would otherwise lag: each operation starts when the one before it
 // on its stream ended or when it was enqueued, whichever is later, and a kernel of duration d
 // ends d later (the worker sleeps until then, or not at all when it is late). Only waits on what
-// lies outside the stream (a peer rank, a host function, another stream) move it further. Stamps
-// (events, activity records) are read from it. Outside a stream's worker: the wall clock.
+// lies outside the stream (a peer rank, a host function, another stream's work or event) move it
+// further. Stamps (events, activity records) are read from it. Outside a stream's worker: the wall
+// clock.
 Clock::time_point gpu_now();
 // A kernel's run: the clock moves on by `d`, and the worker sleeps until the wall clock is there.
 void gpu_run_for(Clock::duration d);
