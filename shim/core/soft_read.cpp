@@ -24,7 +24,11 @@ struct OwnMemory {
 
 std::atomic<const OwnMemory*> g_own_memory{nullptr};
 
-bool still_ours(const OwnMemory& memory, pid_t self) { return memory.pid == self && still_owned(memory.file); }
+// The held memory file, if it is this process's and may be used: one that could not be opened is
+// kept as such; an open one, when `verify`, only while it is still the file opened.
+bool usable(const OwnMemory* held, pid_t self, bool verify) {
+  return held && held->pid == self && (held->file.fd < 0 || !verify || still_owned(held->file));
+}
 
 // Opens this process's memory file; -1 where it cannot be read (no /proc, or a sandbox's /proc
 // that lacks it): a known byte is read back.
@@ -44,7 +48,7 @@ int open_own_memory() {
 // too, so that each reader does not try again.
 int own_memory_fd(pid_t self, bool verify) {
   const OwnMemory* held = g_own_memory.load(std::memory_order_acquire);
-  if (held && held->pid == self && (held->file.fd < 0 || !verify || still_ours(*held, self))) return held->file.fd;
+  if (usable(held, self, verify)) return held->file.fd;
   const int fd = open_own_memory();
   const auto* opened = new OwnMemory{own(fd), self};
   if (g_own_memory.compare_exchange_strong(held, opened, std::memory_order_acq_rel)) {
@@ -59,7 +63,7 @@ int own_memory_fd(pid_t self, bool verify) {
   OwnedFd mine = opened->file;
   close_owned(mine);
   delete opened;
-  return held && held->pid == self && (held->file.fd < 0 || still_ours(*held, self)) ? held->file.fd : -1;
+  return usable(held, self, true) ? held->file.fd : -1;
 }
 
 }  // namespace

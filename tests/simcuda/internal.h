@@ -99,6 +99,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   bool blocking() const { return !(flags_ & cudaStreamNonBlocking); }
   // The id its activity records carry (cuptiGetStreamIdEx).
   std::uint32_t id() const { return id_; }
+  // The GPU clock (gpu_now) where its last completed operation ended.
+  Clock::time_point last_end() const { return Clock::time_point(Clock::duration(last_end_.load())); }
 
   // The capture sequence this stream is recording into, if any (guarded by capture.cpp's lock).
   std::shared_ptr<CaptureSequence> capture;
@@ -119,11 +121,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   std::deque<Queued> queue_;
   std::uint64_t enqueued_ = 0, completed_ = 0;
   bool stopping_ = false;
-  // The GPU clock (gpu_now) where this stream's last completed operation ended.
-  std::atomic<Clock::rep> last_end_{0};
-
- public:
-  Clock::time_point last_end() const { return Clock::time_point(Clock::duration(last_end_.load())); }
+  std::atomic<Clock::rep> last_end_{0};  // last_end()'s ticks
 };
 
 struct Event {
