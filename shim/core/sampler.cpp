@@ -5,7 +5,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -37,6 +36,9 @@ namespace {
 
 constexpr uint32_t kDefaultHz = 50;
 constexpr uint32_t kMaxHz = 1000;
+// The CPU time a second the sampler may spend on threads other than the main thread
+// (TRAINSHIM_SAMPLE_BUDGET_US): 0.2 % of a core.
+constexpr uint32_t kDefaultBudgetUs = 2000;
 constexpr int kMaxThreads = 64;  // program threads sampled besides the main thread
 constexpr uint64_t kCensusNs = 1'000'000'000;
 constexpr std::size_t kMaxWorkersRemembered = 65536;
@@ -88,21 +90,22 @@ const pthread_key_t* registration_key() {
   return key;
 }
 
-// A thread's /proc files, read at offset 0 each tick. -1: not there (gVisor has no syscall file,
-// say), or not open. `held`: kept open between ticks (no open per tick); otherwise opened for each
-// tick and closed after it (descriptor_budget).
+// A sampled thread: its /proc files, what was learnt of it, and its last sample while asleep. The
+// files are open only while the thread is read in full, but for the main thread's, `held` between
+// ticks until the sampler is refused a descriptor: it holds at most those two, a job close to
+// RLIMIT_NOFILE then none.
 struct TaskFiles {
   uint32_t tid = 0;
   bool held = false;
-  OwnedFd stat;
-  OwnedFd syscall;
-  OwnedFd schedstat;
+  OwnedFd stat;               // -1: not there, or not open
+  OwnedFd syscall;            // -1: not there (gVisor has no syscall file, say), or not open
   python::ThreadHint python;  // where its Python thread state was found
-  // The stack and system call of its last sample, read while it slept, and the count of its runs
-  // then: while the count stays the same the thread has not run since, they are those.
+  // The state, system call and stack of its last sample, read while it slept, and its CPU time
+  // then: while that stays the same the thread has not run since, and they are still its own.
+  char asleep_state = 0;
   uint32_t asleep_stack = 0;
   uint64_t asleep_call = 0;
-  uint64_t asleep_runs = UINT64_MAX;
+  uint64_t asleep_cpu_ns = UINT64_MAX;
 };
 
 struct Sampler {
@@ -113,7 +116,12 @@ struct Sampler {
   std::string environment;  // the env.<NAME> facts, read at start
   TaskFiles main;
   TaskFiles threads[kMaxThreads];
-  uint32_t held_threads = 0;  // of `threads`, those whose files are held
+  // The CPU time a tick may still spend reading the other threads in full (ns; negative: the
+  // overrun of earlier ticks, repaid first), and the slot the next tick starts them from.
+  int64_t credit_ns = 0;
+  int64_t credit_per_tick_ns = 0;
+  int next_slot = 0;
+  bool hold_main = true;  // false once refused a descriptor: the program is at its limit
   uint32_t tick = 0;
   bool python = false;  // the process runs a CPython whose stacks can be read
   uint64_t random = 0;
@@ -134,77 +142,63 @@ struct Sampler {
 std::atomic<Sampler*> g_sampler{nullptr};
 
 void close_descriptors(TaskFiles& files) {
-  for (OwnedFd* fd : {&files.stat, &files.syscall, &files.schedstat}) close_owned(*fd);
-}
-
-void close_files(TaskFiles& files) {
-  close_descriptors(files);
-  files.tid = 0;
+  for (OwnedFd* fd : {&files.stat, &files.syscall}) close_owned(*fd);
   files.held = false;
-  files.python = {};
-  files.asleep_runs = UINT64_MAX;
 }
 
-OwnedFd open_task_file(uint32_t tid, const char* name) {
+void forget(TaskFiles& files) {
+  close_descriptors(files);
+  files = TaskFiles{};
+}
+
+// `refused`: set when the file could not be opened for want of a descriptor.
+OwnedFd open_task_file(uint32_t tid, const char* name, bool& refused) {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/self/task/%u/%s", tid, name);
-  return own(open(path, O_RDONLY | O_CLOEXEC));
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0 && (errno == EMFILE || errno == ENFILE)) refused = true;
+  return own(fd);
 }
 
-// False when the thread is gone (its task directory no longer exists). Without `with_syscall` the
-// syscall file is left to read_task, which needs it only for a thread that ran since it slept.
-bool open_descriptors(TaskFiles& files, uint32_t tid, bool with_syscall = true) {
+// False when the thread is gone (its task directory no longer exists).
+bool open_descriptors(TaskFiles& files, bool& refused) {
   close_descriptors(files);
-  files.stat = open_task_file(tid, "stat");
+  files.stat = open_task_file(files.tid, "stat", refused);
   if (files.stat.fd < 0 && errno == ENOENT && access("/proc/self/task", F_OK) == 0) return false;
-  if (with_syscall) files.syscall = open_task_file(tid, "syscall");
-  files.schedstat = open_task_file(tid, "schedstat");
+  files.syscall = open_task_file(files.tid, "syscall", refused);
   return true;
 }
 
-bool open_files(TaskFiles& files, uint32_t tid) {
-  close_files(files);
-  files.tid = tid;
-  files.held = true;
-  return open_descriptors(files, tid);
+// The thread's CPU time (ns), from its CPU-time clock: no descriptor, no /proc file formatted. All
+// ones when it cannot be read (the thread is gone). A sleeping thread's stays the same until it
+// runs again.
+uint64_t thread_cpu_ns(uint32_t tid) {
+  // The kernel's clock id of a thread of this process (MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)),
+  // what pthread_getcpuclockid returns, made from the tid alone: a thread that exited makes it
+  // invalid (EINVAL), never another process's thread.
+  constexpr uint32_t kPerThreadScheduler = 4 | 2;
+  const auto clock = clockid_t((~tid << 3) | kPerThreadScheduler);
+  timespec now{};
+  if (clock_gettime(clock, &now) != 0) return UINT64_MAX;
+  return uint64_t(now.tv_sec) * 1'000'000'000ULL + uint64_t(now.tv_nsec);
 }
 
-constexpr uint32_t kFilesPerThread = 3;
-
-// How many descriptors the sampler may hold between ticks: a 64th of the program's RLIMIT_NOFILE,
-// and the main thread's always. Every descriptor held is one the program cannot open under its
-// limit (a job with PyTorch's file_descriptor sharing strategy runs close to it); the other
-// threads' files are opened for each tick instead, at about 4 us more per file.
-uint32_t descriptor_budget() {
-  rlimit nofile{};
-  if (getrlimit(RLIMIT_NOFILE, &nofile) != 0 || nofile.rlim_cur == RLIM_INFINITY) return UINT32_MAX;
-  return std::max<uint32_t>(kFilesPerThread, uint32_t(std::min<rlim_t>(nofile.rlim_cur / 64, UINT32_MAX)));
-}
-
-// How many times the thread was put on a processor (the third field of schedstat); all ones when
-// unknown. A sleeping thread must be put on one to run again.
-uint64_t runs(const TaskFiles& files) {
-  char text[128];
-  const ssize_t n = files.schedstat.fd < 0 ? -1 : pread(files.schedstat.fd, text, sizeof text - 1, 0);
-  if (n <= 0) return UINT64_MAX;
-  text[n] = '\0';
-  const char* field = text;
-  for (int skipped = 0; skipped < 2 && field; ++skipped) {
-    field = std::strchr(field, ' ');
-    if (field) ++field;
-  }
-  return field && *field >= '0' && *field <= '9' ? std::strtoull(field, nullptr, 10) : UINT64_MAX;
+// The sampler thread's own CPU time (ns).
+uint64_t own_cpu_ns() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return uint64_t(now.tv_sec) * 1'000'000'000ULL + uint64_t(now.tv_nsec);
 }
 
 struct AsleepCheck {
-  const TaskFiles* files;
-  uint64_t runs_before;
+  uint32_t tid;
+  uint64_t cpu_before;
   bool confirmed = false;
 };
 
 bool stayed_asleep(void* context) {
   auto* check = static_cast<AsleepCheck*>(context);
-  check->confirmed = runs(*check->files) == check->runs_before;
+  check->confirmed = thread_cpu_ns(check->tid) == check->cpu_before;
   return check->confirmed;
 }
 
@@ -221,20 +215,12 @@ int read_state(int fd) {
 }
 
 // The thread's state letter (0: unknown) and the system call it is blocked in + 1 (0: running,
-// in user space, or unknown). False when the thread is gone. `asleep_since`: the thread has not
-// run since a sample found it asleep (its runs counted the same): still asleep, it is in the
-// system call it was in then, which is not read again.
-bool read_task(TaskFiles& files, char& state, uint64_t& call, bool asleep_since) {
+// in user space, or unknown), from its open files. False when the thread is gone.
+bool read_task(const TaskFiles& files, char& state, uint64_t& call) {
   char text[512];
   state = 0;
   call = 0;
   int before = read_state(files.stat.fd);
-  if (asleep_since && (before == 'S' || before == 'D')) {
-    state = char(before);
-    call = files.asleep_call;
-    return true;
-  }
-  if (files.syscall.fd < 0 && !files.held && before > 0) files.syscall = open_task_file(files.tid, "syscall");
   // A thread that woke between the two reads would be "sleeping" in no system call: its state is
   // then read again after the system call, and both once more if it changed.
   for (int attempt = 0; attempt < 2 && before >= 0; ++attempt) {
@@ -265,40 +251,62 @@ bool read_task(TaskFiles& files, char& state, uint64_t& call, bool asleep_since)
   return true;
 }
 
-// The thread's state letter (0: unknown), after writing its sample.
-char sample_thread(Sampler& s, TaskFiles& files, uint32_t tid, uint64_t pthread, bool main_thread, bool& gone) {
+// How a thread's sample was made: its last asleep sample repeated (it has not run since), or read
+// in full; or the thread is gone.
+enum class Turn { Repeated, Read, Gone };
+
+// Writes the thread's sample; `state`: its state letter (0: unknown).
+Turn sample_thread(Sampler& s, TaskFiles& files, uint64_t pthread, bool main_thread, char& state) {
   SegmentHeader* header = s.recorder->header();
   const uint64_t begin = ticks();
-  char state = 0;
+  state = 0;
   uint64_t call = 0;
-  // Read before the state: a thread sleeping when the state is read, and put on no processor from
-  // this count until after its frames were read, did not run while they were read.
-  const uint64_t runs_before = s.python ? runs(files) : UINT64_MAX;
-  const bool unchanged = runs_before != UINT64_MAX && runs_before == files.asleep_runs;
-  gone = !read_task(files, state, call, unchanged);
-  if (gone) return 0;
-  const bool asleep = (state == 'S' || state == 'D') && runs_before != UINT64_MAX;
   uint32_t stack = 0;
-  if (asleep && unchanged) {
+  // Read before the state: a thread sleeping when the state is read, whose CPU time stays the same
+  // until after its frames were read, did not run while they were read.
+  const uint64_t cpu_before = thread_cpu_ns(files.tid);
+  Turn turn = Turn::Read;
+  if (cpu_before != UINT64_MAX && cpu_before == files.asleep_cpu_ns) {
+    // Asleep where its last sample found it (or woken and not yet run: the wake-up is the same).
+    turn = Turn::Repeated;
+    state = files.asleep_state;
+    call = files.asleep_call;
     stack = files.asleep_stack;
-  } else if (s.python) {
-    python::RawFrame frames[kMaxPythonFrames];
-    bool torn = false;
-    AsleepCheck check{&files, runs_before};
-    const python::Capture captured =
-        python::capture_thread(pthread, main_thread, files.python, frames, int(kMaxPythonFrames), torn,
-                               asleep ? stayed_asleep : nullptr, &check);
-    if (torn) {
-      header->samples_torn.fetch_add(1, std::memory_order_relaxed);
-    } else if (captured.count > 0) {
-      stack = sampled_python_stack(header, frames, captured);
+  } else {
+    bool refused = false;
+    const bool held = files.held && still_owned(files.stat) && still_owned(files.syscall);
+    const bool there = (held || open_descriptors(files, refused)) && read_task(files, state, call);
+    if (refused && s.hold_main) {
+      s.hold_main = false;
+      close_descriptors(s.main);
     }
-    files.asleep_runs = !torn && check.confirmed ? runs_before : UINT64_MAX;
+    files.held = there && main_thread && s.hold_main;
+    if (!files.held) close_descriptors(files);
+    if (!there) return Turn::Gone;
+    const bool asleep = (state == 'S' || state == 'D') && cpu_before != UINT64_MAX;
+    AsleepCheck check{files.tid, cpu_before};
+    if (s.python) {
+      python::RawFrame frames[kMaxPythonFrames];
+      bool torn = false;
+      const python::Capture captured =
+          python::capture_thread(pthread, main_thread, files.python, frames, int(kMaxPythonFrames), torn,
+                                 asleep ? stayed_asleep : nullptr, &check);
+      if (torn) {
+        header->samples_torn.fetch_add(1, std::memory_order_relaxed);
+        check.confirmed = false;
+      } else if (captured.count > 0) {
+        stack = sampled_python_stack(header, frames, captured);
+      }
+    } else if (asleep) {
+      stayed_asleep(&check);
+    }
+    files.asleep_cpu_ns = check.confirmed ? cpu_before : UINT64_MAX;
+    files.asleep_state = state;
     files.asleep_stack = stack;
     files.asleep_call = call;
   }
   const uint64_t end = ticks();
-  s.recorder->record_about(tid, [&](EventRecord& r) {
+  s.recorder->record_about(files.tid, [&](EventRecord& r) {
     r = EventRecord{};
     r.begin_ticks = begin;
     r.end_ticks = end;
@@ -308,7 +316,7 @@ char sample_thread(Sampler& s, TaskFiles& files, uint32_t tid, uint64_t pthread,
     r.sequence = s.tick;
     r.api = static_cast<uint16_t>(Api::threadSample);
   });
-  return state;
+  return turn;
 }
 
 // Whether every thread but the sampler has exited (a zombie main thread that called pthread_exit,
@@ -323,11 +331,13 @@ bool alone(const Sampler& s) {
     const uint32_t tid = uint32_t(std::strtoul(entry->d_name, nullptr, 10));
     if (tid == self) continue;
     TaskFiles files;
-    const bool there = open_files(files, tid);
+    files.tid = tid;
     char state = 0;
     uint64_t call = 0;
-    if (there && read_task(files, state, call, false) && state != 'Z' && state != 'X') others = true;
-    close_files(files);
+    bool refused = false;
+    if (open_descriptors(files, refused) && read_task(files, state, call) && state != 'Z' && state != 'X')
+      others = true;
+    close_descriptors(files);
     if (others) break;
   }
   closedir(tasks);
@@ -587,34 +597,40 @@ bool tick(Sampler& s) {
     if (slot.tid.load(std::memory_order_acquire) != tids[i] || pthreads[i] == 0) tids[i] = 0;
     if (tids[i] == uint32_t(s.pid)) main_pthread = pthreads[i];
   }
-  bool gone = false;
-  if (s.main.tid == 0) open_files(s.main, uint32_t(s.pid));
-  if (sample_thread(s, s.main, uint32_t(s.pid), main_pthread, true, gone) == 'Z' && alone(s)) return false;
-  for (int i = 0; i < kMaxThreads; ++i) {
+  // The main thread every tick; the others in turn, from where the last tick stopped, while the
+  // tick's credit lasts (a thread asleep since its last sample costs a clock read, one that ran is
+  // read in full).
+  s.main.tid = uint32_t(s.pid);
+  char state = 0;
+  if (sample_thread(s, s.main, main_pthread, true, state) != Turn::Gone && state == 'Z' && alone(s)) return false;
+  s.credit_ns = std::min<int64_t>(s.credit_ns, 0) + s.credit_per_tick_ns;
+  const uint64_t spent_before = own_cpu_ns();
+  const int64_t credit = s.credit_ns;
+  int first_skipped = -1;
+  for (int k = 0; k < kMaxThreads; ++k) {
+    const int i = (s.next_slot + k) % kMaxThreads;
     TaskFiles& files = s.threads[i];
     const uint32_t tid = tids[i] == uint32_t(s.pid) ? 0 : tids[i];
-    gone = false;
     if (tid != files.tid) {
-      if (files.held) --s.held_threads;
-      close_files(files);
+      forget(files);
       files.tid = tid;
-      if (tid && (s.held_threads + 2) * kFilesPerThread <= descriptor_budget()) {
-        gone = !open_files(files, tid);
-        ++s.held_threads;
-      }
     }
-    if (tid && !files.held && !gone) gone = !open_descriptors(files, tid, false);
-    if (tid && !gone) sample_thread(s, files, tid, pthreads[i], false, gone);
-    if (!files.held) close_descriptors(files);
-    if (tid && gone) {
+    if (!tid) continue;
+    if (s.credit_ns <= 0) {
+      if (first_skipped < 0) first_skipped = i;
+      continue;
+    }
+    const Turn turn = sample_thread(s, files, pthreads[i], false, state);
+    s.credit_ns = credit - int64_t(own_cpu_ns() - spent_before);
+    if (turn == Turn::Gone) {
       // It exited without running its thread's destructors (or before they ran): its slot is free.
       uint32_t expected = tid;
       g_registered[i].pthread.store(0, std::memory_order_release);
       g_registered[i].tid.compare_exchange_strong(expected, 0, std::memory_order_acq_rel);
-      if (files.held) --s.held_threads;
-      close_files(files);
+      forget(files);
     }
   }
+  if (first_skipped >= 0) s.next_slot = first_skipped;
 
   const uint64_t now = clock_ns(CLOCK_MONOTONIC);
   uint64_t after_fork = g_census_after_fork_ns.load(std::memory_order_relaxed);
@@ -686,6 +702,8 @@ void start_sampler(Recorder& recorder) {
   auto* s = new Sampler;
   s->recorder = &recorder;
   s->hz = hz;
+  s->credit_per_tick_ns =
+      int64_t(environment_count("TRAINSHIM_SAMPLE_BUDGET_US", kDefaultBudgetUs, 1'000'000)) * 1000 / int64_t(hz);
   s->pid = getpid();
   const char* sysfs = std::getenv("TRAINSHIM_SYSFS");
   s->sysfs = sysfs && *sysfs ? sysfs : "/sys";
@@ -730,8 +748,8 @@ void reset_sampler_after_fork() {
   g_device.store(-1, std::memory_order_relaxed);
   // The parent's sampler object, left as it was at fork(): its files are the parent's threads'.
   if (Sampler* parent = g_sampler.exchange(nullptr, std::memory_order_acq_rel)) {
-    close_files(parent->main);
-    for (TaskFiles& files : parent->threads) close_files(files);
+    forget(parent->main);
+    for (TaskFiles& files : parent->threads) forget(files);
   }
 }
 

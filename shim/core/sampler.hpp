@@ -1,8 +1,9 @@
 #pragma once
 // The sampler: a thread of the shim's own, started with recording, that looks at the process at a
 // low rate (TRAINSHIM_SAMPLE_HZ, jittered): the state, blocking system call and Python stack of the
-// main thread and of every thread that made recorded CUDA calls (Sample records), once a second
-// its threads and child processes (ProcessSample), and the setup facts (Facts side records).
+// main thread at every tick and of the threads that made recorded CUDA calls in turn, within a CPU
+// budget (TRAINSHIM_SAMPLE_BUDGET_US) (Sample records), once a second its threads and child
+// processes (ProcessSample), and the setup facts (Facts side records).
 //
 // It never sends a signal, never ptraces, never takes the GIL and calls nothing of CPython's but
 // PyInterpreterState_Main: the other threads' frames are read with reads that fail softly

@@ -130,6 +130,29 @@ std::string printed(const std::string& out, const std::string& key) {
   return {};
 }
 
+// The tids a sampler_prog printed after `key `.
+std::set<uint32_t> printed_tids(const std::string& out, const std::string& key) {
+  std::set<uint32_t> tids;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);)
+    if (line.starts_with(key + " ")) tids.insert(uint32_t(std::stoul(line.substr(key.size() + 1))));
+  return tids;
+}
+
+// The ticks of a thread's samples, in order.
+std::vector<uint32_t> ticks_of(const Segment& segment, uint32_t tid) {
+  std::vector<uint32_t> ticks;
+  for (const EventRecord& r : segment.samples_of(tid)) ticks.push_back(sample_tick(r));
+  return ticks;
+}
+
+// Ticks first to last, each once.
+bool every_tick(const std::vector<uint32_t>& ticks) {
+  for (std::size_t i = 1; i < ticks.size(); ++i)
+    if (ticks[i] != ticks[i - 1] + 1) return false;
+  return !ticks.empty();
+}
+
 // The frames of `stack` from the first one in `file` outwards.
 std::vector<Frame> from_file(const std::vector<Frame>& stack, const std::string& file) {
   auto first = std::find_if(stack.begin(), stack.end(), [&](const Frame& f) { return f.file.ends_with(file); });
@@ -311,7 +334,9 @@ TEST(Sampler, ASandboxThatKillsAtProcessVmReadvNeitherKillsTheJobNorHidesItsStac
   Scratch s;
   const std::string script = std::string(Paths::source) + "/tests/python/seccomp_sandbox.py";
   Outcome outcome;
-  const Segment segment = run_and_read(s, shim_env(s, "200") + "python3 " + script + " 1", &outcome);
+  // Every thread read at every tick: the worker runs throughout.
+  const Segment segment = run_and_read(
+      s, "TRAINSHIM_SAMPLE_BUDGET_US=1000000 " + shim_env(s, "200") + "python3 " + script + " 1", &outcome);
   ASSERT_TRUE(segment.found);
   EXPECT_NE(outcome.out.find("finished\n"), std::string::npos) << outcome.out;
   const uint32_t worker = uint32_t(std::stoul(printed(outcome.out, "worker")));
@@ -344,10 +369,7 @@ TEST(Sampler, WorkersOfAMainThreadThatExitedAreSampledAndTheProcessEndsWithThem)
   ASSERT_TRUE(segment.found);
   EXPECT_EQ(segment.sampler, SamplerState::On);
   EXPECT_EQ(segment.of(ApiClass::Sync).size(), 5u) << "the main thread's call and each worker's";
-  std::set<uint32_t> workers;
-  std::istringstream lines(outcome.out);
-  for (std::string line; std::getline(lines, line);)
-    if (line.starts_with("worker ")) workers.insert(uint32_t(std::stoul(line.substr(7))));
+  const std::set<uint32_t> workers = printed_tids(outcome.out, "worker");
   ASSERT_EQ(workers.size(), 4u) << outcome.out;
   for (const uint32_t worker : workers) {
     SCOPED_TRACE(worker);
@@ -355,6 +377,61 @@ TEST(Sampler, WorkersOfAMainThreadThatExitedAreSampledAndTheProcessEndsWithThem)
     for (const EventRecord& r : segment.samples_of(worker))
       if (sample_state(r) == 'S' && sample_syscall(r) == SYS_clock_nanosleep) ++asleep;
     EXPECT_GT(asleep, 0) << "sampled while the main thread was gone";
+  }
+}
+
+// The main thread is sampled every tick; the other threads take turns within
+// TRAINSHIM_SAMPLE_BUDGET_US (the default, 0.2 % of a core), a thread asleep since its last sample
+// for a clock read, one that ran read in full: each is sampled, none at every tick, none far more
+// often than another.
+TEST(Sampler, OtherThreadsTakeTurnsWithinTheBudgetAndTheMainThreadIsSampledEveryTick) {
+  Scratch s;
+  Outcome outcome;
+  const Segment segment = run_and_read(s, shim_env(s, "100") + program("sampler_prog") + " rotation 2000", &outcome);
+  ASSERT_TRUE(segment.found);
+  const std::set<uint32_t> polling = printed_tids(outcome.out, "polling");
+  const std::set<uint32_t> blocked = printed_tids(outcome.out, "blocked");
+  ASSERT_EQ(polling.size(), 8u) << outcome.out;
+  ASSERT_EQ(blocked.size(), 4u) << outcome.out;
+  const std::vector<uint32_t> main_ticks = ticks_of(segment, segment.pid);
+  ASSERT_TRUE(every_tick(main_ticks));
+  EXPECT_EQ(main_ticks.front(), 1u);
+  std::size_t fewest = SIZE_MAX, most = 0;
+  for (const std::set<uint32_t>* threads : {&polling, &blocked}) {
+    for (const uint32_t tid : *threads) {
+      const std::size_t count = ticks_of(segment, tid).size();
+      fewest = std::min(fewest, count);
+      most = std::max(most, count);
+    }
+  }
+  EXPECT_GE(fewest, 1u);
+  EXPECT_LT(most, main_ticks.size());
+  EXPECT_LE(most, 2 * fewest + 2) << "in turn";
+  for (const uint32_t tid : blocked) {
+    for (const EventRecord& r : segment.samples_of(tid)) {
+      EXPECT_EQ(sample_state(r), 'S');
+      EXPECT_EQ(sample_syscall(r), SYS_clock_nanosleep);
+    }
+  }
+}
+
+// With a budget no tick exhausts, every thread is read at every tick.
+TEST(Sampler, ABudgetLargeEnoughReadsEveryThreadAtEveryTick) {
+  Scratch s;
+  Outcome outcome;
+  const Segment segment = run_and_read(
+      s, "TRAINSHIM_SAMPLE_BUDGET_US=1000000 " + shim_env(s, "100") + program("sampler_prog") + " rotation 1000",
+      &outcome);
+  ASSERT_TRUE(segment.found);
+  std::set<uint32_t> threads = printed_tids(outcome.out, "polling");
+  threads.merge(printed_tids(outcome.out, "blocked"));
+  ASSERT_EQ(threads.size(), 12u) << outcome.out;
+  const uint32_t last = ticks_of(segment, segment.pid).back();
+  for (const uint32_t tid : threads) {
+    SCOPED_TRACE(tid);
+    const std::vector<uint32_t> ticks = ticks_of(segment, tid);
+    EXPECT_TRUE(every_tick(ticks));
+    EXPECT_EQ(ticks.back(), last);
   }
 }
 

@@ -55,10 +55,10 @@ int open_until_refused(int threads, rlim_t limit) {
       while (!stop) usleep(1000);
     });
   usleep(500'000);  // sampler ticks over every thread
-  // Refused 5 times 20 ms apart: what the program can hold, not a descriptor the sampler opened for
-  // a moment of its tick.
+  // Refused 25 times 20 ms apart: what the program can hold, not a descriptor the sampler opened for
+  // a moment of its tick, nor one it held until its own open was refused.
   int opened = 0;
-  for (int refused = 0; refused < 5;) {
+  for (int refused = 0; refused < 25;) {
     if (open("/dev/null", O_RDONLY | O_CLOEXEC) >= 0) {
       ++opened;
       refused = 0;

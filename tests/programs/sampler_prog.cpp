@@ -14,6 +14,9 @@
 //                               "worker TID" and sleep; the main thread pthread_exit()s at once; the first
 //                               worker exit()s the process MS ms later (the runtime's own threads would
 //                               keep a process whose last worker returned alive, as the real runtime's do)
+//   sampler_prog rotation MS    one recorded call, then 8 threads that make one recorded call each, print
+//                               "polling TID" and wake every ms, and 4 that print "blocked TID" and sleep; the
+//                               main thread sleeps MS ms and exit()s the process
 #include <cuda_runtime_api.h>
 #include <dirent.h>
 #include <pthread.h>
@@ -93,6 +96,18 @@ void* worker_of_exited_main(void* first) {
   std::exit(0);
 }
 
+void* polling(void*) {
+  recorded_call();
+  std::printf("polling %ld\n", long(syscall(SYS_gettid)));
+  for (;;) sleep_ms(1);
+}
+
+void* blocked(void*) {
+  recorded_call();
+  std::printf("blocked %ld\n", long(syscall(SYS_gettid)));
+  for (;;) sleep_ms(60'000);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -165,6 +180,15 @@ int main(int argc, char** argv) {
       if (pthread_create(&worker, nullptr, worker_of_exited_main, i == 0 ? &g_worker_ms : nullptr) != 0) return 3;
     }
     pthread_exit(nullptr);
+  } else if (mode == "rotation") {
+    recorded_call();
+    setvbuf(stdout, nullptr, _IOLBF, 0);
+    for (int i = 0; i < 12; ++i) {
+      pthread_t thread;
+      if (pthread_create(&thread, nullptr, i < 8 ? polling : blocked, nullptr) != 0) return 3;
+    }
+    sleep_ms(ms);
+    std::exit(0);
   } else {
     return 2;
   }
