@@ -91,12 +91,13 @@ const pthread_key_t* registration_key() {
 }
 
 // A sampled thread: its /proc files, what was learnt of it, and its last sample while asleep. The
-// files are open only while the thread is read in full, but for the main thread's, `held` between
-// ticks until the sampler is refused a descriptor: it holds at most those two, a job close to
-// RLIMIT_NOFILE then none.
+// files are open only while the thread is read in full, but for the main thread's stat file, `held`
+// between ticks until the sampler is refused a descriptor. So the sampler holds at most 1
+// descriptor between ticks (none once refused) and 3 while it reads a thread; with the memory file
+// the hooks share (soft_read.hpp), 4 in all.
 struct TaskFiles {
   uint32_t tid = 0;
-  bool held = false;
+  bool held = false;          // the stat file
   OwnedFd stat;               // -1: not there, or not open
   OwnedFd syscall;            // -1: not there (gVisor has no syscall file, say), or not open
   python::ThreadHint python;  // where its Python thread state was found
@@ -160,13 +161,13 @@ OwnedFd open_task_file(uint32_t tid, const char* name, bool& refused) {
   return own(fd);
 }
 
-// False when the thread is gone (its task directory no longer exists).
-bool open_descriptors(TaskFiles& files, bool& refused) {
+// Opens the thread's stat file, unless the one held is still open. False when the thread is gone
+// (its task directory no longer exists).
+bool open_stat(TaskFiles& files, bool& refused) {
+  if (files.held && still_owned(files.stat)) return true;
   close_descriptors(files);
   files.stat = open_task_file(files.tid, "stat", refused);
-  if (files.stat.fd < 0 && errno == ENOENT && access("/proc/self/task", F_OK) == 0) return false;
-  files.syscall = open_task_file(files.tid, "syscall", refused);
-  return true;
+  return files.stat.fd >= 0 || errno != ENOENT || access("/proc/self/task", F_OK) != 0;
 }
 
 // The thread's CPU time (ns), from its CPU-time clock: no descriptor, no /proc file formatted. All
@@ -215,12 +216,14 @@ int read_state(int fd) {
 }
 
 // The thread's state letter (0: unknown) and the system call it is blocked in + 1 (0: running,
-// in user space, or unknown), from its open files. False when the thread is gone.
-bool read_task(const TaskFiles& files, char& state, uint64_t& call) {
+// in user space, or unknown), from its stat file and, unless it is running, its syscall file,
+// opened here and closed after. False when the thread is gone.
+bool read_task(TaskFiles& files, char& state, uint64_t& call, bool& refused) {
   char text[512];
   state = 0;
   call = 0;
   int before = read_state(files.stat.fd);
+  if (before > 0 && before != 'R') files.syscall = open_task_file(files.tid, "syscall", refused);
   // A thread that woke between the two reads would be "sleeping" in no system call: its state is
   // then read again after the system call, and both once more if it changed.
   for (int attempt = 0; attempt < 2 && before >= 0; ++attempt) {
@@ -246,6 +249,7 @@ bool read_task(const TaskFiles& files, char& state, uint64_t& call) {
     }
     before = after;
   }
+  close_owned(files.syscall);
   if (before < 0) return false;
   state = char(before);
   return true;
@@ -274,8 +278,7 @@ Turn sample_thread(Sampler& s, TaskFiles& files, uint64_t pthread, bool main_thr
     stack = files.asleep_stack;
   } else {
     bool refused = false;
-    const bool held = files.held && still_owned(files.stat) && still_owned(files.syscall);
-    const bool there = (held || open_descriptors(files, refused)) && read_task(files, state, call);
+    const bool there = open_stat(files, refused) && read_task(files, state, call, refused);
     if (refused && s.hold_main) {
       s.hold_main = false;
       close_descriptors(s.main);
@@ -335,7 +338,7 @@ bool alone(const Sampler& s) {
     char state = 0;
     uint64_t call = 0;
     bool refused = false;
-    if (open_descriptors(files, refused) && read_task(files, state, call) && state != 'Z' && state != 'X')
+    if (open_stat(files, refused) && read_task(files, state, call, refused) && state != 'Z' && state != 'X')
       others = true;
     close_descriptors(files);
     if (others) break;

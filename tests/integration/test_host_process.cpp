@@ -145,8 +145,8 @@ int files_opened(const Scratch& s, int threads, int limit, const std::string& sh
   return result.exit_code == 0 && std::sscanf(result.out.c_str(), "opened %d", &opened) == 1 ? opened : -1;
 }
 
-// The sampler holds the main thread's 2 files between ticks, the other threads' only while it reads
-// them, and lets go of the 2 once refused a descriptor: the program can open as many files as
+// The sampler holds the main thread's stat file between ticks, the other files only while it reads
+// a thread, and lets go of the one it holds once refused a descriptor: the program can open as many files as
 // without it (review round 2, §3: with 63 sampled threads under a limit of 256 the program could
 // open 56 files instead of 251).
 TEST(HostProcess, SampledThreadsHoldNoDescriptorTheProgramNeeds) {
@@ -157,6 +157,25 @@ TEST(HostProcess, SampledThreadsHoldNoDescriptorTheProgramNeeds) {
   for (const int threads : {1, 16, 63}) EXPECT_EQ(files_opened(s, threads, 256, "on"), unsampled) << threads;
   const int unsampled_1024 = files_opened(s, 16, 1024, "off");
   EXPECT_EQ(files_opened(s, 16, 1024, "on"), unsampled_1024);
+}
+
+// However many threads it samples, the sampler has at most 3 descriptors open at once (the main
+// thread's stat file, and a thread's stat and syscall files while it reads them; a C program has
+// no memory file open): seen at a thousand ticks a second, every thread read at each.
+TEST(HostProcess, TheSamplerHoldsAFewDescriptorsWhateverItsThreads) {
+  Scratch s;
+  for (const int threads : {1, 63}) {
+    SCOPED_TRACE(threads);
+    const auto result =
+        run("TRAINSHIM_SPAWN_COLLECTOR=0 TRAINSHIM_SAMPLE_HZ=1000 TRAINSHIM_SAMPLE_BUDGET_US=1000000 " +
+            preload_env(s.job) + " " + program("host_resources_prog") + " proc_files " + std::to_string(threads));
+    for (const std::string& segment : segments_of(s.job)) unlink(segment.c_str());
+    ASSERT_EQ(result.exit_code, 0) << result.out;
+    int most = -1;
+    ASSERT_EQ(std::sscanf(result.out.c_str(), "most %d", &most), 1) << result.out;
+    EXPECT_GE(most, 1);
+    EXPECT_LE(most, 3);
+  }
 }
 
 TEST(HostProcess, NumbersOutOfRangeInTheEnvironmentGetTheDefaultAndAWarning) {

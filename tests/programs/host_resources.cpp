@@ -4,12 +4,18 @@
 // host_resources files THREADS LIMIT: RLIMIT_NOFILE set to LIMIT, THREADS threads each make a CUDA
 // call and stay while the sampler ticks; then the program opens files until EMFILE and prints
 // "opened N".
+// host_resources proc_files THREADS: THREADS threads each make a CUDA call and poll; the main thread
+// lists its descriptors for a second and prints "most N": the most of them open on /proc files at
+// once (the sampler's; the program opens none).
 #include <cuda_runtime_api.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -73,12 +79,54 @@ int open_until_refused(int threads, rlim_t limit) {
   return 0;
 }
 
+// How many of the process's descriptors are open on a file under /proc.
+int proc_files() {
+  DIR* fds = opendir("/proc/self/fd");
+  if (!fds) return -1;
+  int count = 0;
+  while (const dirent* entry = readdir(fds)) {
+    char link[300], target[256];
+    std::snprintf(link, sizeof link, "/proc/self/fd/%s", entry->d_name);
+    const ssize_t n = readlink(link, target, sizeof target - 1);
+    if (n <= 0) continue;
+    target[n] = '\0';
+    // The listing's own descriptor is /proc/<pid>/fd.
+    if (std::strncmp(target, "/proc/", 6) == 0 && !std::strstr(target, "/fd")) ++count;
+  }
+  closedir(fds);
+  return count;
+}
+
+int most_proc_files(int threads) {
+  void* device = nullptr;
+  CHECK(cudaMalloc(&device, 64));
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> callers;
+  for (int i = 0; i < threads; ++i)
+    callers.emplace_back([&] {
+      CHECK(cudaDeviceSynchronize());
+      while (!stop) usleep(1000);
+    });
+  int most = 0;
+  timespec start{}, now{};
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  do {
+    most = std::max(most, proc_files());
+    clock_gettime(CLOCK_MONOTONIC, &now);
+  } while (now.tv_sec - start.tv_sec < 1 || (now.tv_sec - start.tv_sec == 1 && now.tv_nsec < start.tv_nsec));
+  stop = true;
+  for (std::thread& t : callers) t.join();
+  std::printf("most %d\n", most);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "shm" && argc == 3) return share_batch(std::strtoul(argv[2], nullptr, 10));
   if (mode == "files" && argc == 4) return open_until_refused(std::atoi(argv[2]), std::strtoul(argv[3], nullptr, 10));
-  std::fprintf(stderr, "usage: host_resources shm MB | files THREADS LIMIT\n");
+  if (mode == "proc_files" && argc == 3) return most_proc_files(std::atoi(argv[2]));
+  std::fprintf(stderr, "usage: host_resources shm MB | files THREADS LIMIT | proc_files THREADS\n");
   return 2;
 }
