@@ -260,6 +260,12 @@ ApiClass ProcessIngest::add(const EventRecord& r, uint64_t begin_ns, uint64_t en
     census_changed_ = true;
     return api_class;
   }
+  // The timeline's edges are kept (the report's windows) but are nothing the process did: a hung
+  // job's duty cycle goes on.
+  if (api_class == ApiClass::GpuWindow) {
+    kept_.push_back({r, begin_ns, end_ns, Direction::None});
+    return api_class;
+  }
   last_record_ns_ = std::max(last_record_ns_, end_ns);
 
   // The GPU's own activity is not something the process's host was doing.

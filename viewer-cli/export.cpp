@@ -29,10 +29,11 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// A timing is folded into its collective's row; one whose collective was not read yet has a row of
-// its own for a while.
-std::string timing_apis() {
-  return "(SELECT id FROM apis WHERE class IN " + api_classes_sql(ApiClass::CollectiveTiming) + ")";
+// The records of `events` that are no host call: a timing is folded into its collective's row (one
+// whose collective was not read yet has a row of its own for a while); the GPU timeline's edges.
+std::string not_host_call_apis() {
+  return "(SELECT id FROM apis WHERE class IN " +
+         api_classes_sql([](ApiClass c) { return c == ApiClass::CollectiveTiming || c == ApiClass::GpuWindow; }) + ")";
 }
 std::string collective_apis() {
   return "(SELECT id FROM apis WHERE class IN " + api_classes_sql(ApiClass::Collective) + ")";
@@ -210,7 +211,7 @@ class ProcessExporter {
         "rank_in_comm, comm_size, result, native_stack, python_stack, sequence, follows_copy";
     Statement q(db_, fmt::format("SELECT {0} FROM events WHERE process_id = ?1 AND api NOT IN {1} UNION ALL "
                                  "SELECT {0} FROM recent_events WHERE process_id = ?1 ORDER BY begin_ns",
-                                 kColumns, timing_apis())
+                                 kColumns, not_host_call_apis())
                          .c_str());
     q.bind(1, p_.id);
     while (q.step()) {

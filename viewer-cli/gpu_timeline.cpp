@@ -104,6 +104,19 @@ class Loader {
     return out;
   }
 
+  // The timeline's edges, in order: when it was turned on (true) or off.
+  std::vector<std::pair<int64_t, bool>> edges() {
+    const Vocabulary& names = db_.vocabulary();
+    Statement q(db_, fmt::format("SELECT begin_ns, api FROM events WHERE process_id = ? AND api IN (SELECT id FROM "
+                                 "apis WHERE class IN {}) ORDER BY begin_ns",
+                                 api_classes_sql(ApiClass::GpuWindow))
+                         .c_str());
+    q.bind(1, process_id_);
+    std::vector<std::pair<int64_t, bool>> out;
+    while (q.step()) out.emplace_back(q.integer(0), names.api(q.integer(1)).name == api_info(Api::gpuTimelineOn).name);
+    return out;
+  }
+
   // The process's calls of the classes `keep` selects, from `events` and (copies) `recent_events`,
   // in order of begin; `only` (optional) filters them further.
   std::vector<HostCall> calls(bool (*keep)(ApiClass), bool (*only)(Direction, HostMemory) = nullptr) {
@@ -145,11 +158,12 @@ class Loader {
   std::map<std::pair<int64_t, int64_t>, std::string> sites_;
 };
 
-// The windows the timeline was on, as seen from its records: stretches of GPU activity that no
-// silence longer than `silence_ns` breaks (the duty cycle's off time is such a silence). A window
-// goes on to the first host sync that returned after its last activity, within such a silence:
-// the GPU sat idle until the host learned it had finished. Without it the last step, which ends
-// at that return, would never be covered. `sync_returns` is in order.
+// The windows the timeline was on, as seen from its records (in a database without its edges):
+// stretches of GPU activity that no silence longer than `silence_ns` breaks (the duty cycle's off
+// time is such a silence). A window goes on to the first host sync that returned after its last
+// activity, within such a silence: the GPU sat idle until the host learned it had finished.
+// Without it the last step, which ends at that return, would never be covered. `sync_returns` is
+// in order.
 std::vector<Span> windows_of(const std::vector<Span>& busy, int64_t silence_ns,
                              const std::vector<int64_t>& sync_returns) {
   std::vector<Span> out;
@@ -164,6 +178,41 @@ std::vector<Span> windows_of(const std::vector<Span>& busy, int64_t silence_ns,
     out[i].end_ns = *back;
   }
   return out;
+}
+
+// The windows the timeline was on, from the edges the shim recorded: each on edge to the next off
+// edge. A window still on at the end (the process was killed, or runs on) ends as an inferred one
+// does (windows_of). A window ends after the last activity that began in it: work launched before
+// the off edge is recorded to its end. A window but the first may open on a GPU busy with work
+// launched before it, unrecorded: it starts at its first activity, and one with none is left out.
+std::vector<Span> recorded_windows(const std::vector<std::pair<int64_t, bool>>& edges, const std::vector<Span>& busy,
+                                   int64_t silence_ns, const std::vector<int64_t>& sync_returns) {
+  std::vector<Span> out;
+  bool open = false;
+  int64_t opened = 0;
+  for (const auto& [at, on] : edges) {
+    if (on && !open) opened = at;
+    if (!on && open) out.push_back({opened, at});
+    open = on;
+  }
+  if (open) {
+    const auto after =
+        std::lower_bound(busy.begin(), busy.end(), opened, [](const Span& s, int64_t t) { return s.end_ns <= t; });
+    const std::vector<Span> inferred = windows_of({after, busy.end()}, silence_ns, sync_returns);
+    out.push_back({opened, inferred.empty() ? opened : std::max(opened, inferred.back().end_ns)});
+  }
+  std::vector<Span> windows;
+  for (Span w : out) {
+    auto first =
+        std::lower_bound(busy.begin(), busy.end(), w.start_ns, [](const Span& s, int64_t t) { return s.end_ns <= t; });
+    for (auto it = first; it != busy.end() && it->start_ns < w.end_ns; ++it) w.end_ns = std::max(w.end_ns, it->end_ns);
+    if (!windows.empty()) {
+      if (first == busy.end() || first->start_ns >= w.end_ns) continue;
+      w.start_ns = std::max(w.start_ns, first->start_ns);
+    }
+    windows.push_back(w);
+  }
+  return windows;
 }
 
 bool in_some(const std::vector<Span>& spans, int64_t from, int64_t to) {
@@ -248,12 +297,16 @@ GpuTimelineReport load_gpu_timeline(const RunDatabase& db, int64_t process_id, c
   for (const SyncCall& c : syncs.calls) sync_return_times.push_back(c.end_ns);
   std::sort(sync_return_times.begin(), sync_return_times.end());
   const int64_t silence_ns = median_step_ns ? 2 * median_step_ns : kSilenceWithoutSteps;
-  std::vector<Span> windows = windows_of(busy, silence_ns, sync_return_times);
-  // The first window opens with the recording: it goes back to the host's first call that gave
-  // the GPU work (a copy, launch or collective) shortly before its first activity, for the GPU
-  // was idle until that work reached it. A later window opens on a GPU that may have been busy
+  // Where the shim recorded its edges, the windows are those; a database without them (an older
+  // trainshim's) has its windows inferred from the activity.
+  const std::vector<std::pair<int64_t, bool>> edges = load.edges();
+  std::vector<Span> windows = edges.empty() ? windows_of(busy, silence_ns, sync_return_times)
+                                            : recorded_windows(edges, busy, silence_ns, sync_return_times);
+  // An inferred first window opens with the recording: it goes back to the host's first call that
+  // gave the GPU work (a copy, launch or collective) shortly before its first activity, for the
+  // GPU was idle until that work reached it. A later window opens on a GPU that may have been busy
   // unrecorded, so it starts at its first activity.
-  if (!windows.empty()) {
+  if (edges.empty() && !windows.empty()) {
     const std::vector<HostCall> enqueues = load.calls(
         [](ApiClass c) { return c == ApiClass::Copy || c == ApiClass::Launch || c == ApiClass::Collective; });
     if (const HostCall* first = first_begun(enqueues, windows.front().start_ns - silence_ns, windows.front().start_ns))

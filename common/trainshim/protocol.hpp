@@ -76,6 +76,9 @@ enum class ClockKind : uint32_t { Tsc = 1, Monotonic = 2 };
 //                   in ns (user + system, of the workers alive); sequence = distinct worker
 //                   processes seen since recording started (more than alive: re-forked each epoch);
 //                   rank_in_comm = other child processes alive
+//   GpuWindow       written by the shim when it turned the GPU timeline on (gpuTimelineOn) or off
+//                   (gpuTimelineOff): begin_ticks = end_ticks = when CUPTI's activity kinds were
+//                   enabled or disabled; tid = the thread that turned them
 struct EventRecord {
   uint64_t begin_ticks;  // clock reading on entry (ClockKind of the segment)
   uint64_t end_ticks;    // clock reading when the real function returned

@@ -6,7 +6,9 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -245,10 +247,19 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buff
     if (t->buffers[i] == buffer) t->free_buffers.fetch_or(1u << i, std::memory_order_acq_rel);
 }
 
+// Turns the window on or off, and records the edge: the report tells the GPU's idle time inside a
+// window from the time outside, which was not recorded.
 bool set_kinds(Timeline& t, bool on) {
   for (const CUpti_ActivityKind kind : kKinds)
     if ((on ? t.cupti.enable(kind) : t.cupti.disable(kind)) != CUPTI_SUCCESS) return false;
   t.kinds_on = on;
+  const uint64_t now = ticks();
+  t.recorder->record_about(uint32_t(syscall(SYS_gettid)), [&](EventRecord& r) {
+    r = EventRecord{};
+    r.begin_ticks = now;
+    r.end_ticks = now;
+    r.api = static_cast<uint16_t>(on ? Api::gpuTimelineOn : Api::gpuTimelineOff);
+  });
   return true;
 }
 

@@ -66,11 +66,18 @@ void expect_exact(const std::string& db) {
   EXPECT_EQ(count_api(db, "cudaMallocHost"), 1);
   EXPECT_EQ(count_api(db, "cudaFreeHost"), 1);
   EXPECT_EQ(count_api(db, "cudaFree"), 1);
-  // The GPU timeline's records, as many as its first window saw, each stored once as well.
+  // The GPU timeline's records, as many as its first window saw, each stored once as well, and its
+  // edges (on, off: as many as the duty cycle turned), each kept once.
   const int64_t gpu_records = query_int(db, "SELECT coalesce(sum(c.count), 0) FROM calls c JOIN apis a ON a.id = c.api "
                                             "WHERE a.class IN ('gpu_kernel', 'gpu_copy', 'gpu_memset')");
   EXPECT_EQ(query_int(db, "SELECT count(*) FROM gpu_activities"), gpu_records);
-  EXPECT_EQ(query_int(db, "SELECT events FROM processes"), 4 * kIterations + 3 + gpu_records);
+  const int64_t edges =
+      query_int(db, "SELECT coalesce(sum(c.count), 0) FROM calls c JOIN apis a ON a.id = c.api WHERE a.class = "
+                    "'gpu_window'");
+  EXPECT_GE(edges, 2);
+  EXPECT_EQ(query_int(db, "SELECT count(*) FROM events e JOIN apis a ON a.id = e.api WHERE a.class = 'gpu_window'"),
+            edges);
+  EXPECT_EQ(query_int(db, "SELECT events FROM processes"), 4 * kIterations + 3 + gpu_records + edges);
   EXPECT_EQ(query_int(db, "SELECT dropped_ring_full + dropped_not_ready + lost_unpublished + malformed + "
                           "dropped_side_full FROM processes"),
             0);

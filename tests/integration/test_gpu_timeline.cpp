@@ -76,6 +76,16 @@ std::vector<std::string> words(const std::string& text, const std::string& first
   return found;
 }
 
+// The timeline's edges: on and off, in turn, from on.
+std::vector<EventRecord> edges_of(const Segment& segment) {
+  std::vector<EventRecord> edges = segment.of(ApiClass::GpuWindow);
+  std::sort(edges.begin(), edges.end(),
+            [](const EventRecord& a, const EventRecord& b) { return a.begin_ticks < b.begin_ticks; });
+  for (std::size_t i = 0; i < edges.size(); ++i)
+    EXPECT_EQ(edges[i].api, uint16_t(i % 2 == 0 ? Api::gpuTimelineOn : Api::gpuTimelineOff)) << i;
+  return edges;
+}
+
 TEST(GpuTimeline, KernelsCopiesAndMemsetsAreRecordedOnTheHostsClock) {
   Scratch s;
   Outcome out;
@@ -124,6 +134,11 @@ TEST(GpuTimeline, KernelsCopiesAndMemsetsAreRecordedOnTheHostsClock) {
     EXPECT_LE(r.end_ticks, end);
     EXPECT_EQ(r.stream, kernels[0].stream);
   }
+  // Always on: turned on before the program's first call, off at its exit.
+  const std::vector<EventRecord> edges = edges_of(segment);
+  ASSERT_EQ(edges.size(), 2u);
+  EXPECT_LE(edges[0].begin_ticks, begin);
+  EXPECT_GE(edges[1].begin_ticks, end);
 }
 
 TEST(GpuTimeline, TurnedOffRecordsNothingOfTheGpu) {
@@ -176,6 +191,7 @@ TEST(GpuTimeline, CuptiFinalizedByTheProgramIsYielded) {
   EXPECT_EQ(out.out, "finalized\n");
   EXPECT_EQ(segment.timeline, GpuTimeline::Yielded);
   EXPECT_EQ(segment.of(ApiClass::GpuKernel).size(), 2u) << "the matmuls before the program's cuptiFinalize";
+  EXPECT_EQ(edges_of(segment).size(), 2u) << "off when trainshim stepped aside";
 }
 
 TEST(GpuTimeline, OutsideItsWindowNothingIsRecorded) {
@@ -186,6 +202,11 @@ TEST(GpuTimeline, OutsideItsWindowNothingIsRecorded) {
   const auto kernels = segment.of(ApiClass::GpuKernel);
   ASSERT_EQ(kernels.size(), 1u) << "the launch 600 ms in falls after the 100 ms window";
   EXPECT_EQ(segment.strings.at(kernel_name_id(kernels[0])), "matmul(float*, float*, float*)");
+  // The window's edges, the kernel inside; nothing turned at the exit.
+  const std::vector<EventRecord> edges = edges_of(segment);
+  ASSERT_EQ(edges.size(), 2u);
+  EXPECT_LE(edges[0].begin_ticks, kernels[0].begin_ticks);
+  EXPECT_GE(edges[1].begin_ticks, kernels[0].begin_ticks);
 }
 
 TEST(LaunchRecords, OnlyTheFirstLaunchAfterAHostSyncOnItsThread) {

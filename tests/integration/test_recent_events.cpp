@@ -30,8 +30,9 @@ TEST(RecentEvents, TheEnvironmentSetsTheWindowAndCountsStayWhole) {
             2);
   EXPECT_EQ(count_api(s.db(), "cudaMemcpyAsync"), 20);
   EXPECT_EQ(count_api(s.db(), "cudaStreamQuery"), 10);
-  EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM events"), 10 + 3)
-      << "the syncs, the pinned allocation and the frees: not the window's classes";
+  EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM events"), 10 + 3 + 2)
+      << "the syncs, the pinned allocation and the frees (not the window's classes), and the GPU timeline's on and "
+         "off edges";
 }
 
 TEST(RecentEvents, TheFlagWinsOverTheEnvironmentAndZeroKeepsNone) {

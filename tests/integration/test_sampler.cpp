@@ -349,7 +349,8 @@ TEST(Sampler, ASandboxThatKillsAtProcessVmReadvNeitherKillsTheJobNorHidesItsStac
     // deep 21 times, then threading's frames: the thread's whole stack.
     ASSERT_GE(user.size(), 21u);
     EXPECT_EQ(user[0].function, "deep");
-    EXPECT_TRUE(user[0].line == line || user[0].line == line + 1) << user[0].line;
+    // The loop's lines: its condition, the copy, the sleep.
+    EXPECT_TRUE(user[0].line >= line - 1 && user[0].line <= line + 1) << user[0].line;
     EXPECT_EQ(user[20].function, "deep");
     ++in_deep;
   }

@@ -179,7 +179,8 @@ TEST(SegmentTrust, ExecRetiresTheOldImagesSegment) {
   Scratch s;
   std::future<Outcome> job, collector;
   const Gate gate{s.dir + "/open"};
-  job = in_background(preload_env(s.job) + " TRAINSHIM_SPAWN_COLLECTOR=0 TRAINSHIM_SAMPLE_HZ=0 " +
+  job = in_background(preload_env(s.job) +
+                      " TRAINSHIM_SPAWN_COLLECTOR=0 TRAINSHIM_SAMPLE_HZ=0 TRAINSHIM_GPU_TIMELINE=0 " +
                       program("gated_copies") + " exec 7 11 " + gate.path);
   // Both images' segments, the new one made under the same pid while the old one is still there.
   ASSERT_TRUE(eventually([&] { return segments_of(s.job) == 2; }));

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,8 @@ class TimelineRun {
   void gpu_upload(int64_t start, int64_t end, HostMemory memory) {
     activities_.push_back({"gpuMemcpy", start, end, memory, 0});
   }
+  // The shim turned the timeline on or off.
+  void timeline_edge(int64_t at, bool on) { add(call(on ? Api::gpuTimelineOn : Api::gpuTimelineOff, 0, 0), at, at); }
 
   // Stores everything; `timeline`: processes.gpu_timeline.
   void finish(const std::string& timeline) {
@@ -426,6 +429,83 @@ TEST_F(GpuTimelineTest, WellFedRankHasNoGapAndNoFinding) {
   EXPECT_TRUE(findings_of(report, "data_starvation").empty());
   EXPECT_TRUE(findings_of(report, "gpu_timeline").empty());
   EXPECT_NE(render_text(report).find("  no idle gap of 5.0 ms or more\n"), std::string::npos);
+}
+
+// A well-fed rank whose host stalls once for 300 ms, three steps' worth, the GPU idle throughout;
+// `edges`: the shim recorded the timeline's window around the whole run (as an always-on timeline
+// does, or a window of the duty cycle that holds it).
+void write_stalled_rank(TimelineRun& run, bool edges) {
+  int64_t t = kStart;
+  if (edges) run.timeline_edge(t - kMs, true);
+  for (int k = 0; k < kAllReduces; ++k) {
+    run.all_reduce(t, uint32_t(k + 1));
+    run.kernel(t, t + 5 * kMs, TimelineRun::kNccl);
+    for (int j = 0; j < 4; ++j) run.kernel(t + 5 * kMs + j * 23'750'000 + 10'000, t + 5 * kMs + (j + 1) * 23'750'000);
+    t += (k == 2 ? 400 : 100) * kMs;
+  }
+  if (edges) run.timeline_edge(t, false);
+}
+
+// Inside the window the shim recorded, a GPU idle for longer than two steps is idle: the step is
+// covered and its gap counted (a timeline without edges, from an older trainshim, takes such a
+// silence for the window's end).
+TEST_F(GpuTimelineTest, AStallInsideTheRecordedWindowIsIdleTimeNotTimeOffTheTimeline) {
+  {
+    TimelineRun run(path_, 3);
+    write_stalled_rank(run, true);
+    run.finish("on");
+  }
+  {
+    RunDatabase db(path_);
+    const Report report = load_report(db);
+    const Json gpu = first_rank(report)["gpu"];
+    EXPECT_EQ(gpu["covered_steps"], 5);
+    EXPECT_EQ(gpu["idle_ns_per_step"], (5 * 40'000 + 300 * kMs) / 5);
+    EXPECT_EQ(gpu["gaps_above_threshold"], 1);
+    ASSERT_EQ(gpu["gaps"].size(), 1u);
+    EXPECT_EQ(gpu["gaps"][0]["step"], 2);
+    EXPECT_EQ(gpu["gaps"][0]["start_ns"], 100 * kMs);
+    EXPECT_EQ(gpu["gaps"][0]["duration_ns"], 300 * kMs);
+    EXPECT_EQ(gpu["gaps"][0]["cause"], "host");
+  }
+  std::filesystem::remove(path_);
+  {
+    TimelineRun run(path_, 3);
+    write_stalled_rank(run, false);
+    run.finish("on");
+  }
+  RunDatabase db(path_);
+  const Json gpu = first_rank(load_report(db))["gpu"];
+  EXPECT_EQ(gpu["covered_steps"], 4);
+  EXPECT_EQ(gpu["gaps_above_threshold"], 0);
+}
+
+// A window is the span from an on edge to the next off edge; a window after the first starts at its
+// first activity (work launched before it may have run unrecorded); one still open at the end ends
+// with its activity.
+TEST_F(GpuTimelineTest, TheDutyCyclesWindowsBoundTheCoveredSteps) {
+  {
+    TimelineRun run(path_, 3);
+    run.timeline_edge(kStart - kMs, true);
+    for (int k = 0; k < 12; ++k) {
+      const int64_t t = kStart + k * 100 * kMs;
+      run.all_reduce(t, uint32_t(k + 1));
+      // Recorded only inside the windows: steps 0-2 and 7-11.
+      if (k >= 3 && k < 7) continue;
+      run.kernel(t, t + 5 * kMs, TimelineRun::kNccl);
+      run.kernel(t + 5 * kMs, t + 90 * kMs);
+    }
+    // Off inside step 3, on again inside step 6: its kernels ran before the window, unrecorded.
+    run.timeline_edge(kStart + 350 * kMs, false);
+    run.timeline_edge(kStart + 650 * kMs, true);
+    run.finish("on");
+  }
+  RunDatabase db(path_);
+  const Json gpu = first_rank(load_report(db))["gpu"];
+  // Steps 0-2 in the first window; 7-10 in the second, which starts at step 7's first kernel and
+  // ends with step 11's last (the last step has no end).
+  EXPECT_EQ(gpu["covered_steps"], 7);
+  EXPECT_EQ(gpu["idle_ns_per_step"], 10 * kMs);
 }
 
 // --- Where steps start -----------------------------------------------------------------------------

@@ -509,6 +509,8 @@ TEST(ApiTable, NamesAndClassesMatchTheEnum) {
       {Api::gpuMemset, "gpuMemset", ApiClass::GpuSet, Library::Nccl},
       {Api::threadSample, "threadSample", ApiClass::Sample, Library::Nccl},
       {Api::processSample, "processSample", ApiClass::ProcessSample, Library::Nccl},
+      {Api::gpuTimelineOn, "gpuTimelineOn", ApiClass::GpuWindow, Library::Nccl},
+      {Api::gpuTimelineOff, "gpuTimelineOff", ApiClass::GpuWindow, Library::Nccl},
   };
   ASSERT_EQ(kApiCount, std::size(expected));
   for (std::size_t i = 0; i < std::size(expected); ++i) {
