@@ -50,10 +50,15 @@ std::vector<Span> union_of(const std::vector<Activity>& activities, bool (*keep)
   return out;
 }
 
+// The first of `spans` (disjoint, in order) that ends after `t`.
+std::vector<Span>::const_iterator first_ending_after(const std::vector<Span>& spans, int64_t t) {
+  return std::lower_bound(spans.begin(), spans.end(), t, [](const Span& s, int64_t at) { return s.end_ns <= at; });
+}
+
 // Nanoseconds of `spans` (disjoint, in order) inside [from, to).
 int64_t covered(const std::vector<Span>& spans, int64_t from, int64_t to) {
   int64_t ns = 0;
-  auto it = std::lower_bound(spans.begin(), spans.end(), from, [](const Span& s, int64_t t) { return s.end_ns <= t; });
+  auto it = first_ending_after(spans, from);
   for (; it != spans.end() && it->start_ns < to; ++it) ns += std::min(it->end_ns, to) - std::max(it->start_ns, from);
   return ns;
 }
@@ -196,15 +201,13 @@ std::vector<Span> recorded_windows(const std::vector<std::pair<int64_t, bool>>& 
     open = on;
   }
   if (open) {
-    const auto after =
-        std::lower_bound(busy.begin(), busy.end(), opened, [](const Span& s, int64_t t) { return s.end_ns <= t; });
+    const auto after = first_ending_after(busy, opened);
     const std::vector<Span> inferred = windows_of({after, busy.end()}, silence_ns, sync_returns);
     out.push_back({opened, inferred.empty() ? opened : std::max(opened, inferred.back().end_ns)});
   }
   std::vector<Span> windows;
   for (Span w : out) {
-    auto first =
-        std::lower_bound(busy.begin(), busy.end(), w.start_ns, [](const Span& s, int64_t t) { return s.end_ns <= t; });
+    auto first = first_ending_after(busy, w.start_ns);
     for (auto it = first; it != busy.end() && it->start_ns < w.end_ns; ++it) w.end_ns = std::max(w.end_ns, it->end_ns);
     if (!windows.empty()) {
       if (first == busy.end() || first->start_ns >= w.end_ns) continue;
@@ -333,8 +336,7 @@ GpuTimelineReport load_gpu_timeline(const RunDatabase& db, int64_t process_id, c
     int64_t next_work = 0;
     if (on_gpu) {
       if (!in_some(windows, c.end_ns, c.end_ns)) continue;
-      const auto it =
-          std::lower_bound(busy.begin(), busy.end(), c.end_ns, [](const Span& s, int64_t t) { return s.end_ns <= t; });
+      const auto it = first_ending_after(busy, c.end_ns);
       if (it == busy.end()) continue;
       next_work = std::max(it->start_ns, c.end_ns);
     } else {
@@ -448,7 +450,7 @@ GpuTimelineReport load_gpu_timeline(const RunDatabase& db, int64_t process_id, c
     bool data_loading = false;
     // The idle stretches between the busy spans, each classified whole (a gap across the step's
     // start is the same gap on both sides), counted inside the step.
-    auto it = std::lower_bound(busy.begin(), busy.end(), from, [](const Span& s, int64_t t) { return s.end_ns <= t; });
+    auto it = first_ending_after(busy, from);
     int64_t idle_from = it != busy.begin() ? std::prev(it)->end_ns : from;
     for (;; ++it) {
       const int64_t idle_to = it == busy.end() ? to : it->start_ns;

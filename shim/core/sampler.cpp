@@ -184,13 +184,6 @@ uint64_t thread_cpu_ns(uint32_t tid) {
   return uint64_t(now.tv_sec) * 1'000'000'000ULL + uint64_t(now.tv_nsec);
 }
 
-// The sampler thread's own CPU time (ns).
-uint64_t own_cpu_ns() {
-  timespec now{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
-  return uint64_t(now.tv_sec) * 1'000'000'000ULL + uint64_t(now.tv_nsec);
-}
-
 struct AsleepCheck {
   uint32_t tid;
   uint64_t cpu_before;
@@ -607,7 +600,7 @@ bool tick(Sampler& s) {
   char state = 0;
   if (sample_thread(s, s.main, main_pthread, true, state) != Turn::Gone && state == 'Z' && alone(s)) return false;
   s.credit_ns = std::min<int64_t>(s.credit_ns, 0) + s.credit_per_tick_ns;
-  const uint64_t spent_before = own_cpu_ns();
+  const uint64_t spent_before = clock_ns(CLOCK_THREAD_CPUTIME_ID);
   const int64_t credit = s.credit_ns;
   int first_skipped = -1;
   for (int k = 0; k < kMaxThreads; ++k) {
@@ -624,7 +617,7 @@ bool tick(Sampler& s) {
       continue;
     }
     const Turn turn = sample_thread(s, files, pthreads[i], false, state);
-    s.credit_ns = credit - int64_t(own_cpu_ns() - spent_before);
+    s.credit_ns = credit - int64_t(clock_ns(CLOCK_THREAD_CPUTIME_ID) - spent_before);
     if (turn == Turn::Gone) {
       // It exited without running its thread's destructors (or before they ran): its slot is free.
       uint32_t expected = tid;

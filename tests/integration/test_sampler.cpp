@@ -387,6 +387,14 @@ TEST(Sampler, WorkersOfAMainThreadThatExitedAreSampledAndTheProcessEndsWithThem)
   }
 }
 
+// sampler_prog rotation MS at 100 Hz under TRAINSHIM_SAMPLE_BUDGET_US `budget_us`.
+Segment run_rotation(const Scratch& s, const std::string& budget_us, const std::string& ms, Outcome& outcome) {
+  return run_and_read(s,
+                      "TRAINSHIM_SAMPLE_BUDGET_US=" + budget_us + " " + shim_env(s, "100") + program("sampler_prog") +
+                          " rotation " + ms,
+                      &outcome);
+}
+
 // The main thread is sampled every tick; the other threads take turns within
 // TRAINSHIM_SAMPLE_BUDGET_US, a thread asleep since its last sample for a clock read, one that ran
 // read in full: each is sampled, none at every tick, none far more often than another. 2,000 us a
@@ -396,9 +404,7 @@ TEST(Sampler, WorkersOfAMainThreadThatExitedAreSampledAndTheProcessEndsWithThem)
 TEST(Sampler, OtherThreadsTakeTurnsWithinTheBudgetAndTheMainThreadIsSampledEveryTick) {
   Scratch s;
   Outcome outcome;
-  const Segment segment = run_and_read(
-      s, "TRAINSHIM_SAMPLE_BUDGET_US=2000 " + shim_env(s, "100") + program("sampler_prog") + " rotation 3000",
-      &outcome);
+  const Segment segment = run_rotation(s, "2000", "3000", outcome);
   ASSERT_TRUE(segment.found);
   const std::set<uint32_t> polling = printed_tids(outcome.out, "polling");
   const std::set<uint32_t> blocked = printed_tids(outcome.out, "blocked");
@@ -430,9 +436,7 @@ TEST(Sampler, OtherThreadsTakeTurnsWithinTheBudgetAndTheMainThreadIsSampledEvery
 TEST(Sampler, ABudgetLargeEnoughReadsEveryThreadAtEveryTick) {
   Scratch s;
   Outcome outcome;
-  const Segment segment = run_and_read(
-      s, "TRAINSHIM_SAMPLE_BUDGET_US=1000000 " + shim_env(s, "100") + program("sampler_prog") + " rotation 1000",
-      &outcome);
+  const Segment segment = run_rotation(s, "1000000", "1000", outcome);
   ASSERT_TRUE(segment.found);
   std::set<uint32_t> threads = printed_tids(outcome.out, "polling");
   threads.merge(printed_tids(outcome.out, "blocked"));

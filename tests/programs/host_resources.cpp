@@ -48,33 +48,50 @@ int share_batch(size_t mib) {
   return 0;
 }
 
+// After a CUDA call of the main thread, `threads` threads that each make one and then wake every
+// ms until the object is destroyed: threads the sampler samples, which have always run since.
+class PollingCallers {
+ public:
+  explicit PollingCallers(int threads) {
+    void* device = nullptr;
+    CHECK(cudaMalloc(&device, 64));
+    for (int i = 0; i < threads; ++i)
+      callers_.emplace_back([this] {
+        CHECK(cudaDeviceSynchronize());
+        while (!stop_) usleep(1000);
+      });
+  }
+  ~PollingCallers() {
+    stop_ = true;
+    for (std::thread& t : callers_) t.join();
+  }
+  PollingCallers(const PollingCallers&) = delete;
+  PollingCallers& operator=(const PollingCallers&) = delete;
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> callers_;
+};
+
 int open_until_refused(int threads, rlim_t limit) {
   const rlimit nofile{limit, limit};
   if (setrlimit(RLIMIT_NOFILE, &nofile) != 0) return 1;
-  void* device = nullptr;
-  CHECK(cudaMalloc(&device, 64));
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> callers;
-  for (int i = 0; i < threads; ++i)
-    callers.emplace_back([&] {
-      CHECK(cudaDeviceSynchronize());
-      while (!stop) usleep(1000);
-    });
-  usleep(500'000);  // sampler ticks over every thread
-  // Refused 25 times 20 ms apart: what the program can hold, not a descriptor the sampler opened for
-  // a moment of its tick, nor one it held until its own open was refused.
   int opened = 0;
-  for (int refused = 0; refused < 25;) {
-    if (open("/dev/null", O_RDONLY | O_CLOEXEC) >= 0) {
-      ++opened;
-      refused = 0;
-    } else {
-      ++refused;
-      usleep(20'000);
+  {
+    const PollingCallers callers(threads);
+    usleep(500'000);  // sampler ticks over every thread
+    // Refused 25 times 20 ms apart: what the program can hold, not a descriptor the sampler opened for
+    // a moment of its tick, nor one it held until its own open was refused.
+    for (int refused = 0; refused < 25;) {
+      if (open("/dev/null", O_RDONLY | O_CLOEXEC) >= 0) {
+        ++opened;
+        refused = 0;
+      } else {
+        ++refused;
+        usleep(20'000);
+      }
     }
   }
-  stop = true;
-  for (std::thread& t : callers) t.join();
   std::printf("opened %d\n", opened);
   return 0;
 }
@@ -98,15 +115,7 @@ int proc_files() {
 }
 
 int most_proc_files(int threads) {
-  void* device = nullptr;
-  CHECK(cudaMalloc(&device, 64));
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> callers;
-  for (int i = 0; i < threads; ++i)
-    callers.emplace_back([&] {
-      CHECK(cudaDeviceSynchronize());
-      while (!stop) usleep(1000);
-    });
+  const PollingCallers callers(threads);
   int most = 0;
   timespec start{}, now{};
   clock_gettime(CLOCK_MONOTONIC, &start);
@@ -114,8 +123,6 @@ int most_proc_files(int threads) {
     most = std::max(most, proc_files());
     clock_gettime(CLOCK_MONOTONIC, &now);
   } while (now.tv_sec - start.tv_sec < 1 || (now.tv_sec - start.tv_sec == 1 && now.tv_nsec < start.tv_nsec));
-  stop = true;
-  for (std::thread& t : callers) t.join();
   std::printf("most %d\n", most);
   return 0;
 }

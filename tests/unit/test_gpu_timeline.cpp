@@ -141,6 +141,11 @@ class TimelineRun {
 class GpuTimelineTest : public test::TempDirTest {
  protected:
   Json first_rank(const Report& report) { return render_json(report)["ranks"][0]; }
+  // The first rank's `gpu` of the report on the database at path_.
+  Json gpu_of_database() {
+    RunDatabase db(path_);
+    return first_rank(load_report(db))["gpu"];
+  }
   std::vector<Json> findings_of(const Report& report, const std::string& kind) {
     std::vector<Json> out;
     const Json doc = render_json(report);
@@ -405,14 +410,20 @@ TEST_F(GpuTimelineTest, CuptiTakenIsSaidWithoutFigures) {
 
 // A balanced, well-fed rank: kernels back to back (10 µs apart), each batch uploaded on a side
 // stream while the GPU computes.
+// Step k from `t`: its all-reduce, the NCCL kernel (5 ms), then four kernels to t + 100 ms with
+// 10 us between them.
+void write_busy_step(TimelineRun& run, int64_t t, int k) {
+  run.all_reduce(t, uint32_t(k + 1));
+  run.kernel(t, t + 5 * kMs, TimelineRun::kNccl);
+  for (int j = 0; j < 4; ++j) run.kernel(t + 5 * kMs + j * 23'750'000 + 10'000, t + 5 * kMs + (j + 1) * 23'750'000);
+}
+
 TEST_F(GpuTimelineTest, WellFedRankHasNoGapAndNoFinding) {
   {
     TimelineRun run(path_, 3);
     for (int k = 0; k < kAllReduces; ++k) {
       const int64_t t = kStart + k * 100 * kMs;
-      run.all_reduce(t, uint32_t(k + 1));
-      run.kernel(t, t + 5 * kMs, TimelineRun::kNccl);
-      for (int j = 0; j < 4; ++j) run.kernel(t + 5 * kMs + j * 23'750'000 + 10'000, t + 5 * kMs + (j + 1) * 23'750'000);
+      write_busy_step(run, t, k);
       run.upload(t + 20 * kMs, t + 20 * kMs + 20'000, HostMemory::Pinned);
       run.gpu_upload(t + 20 * kMs, t + 21 * kMs, HostMemory::Pinned);
     }
@@ -438,9 +449,7 @@ void write_stalled_rank(TimelineRun& run, bool edges) {
   int64_t t = kStart;
   if (edges) run.timeline_edge(t - kMs, true);
   for (int k = 0; k < kAllReduces; ++k) {
-    run.all_reduce(t, uint32_t(k + 1));
-    run.kernel(t, t + 5 * kMs, TimelineRun::kNccl);
-    for (int j = 0; j < 4; ++j) run.kernel(t + 5 * kMs + j * 23'750'000 + 10'000, t + 5 * kMs + (j + 1) * 23'750'000);
+    write_busy_step(run, t, k);
     t += (k == 2 ? 400 : 100) * kMs;
   }
   if (edges) run.timeline_edge(t, false);
@@ -455,29 +464,24 @@ TEST_F(GpuTimelineTest, AStallInsideTheRecordedWindowIsIdleTimeNotTimeOffTheTime
     write_stalled_rank(run, true);
     run.finish("on");
   }
-  {
-    RunDatabase db(path_);
-    const Report report = load_report(db);
-    const Json gpu = first_rank(report)["gpu"];
-    EXPECT_EQ(gpu["covered_steps"], 5);
-    EXPECT_EQ(gpu["idle_ns_per_step"], (5 * 40'000 + 300 * kMs) / 5);
-    EXPECT_EQ(gpu["gaps_above_threshold"], 1);
-    ASSERT_EQ(gpu["gaps"].size(), 1u);
-    EXPECT_EQ(gpu["gaps"][0]["step"], 2);
-    EXPECT_EQ(gpu["gaps"][0]["start_ns"], 100 * kMs);
-    EXPECT_EQ(gpu["gaps"][0]["duration_ns"], 300 * kMs);
-    EXPECT_EQ(gpu["gaps"][0]["cause"], "host");
-  }
+  const Json gpu = gpu_of_database();
+  EXPECT_EQ(gpu["covered_steps"], 5);
+  EXPECT_EQ(gpu["idle_ns_per_step"], (5 * 40'000 + 300 * kMs) / 5);
+  EXPECT_EQ(gpu["gaps_above_threshold"], 1);
+  ASSERT_EQ(gpu["gaps"].size(), 1u);
+  EXPECT_EQ(gpu["gaps"][0]["step"], 2);
+  EXPECT_EQ(gpu["gaps"][0]["start_ns"], 100 * kMs);
+  EXPECT_EQ(gpu["gaps"][0]["duration_ns"], 300 * kMs);
+  EXPECT_EQ(gpu["gaps"][0]["cause"], "host");
   std::filesystem::remove(path_);
   {
     TimelineRun run(path_, 3);
     write_stalled_rank(run, false);
     run.finish("on");
   }
-  RunDatabase db(path_);
-  const Json gpu = first_rank(load_report(db))["gpu"];
-  EXPECT_EQ(gpu["covered_steps"], 4);
-  EXPECT_EQ(gpu["gaps_above_threshold"], 0);
+  const Json inferred = gpu_of_database();
+  EXPECT_EQ(inferred["covered_steps"], 4);
+  EXPECT_EQ(inferred["gaps_above_threshold"], 0);
 }
 
 // A window is the span from an on edge to the next off edge; a window after the first starts at its
@@ -500,8 +504,7 @@ TEST_F(GpuTimelineTest, TheDutyCyclesWindowsBoundTheCoveredSteps) {
     run.timeline_edge(kStart + 650 * kMs, true);
     run.finish("on");
   }
-  RunDatabase db(path_);
-  const Json gpu = first_rank(load_report(db))["gpu"];
+  const Json gpu = gpu_of_database();
   // Steps 0-2 in the first window; 7-10 in the second, which starts at step 7's first kernel and
   // ends with step 11's last (the last step has no end).
   EXPECT_EQ(gpu["covered_steps"], 7);
