@@ -11,8 +11,9 @@ from sim import H2D, check, cuda, world_communicator
 
 def spin():
     x = 0
-    while True:
-        x += 1  # PLANTED spin
+    # One line: CPython charges the loop's backward jump to the `while` line, so a two-line loop
+    # is sampled at either line.
+    while True: x += 1  # PLANTED spin
 
 
 def idle():

@@ -600,6 +600,22 @@ TEST_F(DumpTest, NoRunningProcessIsAnErrorThatSaysSo) {
   }
 }
 
+// A job whose processes the collector has not stored yet is not said to have ended.
+TEST_F(DumpTest, NoProcessStoredYetIsNotSaidToHaveEnded) {
+  { Database db(path_, "unitjob"); }
+  CLI::App app;
+  const Command dump = add_dump_command(app);
+  app.parse(std::vector<std::string>{path_, "dump"});
+  try {
+    dump.run();
+    ADD_FAILURE() << "no error";
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()), path_ +
+                                         ": no process of job unitjob stored yet: the collector stores each process "
+                                         "at its first CUDA call; try again in a second");
+  }
+}
+
 // A latest sample 12 s old: said on stderr, the stacks printed all the same.
 TEST_F(DumpTest, StaleSamplesAreSaidAndStillPrinted) {
   const int64_t now =
