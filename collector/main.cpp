@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <set>
 #include <vector>
@@ -285,6 +286,9 @@ int main(int argc, char** argv) {
     options.gpu_rows = uint64_t(gpu_rows);
     options.sample_rows = uint64_t(sample_rows);
     std::optional<trainshim::collector::Collector> collector(std::in_place, options);
+    std::error_code no_cwd;
+    const std::string database = std::filesystem::absolute(options.database_path, no_cwd).lexically_normal();
+    trainshim::write_lock_database(lock_fd, database);
     if (!refused.empty()) collector->report("warning", trainshim::describe_refused(refused));
     // Started by a job, standard error is the job's, maybe a pipe its caller reads to the end:
     // it served for start-up failures; from here on the database's log has every message.
@@ -305,6 +309,7 @@ int main(int argc, char** argv) {
       lock_fd = again.fd;
       lock_path = again.path;
       collector.emplace(options);
+      trainshim::write_lock_database(lock_fd, database);
     }
   } catch (const std::exception& e) {
     release_lock(lock_fd, lock_path);

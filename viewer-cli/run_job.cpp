@@ -14,6 +14,7 @@
 #include <filesystem>
 
 #include "errors.hpp"
+#include "run_database.hpp"
 #include "trainshim/collector_launch.hpp"
 #include "trainshim/names.hpp"
 
@@ -53,6 +54,16 @@ int wait_status(pid_t pid) {
   return 1;
 }
 
+bool holds_no_process(const std::string& path) {
+  try {
+    const RunDatabase db(path);
+    Statement processes(db, "SELECT 1 FROM processes LIMIT 1");
+    return !processes.step();
+  } catch (const std::exception&) {
+    return false;  // unreadable: left for the user to look at
+  }
+}
+
 }  // namespace
 
 std::string own_directory() {
@@ -89,6 +100,9 @@ JobRun run_job(const std::vector<std::string>& command, const std::string& datab
 
   setenv("TRAINSHIM_JOB", job.c_str(), 1);
   setenv("TRAINSHIM_OUT", out.c_str(), 1);
+  // A database this run creates and leaves without a process is removed: the command made no CUDA
+  // call (a typo, a launcher that failed), and an empty file would only be mistaken for a run.
+  const bool existed = access(out.c_str(), F_OK) == 0;
 
   // The terminal's Ctrl-C reaches the job itself, as without trainshim; trainshim stays to collect
   // and report once the job has exited. SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 sent to trainshim are
@@ -146,6 +160,12 @@ JobRun run_job(const std::vector<std::string>& command, const std::string& datab
     kill(launched.pid, SIGTERM);
     const int collector_status = wait_status(launched.pid);
     if (collector_status != 0) fmt::print(stderr, "trainshim: the collector exited with status {}\n", collector_status);
+    if (collector_status == 0 && !existed && holds_no_process(out)) {
+      unlink(out.c_str());
+      fmt::print(stderr, "trainshim: {} made no CUDA call: nothing was recorded, no database was written\n",
+                 command[0]);
+      return {status, ""};
+    }
   }
   return {status, out};
 }

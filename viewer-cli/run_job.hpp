@@ -10,7 +10,7 @@ namespace trainshim::cli {
 
 struct JobRun {
   int status = 127;      // the command's exit status (128 + signal when it was killed)
-  std::string database;  // absolute path of the database its collector writes
+  std::string database;  // absolute path of the database its collector writes; empty: none, as said
 };
 
 // Starts the job's collector, runs `command` with the shim preloaded and waits for both. `database`:

@@ -206,6 +206,30 @@ inline std::string describe_refused(const std::vector<RefusedLockFile>& refused)
   return text + ": another user created it, only your own 0600 file is used";
 }
 
+// The held lock file holds the database its collector writes (an absolute path), so that a
+// command given only the job finds a database named with --out or TRAINSHIM_OUT elsewhere.
+inline bool write_lock_database(int fd, const std::string& database) {
+  if (ftruncate(fd, 0) != 0) return false;
+  return pwrite(fd, database.data(), database.size(), 0) == ssize_t(database.size());
+}
+
+// The database the running collector of `job` writes, as its lock file says; empty when no
+// collector of the job runs or its lock names none.
+inline std::string running_collector_database(uid_t uid, std::string_view job) {
+  for (int candidate = 0; candidate < kLockCandidates; ++candidate) {
+    const std::string path = collector_lock_path(uid, job, candidate);
+    if (!lock_detail::held_by_someone(path, uid)) continue;
+    std::string refusal;
+    const int fd = lock_detail::open_own(path, uid, false, refusal);
+    if (fd < 0) return {};
+    char text[4096];
+    const ssize_t n = pread(fd, text, sizeof text, 0);
+    close(fd);
+    return n > 0 && text[0] == '/' ? std::string(text, std::size_t(n)) : std::string();
+  }
+  return {};
+}
+
 inline std::string no_usable_lock_message(std::string_view job) {
   return "all " + std::to_string(kLockCandidates) + " lock file names of job " + std::string(job) +
          " in /dev/shm belong to other users, so no collector is started; the job runs and its events wait in "

@@ -94,6 +94,13 @@ std::string trainshim_cli() { return std::string(Paths::bin) + "/trainshim"; }
 
 std::string program(const std::string& name) { return std::string(Paths::programs) + "/" + name; }
 
+bool write_empty_database(const std::string& path, const std::string& job) {
+  return run(std::string(Paths::bin) + "/trainshim-collector --job " + job + " --out '" + path +
+             "' --exit-when-idle 0.1")
+                 .exit_code == 0 &&
+         std::filesystem::exists(path);
+}
+
 int64_t count_api(const std::string& db, const std::string& api, const std::string& where) {
   if (where == "1")
     return query_int(

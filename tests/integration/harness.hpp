@@ -70,6 +70,11 @@ int marked_line(const std::string& source, const std::string& marker);
 // The single integer a query returns.
 int64_t query_int(const std::string& db, const std::string& sql);
 
+// A database of no process, as a collector writes for a job that failed before its first CUDA call
+// (`trainshim run` removes such a file; a collector started by hand keeps it); false when the
+// collector failed.
+bool write_empty_database(const std::string& path, const std::string& job);
+
 // The rank's entry of a trainshim-report/1 document.
 const nlohmann::json& rank_entry(const nlohmann::json& report, int rank);
 // The row of `list` whose fields equal `match`, or null.

@@ -128,5 +128,17 @@ TEST(Cli, UnknownFormatExits2WithTheFormatsThatExist) {
   EXPECT_NE(both.out.find("excludes"), std::string::npos) << both.out;
 }
 
+// A value out of range is refused while the arguments are read, in words: what the flag takes.
+TEST(Cli, AnIdleGapOfZeroOrNoNumberSaysWhatTheFlagTakes) {
+  Scratch s;
+  for (const std::string value : {"0", "-2", "abc", "nan"}) {
+    const Outcome refused = run(trainshim_cli() + " report " + s.dir + "/run.db --idle-gap-ms " + value + " 2>&1");
+    EXPECT_EQ(refused.exit_code, 2) << value;
+    EXPECT_EQ(refused.out.substr(0, refused.out.find('\n')),
+              "--idle-gap-ms: a number of milliseconds above 0 (0.5, 2, 20), not " + value)
+        << refused.out;
+  }
+}
+
 }  // namespace
 }  // namespace trainshim::test

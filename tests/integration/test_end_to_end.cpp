@@ -107,6 +107,23 @@ TEST(EndToEnd, RunReturnsTheCommandsExitCodeAndPrintsTheTextReport) {
   EXPECT_NE(result.out.find("h2d    pageable             1       100 B"), std::string::npos) << result.out;
 }
 
+// A command that makes no CUDA call (a typo, a launcher that failed) leaves no empty database to be
+// mistaken for a run, and says so; a database that was there before is left as it was.
+TEST(EndToEnd, RunOfACommandWithNoCudaCallLeavesNoDatabase) {
+  Scratch s;
+  const auto nothing = run(trainshim_cli() + " run --out " + s.db() + " -- sh -c 'exit 7' 2>&1");
+  EXPECT_EQ(nothing.exit_code, 7);
+  EXPECT_EQ(nothing.out, "trainshim: sh made no CUDA call: nothing was recorded, no database was written\n");
+  EXPECT_FALSE(std::filesystem::exists(s.db()));
+  ASSERT_EQ(
+      run(trainshim_cli() + " run --no-report --out " + s.db() + " -- " + program("probe_prog") + " mode").exit_code,
+      0);
+  const int64_t processes = query_int(s.db(), "SELECT count(*) FROM processes");
+  ASSERT_GT(processes, 0);
+  EXPECT_EQ(run(trainshim_cli() + " run --no-report --out " + s.db() + " -- true").exit_code, 0);
+  EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM processes"), processes);
+}
+
 TEST(EndToEnd, LibraryLoadedIntoALocalScopeIsStillInterposed) {
   Scratch s;
   const auto result = run(trainshim_cli() + " run --json --out " + s.db() + " -- " + program("local_scope_prog") + " " +

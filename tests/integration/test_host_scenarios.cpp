@@ -353,7 +353,7 @@ TEST(HostScenarios, DumpShowsASpinningRanksLineWhileItHoldsTheGil) {
   Scratch s;
   const std::string script = job_script("host_spin.py");
   const int spin_line = marked_line(script, "# PLANTED spin"), idle_line = marked_line(script, "# PLANTED idle");
-  LiveJob job(s, python_ranks("host_spin.py"));
+  LiveJob job(s, python_ranks("host_spin.py"), "TRAINSHIM_JOB=" + s.job + " ");
   ASSERT_TRUE(job.wait_until_ready(2)) << job.log();
   auto innermost = [](const json& dump, int rank) -> json {
     for (const auto& r : dump.at("ranks")) {
@@ -393,6 +393,11 @@ TEST(HostScenarios, DumpShowsASpinningRanksLineWhileItHoldsTheGil) {
   EXPECT_EQ(text.exit_code, 0) << text.out;
   EXPECT_NE(text.out.find("at spin (" + script + ":" + std::to_string(spin_line) + ")"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("at idle (" + script + ":" + std::to_string(idle_line) + ")"), std::string::npos) << text.out;
+  // Named by its job alone, from another directory: the database given to --out is found.
+  const auto by_job = run("cd / && " + trainshim_cli() + " dump --job " + s.job);
+  EXPECT_EQ(by_job.exit_code, 0) << by_job.out;
+  EXPECT_NE(by_job.out.find("at idle (" + script + ":" + std::to_string(idle_line) + ")"), std::string::npos)
+      << by_job.out;
   // Dumping stopped nothing: both ranks are still there, rank 0 still spinning.
   for (int rank = 0; rank < 2; ++rank) EXPECT_EQ(kill(job.pid_of(rank), 0), 0) << "rank " << rank << " is gone";
 }

@@ -4,6 +4,8 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -13,7 +15,9 @@
 #include <string>
 #include <tuple>
 
+#include "commands/commands.hpp"
 #include "database.hpp"
+#include "errors.hpp"
 #include "findings.hpp"
 #include "report_json.hpp"
 #include "report_model.hpp"
@@ -274,6 +278,49 @@ TEST_F(ReportTest, TextRendering) {
             std::string::npos)
       << text;
   EXPECT_LT(text.find("rank 1 copied 400 B D2H"), text.find("rank 0 copied 5.9 KiB H2D")) << text;
+}
+
+// `trainshim report A B` of two runs: the same rank in both, or jobs of different sizes, is refused
+// with what to do instead, unless --merge-runs; databases of two nodes of one job are not.
+TEST_F(ReportTest, DatabasesOfTwoRunsAreRefusedUnlessMergingIsAsked) {
+  const auto write = [&](const std::string& name, std::vector<int> ranks, int world_size) {
+    const std::string path = dir_ + "/" + name;
+    Database db(path, "unitjob");
+    for (const int rank : ranks)
+      db.update_process(
+          db.add_process("seg" + std::to_string(rank), *header_for(rank, 100 + rank, "nodeA", world_size)),
+          {.ended = true});
+    db.commit();
+    return path;
+  };
+  const std::string first = write("first.db", {0, 1}, 2), again = write("again.db", {0, 1}, 2),
+                    other = write("other.db", {2, 3}, 8), node_b = write("node_b.db", {2, 3}, 4),
+                    node_a = write("node_a.db", {0, 1}, 4);
+  const auto report = [](std::vector<std::string> args) {
+    CLI::App app;
+    const Command command = add_report_command(app);
+    std::reverse(args.begin(), args.end());  // CLI11 reads the vector from its back
+    args.push_back("report");
+    app.parse(std::move(args));
+    testing::internal::CaptureStdout();
+    try {
+      command.run();
+    } catch (const UsageError& e) {
+      testing::internal::GetCapturedStdout();
+      return std::string(e.what());
+    }
+    return "printed " + std::to_string(testing::internal::GetCapturedStdout().size()) + " bytes";
+  };
+  const std::string advice = "report each alone, compare two with `trainshim diff BEFORE.db AFTER.db`, or pass "
+                             "--merge-runs to merge them all the same";
+  EXPECT_EQ(report({first, again}),
+            first + " and " + again + " both hold rank 0: two runs, not two nodes of one job; " + advice);
+  EXPECT_EQ(report({first, first}),
+            first + " and " + first + " both hold rank 0: two runs, not two nodes of one job; " + advice);
+  EXPECT_EQ(report({first, other}),
+            first + " holds a job of 2 ranks, " + other + " a job of 8: two runs, not two nodes of one job; " + advice);
+  EXPECT_TRUE(report({first, again, "--merge-runs"}).starts_with("printed ")) << report({first, again, "--merge-runs"});
+  EXPECT_TRUE(report({node_a, node_b}).starts_with("printed ")) << report({node_a, node_b});
 }
 
 // One database per node, as a multi-node job writes them: `trainshim report A B` reads both (side

@@ -1,4 +1,6 @@
 // `trainshim dump [--job JOB] [DB] [--format text|json]`
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
@@ -13,6 +15,7 @@
 #include "dump.hpp"
 #include "output_text.hpp"
 #include "run_database.hpp"
+#include "trainshim/collector_lock.hpp"
 
 namespace trainshim::cli {
 
@@ -26,16 +29,20 @@ struct DumpArguments {
   std::string database, job, format;
 };
 
-// The database the collector of `job` writes: $TRAINSHIM_OUT, else ./trainshim-<job>.db; a later
+// The database the collector of `job` writes: the one its lock file names while it runs (wherever
+// --out or TRAINSHIM_OUT put it); else $TRAINSHIM_OUT, else ./trainshim-<job>.db, where a later
 // launch of the same job that found it taken writes <stem>.2.db, <stem>.3.db, ...: the newest.
 std::string job_database(const std::string& job) {
   namespace fs = std::filesystem;
+  std::error_code ec;
+  if (const std::string running = running_collector_database(getuid(), sanitize_job(job));
+      !running.empty() && fs::is_regular_file(running, ec))
+    return running;
   const char* out = std::getenv("TRAINSHIM_OUT");
   const std::string base = out && *out ? out : "./trainshim-" + job + ".db";
   const std::string stem = base.ends_with(".db") ? base.substr(0, base.size() - 3) : base;
   std::string best;
   fs::file_time_type best_time{};
-  std::error_code ec;
   for (int n = 1; n < 100; ++n) {
     const std::string path = n == 1 ? base : fmt::format("{}.{}.db", stem, n);
     if (!fs::is_regular_file(path, ec)) {

@@ -1,7 +1,10 @@
-// `trainshim report [DB ...] [--format text|json] [--step STEP] [--idle-gap-ms N] [--setup]`
+// `trainshim report [DB ...] [--format text|json] [--step STEP] [--idle-gap-ms N] [--setup] [--merge-runs]`
+#include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <iostream>
+#include <map>
 #include <memory>
 
 #include "commands.hpp"
@@ -20,7 +23,37 @@ struct ReportArguments {
   std::string format, step;
   double idle_gap_ms = 0;  // 0: max(1 ms, 5 % of the step)
   bool setup_only = false;
+  bool merge_runs = false;
 };
+
+// A job's databases are one per node of one launch: each rank in one of them, every rank of one
+// world size. Two holding the same rank (-1: two processes started without a launcher) or ranks of
+// different world sizes are two runs, whose merge would name a straggler across them: UsageError.
+void check_one_launch(const std::vector<const RunDatabase*>& databases) {
+  const std::string advice = "report each alone, compare two with `trainshim diff BEFORE.db AFTER.db`, or pass "
+                             "--merge-runs to merge them all the same";
+  std::map<int64_t, const RunDatabase*> holder;  // by rank
+  std::pair<int64_t, const RunDatabase*> world{-1, nullptr};
+  for (const RunDatabase* db : databases) {
+    Statement ranks(*db, "SELECT DISTINCT rank FROM processes");
+    while (ranks.step()) {
+      const int64_t rank = ranks.integer(0);
+      const auto [at, added] = holder.emplace(rank, db);
+      if (!added)
+        throw UsageError(fmt::format(
+            "{} and {} both hold {}: two runs, not two nodes of one job; {}", at->second->path(), db->path(),
+            rank < 0 ? std::string("a process started without a launcher") : fmt::format("rank {}", rank), advice));
+    }
+    Statement sizes(*db, "SELECT max(world_size) FROM processes");
+    const int64_t size = sizes.step() && !sizes.is_null(0) ? sizes.integer(0) : -1;
+    if (size < 0) continue;
+    if (!world.second) world = {size, db};
+    if (world.first != size)
+      throw UsageError(fmt::format("{} holds a job of {} ranks, {} a job of {}: two runs, not two nodes of one "
+                                   "job; {}",
+                                   world.second->path(), world.first, db->path(), size, advice));
+  }
+}
 
 int report(ReportArguments args) {
   if (args.databases.empty()) args.databases.push_back(database_argument(""));
@@ -28,6 +61,7 @@ int report(ReportArguments args) {
   std::vector<const RunDatabase*> databases;
   for (const auto& path : args.databases)
     databases.push_back(open.emplace_back(std::make_unique<RunDatabase>(path)).get());
+  if (!args.merge_runs) check_one_launch(databases);
   const Report report = load_report(databases, step_name(args.step), int64_t(args.idle_gap_ms * 1e6));
   if (!args.setup_only) {
     print_report(report, args.format);
@@ -58,8 +92,18 @@ Command add_report_command(CLI::App& app) {
   command
       ->add_option("--idle-gap-ms", args->idle_gap_ms,
                    "the shortest GPU idle gap listed, in milliseconds (default: max(1 ms, 5 % of the step))")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Validator(
+          [](const std::string& text) -> std::string {
+            double ms = 0;
+            if (CLI::detail::lexical_cast(text, ms) && std::isfinite(ms) && ms > 0) return {};
+            return "a number of milliseconds above 0 (0.5, 2, 20), not " + text;
+          },
+          "MS>0"));
   command->add_flag("--setup", args->setup_only, "print only the setup checklist (with --json: only \"setup\")");
+  command->add_flag(
+      "--merge-runs", args->merge_runs,
+      "merge databases of different runs (the same rank in two, or different world sizes) into one report; "
+      "refused without it");
   return {command, [args] { return report(*args); }};
 }
 

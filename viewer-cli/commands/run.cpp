@@ -23,7 +23,7 @@ struct RunArguments {
 int run(const RunArguments& args) {
   const std::string step = step_name(args.step);
   const JobRun job = run_job(args.command, args.out);
-  if (args.no_report) return job.status;
+  if (args.no_report || job.database.empty()) return job.status;
   if (access(job.database.c_str(), R_OK) != 0) {
     fmt::print(stderr, "trainshim: no database was written ({}): nothing was recorded\n", job.database);
     return job.status;
