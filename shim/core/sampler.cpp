@@ -91,13 +91,14 @@ const pthread_key_t* registration_key() {
 }
 
 // A sampled thread: its /proc files, what was learnt of it, and its last sample while asleep. The
-// files are open only while the thread is read in full, but for the main thread's stat file, `held`
-// between ticks until the sampler is refused a descriptor. So the sampler holds at most 1
-// descriptor between ticks (none once refused) and 3 while it reads a thread; with the memory file
-// the hooks share (soft_read.hpp), 4 in all.
+// main thread's files (its stat file, and its syscall file once it was found not running) are
+// `held` between ticks until the sampler is refused a descriptor; another thread's are open only
+// while it is read, one after the other. So the sampler holds at most 2 descriptors between ticks
+// (none once refused) and 3 while it reads another thread; with the memory file the hooks share
+// (soft_read.hpp), 4 in all.
 struct TaskFiles {
   uint32_t tid = 0;
-  bool held = false;          // the stat file
+  bool held = false;          // the stat file, and the syscall file when open
   OwnedFd stat;               // -1: not there, or not open
   OwnedFd syscall;            // -1: not there (gVisor has no syscall file, say), or not open
   python::ThreadHint python;  // where its Python thread state was found
@@ -209,14 +210,20 @@ int read_state(int fd) {
 }
 
 // The thread's state letter (0: unknown) and the system call it is blocked in + 1 (0: running,
-// in user space, or unknown), from its stat file and, unless it is running, its syscall file,
-// opened here and closed after. False when the thread is gone.
-bool read_task(TaskFiles& files, char& state, uint64_t& call, bool& refused) {
+// in user space, or unknown), from its stat file and, unless it is running, its syscall file.
+// `held`: both stay open (the main thread's); else one is open at a time: the stat file is closed
+// before the syscall file is opened, and the syscall file when done. False when the thread is gone.
+bool read_task(TaskFiles& files, bool held, char& state, uint64_t& call, bool& refused) {
   char text[512];
   state = 0;
   call = 0;
   int before = read_state(files.stat.fd);
-  if (before > 0 && before != 'R') files.syscall = open_task_file(files.tid, "syscall", refused);
+  const auto open_syscall = [&] {
+    if (!held) close_owned(files.stat);
+    if (files.syscall.fd < 0 || !still_owned(files.syscall))
+      files.syscall = open_task_file(files.tid, "syscall", refused);
+  };
+  if (before > 0 && before != 'R') open_syscall();
   // A thread that woke between the two reads would be "sleeping" in no system call: its state is
   // then read again after the system call, and both once more if it changed.
   for (int attempt = 0; attempt < 2 && before >= 0; ++attempt) {
@@ -235,14 +242,20 @@ bool read_task(TaskFiles& files, char& state, uint64_t& call, bool& refused) {
     // Sleeping (or in disk wait) in no system call: the thread moved between the reads.
     const bool moved = (before == 'S' || before == 'D') && call == 0 && files.syscall.fd >= 0;
     if (!moved) break;
-    const int after = read_state(files.stat.fd);
+    if (files.stat.fd < 0) {
+      close_owned(files.syscall);
+      files.stat = open_task_file(files.tid, "stat", refused);
+      if (files.stat.fd < 0 && errno == ENOENT) before = -1;
+    }
+    const int after = files.stat.fd >= 0 ? read_state(files.stat.fd) : before;
     if (after == before || after < 0) {
       before = after;
       break;
     }
     before = after;
+    if (before != 'R') open_syscall();
   }
-  close_owned(files.syscall);
+  if (!held) close_descriptors(files);
   if (before < 0) return false;
   state = char(before);
   return true;
@@ -271,12 +284,13 @@ Turn sample_thread(Sampler& s, TaskFiles& files, uint64_t pthread, bool main_thr
     stack = files.asleep_stack;
   } else {
     bool refused = false;
-    const bool there = open_stat(files, refused) && read_task(files, state, call, refused);
+    const bool hold = main_thread && s.hold_main;
+    const bool there = open_stat(files, refused) && read_task(files, hold, state, call, refused);
     if (refused && s.hold_main) {
       s.hold_main = false;
       close_descriptors(s.main);
     }
-    files.held = there && main_thread && s.hold_main;
+    files.held = there && hold && s.hold_main;
     if (!files.held) close_descriptors(files);
     if (!there) return Turn::Gone;
     const bool asleep = (state == 'S' || state == 'D') && cpu_before != UINT64_MAX;
@@ -331,7 +345,7 @@ bool alone(const Sampler& s) {
     char state = 0;
     uint64_t call = 0;
     bool refused = false;
-    if (open_stat(files, refused) && read_task(files, state, call, refused) && state != 'Z' && state != 'X')
+    if (open_stat(files, refused) && read_task(files, false, state, call, refused) && state != 'Z' && state != 'X')
       others = true;
     close_descriptors(files);
     if (others) break;

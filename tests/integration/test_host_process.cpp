@@ -160,8 +160,8 @@ TEST(HostProcess, SampledThreadsHoldNoDescriptorTheProgramNeeds) {
 }
 
 // However many threads it samples, the sampler has at most 3 descriptors open at once (the main
-// thread's stat file, and a thread's stat and syscall files while it reads them; a C program has
-// no memory file open): seen at a thousand ticks a second, every thread read at each.
+// thread's stat and syscall files, and another thread's stat or syscall file while it reads it; a C
+// program has no memory file open): seen at a thousand ticks a second, every thread read at each.
 TEST(HostProcess, TheSamplerHoldsAFewDescriptorsWhateverItsThreads) {
   Scratch s;
   for (const int threads : {1, 63}) {
