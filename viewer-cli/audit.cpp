@@ -145,13 +145,15 @@ AuditResult audit(const Report& report, const Policy& policy, const nlohmann::js
                                     fmt::format("{}: {} records lost, limit {} ({})", rank_words(p.rank, p.pid),
                                                 p.lost.total(), policy.dropped_events, loss_advice(p.lost))});
   }
-  // Against a baseline, only what is new or worse fails (and lost records, which make every
-  // figure a lower bound); the limits judge a run on its own.
+  // Against a baseline, what is new or worse fails, lost records (which make every figure a lower
+  // bound), and the limits the policy file sets; the default limits judge a run on its own.
   if (!baseline) {
     result.rules = {hidden, blocked, pageable, waits, dropped};
     return result;
   }
-  result.rules = {dropped};
+  for (const RuleResult* limit : {&hidden, &blocked, &pageable, &waits})
+    if (policy.limits_set.count(limit->rule)) result.rules.push_back(*limit);
+  result.rules.push_back(dropped);
 
   std::map<std::string, double> known;  // "kind|identity" -> calls per step
   for (const auto& site : baseline->at("sites"))

@@ -2,6 +2,7 @@
 // An audit's policy: the limits a run is held to and the sync sites it may keep, read from TOML
 // (docs/formats.md, "The policy").
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -24,9 +25,12 @@ struct Policy {
   double calls_per_step_tolerance = 0.10;  // baseline: a site may grow this much (and 0.05 calls)
   double wait_tolerance = 0.20;            // baseline: a rank's wait per step may grow this much (and 1 ms)
   std::vector<AllowedSite> allow;
+  // The limits the policy file sets (by rule name): against a baseline, these are checked too.
+  std::set<std::string> limits_set;
 };
 
-// Reads a TOML policy; throws UsageError saying what is wrong and where.
+// Reads a TOML policy; throws UsageError saying what is wrong and where (file:line:column), an
+// unknown key included.
 Policy load_policy(const std::string& path);
 
 // Whether the policy allows `site`: an entry "file:line" (the end of its path) or a function name.

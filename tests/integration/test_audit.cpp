@@ -134,6 +134,32 @@ TEST_F(NightlyAudit, PolicyLimitsAndAllowList) {
   const auto broken = run(trainshim_cli() + " audit " + s.dir + "/run.db --policy " + s.dir + "/broken.toml 2>&1");
   EXPECT_EQ(broken.exit_code, 2);
   EXPECT_NE(broken.out.find("broken.toml:1:"), std::string::npos) << broken.out;
+  // A misspelt key or a value of the wrong type is refused where it is, never left to the default.
+  std::ofstream(s.dir + "/typo.toml") << "[limits]\nhidden_syncs_per_step = 0.5\nblocked_shares = 1.0\n";
+  const auto typo = run(trainshim_cli() + " audit " + s.dir + "/run.db --policy " + s.dir + "/typo.toml 2>&1");
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_EQ(typo.out,
+            "trainshim: " + s.dir +
+                "/typo.toml:3:1: unknown key 'blocked_shares' in [limits]: the keys there are "
+                "hidden_syncs_per_step, blocked_share, pageable_bytes_per_step, wait_share, dropped_events\n");
+  std::ofstream(s.dir + "/type.toml") << "[limits]\nblocked_share = \"10%\"\n";
+  const auto type = run(trainshim_cli() + " audit " + s.dir + "/run.db --policy " + s.dir + "/type.toml 2>&1");
+  EXPECT_EQ(type.exit_code, 2);
+  EXPECT_EQ(type.out, "trainshim: " + s.dir + "/type.toml:2:17: 'blocked_share' must be a number\n");
+  // Against a baseline of the same run nothing is new; the limits the policy sets are still checked
+  // (and said), the defaults it does not set are not.
+  ASSERT_EQ(run(trainshim_cli() + " audit " + s.dir + "/run.db --write-baseline " + s.dir + "/base.json").exit_code, 0);
+  const auto both = run(trainshim_cli() + " audit " + s.dir + "/run.db --baseline " + s.dir + "/base.json --policy " +
+                        s.dir + "/strict.toml");
+  EXPECT_EQ(both.exit_code, 1) << both.out;
+  EXPECT_NE(both.out.find("  [FAIL] hidden_syncs_per_step: hidden syncs per step per rank <= 0.5\n"), std::string::npos)
+      << both.out;
+  EXPECT_NE(both.out.find("  [ok] blocked_share: "), std::string::npos) << both.out;
+  EXPECT_NE(both.out.find("  [ok] new_sync_sites: "), std::string::npos) << both.out;
+  EXPECT_EQ(both.out.find("pageable_bytes_per_step"), std::string::npos) << both.out;
+  const auto baseline_only = run(trainshim_cli() + " audit " + s.dir + "/run.db --baseline " + s.dir + "/base.json");
+  EXPECT_EQ(baseline_only.exit_code, 0) << baseline_only.out;
+  EXPECT_EQ(baseline_only.out.find("hidden_syncs_per_step"), std::string::npos) << baseline_only.out;
   const auto missing = run(trainshim_cli() + " audit " + s.dir + "/absent.db 2>&1");
   EXPECT_EQ(missing.exit_code, 2);
   std::ofstream(s.dir + "/notbaseline.json") << "{\"x\": 1}";

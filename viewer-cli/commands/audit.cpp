@@ -33,6 +33,9 @@ nlohmann::json read_baseline(const std::string& path) {
 }
 
 int audit(const AuditArguments& args) {
+  // The policy and the baseline first: a mistake in them is said before a large run is read.
+  const Policy policy = args.policy.empty() ? Policy{} : load_policy(args.policy);
+  const nlohmann::json baseline = args.baseline.empty() ? nlohmann::json() : read_baseline(args.baseline);
   const RunDatabase db(args.database);
   const Report report = load_report(db, step_name(args.step));
   if (!args.write_baseline.empty()) {
@@ -42,8 +45,6 @@ int audit(const AuditArguments& args) {
     fmt::print("trainshim: baseline of {} written to {}\n", args.database, args.write_baseline);
     return 0;
   }
-  const Policy policy = args.policy.empty() ? Policy{} : load_policy(args.policy);
-  const nlohmann::json baseline = args.baseline.empty() ? nlohmann::json() : read_baseline(args.baseline);
   const AuditResult result = audit(report, policy, args.baseline.empty() ? nullptr : &baseline);
   if (args.format == "junit") std::cout << render_audit_junit(result);
   else if (args.format == "markdown") std::cout << terminal_text(render_audit_markdown(result));
