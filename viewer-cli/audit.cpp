@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -93,6 +94,9 @@ nlohmann::ordered_json baseline_of(const Report& report) {
 AuditResult audit(const Report& report, const Policy& policy, const nlohmann::json* baseline) {
   AuditResult result;
   result.database = report.database;
+  for (const ProcessReport& p : report.processes) result.ranks.push_back(p.rank);
+  std::sort(result.ranks.begin(), result.ranks.end());
+  result.ranks.erase(std::unique(result.ranks.begin(), result.ranks.end()), result.ranks.end());
   RuleResult hidden{
       "hidden_syncs_per_step", fmt::format("hidden syncs per step per rank <= {}", policy.hidden_syncs_per_step), {}};
   RuleResult blocked{"blocked_share",

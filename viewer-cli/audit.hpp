@@ -24,7 +24,7 @@ struct Violation {
 };
 
 struct RuleResult {
-  std::string rule;  // one JUnit test case each
+  std::string rule;  // one JUnit test case per rank each
   std::string description;
   std::vector<Violation> violations;
 };
@@ -32,6 +32,8 @@ struct RuleResult {
 struct AuditResult {
   std::string database;
   std::vector<RuleResult> rules;
+  std::vector<int> ranks;  // the run's ranks, sorted (-1: processes started without a launcher)
+  double seconds = 0;      // what reading and checking the run took
   bool passed() const;
 };
 

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+#include <vector>
+
 #include "output_text.hpp"
 
 namespace trainshim::cli {
@@ -27,28 +30,41 @@ std::string render_audit_text(const AuditResult& result) {
   return out;
 }
 
+// JUnit XML as the JUnit plugins and the common schemas read it (docs/formats.md, "JUnit"): one
+// suite for the run, a test case per rule and rank, failed by that rank's violations of the rule;
+// the run's time is the suite's, the checks take no time of their own.
 std::string render_audit_junit(const AuditResult& result) {
-  std::size_t failures = 0;
-  for (const auto& rule : result.rules) failures += rule.violations.empty() ? 0 : 1;
-  std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  out += fmt::format("<testsuites name=\"trainshim audit\" tests=\"{}\" failures=\"{}\">\n", result.rules.size(),
-                     failures);
-  out += fmt::format("  <testsuite name=\"trainshim audit {}\" tests=\"{}\" failures=\"{}\">\n",
-                     xml_text(result.database), result.rules.size(), failures);
+  // A run without a process still has each rule checked: one case for the job.
+  const std::vector<std::optional<int>> cases =
+      result.ranks.empty() ? std::vector<std::optional<int>>{std::nullopt}
+                           : std::vector<std::optional<int>>(result.ranks.begin(), result.ranks.end());
+  std::string body;
+  std::size_t tests = 0, failures = 0;
   for (const auto& rule : result.rules) {
-    out += fmt::format("    <testcase classname=\"trainshim.audit\" name=\"{}\">\n", xml_text(rule.rule));
-    if (!rule.violations.empty()) {
-      std::string body;
-      for (const auto& v : rule.violations) body += v.message + "\n";
-      out += fmt::format("      <failure message=\"{}\">{}</failure>\n",
-                         xml_text(fmt::format("{}: {} violation{}", rule.description, rule.violations.size(),
-                                              rule.violations.size() == 1 ? "" : "s")),
-                         xml_text(body));
+    for (const std::optional<int>& rank : cases) {
+      ++tests;
+      const std::string name = !rank ? "job" : *rank < 0 ? "no rank" : fmt::format("rank {}", *rank);
+      body += fmt::format("    <testcase classname=\"trainshim.audit.{}\" name=\"{}\" time=\"0\">\n",
+                          xml_text(rule.rule), xml_text(name));
+      std::string text;
+      std::size_t count = 0;
+      for (const auto& v : rule.violations)
+        if (!rank || v.rank == *rank) text += v.message + "\n", ++count;
+      if (count) {
+        ++failures;
+        body += fmt::format("      <failure message=\"{}\" type=\"{}\">{}</failure>\n",
+                            xml_text(fmt::format("{}: {} violation{}", rule.description, count, count == 1 ? "" : "s")),
+                            xml_text(rule.rule), xml_text(text));
+      }
+      body += "    </testcase>\n";
     }
-    out += "    </testcase>\n";
   }
-  out += "  </testsuite>\n</testsuites>\n";
-  return out;
+  const std::string counts = fmt::format("tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"0\" time=\"{:.3f}\"",
+                                         tests, failures, result.seconds);
+  return "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" +
+         fmt::format("<testsuites name=\"trainshim audit\" {}>\n", counts) +
+         fmt::format("  <testsuite name=\"trainshim audit {}\" {}>\n", xml_text(result.database), counts) + body +
+         "  </testsuite>\n</testsuites>\n";
 }
 
 std::string render_audit_markdown(const AuditResult& result) {

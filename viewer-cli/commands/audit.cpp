@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -34,6 +35,7 @@ nlohmann::json read_baseline(const std::string& path) {
 
 int audit(const AuditArguments& args) {
   // The policy and the baseline first: a mistake in them is said before a large run is read.
+  const auto started = std::chrono::steady_clock::now();
   const Policy policy = args.policy.empty() ? Policy{} : load_policy(args.policy);
   const nlohmann::json baseline = args.baseline.empty() ? nlohmann::json() : read_baseline(args.baseline);
   const RunDatabase db(args.database);
@@ -45,7 +47,8 @@ int audit(const AuditArguments& args) {
     fmt::print("trainshim: baseline of {} written to {}\n", args.database, args.write_baseline);
     return 0;
   }
-  const AuditResult result = audit(report, policy, args.baseline.empty() ? nullptr : &baseline);
+  AuditResult result = audit(report, policy, args.baseline.empty() ? nullptr : &baseline);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (args.format == "junit") std::cout << render_audit_junit(result);
   else if (args.format == "markdown") std::cout << terminal_text(render_audit_markdown(result));
   else if (args.format == "json") std::cout << json_text(render_audit_json(result)) << "\n";
