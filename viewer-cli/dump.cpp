@@ -75,7 +75,7 @@ nlohmann::ordered_json render_dump_json(const std::vector<DumpProcess>& processe
     }
     ranks.push_back({{"rank", rank_json(p.rank)}, {"pid", p.pid}, {"threads", threads}});
   }
-  return {{"ranks", ranks}};
+  return {{"format", "trainshim-dump/1"}, {"ranks", ranks}};
 }
 
 }  // namespace trainshim::cli

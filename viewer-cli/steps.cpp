@@ -74,10 +74,10 @@ Steps find_steps(const StepInput& in, const std::string& named) {
       return false;
     };
     const auto anchor = std::find_if(in.syncs.begin(), in.syncs.end(), matches);
-    if (anchor == in.syncs.end()) return {0, fmt::format("TRAINSHIM_STEP={} matched no synchronisation", named), 0, {}};
+    if (anchor == in.syncs.end()) return {0, fmt::format("the step named {} matched no synchronisation", named), 0, {}};
     const int64_t count =
         std::count_if(in.syncs.begin(), in.syncs.end(), [&](const Sync& s) { return s.site == anchor->site; });
-    return with_rate({count, fmt::format("TRAINSHIM_STEP={}: one step per sync at {}", named, in.sites[anchor->site]),
+    return with_rate({count, fmt::format("the step named {}: one step per sync at {}", named, in.sites[anchor->site]),
                       0, sync_returns(in, anchor->site)},
                      in.span_ns);
   }

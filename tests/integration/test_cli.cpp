@@ -102,6 +102,17 @@ TEST_F(CliFlags, OutputThatCannotBeWrittenExits1AndSaysSo) {
       << full_run.out;
 }
 
+// A trace that cannot be created is said of the path the user gave, not of the file written beside it.
+TEST_F(CliFlags, ATraceThatCannotBeCreatedNamesTheGivenPath) {
+  const std::string db = s.dir + "/run.db";
+  ASSERT_EQ(run_job(db, "--no-report").exit_code, 0);
+  const Outcome refused = run(trainshim_cli() + " export " + db + " -o " + s.dir + "/absent/trace.json 2>&1");
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_EQ(refused.out, "trainshim: " + s.dir +
+                             "/absent/trace.json: cannot create the trace (No such file or directory): pass a "
+                             "writable path with -o\n");
+}
+
 TEST(Cli, VersionPrintsTheProjectVersion) {
   const Outcome version = run(trainshim_cli() + " --version");
   EXPECT_EQ(version.exit_code, 0);

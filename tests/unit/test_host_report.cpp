@@ -562,7 +562,8 @@ TEST_F(DumpTest, EveryThreadOfTheRunningProcessesWithItsFrames) {
                                     "    at spin (/src/train.py:7)\n"
                                     "    at main (/src/train.py:30)\n"
                                     "rank 0 (pid 100) thread 120 sleeping in futex for 1.0 s\n");
-  EXPECT_EQ(render_dump_json(dump), Json({{"ranks",
+  EXPECT_EQ(render_dump_json(dump), Json({{"format", "trainshim-dump/1"},
+                                          {"ranks",
                                            {{{"rank", 0},
                                              {"pid", 100},
                                              {"threads",

@@ -52,14 +52,14 @@ TEST(StepsNamed, ByFileAndLineMatchesTheEndOfTheSite) {
   const Steps s = find_steps(named_input(), "train.py:57");
   EXPECT_EQ(s.count, 10);
   EXPECT_EQ(s.step_ns, 500'000'000);
-  EXPECT_EQ(s.rule, "TRAINSHIM_STEP=train.py:57: one step per sync at /abs/path/train.py:57");
+  EXPECT_EQ(s.rule, "the step named train.py:57: one step per sync at /abs/path/train.py:57");
 }
 
 TEST(StepsNamed, ByFullPathAndLine) {
   const Steps s = find_steps(named_input(), "/abs/path/setup.py:3");
   EXPECT_EQ(s.count, 2);
   EXPECT_EQ(s.step_ns, 2'500'000'001);
-  EXPECT_EQ(s.rule, "TRAINSHIM_STEP=/abs/path/setup.py:3: one step per sync at /abs/path/setup.py:3");
+  EXPECT_EQ(s.rule, "the step named /abs/path/setup.py:3: one step per sync at /abs/path/setup.py:3");
 }
 
 TEST(StepsNamed, ByFunctionTakesTheFirstSiteInsideIt) {
@@ -67,25 +67,25 @@ TEST(StepsNamed, ByFunctionTakesTheFirstSiteInsideIt) {
   const Steps s = find_steps(named_input(), "train_step");
   EXPECT_EQ(s.count, 10);
   EXPECT_EQ(s.step_ns, 500'000'000);
-  EXPECT_EQ(s.rule, "TRAINSHIM_STEP=train_step: one step per sync at /abs/path/data.py:12");
+  EXPECT_EQ(s.rule, "the step named train_step: one step per sync at /abs/path/data.py:12");
 }
 
 TEST(StepsNamed, ByFunctionMatchesWholeNamesOnly) {
   EXPECT_EQ(find_steps(named_input(), "train").count, 0);
   EXPECT_EQ(find_steps(named_input(), "load_batch").rule,
-            "TRAINSHIM_STEP=load_batch: one step per sync at /abs/path/data.py:12");
+            "the step named load_batch: one step per sync at /abs/path/data.py:12");
 }
 
 TEST(StepsNamed, NoMatch) {
   const Steps s = find_steps(named_input(), "train.py:58");
   EXPECT_EQ(s.count, 0);
   EXPECT_EQ(s.step_ns, 0);
-  EXPECT_EQ(s.rule, "TRAINSHIM_STEP=train.py:58 matched no synchronisation");
+  EXPECT_EQ(s.rule, "the step named train.py:58 matched no synchronisation");
 
   const Steps f = find_steps(named_input(), "validate");
   EXPECT_EQ(f.count, 0);
   EXPECT_EQ(f.step_ns, 0);
-  EXPECT_EQ(f.rule, "TRAINSHIM_STEP=validate matched no synchronisation");
+  EXPECT_EQ(f.rule, "the step named validate matched no synchronisation");
 }
 
 TEST(StepsNamed, NamedStepWinsOverTheCollectivePeriod) {
@@ -103,7 +103,7 @@ TEST(StepsNamed, FileAndLineDoesNotMatchAnotherFileWithTheSameEnding) {
   in.span_ns = 1'000;
   const Steps s = find_steps(in, "train.py:57");
   EXPECT_EQ(s.count, 10);
-  EXPECT_EQ(s.rule, "TRAINSHIM_STEP=train.py:57: one step per sync at /abs/path/train.py:57");
+  EXPECT_EQ(s.rule, "the step named train.py:57: one step per sync at /abs/path/train.py:57");
 }
 
 // --- The repeating collective sequence -------------------------------------------------------------

@@ -48,7 +48,7 @@ class TraceFile : public std::streambuf {
     }
     if (fd < 0)
       throw UsageError(
-          fmt::format("{}: cannot create the trace ({}): pass a writable path with -o", path, std::strerror(errno)));
+          fmt::format("{}: cannot create the trace ({}): pass a writable path with -o", output, std::strerror(errno)));
     return std::unique_ptr<TraceFile>(new TraceFile(path, fd));
   }
   // `output` itself, which exists and is no regular file (a FIFO, /dev/stdout): there is nothing
