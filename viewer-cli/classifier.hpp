@@ -49,6 +49,11 @@ struct Classification {
 
 Classification classify(const SyncShape& shape);
 
+// A blocking upload's advice where its process's input copies come from pinned memory already (the
+// setup checklist's pinned_memory is ok): pinning again is no fix.
+inline constexpr const char* kPinnedUploadAdvice =
+    "the source is pinned already: pass non_blocking=True so the upload overlaps compute";
+
 // "Did the host wait for the GPU here?": is_host_sync (api.hpp) of the shape, used by every part
 // that reports syncs.
 bool is_sync(const SyncShape& shape);

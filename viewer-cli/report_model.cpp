@@ -12,6 +12,7 @@
 #include <tuple>
 #include <utility>
 
+#include "classifier.hpp"
 #include "findings.hpp"
 #include "stripped_libraries.hpp"
 
@@ -225,6 +226,12 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
       merge(report.processes, &ProcessReport::collectives, [](const CollectiveRow& r) { return r.op; });
   for (const auto& p : report.processes) report.total_lost += p.lost;
   report.setup = check_setup(report);
+  // The advice and the checklist agree: where the input copies are pinned, a blocking upload needs
+  // non_blocking=True alone.
+  for (ProcessReport& p : report.processes)
+    if (const SetupItem pinned = pinned_memory(p); pinned.ok && !pinned.observed.empty())
+      for (SyncSite& site : p.sync_sites.hidden)
+        if (site.classification.rule == "upload") site.classification.advice = kPinnedUploadAdvice;
   add_findings(report);
   return report;
 }

@@ -115,40 +115,6 @@ SetupItem dataloader_workers(const ProcessReport& p, std::optional<int64_t> core
   return s;
 }
 
-// Input copies are those of the training loop: where the steps are known, a pageable H2D site that
-// copies in fewer than half of them is set-up (a model's weights, DDP's shape check at
-// construction), which pinning the input would not change.
-SetupItem pinned_memory(const ProcessReport& p) {
-  SetupItem s = unknown_item("pinned_memory");
-  s.recommended = "DataLoader(pin_memory=True) and batch.to(device, non_blocking=True)";
-  int64_t pageable = 0, pageable_bytes = 0, h2d = 0;
-  for (const CopyRow& c : p.copies) {
-    if (c.direction != Direction::HostToDevice) continue;
-    h2d += c.calls;
-    if (c.host_memory == HostMemory::Pageable) {
-      pageable += c.calls;
-      pageable_bytes += c.bytes;
-    }
-  }
-  if (h2d == 0) return s;
-  int64_t set_up = 0, set_up_bytes = 0;
-  if (const int64_t steps = p.sync_sites.steps.count; steps >= 3)
-    for (const SyncSite& site : p.sync_sites.pageable_copies)
-      if (site.copy_direction == Direction::HostToDevice && site.calls * 2 < steps) {
-        set_up += site.calls;
-        set_up_bytes += site.bytes;
-      }
-  s.ok = pageable == set_up;
-  if (pageable == 0) s.observed = fmt::format("{} H2D copies, none from pageable memory", with_thousands(h2d));
-  else if (s.ok)
-    s.observed = fmt::format("{} H2D copies; {} from pageable memory, at set-up only", with_thousands(h2d),
-                             with_thousands(pageable));
-  else
-    s.observed = fmt::format("{} of {} H2D copies from pageable memory ({})", with_thousands(pageable - set_up),
-                             with_thousands(h2d), human_bytes(pageable_bytes - set_up_bytes));
-  return s;
-}
-
 SetupItem numa_affinity(const ProcessReport& p) {
   SetupItem s = unknown_item("numa_affinity");
   const auto affinity = parse_cpulist(fact(p.host_report.facts, "affinity"));
@@ -240,6 +206,40 @@ SetupItem mixed_precision(const ProcessReport& p) {
 }
 
 }  // namespace
+
+// Input copies are those of the training loop: where the steps are known, a pageable H2D site that
+// copies in fewer than half of them is set-up (a model's weights, DDP's shape check at
+// construction), which pinning the input would not change.
+SetupItem pinned_memory(const ProcessReport& p) {
+  SetupItem s = unknown_item("pinned_memory");
+  s.recommended = "DataLoader(pin_memory=True) and batch.to(device, non_blocking=True)";
+  int64_t pageable = 0, pageable_bytes = 0, h2d = 0;
+  for (const CopyRow& c : p.copies) {
+    if (c.direction != Direction::HostToDevice) continue;
+    h2d += c.calls;
+    if (c.host_memory == HostMemory::Pageable) {
+      pageable += c.calls;
+      pageable_bytes += c.bytes;
+    }
+  }
+  if (h2d == 0) return s;
+  int64_t set_up = 0, set_up_bytes = 0;
+  if (const int64_t steps = p.sync_sites.steps.count; steps >= 3)
+    for (const SyncSite& site : p.sync_sites.pageable_copies)
+      if (site.copy_direction == Direction::HostToDevice && site.calls * 2 < steps) {
+        set_up += site.calls;
+        set_up_bytes += site.bytes;
+      }
+  s.ok = pageable == set_up;
+  if (pageable == 0) s.observed = fmt::format("{} H2D copies, none from pageable memory", with_thousands(h2d));
+  else if (s.ok)
+    s.observed = fmt::format("{} H2D copies; {} from pageable memory, at set-up only", with_thousands(h2d),
+                             with_thousands(pageable));
+  else
+    s.observed = fmt::format("{} of {} H2D copies from pageable memory ({})", with_thousands(pageable - set_up),
+                             with_thousands(h2d), human_bytes(pageable_bytes - set_up_bytes));
+  return s;
+}
 
 std::optional<std::vector<int>> parse_cpulist(const std::string& list) {
   if (list.empty()) return std::nullopt;

@@ -8,6 +8,7 @@
 
 namespace trainshim::cli {
 
+struct ProcessReport;
 struct Report;
 
 // One item for one process.
@@ -31,6 +32,10 @@ inline constexpr const char* kSetupItems[] = {"dataloader_workers", "pinned_memo
 inline constexpr double kInputBoundShare = 0.10;
 
 std::vector<SetupItem> check_setup(const Report& report);
+
+// The pinned_memory item of one process, whether or not its sampler ran: ok with an observation
+// when its input copies (those of the training loop) come from pinned memory.
+SetupItem pinned_memory(const ProcessReport& p);
 
 // The CPUs of a kernel cpulist ("0-15,32-47"), in order; none when it is not one.
 std::optional<std::vector<int>> parse_cpulist(const std::string& list);

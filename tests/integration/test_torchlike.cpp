@@ -408,6 +408,38 @@ TEST(TorchLike, StrippedLibrariesKeepTheOpEntryFrames) {
   EXPECT_EQ(sites[0].at("calls"), kSteps);
 }
 
+// A blocking upload's advice follows the checklist: from pageable memory, pin the source; from
+// pinned memory (pin_memory() as the DataLoader's pin_memory=True does), non_blocking=True alone,
+// in the site and in its finding, never "pin the source".
+TEST(TorchLike, ABlockingUploadFromPinnedMemoryIsAdvisedNonBlockingAlone) {
+  for (const bool pinned : {false, true}) {
+    SCOPED_TRACE(pinned ? "pinned" : "pageable");
+    Scratch s;
+    const std::string script =
+        std::string("import torch\n\n\ndef main():\n    cuda_context = torch.empty(1, device='cuda')\n") +
+        "    h = torch.randn(256)" + (pinned ? ".pin_memory()" : "") + "\n    for step in range(" +
+        std::to_string(kSteps) + "):\n        h.to('cuda')  # OP\n\n\nmain()\n";
+    const json report = run_script(s, script, Paths::torchlike_site);
+    ASSERT_FALSE(report.empty());
+    const json& rank = report.at("ranks")[0];
+    EXPECT_EQ(copies_of(rank), (std::map<std::string, int>{{pinned ? "h2d pinned" : "h2d pageable", kSteps}}));
+    const auto sites = sites_at(rank, "hidden_syncs", "train.py", marked_line(s.dir + "/train.py", "# OP"));
+    ASSERT_EQ(sites.size(), 1u) << rank.dump(1);
+    EXPECT_EQ(sites[0].at("operation"), "Tensor.to('cuda') / .cuda() (blocking upload)");
+    const std::string advice =
+        pinned ? "the source is pinned already: pass non_blocking=True so the upload overlaps compute"
+               : "pin the source (DataLoader(pin_memory=True)) and upload with non_blocking=True";
+    EXPECT_EQ(sites[0].at("advice"), advice);
+    int findings = 0;
+    for (const auto& f : report.at("findings")) {
+      if (f.at("kind") != "hidden_sync") continue;
+      ++findings;
+      EXPECT_EQ(f.at("advice"), advice) << f.dump(1);
+    }
+    EXPECT_EQ(findings, 1) << report.at("findings").dump(1);
+  }
+}
+
 // Torch releases before the pinned scalar buffer copied item() into a stack variable.
 TEST(TorchLike, OlderTorchReadsScalarsIntoPageableMemory) {
   Scratch s;
