@@ -87,15 +87,22 @@ Change compare(double a, double b, double relative, double absolute) {
   return d > 0 ? Change::More : Change::Less;
 }
 
-SiteStatus site_status(const SiteDiff& s) {
+// `unit_ns`: the unit's length (the longer of the two runs' steps, or a second); a cost changes
+// when it moves by more than kSharePoints of it and kRateRelative of A.
+SiteStatus site_status(const SiteDiff& s, double unit_ns) {
   if (!s.a.present) return SiteStatus::Appeared;
   if (!s.b.present) return SiteStatus::Disappeared;
   const Change rate = compare(s.rate_a, s.rate_b, kRateRelative, kRateAbsolute);
-  const Change share = compare(s.a.share, s.b.share, 0, kSharePoints);
-  if (rate != Change::Same && share != (rate == Change::More ? Change::Less : Change::More))
+  const Change cost = compare(s.a.blocked_per_unit_ns, s.b.blocked_per_unit_ns, kRateRelative, kSharePoints * unit_ns);
+  if (rate != Change::Same && cost != (rate == Change::More ? Change::Less : Change::More))
     return rate == Change::More ? SiteStatus::MoreFrequent : SiteStatus::LessFrequent;
-  if (share != Change::Same) return share == Change::More ? SiteStatus::Costlier : SiteStatus::Cheaper;
+  if (cost != Change::Same) return cost == Change::More ? SiteStatus::Costlier : SiteStatus::Cheaper;
   return SiteStatus::Unchanged;
+}
+
+double blocked_per_unit(RateUnit unit, const SiteSide& side, const RankSyncs& rs) {
+  if (unit == RateUnit::Step) return per_step(double(side.blocked_ns), rs.steps.count).value_or(0);
+  return per_second(double(side.blocked_ns), rs.span_ns);
 }
 
 int status_order(SiteStatus s) {
@@ -120,6 +127,10 @@ void diff_sites(const ProcessReport* pa, const ProcessReport* pb, int rank, std:
   const auto ma = pa ? merged_sites(pa->sync_sites) : std::map<std::string, MergedSite>{};
   const auto mb = pb ? merged_sites(pb->sync_sites) : std::map<std::string, MergedSite>{};
   const RateUnit unit = unit_of(pa, pb);
+  const double unit_ns =
+      unit == RateUnit::Second
+          ? 1e9
+          : double(std::max(pa ? pa->sync_sites.steps.step_ns : 0, pb ? pb->sync_sites.steps.step_ns : 0));
   std::map<std::string, std::pair<const MergedSite*, const MergedSite*>> keys;
   for (const auto& [k, m] : ma) keys[k].first = &m;
   for (const auto& [k, m] : mb) keys[k].second = &m;
@@ -136,11 +147,17 @@ void diff_sites(const ProcessReport* pa, const ProcessReport* pb, int rank, std:
     s.file = named.file;
     s.function = named.function;
     s.source = trimmed(named.source);
-    if (a) s.a = site_side(*a, pa->sync_sites);
-    if (b) s.b = site_side(*b, pb->sync_sites);
+    if (a) {
+      s.a = site_side(*a, pa->sync_sites);
+      s.a.blocked_per_unit_ns = blocked_per_unit(unit, s.a, pa->sync_sites);
+    }
+    if (b) {
+      s.b = site_side(*b, pb->sync_sites);
+      s.b.blocked_per_unit_ns = blocked_per_unit(unit, s.b, pb->sync_sites);
+    }
     s.rate_a = in_unit(unit, s.a.per_step, s.a.per_second);
     s.rate_b = in_unit(unit, s.b.per_step, s.b.per_second);
-    s.status = site_status(s);
+    s.status = site_status(s, unit_ns);
     out.push_back(std::move(s));
   }
 }
@@ -220,14 +237,18 @@ RunDiff diff_reports(const Report& a, const Report& b) {
     diff.ranks.push_back(std::move(r));
   }
 
-  // Within a group, the largest change of share first, then the largest share.
+  // Within a group, the largest change of blocked time per unit first, then the largest.
   std::stable_sort(diff.sites.begin(), diff.sites.end(), [](const SiteDiff& x, const SiteDiff& y) {
     const auto order = [](const SiteDiff& s) {
-      return std::make_tuple(status_order(s.status), -std::fabs(s.b.share - s.a.share),
-                             -std::max(s.a.share, s.b.share));
+      return std::make_tuple(status_order(s.status), -std::fabs(s.b.blocked_per_unit_ns - s.a.blocked_per_unit_ns),
+                             -std::max(s.a.blocked_per_unit_ns, s.b.blocked_per_unit_ns));
     };
     return order(x) < order(y);
   });
+  for (const RankDiff& r : diff.ranks) {
+    if (r.a.steps) diff.summary.step_ns_a = std::max(diff.summary.step_ns_a, r.a.step_ns);
+    if (r.b.steps) diff.summary.step_ns_b = std::max(diff.summary.step_ns_b, r.b.step_ns);
+  }
 
   for (const SiteDiff& s : diff.sites) {
     if (s.status == SiteStatus::Appeared) ++diff.summary.appeared;

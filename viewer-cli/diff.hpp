@@ -14,7 +14,7 @@ namespace trainshim::cli {
 
 inline constexpr double kRateRelative = 0.10;                 // 10 % of A
 inline constexpr double kRateAbsolute = 0.05;                 // calls per step (or per second)
-inline constexpr double kSharePoints = 0.01;                  // 1 percentage point of the span
+inline constexpr double kSharePoints = 0.01;                  // 1 % of the step (or of a second)
 inline constexpr int64_t kWaitAbsoluteNs = 1'000'000;         // 1 ms per step (or per second)
 inline constexpr int64_t kPageableAbsoluteBytes = 1'048'576;  // 1 MiB per step (or per second)
 
@@ -37,6 +37,9 @@ struct SiteSide {
   std::optional<double> per_step;  // calls per step, empty when the run found no steps
   double per_second = 0;           // calls per second of the span
   double share = 0;                // blocked_ns / span_ns
+  // Blocked time per step (per second when either run found no steps): what a site costs, which a
+  // share of a shorter step overstates.
+  double blocked_per_unit_ns = 0;
 };
 
 struct SiteDiff {
@@ -77,6 +80,9 @@ struct RankDiff {
 
 struct DiffSummary {
   int64_t appeared = 0, disappeared = 0, worse = 0, better = 0, unchanged = 0;
+  // The job's step in each run: its slowest rank's (the ranks of a synchronous job keep its pace);
+  // 0 when the run found no steps.
+  int64_t step_ns_a = 0, step_ns_b = 0;
 };
 
 struct RunDiff {

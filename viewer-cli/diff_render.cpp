@@ -21,7 +21,10 @@ std::string share_text(const SiteSide& side) {
   return side.present ? fmt::format("{:.1f} %", 100 * side.share) : std::string("-");
 }
 
-std::string blocked_text(const SiteSide& side) { return side.present ? human_duration(side.blocked_ns) : "-"; }
+std::string blocked_text(const SiteSide& side, RateUnit unit) {
+  if (!side.present) return "-";
+  return human_duration(std::llround(side.blocked_per_unit_ns)) + (unit == RateUnit::Second ? "/s" : "");
+}
 
 std::string location_text(const SiteDiff& s) {
   const int line = s.b.present ? s.b.line : s.a.line;
@@ -79,6 +82,7 @@ nlohmann::ordered_json site_side_json(const SiteSide& s) {
           {"per_step", optional_json(s.per_step)},
           {"per_second", s.per_second},
           {"blocked_ns", s.blocked_ns},
+          {"blocked_per_unit_ns", s.blocked_per_unit_ns},
           {"share_of_step", s.share}};
 }
 
@@ -102,16 +106,30 @@ nlohmann::ordered_json rank_side_json(const RankSide& s) {
 
 }  // namespace
 
+// "51.9 ms -> 30.5 ms (-41.2 %, faster)"; a run without steps has "not found".
+std::string step_change_text(const DiffSummary& s) {
+  if (!s.step_ns_a || !s.step_ns_b)
+    return fmt::format("{} -> {}", s.step_ns_a ? human_duration(s.step_ns_a) : "not found",
+                       s.step_ns_b ? human_duration(s.step_ns_b) : "not found");
+  const double change = double(s.step_ns_b - s.step_ns_a) / double(s.step_ns_a);
+  const char* verdict = change < -kRateRelative ? ", faster" : change > kRateRelative ? ", slower" : "";
+  return fmt::format("{} -> {} ({:+.1f} %{})", human_duration(s.step_ns_a), human_duration(s.step_ns_b), 100 * change,
+                     verdict);
+}
+
 std::string summary_line(const DiffSummary& s) {
-  return fmt::format("{} site{} appeared, {} disappeared, {} got worse", s.appeared, s.appeared == 1 ? "" : "s",
-                     s.disappeared, s.worse);
+  const std::string sites = fmt::format("{} site{} appeared, {} disappeared, {} got worse", s.appeared,
+                                        s.appeared == 1 ? "" : "s", s.disappeared, s.worse);
+  return s.step_ns_a || s.step_ns_b ? "step " + step_change_text(s) + "; " + sites : sites;
 }
 
 std::string render_diff_text(const RunDiff& diff) {
   std::string out = fmt::format("trainshim diff: A = job {} ({})\n                B = job {} ({})\n", diff.job_a,
                                 diff.database_a, diff.job_b, diff.database_b);
+  if (diff.summary.step_ns_a || diff.summary.step_ns_b)
+    out += fmt::format("\nStep (the slowest rank's): {}\n", step_change_text(diff.summary));
 
-  out += "\nSync sites: calls per step (/s: per second, a run without steps), share of step time, blocked\n";
+  out += "\nSync sites: calls per step (/s: per second, a run without steps), share of step time, blocked per step\n";
   if (diff.sites.empty()) out += "  no sync sites in either run\n";
   else
     out += fmt::format("  {:<14}{:<5}{:<9}{:<30}{:>9}{:>9}{:>9}{:>9}{:>10}{:>10}\n", "status", "rank", "kind",
@@ -120,7 +138,7 @@ std::string render_diff_text(const RunDiff& diff) {
     out += fmt::format("  {:<14}{:<5}{:<9}{:<30}{:>9}{:>9}{:>9}{:>9}{:>10}{:>10}\n", status_name(s.status),
                        rank_label(s.rank), s.kind == SyncKind::Hidden ? "hidden" : "explicit", s.operation,
                        rate_text(s.a, s.unit, s.rate_a), rate_text(s.b, s.unit, s.rate_b), share_text(s.a),
-                       share_text(s.b), blocked_text(s.a), blocked_text(s.b));
+                       share_text(s.b), blocked_text(s.a, s.unit), blocked_text(s.b, s.unit));
     out += fmt::format("      at {}\n", location_text(s));
   }
 
@@ -179,7 +197,8 @@ nlohmann::ordered_json render_diff_json(const RunDiff& diff) {
                             {"b", rank_side_json(r.b)}});
   doc["summary"] = {{"appeared", diff.summary.appeared},   {"disappeared", diff.summary.disappeared},
                     {"worse", diff.summary.worse},         {"better", diff.summary.better},
-                    {"unchanged", diff.summary.unchanged}, {"line", summary_line(diff.summary)}};
+                    {"unchanged", diff.summary.unchanged}, {"step_ns_a", diff.summary.step_ns_a},
+                    {"step_ns_b", diff.summary.step_ns_b}, {"line", summary_line(diff.summary)}};
   return doc;
 }
 

@@ -242,6 +242,31 @@ TEST(DiffSites, ThresholdsAtTheirEdges) {
   EXPECT_EQ(status(100, 500 * kMs, 200, 300 * kMs), "cheaper");
 }
 
+// The fix halved the step (50 -> 25 ms): the item() blocks 10 ms a step in both runs, 20 % of A's
+// step and 40 % of B's. Its cost is unchanged, not costlier, and the diff leads with a faster job.
+TEST(DiffSites, AShareOfAShorterStepIsNoCost) {
+  Report a, b;
+  a.processes.push_back(process(0, 1, {site("Tensor.item()", 1, "x.item()", 200, 2000 * kMs)}, /*steps=*/200));
+  b.processes.push_back(process(0, 2, {site("Tensor.item()", 1, "x.item()", 400, 4000 * kMs)}, /*steps=*/400));
+  const RunDiff d = diff_reports(a, b);
+  ASSERT_EQ(d.sites.size(), 1u);
+  EXPECT_DOUBLE_EQ(d.sites[0].a.share, 0.2);
+  EXPECT_DOUBLE_EQ(d.sites[0].b.share, 0.4);
+  EXPECT_DOUBLE_EQ(d.sites[0].a.blocked_per_unit_ns, 10.0 * kMs);
+  EXPECT_DOUBLE_EQ(d.sites[0].b.blocked_per_unit_ns, 10.0 * kMs);
+  EXPECT_EQ(d.sites[0].status, SiteStatus::Unchanged);
+  EXPECT_EQ(d.summary.worse, 0);
+  EXPECT_EQ(d.summary.step_ns_a, 50 * kMs);
+  EXPECT_EQ(d.summary.step_ns_b, 25 * kMs);
+  const auto lines = lines_of(render_diff_text(d));
+  ASSERT_GE(lines.size(), 4u);
+  EXPECT_EQ(lines[3], "Step (the slowest rank's): 50.0 ms -> 25.0 ms (-50.0 %, faster)");
+  EXPECT_EQ(lines.back(), "step 50.0 ms -> 25.0 ms (-50.0 %, faster); 0 sites appeared, 0 disappeared, 0 got worse");
+  // 10 -> 12 ms a step of a 50 ms step: +20 % and 2 ms, past 1 % of the step: costlier.
+  b.processes[0] = process(0, 2, {site("Tensor.item()", 1, "x.item()", 200, 2400 * kMs)}, /*steps=*/200);
+  EXPECT_EQ(diff_reports(a, b).sites.at(0).status, SiteStatus::Costlier);
+}
+
 TEST(DiffSites, RatesPerSecondWhenARunHasNoSteps) {
   Report a, b;
   a.processes.push_back(process(0, 1, {site("Tensor.item()", 1, "x.item()", 100, 0)}));
@@ -364,8 +389,8 @@ TEST(DiffRender, Json) {
   EXPECT_TRUE(appeared["a"].is_null());
   fields.clear();
   for (const auto& [k, v] : appeared["b"].items()) fields.push_back(k);
-  EXPECT_EQ(fields,
-            (std::vector<std::string>{"line", "calls", "per_step", "per_second", "blocked_ns", "share_of_step"}));
+  EXPECT_EQ(fields, (std::vector<std::string>{"line", "calls", "per_step", "per_second", "blocked_ns",
+                                              "blocked_per_unit_ns", "share_of_step"}));
   EXPECT_EQ(appeared["b"]["line"], 99);
   EXPECT_EQ(appeared["b"]["blocked_ns"], 900 * kMs);
   EXPECT_DOUBLE_EQ(appeared["b"]["per_step"].get<double>(), 1.0);
@@ -396,14 +421,15 @@ TEST(DiffRender, Json) {
   EXPECT_EQ(j["ranks"][0]["pageable_change"], "less");
 
   EXPECT_EQ(j["summary"], Json::parse(R"({"appeared": 1, "disappeared": 1, "worse": 3, "better": 1, "unchanged": 2,
-                                          "line": "1 site appeared, 1 disappeared, 3 got worse"})"));
+                            "step_ns_a": 100000000, "step_ns_b": 100000000,
+                            "line": "step 100.0 ms -> 100.0 ms (+0.0 %); 1 site appeared, 1 disappeared, 3 got worse"})"));
 }
 
 TEST(DiffRender, TextTableOrderAndSummaryLine) {
   const std::string text = render_diff_text(diff_reports(run_a(), run_b()));
   const auto lines = lines_of(text);
   ASSERT_FALSE(lines.empty());
-  EXPECT_EQ(lines.back(), "1 site appeared, 1 disappeared, 3 got worse");
+  EXPECT_EQ(lines.back(), "step 100.0 ms -> 100.0 ms (+0.0 %); 1 site appeared, 1 disappeared, 3 got worse");
 
   auto first_line_with = [&](const std::string& needle) {
     for (std::size_t i = 0; i < lines.size(); ++i)
