@@ -551,6 +551,18 @@ class DumpTest : public HostReportTest {
                     "({2}, 101, 9000000000, {1}, 'S', 230, 0, 1000000000)",
                     r0_, at_unix_ns, r1_));
   }
+  // The usage error `trainshim dump DB` ends with, or "no error".
+  std::string dump_error() const {
+    CLI::App app;
+    const Command dump = add_dump_command(app);
+    app.parse(std::vector<std::string>{path_, "dump"});  // CLI11 reads the vector from its back
+    try {
+      dump.run();
+    } catch (const UsageError& e) {
+      return e.what();
+    }
+    return "no error";
+  }
   int64_t r0_ = 0, r1_ = 0;
 };
 
@@ -586,35 +598,15 @@ TEST_F(DumpTest, EveryThreadOfTheRunningProcessesWithItsFrames) {
 // The command's errors: a job whose processes all ended.
 TEST_F(DumpTest, NoRunningProcessIsAnErrorThatSaysSo) {
   write(true, 0);
-  CLI::App app;
-  const Command dump = add_dump_command(app);
-  const std::vector<std::string> args{path_, "dump"};  // CLI11 reads the vector from its back
-  app.parse(std::vector<std::string>(args));
-  try {
-    dump.run();
-    ADD_FAILURE() << "no error";
-  } catch (const UsageError& e) {
-    EXPECT_EQ(std::string(e.what()), path_ +
-                                         ": no running process: every process of job unitjob has ended "
-                                         "(trainshim report " +
-                                         path_ + " shows what they did)");
-  }
+  EXPECT_EQ(dump_error(), path_ + ": no running process: every process of job unitjob has ended (trainshim report " +
+                              path_ + " shows what they did)");
 }
 
 // A job whose processes the collector has not stored yet is not said to have ended.
 TEST_F(DumpTest, NoProcessStoredYetIsNotSaidToHaveEnded) {
   { Database db(path_, "unitjob"); }
-  CLI::App app;
-  const Command dump = add_dump_command(app);
-  app.parse(std::vector<std::string>{path_, "dump"});
-  try {
-    dump.run();
-    ADD_FAILURE() << "no error";
-  } catch (const UsageError& e) {
-    EXPECT_EQ(std::string(e.what()), path_ +
-                                         ": no process of job unitjob stored yet: the collector stores each process "
-                                         "at its first CUDA call; try again in a second");
-  }
+  EXPECT_EQ(dump_error(), path_ + ": no process of job unitjob stored yet: the collector stores each process at its "
+                                  "first CUDA call; try again in a second");
 }
 
 // A latest sample 12 s old: said on stderr, the stacks printed all the same.
@@ -640,17 +632,8 @@ TEST_F(DumpTest, StaleSamplesAreSaidAndStillPrinted) {
 TEST_F(DumpTest, RunningProcessesWithoutSamplesAreAnError) {
   write(false, 0);
   sql("DELETE FROM threads_now");
-  CLI::App app;
-  const Command dump = add_dump_command(app);
-  app.parse(std::vector<std::string>{path_, "dump"});
-  try {
-    dump.run();
-    ADD_FAILURE() << "no error";
-  } catch (const UsageError& e) {
-    EXPECT_EQ(std::string(e.what()), path_ + ": no sample of a running process: their sampler is off "
-                                             "(TRAINSHIM_SAMPLE_HZ=0) or the collector has stored none yet; try again "
-                                             "in a second");
-  }
+  EXPECT_EQ(dump_error(), path_ + ": no sample of a running process: their sampler is off (TRAINSHIM_SAMPLE_HZ=0) or "
+                                  "the collector has stored none yet; try again in a second");
 }
 
 // `report --setup --json`: the checklist alone.
