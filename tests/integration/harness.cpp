@@ -1,5 +1,6 @@
 #include "harness.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sched.h>
@@ -48,6 +49,16 @@ Scratch::Scratch() {
   std::filesystem::create_directories(dir);
 }
 
+std::string read_file(const std::string& path) {
+  std::string text;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return text;
+  char buffer[65536];
+  for (ssize_t n; (n = read(fd, buffer, sizeof buffer)) > 0;) text.append(buffer, std::size_t(n));
+  close(fd);
+  return text;
+}
+
 std::vector<pid_t> collectors_of(const std::string& job) {
   std::vector<pid_t> pids;
   const std::filesystem::path collector = std::filesystem::path(Paths::bin) / "trainshim-collector";
@@ -56,13 +67,10 @@ std::vector<pid_t> collectors_of(const std::string& job) {
     const std::string name = entry.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     if (std::filesystem::read_symlink(entry.path() / "exe", ec) != collector) continue;
-    std::ifstream in(entry.path() / "cmdline");
-    std::string command((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string command = read_file(entry.path() / "cmdline");
     for (char& c : command)
       if (c == '\0') c = ' ';
-    std::string state;
-    std::ifstream stat(entry.path() / "stat");
-    std::getline(stat, state);
+    const std::string state = read_file(entry.path() / "stat");
     if (command.find(" --job " + job + " ") != std::string::npos && state.find(") Z ") == std::string::npos)
       pids.push_back(pid_t(std::stol(name)));
   }

@@ -67,6 +67,11 @@ std::string preload_env(const std::string& job);
 // The number of the first line of `source` that contains `marker` (tests mark planted lines).
 int marked_line(const std::string& source, const std::string& marker);
 
+// A file's bytes, as much as could be read; empty when it cannot be opened. Never throws: a /proc
+// file of a process that exits while it is read fails with ESRCH, which std::filebuf throws as
+// ios_base::failure through an istreambuf_iterator.
+std::string read_file(const std::string& path);
+
 // The single integer a query returns.
 int64_t query_int(const std::string& db, const std::string& sql);
 

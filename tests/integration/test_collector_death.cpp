@@ -8,9 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <iterator>
 #include <random>
 #include <sstream>
 #include <string>
@@ -27,11 +25,6 @@ namespace fs = std::filesystem;
 // steady_calls: per iteration two copies, a sync and a poll; a pause of 2 ms between iterations.
 constexpr int kIterations = 1500;
 const std::string kSteadyCalls = "steady_calls " + std::to_string(kIterations) + " 2000";
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 // Bounded: a run that never gets there fails its assertion instead of hanging the suite.
 bool eventually(const std::function<bool()>& condition) {

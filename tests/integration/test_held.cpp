@@ -9,7 +9,6 @@
 
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <random>
 #include <set>
 #include <sstream>
@@ -47,13 +46,6 @@ std::string query_text(const std::string& db, const std::string& sql) {
   }
   sqlite3_close(handle);
   return value;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 void write_file(const std::string& path, const std::string& bytes, mode_t mode = 0600) {
