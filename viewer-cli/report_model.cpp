@@ -236,4 +236,15 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
   return report;
 }
 
+bool keep_only_rank(Report& report, int rank) {
+  const auto other = [rank](const auto& item) { return item.rank != rank; };
+  if (std::all_of(report.processes.begin(), report.processes.end(), other)) return false;
+  std::erase_if(report.processes, other);
+  std::erase_if(report.setup, other);
+  std::erase_if(report.findings, [rank](const Finding& f) {
+    return f.rank != rank && f.kind != "straggler" && f.kind != "hang" && f.kind != "stripped_library";
+  });
+  return true;
+}
+
 }  // namespace trainshim::cli

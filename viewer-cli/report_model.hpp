@@ -92,6 +92,12 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
                    int64_t idle_gap_ns = 0);
 Report load_report(const RunDatabase& db, const std::string& step_name = "", int64_t idle_gap_ns = 0);
 
+// The report of one rank of the job: its processes, setup items and findings. What concerns the job
+// as a whole stays: the collective waits (every rank's, the straggler among them), the hangs, the
+// straggler's and the hangs' findings, and the totals over all ranks. False, and nothing changed,
+// when the job has no such rank.
+bool keep_only_rank(Report& report, int rank);
+
 // The steps the first process of `rank` found, 0 when none (or no such rank).
 int64_t steps_of_rank(const Report& report, int rank);
 

@@ -100,6 +100,23 @@ class ReportTest : public test::TempDirTest {
     db.commit();
   }
 
+  // What `trainshim report ARGS...` prints, or the usage error it ends with.
+  static std::string report_command(std::vector<std::string> args) {
+    CLI::App app;
+    const Command command = add_report_command(app);
+    std::reverse(args.begin(), args.end());  // CLI11 reads the vector from its back
+    args.push_back("report");
+    app.parse(std::move(args));
+    testing::internal::CaptureStdout();
+    try {
+      command.run();
+    } catch (const UsageError& e) {
+      testing::internal::GetCapturedStdout();
+      return e.what();
+    }
+    return testing::internal::GetCapturedStdout();
+  }
+
   const std::string path_ = dir_ + "/trainshim-unitjob.db";
 };
 
@@ -296,31 +313,39 @@ TEST_F(ReportTest, DatabasesOfTwoRunsAreRefusedUnlessMergingIsAsked) {
   const std::string first = write("first.db", {0, 1}, 2), again = write("again.db", {0, 1}, 2),
                     other = write("other.db", {2, 3}, 8), node_b = write("node_b.db", {2, 3}, 4),
                     node_a = write("node_a.db", {0, 1}, 4);
-  const auto report = [](std::vector<std::string> args) {
-    CLI::App app;
-    const Command command = add_report_command(app);
-    std::reverse(args.begin(), args.end());  // CLI11 reads the vector from its back
-    args.push_back("report");
-    app.parse(std::move(args));
-    testing::internal::CaptureStdout();
-    try {
-      command.run();
-    } catch (const UsageError& e) {
-      testing::internal::GetCapturedStdout();
-      return std::string(e.what());
-    }
-    return "printed " + std::to_string(testing::internal::GetCapturedStdout().size()) + " bytes";
-  };
   const std::string advice = "report each alone, compare two with `trainshim diff BEFORE.db AFTER.db`, or pass "
                              "--merge-runs to merge them all the same";
-  EXPECT_EQ(report({first, again}),
+  EXPECT_EQ(report_command({first, again}),
             first + " and " + again + " both hold rank 0: two runs, not two nodes of one job; " + advice);
-  EXPECT_EQ(report({first, first}),
+  EXPECT_EQ(report_command({first, first}),
             first + " and " + first + " both hold rank 0: two runs, not two nodes of one job; " + advice);
-  EXPECT_EQ(report({first, other}),
+  EXPECT_EQ(report_command({first, other}),
             first + " holds a job of 2 ranks, " + other + " a job of 8: two runs, not two nodes of one job; " + advice);
-  EXPECT_TRUE(report({first, again, "--merge-runs"}).starts_with("printed ")) << report({first, again, "--merge-runs"});
-  EXPECT_TRUE(report({node_a, node_b}).starts_with("printed ")) << report({node_a, node_b});
+  for (const std::vector<std::string>& merged :
+       {std::vector<std::string>{first, again, "--merge-runs"}, std::vector<std::string>{node_a, node_b}}) {
+    const std::string out = report_command(merged);
+    EXPECT_TRUE(out.starts_with("trainshim report: job unitjob (4 processes)")) << out;
+  }
+}
+
+// `report --rank 1`: rank 1's block, setup and findings; the job's collective waits and the other
+// ranks' totals stay. A rank the job does not have is refused with the ranks it has.
+TEST_F(ReportTest, OneRankAlone) {
+  write_two_rank_run();
+  const Json all = Json::parse(report_command({path_, "--json"}));
+  const Json one = Json::parse(report_command({path_, "--json", "--rank", "1"}));
+  ASSERT_EQ(one["ranks"].size(), 1u) << one.dump(1);
+  EXPECT_EQ(one["ranks"][0]["rank"], 1);
+  EXPECT_EQ(one["ranks"][0], all["ranks"][1]);
+  EXPECT_EQ(one["totals"], all["totals"]);
+  EXPECT_EQ(one["collective_waits"], all["collective_waits"]);
+  std::size_t rank1_findings = 0;
+  for (const auto& f : all["findings"]) rank1_findings += f["rank"] == 1;
+  ASSERT_GT(rank1_findings, 0u) << all["findings"].dump(1);
+  EXPECT_LT(rank1_findings, all["findings"].size()) << all["findings"].dump(1);
+  ASSERT_EQ(one["findings"].size(), rank1_findings) << one["findings"].dump(1);
+  for (const auto& f : one["findings"]) EXPECT_EQ(f["rank"], 1) << f.dump(1);
+  EXPECT_EQ(report_command({path_, "--rank", "7"}), "--rank 7: job unitjob has no such rank; its ranks: 0, 1");
 }
 
 // One database per node, as a multi-node job writes them: `trainshim report A B` reads both (side

@@ -1,11 +1,14 @@
-// `trainshim report [DB ...] [--format text|json] [--step STEP] [--idle-gap-ms N] [--setup] [--merge-runs]`
+// `trainshim report [DB ...] [--format text|json] [--step STEP] [--idle-gap-ms N] [--setup]
+//                   [--merge-runs] [--rank N]`
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
 #include <cmath>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "commands.hpp"
 #include "common.hpp"
@@ -24,6 +27,7 @@ struct ReportArguments {
   double idle_gap_ms = 0;  // 0: max(1 ms, 5 % of the step)
   bool setup_only = false;
   bool merge_runs = false;
+  std::optional<int> rank;
 };
 
 // A job's databases are one per node of one launch: each rank in one of them, every rank of one
@@ -62,7 +66,16 @@ int report(ReportArguments args) {
   for (const auto& path : args.databases)
     databases.push_back(open.emplace_back(std::make_unique<RunDatabase>(path)).get());
   if (!args.merge_runs) check_one_launch(databases);
-  const Report report = load_report(databases, step_name(args.step), int64_t(args.idle_gap_ms * 1e6));
+  Report report = load_report(databases, step_name(args.step), int64_t(args.idle_gap_ms * 1e6));
+  if (args.rank && !keep_only_rank(report, *args.rank)) {
+    std::vector<std::string> ranks;
+    for (const ProcessReport& p : report.processes)
+      if (p.rank >= 0 && (ranks.empty() || ranks.back() != std::to_string(p.rank)))
+        ranks.push_back(std::to_string(p.rank));
+    throw UsageError(fmt::format(
+        "--rank {}: job {} has no such rank; its ranks: {}", *args.rank, report.job,
+        ranks.empty() ? "none (no process was started by a launcher)" : fmt::format("{}", fmt::join(ranks, ", "))));
+  }
   if (!args.setup_only) {
     print_report(report, args.format);
     return 0;
@@ -100,6 +113,8 @@ Command add_report_command(CLI::App& app) {
           },
           "MS>0"));
   command->add_flag("--setup", args->setup_only, "print only the setup checklist (with --json: only \"setup\")");
+  command->add_option("--rank", args->rank,
+                      "report this rank alone (the job's collective waits, hangs and straggler stay)");
   command->add_flag(
       "--merge-runs", args->merge_runs,
       "merge databases of different runs (the same rank in two, or different world sizes) into one report; "
