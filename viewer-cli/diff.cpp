@@ -68,7 +68,7 @@ double in_unit(RateUnit unit, const std::optional<double>& step_rate, double sec
   return unit == RateUnit::Step ? step_rate.value_or(0) : second_rate;
 }
 
-SiteSide site_side(const MergedSite& m, const RankSyncs& rs) {
+SiteSide site_side(const MergedSite& m, const RankSyncs& rs, RateUnit unit) {
   SiteSide s;
   s.present = true;
   s.line = m.longest->line;
@@ -77,6 +77,8 @@ SiteSide site_side(const MergedSite& m, const RankSyncs& rs) {
   s.per_step = per_step(double(m.calls), rs.steps.count);
   s.per_second = per_second(double(m.calls), rs.span_ns);
   s.share = share_of_span(m.blocked_ns, rs.span_ns);
+  s.blocked_per_unit_ns =
+      in_unit(unit, per_step(double(m.blocked_ns), rs.steps.count), per_second(double(m.blocked_ns), rs.span_ns));
   return s;
 }
 
@@ -98,11 +100,6 @@ SiteStatus site_status(const SiteDiff& s, double unit_ns) {
     return rate == Change::More ? SiteStatus::MoreFrequent : SiteStatus::LessFrequent;
   if (cost != Change::Same) return cost == Change::More ? SiteStatus::Costlier : SiteStatus::Cheaper;
   return SiteStatus::Unchanged;
-}
-
-double blocked_per_unit(RateUnit unit, const SiteSide& side, const RankSyncs& rs) {
-  if (unit == RateUnit::Step) return per_step(double(side.blocked_ns), rs.steps.count).value_or(0);
-  return per_second(double(side.blocked_ns), rs.span_ns);
 }
 
 int status_order(SiteStatus s) {
@@ -147,14 +144,8 @@ void diff_sites(const ProcessReport* pa, const ProcessReport* pb, int rank, std:
     s.file = named.file;
     s.function = named.function;
     s.source = trimmed(named.source);
-    if (a) {
-      s.a = site_side(*a, pa->sync_sites);
-      s.a.blocked_per_unit_ns = blocked_per_unit(unit, s.a, pa->sync_sites);
-    }
-    if (b) {
-      s.b = site_side(*b, pb->sync_sites);
-      s.b.blocked_per_unit_ns = blocked_per_unit(unit, s.b, pb->sync_sites);
-    }
+    if (a) s.a = site_side(*a, pa->sync_sites, unit);
+    if (b) s.b = site_side(*b, pb->sync_sites, unit);
     s.rate_a = in_unit(unit, s.a.per_step, s.a.per_second);
     s.rate_b = in_unit(unit, s.b.per_step, s.b.per_second);
     s.status = site_status(s, unit_ns);

@@ -204,4 +204,9 @@ std::string newest_database(const std::string& directory) {
   return best;
 }
 
+bool holds_a_process(const RunDatabase& db) {
+  Statement processes(db, "SELECT 1 FROM processes LIMIT 1");
+  return processes.step();
+}
+
 }  // namespace trainshim::cli

@@ -83,4 +83,7 @@ class Statement {
 // The newest regular file trainshim-*.db in `directory`, empty if none.
 std::string newest_database(const std::string& directory);
 
+// Whether the collector stored any process (ended or not) in `db`.
+bool holds_a_process(const RunDatabase& db);
+
 }  // namespace trainshim::cli

@@ -56,9 +56,7 @@ int wait_status(pid_t pid) {
 
 bool holds_no_process(const std::string& path) {
   try {
-    const RunDatabase db(path);
-    Statement processes(db, "SELECT 1 FROM processes LIMIT 1");
-    return !processes.step();
+    return !holds_a_process(RunDatabase(path));
   } catch (const std::exception&) {
     return false;  // unreadable: left for the user to look at
   }

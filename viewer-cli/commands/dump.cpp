@@ -62,11 +62,6 @@ std::string job_database(const std::string& job) {
   return best;
 }
 
-bool any_process_stored(const RunDatabase& db) {
-  Statement q(db, "SELECT 1 FROM processes LIMIT 1");
-  return q.step();
-}
-
 int dump(const DumpArguments& args) {
   const std::string path = !args.database.empty() ? args.database
                            : !args.job.empty()    ? job_database(args.job)
@@ -75,7 +70,7 @@ int dump(const DumpArguments& args) {
   if (!args.job.empty() && db.meta("job") != args.job)
     throw UsageError(fmt::format("{} holds job {}, not {}: pass the job's database", path, db.meta("job"), args.job));
   const std::vector<DumpProcess> processes = load_dump(db);
-  if (processes.empty() && !any_process_stored(db))
+  if (processes.empty() && !holds_a_process(db))
     throw UsageError(fmt::format("{}: no process of job {} stored yet: the collector stores each process at its first "
                                  "CUDA call; try again in a second",
                                  path, db.meta("job")));
