@@ -13,7 +13,14 @@
 
 extern "C" {
 
-enum simcudaActivityKind { SIMCUDA_ACTIVITY_KERNEL, SIMCUDA_ACTIVITY_MEMCPY, SIMCUDA_ACTIVITY_MEMSET };
+// KERNEL, MEMCPY and MEMSET are what a stream ran; API is a runtime call itself (CUPTI's RUNTIME,
+// EXTERNAL_CORRELATION and SYNCHRONIZATION records come from it).
+enum simcudaActivityKind {
+  SIMCUDA_ACTIVITY_KERNEL,
+  SIMCUDA_ACTIVITY_MEMCPY,
+  SIMCUDA_ACTIVITY_MEMSET,
+  SIMCUDA_ACTIVITY_API
+};
 
 // Where a copy's or memset's bytes live, from the memory registry at the call.
 enum simcudaMemoryKind { SIMCUDA_MEMORY_PAGEABLE, SIMCUDA_MEMORY_PINNED, SIMCUDA_MEMORY_DEVICE };
@@ -41,11 +48,40 @@ struct simcudaActivity {
   bool async;                // a copy or memset by an ...Async call
 };
 
+// What a synchronising runtime call waited for (CUpti_ActivitySynchronizationType's values).
+enum simcudaSyncKind {
+  SIMCUDA_SYNC_NONE = 0,
+  SIMCUDA_SYNC_EVENT = 1,              // cudaEventSynchronize
+  SIMCUDA_SYNC_STREAM_WAIT_EVENT = 2,  // cudaStreamWaitEvent
+  SIMCUDA_SYNC_STREAM = 3,             // cudaStreamSynchronize
+  SIMCUDA_SYNC_DEVICE = 4,             // cudaDeviceSynchronize (CUPTI's context synchronisation)
+};
+
+// A runtime call as CUPTI's API record (CUpti_ActivityAPI) describes it, reported on the calling
+// thread when the call begins (its correlation and thread only) and when it returns. Only the
+// outermost call of a thread is reported: a runtime function that calls another is one call.
+struct simcudaApiCall {
+  std::uint32_t cbid;         // CUPTI_RUNTIME_TRACE_CBID_*
+  std::uint64_t start_ns;     // CLOCK_MONOTONIC at the call
+  std::uint64_t end_ns;       // ... and at its return
+  std::uint32_t correlation;  // shared with the kernels, copies and memsets the call launched
+  std::uint32_t result;       // its cudaError_t
+  simcudaSyncKind sync;
+  std::uint32_t device;          // of a synchronisation: the stream's, the event's or the current device
+  std::uint32_t stream_id;       // of a stream synchronisation or stream wait, else UINT32_MAX
+  std::uint32_t event_id;        // of an event synchronisation or stream wait, else UINT32_MAX
+  std::uint64_t calling_thread;  // the same id as simcudaActivity's launching_thread
+};
+
 struct simcudaActivitySink {
   // On the launching thread, at the call (or at each graph launch): whether to report this kind.
   bool (*enabled)(simcudaActivityKind kind);
   // On the stream's worker, once the operation ran.
   void (*completed)(const simcudaActivity* activity);
+  // On the calling thread, when a runtime call begins, before it launches anything, if
+  // enabled(SIMCUDA_ACTIVITY_API); and when it returns.
+  void (*api_entered)(const simcudaApiCall* call);
+  void (*api_returned)(const simcudaApiCall* call);
 };
 
 // Installs the sink (null removes it). The sink must stay valid while installed.

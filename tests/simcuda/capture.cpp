@@ -263,8 +263,8 @@ cudaError_t launch_graph(cudaGraphExec_t graphExec, cudaStream_t stream) {
     if (!c.executables.count(executable_of(graphExec))) return record_error(cudaErrorInvalidValue);
     nodes = executable_of(graphExec)->nodes;
   }
-  // The kernels, copies and memsets a launch replays carry the cudaGraphLaunch's correlation id.
-  SharedCorrelation correlation;
+  // The kernels, copies and memsets a launch replays carry the cudaGraphLaunch's correlation id
+  // (its ApiCall's).
   for (auto& node : nodes) {
     std::uint64_t ticket = 0;
     if (const cudaError_t e = submit_work(s, node, &ticket); e != cudaSuccess) return e;
@@ -276,11 +276,14 @@ cudaError_t launch_graph(cudaGraphExec_t graphExec, cudaStream_t stream) {
 
 extern "C" {
 
-cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) { return launch_graph(graphExec, stream); }
+cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, [&] { return launch_graph(graphExec, stream); });
+}
 // Exported by the real library for per-thread-default-stream builds; declared here for the same reason.
 cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream);
 cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream) {
-  return launch_graph(graphExec, stream ? stream : cudaStreamPerThread);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
+                  [&] { return launch_graph(graphExec, stream ? stream : cudaStreamPerThread); });
 }
 
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec) {

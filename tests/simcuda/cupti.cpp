@@ -20,6 +20,16 @@
 //   callback's clock by linear interpolation when the records are made; without it, CUPTI's own
 //   clock. The real one is CLOCK_REALTIME; here it is CLOCK_MONOTONIC plus a large constant, so
 //   a client that reads timestamps without converting them gets nonsense it can detect.
+// - RUNTIME: a record per runtime call that launches, copies, sets, waits, records, allocates or
+//   frees (the calls of simcuda's ApiCall), with the correlation id its kernels, copies and
+//   memsets carry; every cbid while the kind is enabled, or the ones cuptiActivityEnableRuntimeApi
+//   names, less those it turned off (it is overridden by a later cuptiActivityEnable(RUNTIME));
+// - EXTERNAL_CORRELATION: with each such call, a record per kind of external id the calling
+//   thread has pushed (cuptiActivityPushExternalCorrelationId), its innermost id: this is how
+//   torch.profiler (Kineto) ties a kernel to the aten op that launched it;
+// - SYNCHRONIZATION: a record per successful cudaStreamSynchronize, cudaEventSynchronize,
+//   cudaDeviceSynchronize (a context synchronisation) and cudaStreamWaitEvent.
+// DRIVER and OVERHEAD records are not made: those kinds answer NOT_COMPATIBLE.
 // The callback API (cuptiEnableCallback, cuptiEnableDomain) is accepted but never calls back.
 #include "activity.h"
 
@@ -35,9 +45,14 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_set>
+#include <vector>
+
+#include <pthread.h>
+#include <unistd.h>
 
 namespace {
 
@@ -72,6 +87,12 @@ std::size_t record_size(CUpti_ActivityKind kind) {
       return sizeof(CUpti_ActivityMemcpy6);
     case CUPTI_ACTIVITY_KIND_MEMSET:
       return sizeof(CUpti_ActivityMemset4);
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+      return sizeof(CUpti_ActivityAPI);
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
+      return sizeof(CUpti_ActivityExternalCorrelation);
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+      return sizeof(CUpti_ActivitySynchronization2);
     default:
       return 0;
   }
@@ -99,6 +120,7 @@ struct State {
   std::uint64_t anchor_raw = 0, anchor_client = 0;  // a (CLOCK_MONOTONIC, callback) pair
   std::unordered_set<std::string> names;            // kernel names; records point into them
   std::int64_t next_grid_id = 1;
+  std::set<CUpti_CallbackId> runtime_on, runtime_off;  // cuptiActivityEnableRuntimeApi's choices
 };
 
 // Leaked on purpose: stream workers may report records during static destruction at exit.
@@ -108,6 +130,11 @@ State& state() {
 }
 
 std::atomic<bool> g_kernel{false}, g_concurrent_kernel{false}, g_memcpy{false}, g_memset{false};
+std::atomic<bool> g_runtime{false}, g_external_correlation{false}, g_synchronization{false};
+std::atomic<bool> g_some_runtime_api{false};  // cuptiActivityEnableRuntimeApi turned a cbid on
+
+// The external ids each thread has pushed, by kind; the last is the innermost.
+thread_local std::vector<std::uint64_t> tls_external_ids[CUPTI_EXTERNAL_CORRELATION_KIND_SIZE];
 
 std::uint64_t private_clock() { return monotonic_ns() + kPrivateClockOffset; }
 
@@ -254,8 +281,17 @@ bool sink_enabled(simcudaActivityKind kind) {
       return g_memcpy;
     case SIMCUDA_ACTIVITY_MEMSET:
       return g_memset;
+    case SIMCUDA_ACTIVITY_API:
+      return g_runtime || g_external_correlation || g_synchronization || g_some_runtime_api;
   }
   return false;
+}
+
+bool runtime_record_wanted(CUpti_CallbackId cbid) {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  if (s.runtime_on.count(cbid)) return true;
+  return g_runtime && !s.runtime_off.count(cbid);
 }
 
 void sink_completed(const simcudaActivity* a) {
@@ -319,10 +355,65 @@ void sink_completed(const simcudaActivity* a) {
       append(&r, sizeof(r), a->launching_thread);
       return;
     }
+    case SIMCUDA_ACTIVITY_API:  // reported through api_returned
+      return;
   }
 }
 
-const simcudaActivitySink kSink{&sink_enabled, &sink_completed};
+// A runtime call's external ids, on the calling thread at the call's start: before the records of
+// what it launches, as in CUPTI (a client that links records in their order needs them first).
+void sink_api_entered(const simcudaApiCall* c) {
+  if (g_external_correlation) {
+    for (int kind = 0; kind < CUPTI_EXTERNAL_CORRELATION_KIND_SIZE; ++kind) {
+      if (tls_external_ids[kind].empty()) continue;
+      CUpti_ActivityExternalCorrelation r{};
+      r.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+      r.externalKind = static_cast<CUpti_ExternalCorrelationKind>(kind);
+      r.externalId = tls_external_ids[kind].back();
+      r.correlationId = c->correlation;
+      append(&r, sizeof(r), c->calling_thread);
+    }
+  }
+}
+
+// The records of one runtime call, on the calling thread as it returns: the call, the
+// synchronisation it made.
+void sink_api_returned(const simcudaApiCall* c) {
+  const std::optional<ClockMap> map = clock_map();
+  const std::uint64_t start = map ? (*map)(c->start_ns) : c->start_ns + kPrivateClockOffset;
+  const std::uint64_t end = map ? (*map)(c->end_ns) : c->end_ns + kPrivateClockOffset;
+  if (runtime_record_wanted(c->cbid)) {
+    CUpti_ActivityAPI r{};
+    r.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+    r.cbid = c->cbid;
+    r.start = start;
+    r.end = end;
+    r.processId = static_cast<std::uint32_t>(getpid());
+    // The low 32 bits of the pthread id, as the real CUPTI records it (Kineto keys threads by them).
+    const pthread_t self = pthread_self();
+    std::memcpy(&r.threadId, &self, sizeof(r.threadId));
+    r.correlationId = c->correlation;
+    r.returnValue = c->result;
+    append(&r, sizeof(r), c->calling_thread);
+  }
+  // Only successful synchronisations by default (cuptiActivityEnableAllSyncRecords would add the rest).
+  if (g_synchronization && c->sync != SIMCUDA_SYNC_NONE && c->result == 0) {
+    CUpti_ActivitySynchronization2 r{};
+    r.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
+    r.type = static_cast<CUpti_ActivitySynchronizationType>(c->sync);
+    r.start = start;
+    r.end = end;
+    r.correlationId = c->correlation;
+    r.contextId = c->device + 1;
+    r.streamId = c->stream_id;
+    r.cudaEventId = c->event_id;
+    r.cudaEventSyncId = CUPTI_SYNCHRONIZATION_INVALID_VALUE;
+    r.returnValue = c->result;
+    append(&r, sizeof(r), c->calling_thread);
+  }
+}
+
+const simcudaActivitySink kSink{&sink_enabled, &sink_completed, &sink_api_entered, &sink_api_returned};
 
 std::atomic<bool>* enable_flag(CUpti_ActivityKind kind) {
   switch (kind) {
@@ -334,6 +425,12 @@ std::atomic<bool>* enable_flag(CUpti_ActivityKind kind) {
       return &g_memcpy;
     case CUPTI_ACTIVITY_KIND_MEMSET:
       return &g_memset;
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+      return &g_runtime;
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
+      return &g_external_correlation;
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+      return &g_synchronization;
     default:
       return nullptr;
   }
@@ -464,6 +561,13 @@ CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind) {
   if (!valid_kind(kind)) return CUPTI_ERROR_INVALID_KIND;
   std::atomic<bool>* flag = enable_flag(kind);
   if (!flag) return CUPTI_ERROR_NOT_COMPATIBLE;
+  if (kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
+    State& s = state();
+    std::lock_guard lock(s.mu);
+    s.runtime_on.clear();
+    s.runtime_off.clear();
+    g_some_runtime_api = false;
+  }
   flag->store(true);
   simcudaSetActivitySink(&kSink);
   return CUPTI_SUCCESS;
@@ -472,6 +576,38 @@ CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind) {
 CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind) {
   if (!valid_kind(kind)) return CUPTI_ERROR_INVALID_KIND;
   if (std::atomic<bool>* flag = enable_flag(kind)) flag->store(false);
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable) {
+  State& s = state();
+  std::lock_guard lock(s.mu);
+  if (enable) {
+    s.runtime_on.insert(cbid);
+    s.runtime_off.erase(cbid);
+  } else {
+    s.runtime_off.insert(cbid);
+    s.runtime_on.erase(cbid);
+  }
+  g_some_runtime_api = !s.runtime_on.empty();
+  if (g_some_runtime_api) simcudaSetActivitySink(&kSink);
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind kind, uint64_t id) {
+  if (kind <= CUPTI_EXTERNAL_CORRELATION_KIND_INVALID || kind >= CUPTI_EXTERNAL_CORRELATION_KIND_SIZE)
+    return CUPTI_ERROR_INVALID_PARAMETER;
+  tls_external_ids[kind].push_back(id);
+  return CUPTI_SUCCESS;
+}
+
+CUptiResult cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind kind, uint64_t* lastId) {
+  if (kind <= CUPTI_EXTERNAL_CORRELATION_KIND_INVALID || kind >= CUPTI_EXTERNAL_CORRELATION_KIND_SIZE)
+    return CUPTI_ERROR_INVALID_PARAMETER;
+  std::vector<std::uint64_t>& ids = tls_external_ids[kind];
+  if (ids.empty()) return CUPTI_ERROR_QUEUE_EMPTY;
+  if (lastId) *lastId = ids.back();
+  ids.pop_back();
   return CUPTI_SUCCESS;
 }
 
@@ -604,7 +740,9 @@ CUptiResult cuptiGetStreamIdEx(CUcontext context, CUstream stream, uint8_t perTh
 // Detaches: no more records, the client's buffers returned (also empty ones), the subscriber and
 // callbacks forgotten, so that a client can start again.
 CUptiResult cuptiFinalize(void) {
-  for (std::atomic<bool>* flag : {&g_kernel, &g_concurrent_kernel, &g_memcpy, &g_memset}) flag->store(false);
+  for (std::atomic<bool>* flag : {&g_kernel, &g_concurrent_kernel, &g_memcpy, &g_memset, &g_runtime,
+                                  &g_external_correlation, &g_synchronization, &g_some_runtime_api})
+    flag->store(false);
   simcudaSetActivitySink(nullptr);
   flush(true);
   State& s = state();
@@ -616,6 +754,8 @@ CUptiResult cuptiFinalize(void) {
   s.dropped = 0;
   s.timestamp = nullptr;
   s.per_thread_buffers = true;
+  s.runtime_on.clear();
+  s.runtime_off.clear();
   return CUPTI_SUCCESS;
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cuda_runtime_api.h>
+#include <cupti_runtime_cbid.h>
 
 #include "activity.h"
 
@@ -133,6 +134,7 @@ struct Event {
   std::uint64_t recorded = 0;  // number of cudaEventRecord calls
   std::uint64_t done = 0;      // highest record sequence the stream has reached
   Clock::time_point stamp{};
+  std::uint32_t id = 0;           // what CUPTI's records name it by
   std::uint64_t captured_in = 0;  // id of the capture sequence its last record went into, 0: none
 };
 
@@ -164,15 +166,48 @@ std::function<void()> traced(const Stream& s, Traced t, std::function<void()> op
 // A copy as CUPTI's memcpy record describes it (CUpti_ActivityMemcpy6): its bytes and where they
 // live, whatever kind of copy the call named. The runtime's and the driver's copies alike.
 Traced memcpy_activity(const void* dst, const void* src, std::uint64_t bytes, bool async, std::uint64_t copies = 1);
-// The launching calls made inside a scope share one correlation id (a graph launch's nodes);
-// otherwise each call takes its own, as each runtime API call has one in CUPTI.
-class SharedCorrelation {
- public:
-  SharedCorrelation();
-  ~SharedCorrelation();
-  SharedCorrelation(const SharedCorrelation&) = delete;
-  SharedCorrelation& operator=(const SharedCorrelation&) = delete;
+// One runtime call as CUPTI traces it (CUpti_ActivityAPI): it has a correlation id, which the
+// kernels, copies and memsets it launches carry (a graph launch's nodes share it), and, when the
+// sink wants API records, it is reported with its start, end and result when it returns. Nested
+// calls (a runtime function calling another) are the outermost one. A launch outside any ApiCall
+// (a driver call) takes an id of its own.
+struct ApiSync {  // what a synchronising call names
+  simcudaSyncKind kind = SIMCUDA_SYNC_NONE;
+  int device = 0;
+  std::uint32_t stream_id = UINT32_MAX;
+  std::uint32_t event_id = UINT32_MAX;
 };
+class ApiCall {
+ public:
+  explicit ApiCall(std::uint32_t cbid, ApiSync sync = {});
+  ~ApiCall();
+  ApiCall(const ApiCall&) = delete;
+  ApiCall& operator=(const ApiCall&) = delete;
+  cudaError_t returned(cudaError_t result) {
+    result_ = result;
+    return result;
+  }
+  std::uint32_t correlation() const { return correlation_; }
+
+ private:
+  std::uint32_t cbid_;
+  ApiSync sync_;
+  bool outermost_ = false;
+  bool reported_ = false;
+  std::uint32_t correlation_ = 0;
+  std::uint64_t start_ns_ = 0;
+  cudaError_t result_ = cudaSuccess;
+};
+// A runtime function's body run as one traced call.
+template <class Body>
+cudaError_t api_call(std::uint32_t cbid, Body&& body, ApiSync sync = {}) {
+  ApiCall call(cbid, sync);
+  return call.returned(body());
+}
+// What a synchronisation on a stream or an event names, for its SYNCHRONIZATION record; an unknown
+// handle names nothing (the call fails anyway).
+ApiSync stream_sync(cudaStream_t stream, simcudaSyncKind kind, cudaEvent_t event = nullptr);
+ApiSync event_sync(cudaEvent_t event);
 
 // ---- stream capture (capture.cpp) ----
 // What a stream runs, made when it is enqueued: a graph makes it again at every launch, so that

@@ -199,44 +199,60 @@ cudaError_t __cudaPopCallConfiguration(dim3* gridDim, dim3* blockDim, size_t* sh
 
 cudaError_t cudaLaunchKernel(const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
                              cudaStream_t stream) {
-  (void)args;
-  return launch(func, gridDim, blockDim, sharedMem, stream, false);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, [&]() -> cudaError_t {
+    (void)args;
+    return launch(func, gridDim, blockDim, sharedMem, stream, false);
+  });
 }
 cudaError_t cudaLaunchKernel_ptsz(const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
                                   cudaStream_t stream) {
-  (void)args;
-  return launch(func, gridDim, blockDim, sharedMem, per_thread(stream), false);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000, [&]() -> cudaError_t {
+    (void)args;
+    return launch(func, gridDim, blockDim, sharedMem, per_thread(stream), false);
+  });
 }
 
 cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
                                cudaStream_t stream) {
-  (void)args;
-  return launch(kernel, gridDim, blockDim, sharedMem, stream, false);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000, [&]() -> cudaError_t {
+    (void)args;
+    return launch(kernel, gridDim, blockDim, sharedMem, stream, false);
+  });
 }
 cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
                                     cudaStream_t stream) {
-  (void)args;
-  return launch(kernel, gridDim, blockDim, sharedMem, per_thread(stream), false);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000, [&]() -> cudaError_t {
+    (void)args;
+    return launch(kernel, gridDim, blockDim, sharedMem, per_thread(stream), false);
+  });
 }
 
 cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func, void** args) {
-  (void)args;
-  return launch_ex(config, func, config ? config->stream : nullptr);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060, [&]() -> cudaError_t {
+    (void)args;
+    return launch_ex(config, func, config ? config->stream : nullptr);
+  });
 }
 cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t* config, const void* func, void** args) {
-  (void)args;
-  return launch_ex(config, func, per_thread(config ? config->stream : nullptr));
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060, [&]() -> cudaError_t {
+    (void)args;
+    return launch_ex(config, func, per_thread(config ? config->stream : nullptr));
+  });
 }
 
 cudaError_t cudaLaunchCooperativeKernel(const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
                                         cudaStream_t stream) {
-  (void)args;
-  return launch(func, gridDim, blockDim, sharedMem, stream, true);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000, [&]() -> cudaError_t {
+    (void)args;
+    return launch(func, gridDim, blockDim, sharedMem, stream, true);
+  });
 }
 cudaError_t cudaLaunchCooperativeKernel_ptsz(const void* func, dim3 gridDim, dim3 blockDim, void** args,
                                              size_t sharedMem, cudaStream_t stream) {
-  (void)args;
-  return launch(func, gridDim, blockDim, sharedMem, per_thread(stream), true);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000, [&]() -> cudaError_t {
+    (void)args;
+    return launch(func, gridDim, blockDim, sharedMem, per_thread(stream), true);
+  });
 }
 
 // ---------------- simulation extensions ----------------

@@ -405,109 +405,133 @@ cudaError_t cudaDriverGetVersion(int* version) {
 }
 
 cudaError_t cudaDeviceSynchronize(void) {
-  if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
-  if (const cudaError_t e = check_device_wait(tls_device); e != cudaSuccess) return e;
-  synchronize_device(tls_device);
-  return cudaSuccess;
+  return api_call(
+      CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020,
+      [&]() -> cudaError_t {
+        if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
+        if (const cudaError_t e = check_device_wait(tls_device); e != cudaSuccess) return e;
+        synchronize_device(tls_device);
+        return cudaSuccess;
+      },
+      ApiSync{SIMCUDA_SYNC_DEVICE, tls_device});
 }
 
 // ---------------- memory ----------------
 
 cudaError_t cudaMalloc(void** devPtr, size_t size) {
-  if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
-  if (!devPtr) return ret(cudaErrorInvalidValue);
-  if (size == 0) {
-    *devPtr = nullptr;
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, [&]() -> cudaError_t {
+    if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
+    if (!devPtr) return ret(cudaErrorInvalidValue);
+    if (size == 0) {
+      *devPtr = nullptr;
+      return cudaSuccess;
+    }
+    void* p = allocate_aligned(256, size);  // cudaMalloc guarantees at least 256-byte alignment
+    if (!p) return ret(cudaErrorMemoryAllocation);
+    // Zeroed: no simulated kernel writes its output, so a count a framework reads back from a fresh
+    // buffer (nonzero's, unique's) is 0, never garbage that sizes the next allocation.
+    std::memset(p, 0, size);
+    mark_device_used(tls_device);
+    register_range({reinterpret_cast<std::uintptr_t>(p), size, MemKind::Device, tls_device});
+    *devPtr = p;
     return cudaSuccess;
-  }
-  void* p = allocate_aligned(256, size);  // cudaMalloc guarantees at least 256-byte alignment
-  if (!p) return ret(cudaErrorMemoryAllocation);
-  // Zeroed: no simulated kernel writes its output, so a count a framework reads back from a fresh
-  // buffer (nonzero's, unique's) is 0, never garbage that sizes the next allocation.
-  std::memset(p, 0, size);
-  mark_device_used(tls_device);
-  register_range({reinterpret_cast<std::uintptr_t>(p), size, MemKind::Device, tls_device});
-  *devPtr = p;
-  return cudaSuccess;
+  });
 }
 
 // Stream-ordered allocation: the memory is usable by work queued after the call, and freed once
 // the work queued before cudaFreeAsync has run; neither call waits.
 cudaError_t cudaMallocAsync(void** devPtr, size_t size, cudaStream_t hStream) {
-  if (!resolve_stream(hStream)) return ret(cudaErrorInvalidResourceHandle);
-  return cudaMalloc(devPtr, size);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMallocAsync_v11020, [&]() -> cudaError_t {
+    if (!resolve_stream(hStream)) return ret(cudaErrorInvalidResourceHandle);
+    return cudaMalloc(devPtr, size);
+  });
 }
 
 cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t hStream) {
-  if (!devPtr) return cudaSuccess;
-  auto r = find_range(devPtr);
-  if (!r || r->kind != MemKind::Device || r->base != reinterpret_cast<std::uintptr_t>(devPtr))
-    return ret(cudaErrorInvalidValue);
-  return submit(
-      hStream,
-      [devPtr] {
-        unregister_range(reinterpret_cast<std::uintptr_t>(devPtr));
-        std::free(devPtr);
-      },
-      false);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaFreeAsync_v11020, [&]() -> cudaError_t {
+    if (!devPtr) return cudaSuccess;
+    auto r = find_range(devPtr);
+    if (!r || r->kind != MemKind::Device || r->base != reinterpret_cast<std::uintptr_t>(devPtr))
+      return ret(cudaErrorInvalidValue);
+    return submit(
+        hStream,
+        [devPtr] {
+          unregister_range(reinterpret_cast<std::uintptr_t>(devPtr));
+          std::free(devPtr);
+        },
+        false);
+  });
 }
 
 cudaError_t cudaFree(void* devPtr) {
-  if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
-  if (!devPtr) return cudaSuccess;
-  auto r = find_range(devPtr);
-  if (!r || r->kind != MemKind::Device || r->base != reinterpret_cast<std::uintptr_t>(devPtr))
-    return ret(cudaErrorInvalidValue);
-  if (const cudaError_t e = check_device_wait(r->device); e != cudaSuccess) return e;
-  // The real cudaFree synchronises the device before releasing memory.
-  synchronize_device(r->device);
-  unregister_range(r->base);
-  std::free(devPtr);
-  return cudaSuccess;
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020, [&]() -> cudaError_t {
+    if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
+    if (!devPtr) return cudaSuccess;
+    auto r = find_range(devPtr);
+    if (!r || r->kind != MemKind::Device || r->base != reinterpret_cast<std::uintptr_t>(devPtr))
+      return ret(cudaErrorInvalidValue);
+    if (const cudaError_t e = check_device_wait(r->device); e != cudaSuccess) return e;
+    // The real cudaFree synchronises the device before releasing memory.
+    synchronize_device(r->device);
+    unregister_range(r->base);
+    std::free(devPtr);
+    return cudaSuccess;
+  });
 }
 
 cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int flags) {
-  (void)flags;
-  if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
-  if (!pHost) return ret(cudaErrorInvalidValue);
-  void* p = allocate_aligned(static_cast<size_t>(sysconf(_SC_PAGESIZE)), size);
-  if (!p) return ret(cudaErrorMemoryAllocation);
-  register_range({reinterpret_cast<std::uintptr_t>(p), size, MemKind::PinnedAlloc, tls_device});
-  *pHost = p;
-  return cudaSuccess;
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaHostAlloc_v3020, [&]() -> cudaError_t {
+    (void)flags;
+    if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
+    if (!pHost) return ret(cudaErrorInvalidValue);
+    void* p = allocate_aligned(static_cast<size_t>(sysconf(_SC_PAGESIZE)), size);
+    if (!p) return ret(cudaErrorMemoryAllocation);
+    register_range({reinterpret_cast<std::uintptr_t>(p), size, MemKind::PinnedAlloc, tls_device});
+    *pHost = p;
+    return cudaSuccess;
+  });
 }
 
-cudaError_t cudaMallocHost(void** ptr, size_t size) { return cudaHostAlloc(ptr, size, cudaHostAllocDefault); }
+cudaError_t cudaMallocHost(void** ptr, size_t size) {
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMallocHost_v3020,
+                  [&] { return cudaHostAlloc(ptr, size, cudaHostAllocDefault); });
+}
 
 cudaError_t cudaFreeHost(void* ptr) {
-  if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
-  if (!ptr) return cudaSuccess;
-  auto r = find_range(ptr);
-  if (!r || r->kind != MemKind::PinnedAlloc || r->base != reinterpret_cast<std::uintptr_t>(ptr))
-    return ret(cudaErrorInvalidValue);
-  synchronize_device(r->device);
-  unregister_range(r->base);
-  std::free(ptr);
-  return cudaSuccess;
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaFreeHost_v3020, [&]() -> cudaError_t {
+    if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
+    if (!ptr) return cudaSuccess;
+    auto r = find_range(ptr);
+    if (!r || r->kind != MemKind::PinnedAlloc || r->base != reinterpret_cast<std::uintptr_t>(ptr))
+      return ret(cudaErrorInvalidValue);
+    synchronize_device(r->device);
+    unregister_range(r->base);
+    std::free(ptr);
+    return cudaSuccess;
+  });
 }
 
 cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags) {
-  (void)flags;
-  if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
-  if (!ptr || size == 0) return ret(cudaErrorInvalidValue);
-  auto base = reinterpret_cast<std::uintptr_t>(ptr);
-  if (overlaps_any(base, size)) return ret(cudaErrorHostMemoryAlreadyRegistered);
-  register_range({base, size, MemKind::PinnedRegistered, tls_device});
-  return cudaSuccess;
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaHostRegister_v4000, [&]() -> cudaError_t {
+    (void)flags;
+    if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
+    if (!ptr || size == 0) return ret(cudaErrorInvalidValue);
+    auto base = reinterpret_cast<std::uintptr_t>(ptr);
+    if (overlaps_any(base, size)) return ret(cudaErrorHostMemoryAlreadyRegistered);
+    register_range({base, size, MemKind::PinnedRegistered, tls_device});
+    return cudaSuccess;
+  });
 }
 
 cudaError_t cudaHostUnregister(void* ptr) {
-  if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
-  auto r = find_range(ptr);
-  if (!r || r->kind != MemKind::PinnedRegistered || r->base != reinterpret_cast<std::uintptr_t>(ptr))
-    return ret(cudaErrorHostMemoryNotRegistered);
-  unregister_range(r->base);
-  return cudaSuccess;
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaHostUnregister_v4000, [&]() -> cudaError_t {
+    if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
+    auto r = find_range(ptr);
+    if (!r || r->kind != MemKind::PinnedRegistered || r->base != reinterpret_cast<std::uintptr_t>(ptr))
+      return ret(cudaErrorHostMemoryNotRegistered);
+    unregister_range(r->base);
+    return cudaSuccess;
+  });
 }
 
 cudaError_t cudaHostGetDevicePointer(void** pDevice, void* pHost, unsigned int flags) {
@@ -553,112 +577,151 @@ cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
 // ---------------- copies and memset ----------------
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
-  return copy_through_driver(dst, src, count, kind, false);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
+                  [&] { return copy_through_driver(dst, src, count, kind, false); });
 }
 cudaError_t cudaMemcpy_ptds(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
-  return copy_through_driver(dst, src, count, kind, true);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000,
+                  [&] { return copy_through_driver(dst, src, count, kind, true); });
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return copy(dst, src, count, kind, stream, false);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
+                  [&] { return copy(dst, src, count, kind, stream, false); });
 }
 cudaError_t cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind,
                                  cudaStream_t stream) {
-  return copy(dst, src, count, kind, stream ? stream : cudaStreamPerThread, false);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000,
+                  [&] { return copy(dst, src, count, kind, stream ? stream : cudaStreamPerThread, false); });
 }
 cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                          enum cudaMemcpyKind kind) {
-  return copy_2d(dst, dpitch, src, spitch, width, height, kind, cudaStreamLegacy, true);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_v3020,
+                  [&] { return copy_2d(dst, dpitch, src, spitch, width, height, kind, cudaStreamLegacy, true); });
 }
 cudaError_t cudaMemcpy2D_ptds(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                               enum cudaMemcpyKind kind) {
-  return copy_2d(dst, dpitch, src, spitch, width, height, kind, cudaStreamPerThread, true);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_ptds_v7000,
+                  [&] { return copy_2d(dst, dpitch, src, spitch, width, height, kind, cudaStreamPerThread, true); });
 }
 cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                               enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return copy_2d(dst, dpitch, src, spitch, width, height, kind, stream, false);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_v3020,
+                  [&] { return copy_2d(dst, dpitch, src, spitch, width, height, kind, stream, false); });
 }
 cudaError_t cudaMemcpy2DAsync_ptsz(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                                    size_t height, enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return copy_2d(dst, dpitch, src, spitch, width, height, kind, stream ? stream : cudaStreamPerThread, false);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_ptsz_v7000, [&] {
+    return copy_2d(dst, dpitch, src, spitch, width, height, kind, stream ? stream : cudaStreamPerThread, false);
+  });
 }
 
 cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, size_t count, size_t offset,
                                enum cudaMemcpyKind kind) {
-  return copy_symbol(nullptr, src, symbol, count, offset, kind, true, cudaStreamLegacy, true);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbol_v3020,
+                  [&] { return copy_symbol(nullptr, src, symbol, count, offset, kind, true, cudaStreamLegacy, true); });
 }
 cudaError_t cudaMemcpyToSymbol_ptds(const void* symbol, const void* src, size_t count, size_t offset,
                                     enum cudaMemcpyKind kind) {
-  return copy_symbol(nullptr, src, symbol, count, offset, kind, true, cudaStreamPerThread, true);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbol_ptds_v7000, [&] {
+    return copy_symbol(nullptr, src, symbol, count, offset, kind, true, cudaStreamPerThread, true);
+  });
 }
 cudaError_t cudaMemcpyToSymbolAsync(const void* symbol, const void* src, size_t count, size_t offset,
                                     enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return copy_symbol(nullptr, src, symbol, count, offset, kind, true, stream, false);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbolAsync_v3020,
+                  [&] { return copy_symbol(nullptr, src, symbol, count, offset, kind, true, stream, false); });
 }
 cudaError_t cudaMemcpyToSymbolAsync_ptsz(const void* symbol, const void* src, size_t count, size_t offset,
                                          enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return copy_symbol(nullptr, src, symbol, count, offset, kind, true, stream ? stream : cudaStreamPerThread, false);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbolAsync_ptsz_v7000, [&] {
+    return copy_symbol(nullptr, src, symbol, count, offset, kind, true, stream ? stream : cudaStreamPerThread, false);
+  });
 }
 cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count, size_t offset, enum cudaMemcpyKind kind) {
-  return copy_symbol(dst, nullptr, symbol, count, offset, kind, false, cudaStreamLegacy, true);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbol_v3020, [&] {
+    return copy_symbol(dst, nullptr, symbol, count, offset, kind, false, cudaStreamLegacy, true);
+  });
 }
 cudaError_t cudaMemcpyFromSymbol_ptds(void* dst, const void* symbol, size_t count, size_t offset,
                                       enum cudaMemcpyKind kind) {
-  return copy_symbol(dst, nullptr, symbol, count, offset, kind, false, cudaStreamPerThread, true);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbol_ptds_v7000, [&] {
+    return copy_symbol(dst, nullptr, symbol, count, offset, kind, false, cudaStreamPerThread, true);
+  });
 }
 cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const void* symbol, size_t count, size_t offset,
                                       enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return copy_symbol(dst, nullptr, symbol, count, offset, kind, false, stream, false);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbolAsync_v3020,
+                  [&] { return copy_symbol(dst, nullptr, symbol, count, offset, kind, false, stream, false); });
 }
 cudaError_t cudaMemcpyFromSymbolAsync_ptsz(void* dst, const void* symbol, size_t count, size_t offset,
                                            enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return copy_symbol(dst, nullptr, symbol, count, offset, kind, false, stream ? stream : cudaStreamPerThread, false);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbolAsync_ptsz_v7000, [&] {
+    return copy_symbol(dst, nullptr, symbol, count, offset, kind, false, stream ? stream : cudaStreamPerThread, false);
+  });
 }
 
-cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms* p) { return copy_3d(p, cudaStreamLegacy, true); }
-cudaError_t cudaMemcpy3D_ptds(const struct cudaMemcpy3DParms* p) { return copy_3d(p, cudaStreamPerThread, true); }
+cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms* p) {
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3D_v3020, [&] { return copy_3d(p, cudaStreamLegacy, true); });
+}
+cudaError_t cudaMemcpy3D_ptds(const struct cudaMemcpy3DParms* p) {
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3D_ptds_v7000,
+                  [&] { return copy_3d(p, cudaStreamPerThread, true); });
+}
 cudaError_t cudaMemcpy3DAsync(const struct cudaMemcpy3DParms* p, cudaStream_t stream) {
-  return copy_3d(p, stream, false);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DAsync_v3020, [&] { return copy_3d(p, stream, false); });
 }
 cudaError_t cudaMemcpy3DAsync_ptsz(const struct cudaMemcpy3DParms* p, cudaStream_t stream) {
-  return copy_3d(p, stream ? stream : cudaStreamPerThread, false);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DAsync_ptsz_v7000,
+                  [&] { return copy_3d(p, stream ? stream : cudaStreamPerThread, false); });
 }
 
 cudaError_t cudaMemcpyBatchAsync(void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,
                                  struct cudaMemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
                                  cudaStream_t stream) {
-  return copy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_v13000,
+                  [&] { return copy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream); });
 }
 cudaError_t cudaMemcpyBatchAsync_ptsz(void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,
                                       struct cudaMemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
                                       cudaStream_t stream) {
-  return copy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream ? stream : cudaStreamPerThread);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_ptsz_v13000, [&] {
+    return copy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream ? stream : cudaStreamPerThread);
+  });
 }
 
 cudaError_t cudaMemcpyPeer(void* dst, int dstDevice, const void* src, int srcDevice, size_t count) {
-  if (dstDevice < 0 || dstDevice >= device_count() || srcDevice < 0 || srcDevice >= device_count())
-    return ret(cudaErrorInvalidDevice);
-  // Asynchronous to the host, serialised with the current device's work (as documented).
-  return copy(dst, src, count, cudaMemcpyDeviceToDevice, cudaStreamLegacy, false);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyPeer_v4000, [&]() -> cudaError_t {
+    if (dstDevice < 0 || dstDevice >= device_count() || srcDevice < 0 || srcDevice >= device_count())
+      return ret(cudaErrorInvalidDevice);
+    // Asynchronous to the host, serialised with the current device's work (as documented).
+    return copy(dst, src, count, cudaMemcpyDeviceToDevice, cudaStreamLegacy, false);
+  });
 }
 
 cudaError_t cudaMemcpyPeerAsync(void* dst, int dstDevice, const void* src, int srcDevice, size_t count,
                                 cudaStream_t stream) {
-  if (dstDevice < 0 || dstDevice >= device_count() || srcDevice < 0 || srcDevice >= device_count())
-    return ret(cudaErrorInvalidDevice);
-  return copy(dst, src, count, cudaMemcpyDeviceToDevice, stream, false);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyPeerAsync_v4000, [&]() -> cudaError_t {
+    if (dstDevice < 0 || dstDevice >= device_count() || srcDevice < 0 || srcDevice >= device_count())
+      return ret(cudaErrorInvalidDevice);
+    return copy(dst, src, count, cudaMemcpyDeviceToDevice, stream, false);
+  });
 }
 
 cudaError_t cudaMemset(void* devPtr, int value, size_t count) {
-  return fill(devPtr, value, count, cudaStreamLegacy, false);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020,
+                  [&] { return fill(devPtr, value, count, cudaStreamLegacy, false); });
 }
 cudaError_t cudaMemset_ptds(void* devPtr, int value, size_t count) {
-  return fill(devPtr, value, count, cudaStreamPerThread, false);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemset_ptds_v7000,
+                  [&] { return fill(devPtr, value, count, cudaStreamPerThread, false); });
 }
 cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t stream) {
-  return fill(devPtr, value, count, stream, true);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
+                  [&] { return fill(devPtr, value, count, stream, true); });
 }
 cudaError_t cudaMemsetAsync_ptsz(void* devPtr, int value, size_t count, cudaStream_t stream) {
-  return fill(devPtr, value, count, stream ? stream : cudaStreamPerThread, true);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000,
+                  [&] { return fill(devPtr, value, count, stream ? stream : cudaStreamPerThread, true); });
 }
 
 // ---------------- streams ----------------
@@ -711,62 +774,85 @@ cudaError_t cudaDeviceGetStreamPriorityRange(int* leastPriority, int* greatestPr
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-  if (const Driver* d = driver()) return ret(static_cast<cudaError_t>(d->stream_synchronize(stream)));
-  auto s = resolve_stream(stream);
-  if (!s) return ret(cudaErrorInvalidResourceHandle);
-  if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
-  if (const cudaError_t e = check_wait_on(s); e != cudaSuccess) return e;
-  s->wait_ticket(s->last_ticket());
-  return cudaSuccess;
+  return api_call(
+      CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
+      [&]() -> cudaError_t {
+        if (const Driver* d = driver()) return ret(static_cast<cudaError_t>(d->stream_synchronize(stream)));
+        auto s = resolve_stream(stream);
+        if (!s) return ret(cudaErrorInvalidResourceHandle);
+        if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
+        if (const cudaError_t e = check_wait_on(s); e != cudaSuccess) return e;
+        s->wait_ticket(s->last_ticket());
+        return cudaSuccess;
+      },
+      stream_sync(stream, SIMCUDA_SYNC_STREAM));
 }
 cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream) {
-  if (const Driver* d = driver()) return ret(static_cast<cudaError_t>(d->stream_synchronize_ptsz(stream)));
-  return cudaStreamSynchronize(stream ? stream : cudaStreamPerThread);
+  return api_call(
+      CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000,
+      [&]() -> cudaError_t {
+        if (const Driver* d = driver()) return ret(static_cast<cudaError_t>(d->stream_synchronize_ptsz(stream)));
+        return cudaStreamSynchronize(stream ? stream : cudaStreamPerThread);
+      },
+      stream_sync(stream ? stream : cudaStreamPerThread, SIMCUDA_SYNC_STREAM));
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
-  auto s = resolve_stream(stream);
-  if (!s) return ret(cudaErrorInvalidResourceHandle);
-  if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
-  if (const cudaError_t e = check_wait_on(s); e != cudaSuccess) return e;
-  return s->idle() ? cudaSuccess : cudaErrorNotReady;  // NotReady is not recorded as an error
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaStreamQuery_v3020, [&]() -> cudaError_t {
+    auto s = resolve_stream(stream);
+    if (!s) return ret(cudaErrorInvalidResourceHandle);
+    if (const cudaError_t e = check_potentially_unsafe(); e != cudaSuccess) return e;
+    if (const cudaError_t e = check_wait_on(s); e != cudaSuccess) return e;
+    return s->idle() ? cudaSuccess : cudaErrorNotReady;  // NotReady is not recorded as an error
+  });
 }
-cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream) { return cudaStreamQuery(stream ? stream : cudaStreamPerThread); }
+cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream) {
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaStreamQuery_ptsz_v7000,
+                  [&] { return cudaStreamQuery(stream ? stream : cudaStreamPerThread); });
+}
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
-  (void)flags;
-  auto s = resolve_stream(stream);
-  auto e = resolve_event(event);
-  if (!s || !e) return ret(cudaErrorInvalidResourceHandle);
-  std::uint64_t seq;
-  {
-    std::lock_guard lock(e->mu);
-    seq = e->recorded;
-  }
-  if (seq == 0) return cudaSuccess;  // never recorded: nothing to wait for
-  auto capture = capture_of(*s);
-  const bool captured_event = e->captured_in != 0;
-  if (capture && captured_event && e->captured_in == capture->id) return cudaSuccess;  // ordered in the graph
-  if (capture || captured_event) {
-    // A capturing stream may not wait on work outside its capture; a stream that waits on a
-    // captured event would join the capture, which is not simulated.
-    if (capture) invalidate(*capture);
-    return ret(cudaErrorStreamCaptureIsolation);
-  }
-  std::uint64_t ticket = 0;
-  return submit_work(
-      s,
-      [e, seq](const Stream&) {
-        return std::function<void()>([e, seq] {
-          std::unique_lock lock(e->mu);
-          e->cv.wait(lock, [&] { return e->done >= seq; });
-          gpu_at_least(e->stamp);
-        });
+  return api_call(
+      CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_v3020,
+      [&]() -> cudaError_t {
+        (void)flags;
+        auto s = resolve_stream(stream);
+        auto e = resolve_event(event);
+        if (!s || !e) return ret(cudaErrorInvalidResourceHandle);
+        std::uint64_t seq;
+        {
+          std::lock_guard lock(e->mu);
+          seq = e->recorded;
+        }
+        if (seq == 0) return cudaSuccess;  // never recorded: nothing to wait for
+        auto capture = capture_of(*s);
+        const bool captured_event = e->captured_in != 0;
+        if (capture && captured_event && e->captured_in == capture->id) return cudaSuccess;  // ordered in the graph
+        if (capture || captured_event) {
+          // A capturing stream may not wait on work outside its capture; a stream that waits on a
+          // captured event would join the capture, which is not simulated.
+          if (capture) invalidate(*capture);
+          return ret(cudaErrorStreamCaptureIsolation);
+        }
+        std::uint64_t ticket = 0;
+        return submit_work(
+            s,
+            [e, seq](const Stream&) {
+              return std::function<void()>([e, seq] {
+                std::unique_lock lock(e->mu);
+                e->cv.wait(lock, [&] { return e->done >= seq; });
+                gpu_at_least(e->stamp);
+              });
+            },
+            &ticket);
       },
-      &ticket);
+      stream_sync(stream, SIMCUDA_SYNC_STREAM_WAIT_EVENT, event));
 }
 cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
-  return cudaStreamWaitEvent(stream ? stream : cudaStreamPerThread, event, flags);
+  return api_call(
+      CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_ptsz_v7000,
+      [&] { return cudaStreamWaitEvent(stream ? stream : cudaStreamPerThread, event, flags); },
+      stream_sync(stream ? stream : cudaStreamPerThread, SIMCUDA_SYNC_STREAM_WAIT_EVENT, event));
 }
 
 cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus* pCaptureStatus) {
@@ -790,63 +876,75 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 // An event belongs to the device that was current when it was created: "event and stream must be
 // on the same CUDA context" (cudaEventRecord).
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-  auto e = resolve_event(event);
-  auto s = resolve_stream(stream);
-  if (!e || !s || e->device != s->device()) return ret(cudaErrorInvalidResourceHandle);
-  auto capture = capture_of(*s);
-  // Made at each launch: a record in a graph records the event anew every time it runs.
-  Work record = [e](const Stream&) {
-    std::uint64_t seq;
-    {
-      std::lock_guard lock(e->mu);
-      seq = ++e->recorded;
-      e->captured_in = 0;
-    }
-    // The timestamp is the GPU's time when the stream's worker reaches the event, like the GPU's.
-    return std::function<void()>([e, seq] {
-      auto now = gpu_now();
-      std::lock_guard lock(e->mu);
-      if (seq > e->done) {
-        e->done = seq;
-        e->stamp = now;
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_v3020, [&]() -> cudaError_t {
+    auto e = resolve_event(event);
+    auto s = resolve_stream(stream);
+    if (!e || !s || e->device != s->device()) return ret(cudaErrorInvalidResourceHandle);
+    auto capture = capture_of(*s);
+    // Made at each launch: a record in a graph records the event anew every time it runs.
+    Work record = [e](const Stream&) {
+      std::uint64_t seq;
+      {
+        std::lock_guard lock(e->mu);
+        seq = ++e->recorded;
+        e->captured_in = 0;
       }
-      e->cv.notify_all();
-    });
-  };
-  std::uint64_t ticket = 0;
-  const cudaError_t status = submit_work(s, std::move(record), &ticket);
-  if (status == cudaSuccess && capture) {
-    std::lock_guard lock(e->mu);
-    e->captured_in = capture->id;
-  }
-  return status;
+      // The timestamp is the GPU's time when the stream's worker reaches the event, like the GPU's.
+      return std::function<void()>([e, seq] {
+        auto now = gpu_now();
+        std::lock_guard lock(e->mu);
+        if (seq > e->done) {
+          e->done = seq;
+          e->stamp = now;
+        }
+        e->cv.notify_all();
+      });
+    };
+    std::uint64_t ticket = 0;
+    const cudaError_t status = submit_work(s, std::move(record), &ticket);
+    if (status == cudaSuccess && capture) {
+      std::lock_guard lock(e->mu);
+      e->captured_in = capture->id;
+    }
+    return status;
+  });
 }
 cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream) {
-  return cudaEventRecord(event, stream ? stream : cudaStreamPerThread);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_ptsz_v7000,
+                  [&] { return cudaEventRecord(event, stream ? stream : cudaStreamPerThread); });
 }
 
 // cudaEventRecordExternal only matters inside a graph capture, which records every event anyway.
 cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags) {
-  if (flags & ~static_cast<unsigned>(cudaEventRecordExternal)) return ret(cudaErrorInvalidValue);
-  return cudaEventRecord(event, stream);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaEventRecordWithFlags_v11010, [&]() -> cudaError_t {
+    if (flags & ~static_cast<unsigned>(cudaEventRecordExternal)) return ret(cudaErrorInvalidValue);
+    return cudaEventRecord(event, stream);
+  });
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event) {
-  auto e = resolve_event(event);
-  if (!e) return ret(cudaErrorInvalidResourceHandle);
-  if (const cudaError_t status = check_event_wait(*e); status != cudaSuccess) return status;
-  std::lock_guard lock(e->mu);
-  return e->done >= e->recorded ? cudaSuccess : cudaErrorNotReady;
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaEventQuery_v3020, [&]() -> cudaError_t {
+    auto e = resolve_event(event);
+    if (!e) return ret(cudaErrorInvalidResourceHandle);
+    if (const cudaError_t status = check_event_wait(*e); status != cudaSuccess) return status;
+    std::lock_guard lock(e->mu);
+    return e->done >= e->recorded ? cudaSuccess : cudaErrorNotReady;
+  });
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  auto e = resolve_event(event);
-  if (!e) return ret(cudaErrorInvalidResourceHandle);
-  if (const cudaError_t status = check_event_wait(*e); status != cudaSuccess) return status;
-  std::unique_lock lock(e->mu);
-  std::uint64_t target = e->recorded;
-  e->cv.wait(lock, [&] { return e->done >= target; });
-  return cudaSuccess;
+  return api_call(
+      CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020,
+      [&]() -> cudaError_t {
+        auto e = resolve_event(event);
+        if (!e) return ret(cudaErrorInvalidResourceHandle);
+        if (const cudaError_t status = check_event_wait(*e); status != cudaSuccess) return status;
+        std::unique_lock lock(e->mu);
+        std::uint64_t target = e->recorded;
+        e->cv.wait(lock, [&] { return e->done >= target; });
+        return cudaSuccess;
+      },
+      event_sync(event));
 }
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
@@ -878,30 +976,35 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
 // node the real runtime inserts; the simulated framework's kernels are launched this way. The GPU
 // waits for it on the wall clock.
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
-  if (!fn) return ret(cudaErrorInvalidValue);
-  return submit(
-      stream,
-      [fn, userData] {
-        fn(userData);
-        gpu_caught_up();
-      },
-      false);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchHostFunc_v10000, [&]() -> cudaError_t {
+    if (!fn) return ret(cudaErrorInvalidValue);
+    return submit(
+        stream,
+        [fn, userData] {
+          fn(userData);
+          gpu_caught_up();
+        },
+        false);
+  });
 }
 cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
-  return cudaLaunchHostFunc(stream ? stream : cudaStreamPerThread, fn, userData);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchHostFunc_ptsz_v10000,
+                  [&] { return cudaLaunchHostFunc(stream ? stream : cudaStreamPerThread, fn, userData); });
 }
 
 // The older form of a host function: the callback also gets the stream and a status.
 cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback, void* userData,
                                   unsigned int flags) {
-  if (!callback || flags != 0) return ret(cudaErrorInvalidValue);
-  return submit(
-      stream,
-      [stream, callback, userData] {
-        callback(stream, cudaSuccess, userData);
-        gpu_caught_up();
-      },
-      false);
+  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaStreamAddCallback_v5000, [&]() -> cudaError_t {
+    if (!callback || flags != 0) return ret(cudaErrorInvalidValue);
+    return submit(
+        stream,
+        [stream, callback, userData] {
+          callback(stream, cudaSuccess, userData);
+          gpu_caught_up();
+        },
+        false);
+  });
 }
 
 // ---------------- simulation extensions ----------------

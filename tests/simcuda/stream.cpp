@@ -222,7 +222,9 @@ void synchronize_device(int device) {
 }
 
 cudaEvent_t create_event(unsigned flags, int device) {
+  static std::atomic<std::uint32_t> next_id{1};
   auto e = std::make_shared<Event>(flags, device);
+  e->id = next_id++;
   Handles& h = handles();
   std::lock_guard lock(h.mu);
   h.events.emplace(e.get(), e);

@@ -8,6 +8,10 @@
 
 #include "simcuda.h"
 
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -18,12 +22,14 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 // Exported by libcudart; the header declares it only for per-thread-default-stream builds.
@@ -953,6 +959,11 @@ struct Seen {
   std::uint32_t value;
   std::uint16_t memory_kind;
   std::int32_t grid_x, block_x;
+  // Runtime calls, their external ids and synchronisations
+  std::uint32_t cbid = 0, process = 0, thread = 0, result = 0;
+  std::uint32_t external_kind = 0;
+  std::uint64_t external_id = 0;
+  std::uint32_t sync_type = 0, event = 0;
 };
 
 // A CUPTI client written from cupti_activity.h: buffers from bufferRequested, records read with
@@ -1022,6 +1033,30 @@ struct Client {
         s = {m->kind,  "", m->start, m->end, m->deviceId, m->contextId, m->streamId,   m->correlationId,
              m->bytes, 0,  0,        0,      0,           m->value,     m->memoryKind, 0,
              0};
+      } else if (record->kind == CUPTI_ACTIVITY_KIND_RUNTIME) {
+        auto* a = reinterpret_cast<CUpti_ActivityAPI*>(record);
+        s.start = a->start;
+        s.end = a->end;
+        s.correlation = a->correlationId;
+        s.cbid = a->cbid;
+        s.process = a->processId;
+        s.thread = a->threadId;
+        s.result = a->returnValue;
+      } else if (record->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
+        auto* x = reinterpret_cast<CUpti_ActivityExternalCorrelation*>(record);
+        s.correlation = x->correlationId;
+        s.external_kind = x->externalKind;
+        s.external_id = x->externalId;
+      } else if (record->kind == CUPTI_ACTIVITY_KIND_SYNCHRONIZATION) {
+        auto* y = reinterpret_cast<CUpti_ActivitySynchronization2*>(record);
+        s.start = y->start;
+        s.end = y->end;
+        s.correlation = y->correlationId;
+        s.context = y->contextId;
+        s.stream = y->streamId;
+        s.event = y->cudaEventId;
+        s.sync_type = y->type;
+        s.result = y->returnValue;
       }
       got.push_back(s);
     }
@@ -1288,9 +1323,143 @@ TEST_F(SimCupti, RecordsOfDisabledKindsAreAbsent) {
   EXPECT_EQ(seen[0].kind, CUPTI_ACTIVITY_KIND_MEMCPY);
   EXPECT_EQ(seen[0].bytes, 64u);
   // Kinds the simulation makes no records for cannot be enabled.
-  EXPECT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME), CUPTI_ERROR_NOT_COMPATIBLE);
+  EXPECT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER), CUPTI_ERROR_NOT_COMPATIBLE);
   EXPECT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_COUNT), CUPTI_ERROR_INVALID_KIND);
   cudaFree(d);
+}
+
+std::vector<Seen> of_kind(const std::vector<Seen>& seen, CUpti_ActivityKind kind) {
+  std::vector<Seen> out;
+  std::copy_if(seen.begin(), seen.end(), std::back_inserter(out), [&](const Seen& s) { return s.kind == kind; });
+  return out;
+}
+
+// What torch.profiler (Kineto) enables and reads to tie a kernel to its runtime call and to the op
+// that launched it.
+TEST_F(SimCupti, RuntimeCallsCarryTheirWorksCorrelationAndTheThreadsExternalIds) {
+  Client::register_callbacks();
+  for (CUpti_ActivityKind kind :
+       {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_RUNTIME,
+        CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION})
+    ASSERT_EQ(cuptiActivityEnable(kind), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiActivityEnableRuntimeApi(CUPTI_RUNTIME_TRACE_CBID_cudaMalloc_v3020, 0), CUPTI_SUCCESS);
+  const void* k = registered("_Z6linkedv", 0);
+  void* d = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, 256), cudaSuccess);
+  void* pinned = nullptr;
+  ASSERT_EQ(cudaMallocHost(&pinned, 256), cudaSuccess);  // calls cudaHostAlloc: one call all the same
+
+  ASSERT_EQ(cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, 7), CUPTI_SUCCESS);
+  ASSERT_EQ(cudaLaunchKernel(k, dim3(1), dim3(1), nullptr, 0, stream_), cudaSuccess);
+  ASSERT_EQ(cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, 100), CUPTI_SUCCESS);
+  ASSERT_EQ(cudaMemcpyAsync(pinned, d, 64, cudaMemcpyDeviceToHost, stream_), cudaSuccess);
+  std::uint64_t last = 0;
+  EXPECT_EQ(cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, &last), CUPTI_SUCCESS);
+  EXPECT_EQ(last, 100u);
+  EXPECT_EQ(cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last), CUPTI_SUCCESS);
+  EXPECT_EQ(last, 7u);
+  EXPECT_EQ(cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last),
+            CUPTI_ERROR_QUEUE_EMPTY);
+  EXPECT_EQ(cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_INVALID, 1),
+            CUPTI_ERROR_INVALID_PARAMETER);
+
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto unknown = reinterpret_cast<cudaStream_t>(0x7e57);
+  ASSERT_EQ(cudaStreamSynchronize(unknown), cudaErrorInvalidResourceHandle);
+  ASSERT_EQ(cudaGetLastError(), cudaErrorInvalidResourceHandle);
+  ASSERT_EQ(cudaFreeHost(pinned), cudaSuccess);
+  ASSERT_EQ(cudaFree(d), cudaSuccess);
+  const auto seen = Client::flushed();
+
+  const auto calls = of_kind(seen, CUPTI_ACTIVITY_KIND_RUNTIME);
+  std::vector<std::uint32_t> cbids;
+  for (const Seen& c : calls) cbids.push_back(c.cbid);
+  // cudaMalloc turned off, cudaHostAlloc inside cudaMallocHost, cudaGetLastError not a traced call.
+  EXPECT_EQ(
+      cbids,
+      (std::vector<std::uint32_t>{
+          CUPTI_RUNTIME_TRACE_CBID_cudaMallocHost_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+          CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
+          CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
+          CUPTI_RUNTIME_TRACE_CBID_cudaFreeHost_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaFree_v3020}));
+  ASSERT_EQ(calls.size(), 8u);
+  const pthread_t self = pthread_self();
+  std::uint32_t low_bits = 0;
+  std::memcpy(&low_bits, &self, sizeof(low_bits));
+  for (std::size_t i = 0; i < calls.size(); ++i) {
+    EXPECT_EQ(calls[i].process, static_cast<std::uint32_t>(getpid()));
+    EXPECT_EQ(calls[i].thread, low_bits);
+    EXPECT_LE(calls[i].start, calls[i].end);
+    if (i == 0) continue;
+    EXPECT_LE(calls[i - 1].end, calls[i].start);
+    EXPECT_GT(calls[i].correlation, calls[i - 1].correlation);
+  }
+  EXPECT_EQ(calls[5].result, static_cast<std::uint32_t>(cudaErrorInvalidResourceHandle));
+  const std::uint32_t launch = calls[1].correlation, copy = calls[2].correlation;
+
+  const auto kernels = of_kind(seen, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  ASSERT_EQ(kernels.size(), 1u);
+  EXPECT_EQ(kernels[0].correlation, launch);
+  const auto copies = of_kind(seen, CUPTI_ACTIVITY_KIND_MEMCPY);
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_EQ(copies[0].correlation, copy);
+
+  // The innermost id of each kind the thread had pushed, for the calls made under it only.
+  const auto external = of_kind(seen, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+  std::set<std::tuple<std::uint32_t, std::uint64_t, std::uint32_t>> links;
+  for (const Seen& x : external) links.emplace(x.external_kind, x.external_id, x.correlation);
+  EXPECT_EQ(external.size(), 3u);
+  EXPECT_EQ(links, (std::set<std::tuple<std::uint32_t, std::uint64_t, std::uint32_t>>{
+                       {CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, 7, launch},
+                       {CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, 7, copy},
+                       {CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, 100, copy}}));
+  // Each before the records of the work its call launched, as a client reading in order needs them.
+  auto first_index = [&](CUpti_ActivityKind kind, std::uint32_t correlation) {
+    return std::find_if(seen.begin(), seen.end(),
+                        [&](const Seen& r) { return r.kind == kind && r.correlation == correlation; }) -
+           seen.begin();
+  };
+  EXPECT_LT(first_index(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, launch),
+            first_index(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, launch));
+  EXPECT_LT(first_index(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, copy), first_index(CUPTI_ACTIVITY_KIND_MEMCPY, copy));
+
+  // The stream's and the device's synchronisations; the failed one makes none (CUPTI's default).
+  const auto syncs = of_kind(seen, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
+  ASSERT_EQ(syncs.size(), 2u);
+  EXPECT_EQ(syncs[0].sync_type, static_cast<std::uint32_t>(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE));
+  EXPECT_EQ(syncs[0].correlation, calls[3].correlation);
+  EXPECT_EQ(syncs[0].stream, stream_id(stream_));
+  EXPECT_EQ(syncs[0].context, 1u);
+  EXPECT_EQ(syncs[0].event, CUPTI_SYNCHRONIZATION_INVALID_VALUE);
+  EXPECT_EQ(syncs[0].start, calls[3].start);
+  EXPECT_EQ(syncs[1].sync_type, static_cast<std::uint32_t>(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE));
+  EXPECT_EQ(syncs[1].correlation, calls[4].correlation);
+  EXPECT_EQ(syncs[1].stream, CUPTI_SYNCHRONIZATION_INVALID_VALUE);
+}
+
+// cuptiActivityEnableRuntimeApi alone records the calls it names; an event synchronisation names
+// its event.
+TEST_F(SimCupti, OneRuntimeCallCanBeTracedAlone) {
+  Client::register_callbacks();
+  ASSERT_EQ(cuptiActivityEnableRuntimeApi(CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020, 1), CUPTI_SUCCESS);
+  ASSERT_EQ(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION), CUPTI_SUCCESS);
+  cudaEvent_t event = nullptr;
+  ASSERT_EQ(cudaEventCreate(&event), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(event, stream_), cudaSuccess);
+  ASSERT_EQ(cudaEventSynchronize(event), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream_), cudaSuccess);
+  const auto seen = Client::flushed();
+  const auto calls = of_kind(seen, CUPTI_ACTIVITY_KIND_RUNTIME);
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].cbid, static_cast<std::uint32_t>(CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020));
+  const auto syncs = of_kind(seen, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
+  ASSERT_EQ(syncs.size(), 2u);
+  EXPECT_EQ(syncs[0].sync_type, static_cast<std::uint32_t>(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE));
+  EXPECT_EQ(syncs[0].correlation, calls[0].correlation);
+  EXPECT_NE(syncs[0].event, CUPTI_SYNCHRONIZATION_INVALID_VALUE);
+  EXPECT_EQ(syncs[1].sync_type, static_cast<std::uint32_t>(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE));
+  cudaEventDestroy(event);
 }
 
 TEST_F(SimCupti, RecordsWithoutABufferAreDroppedAndCounted) {
