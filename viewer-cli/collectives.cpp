@@ -252,24 +252,8 @@ CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timi
     if (steady(p)) steady_imposed[p.min_rank_index] += others_mean(p, size);
   }
 
-  // Pass 2: every member's wait in the matched pairs. Each member's bit, set by pass 1, is cleared
-  // by its first record, so that a repeated record finds it clear and is skipped again.
-  for (const CollectiveTiming& t : timings) {
-    Resolved r;
-    if (t.gpu_ns < 0 || !dir.resolve(t, false, r)) continue;
-    const uint32_t index = table.find(r.comm_index, t.sequence);
-    if (index == kNone) continue;  // cannot happen: pass 1 added every pair of a valid record
-    Pair& p = pairs[index];
-    if (p.count != r.comm_size) continue;
-    auto [word, mask] = bit(p, r.comm_size, r.local);
-    if (!(*word & mask)) continue;
-    *word &= ~mask;
-    RankWaits& w = waits[r.rank_index];
-    ++w.collectives;
-    w.waited_ns += t.gpu_ns - p.min_ns;
-  }
-
   // The straggler, from the waits after start-up.
+  std::size_t straggler_index = waits.size();
   std::size_t candidate = waits.size();
   int64_t total_imposed = 0;
   for (std::size_t i = 0; i < waits.size(); ++i) {
@@ -289,6 +273,7 @@ CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timi
     const bool matters = c.last_count > 0 && imposed / c.last_count >= kStragglerMinMeanNs;
     if (most && dominant && matters) {
       out.straggler = c.rank;
+      straggler_index = candidate;
       for (const Pair& p : pairs) {
         const uint32_t size = dir.communicators[p.comm_index].size;
         if (p.count == size && size >= 2 && p.min_rank_index == candidate)
@@ -304,6 +289,27 @@ CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timi
       std::sort(late.begin(), late.end(),
                 [](const LateCollective& a, const LateCollective& b) { return a.host_begin_ns < b.host_begin_ns; });
     }
+  }
+
+  // Pass 2: every member's wait in the matched pairs. Each member's bit, set by pass 1, is cleared
+  // by its first record, so that a repeated record finds it clear and is skipped again.
+  for (const CollectiveTiming& t : timings) {
+    Resolved r;
+    if (t.gpu_ns < 0 || !dir.resolve(t, false, r)) continue;
+    const uint32_t index = table.find(r.comm_index, t.sequence);
+    if (index == kNone) continue;  // cannot happen: pass 1 added every pair of a valid record
+    Pair& p = pairs[index];
+    if (p.count != r.comm_size) continue;
+    auto [word, mask] = bit(p, r.comm_size, r.local);
+    if (!(*word & mask)) continue;
+    *word &= ~mask;
+    RankWaits& w = waits[r.rank_index];
+    ++w.collectives;
+    w.waited_ns += t.gpu_ns - p.min_ns;
+    if (!steady(p)) continue;
+    ++w.steady_collectives;
+    w.steady_waited_ns += t.gpu_ns - p.min_ns;
+    if (p.min_rank_index == straggler_index) w.steady_waited_for_straggler_ns += t.gpu_ns - p.min_ns;
   }
 
   std::sort(waits.begin(), waits.end(), [](const RankWaits& a, const RankWaits& b) { return a.rank < b.rank; });

@@ -27,6 +27,9 @@ struct RankWaits {
   int32_t rank;
   int64_t collectives = 0;  // matched collectives this rank took part in
   int64_t waited_ns = 0;    // sum of its waits
+  // The same after start-up (the collectives the straggler is judged on): how many, the waits, and
+  // the waits in those where the straggler was last.
+  int64_t steady_collectives = 0, steady_waited_ns = 0, steady_waited_for_straggler_ns = 0;
   // How often it arrived last: in matched collectives of two ranks or more, the rank with the
   // shortest duration; on a tie, the lowest rank among those with the shortest duration.
   int64_t last_count = 0;

@@ -437,15 +437,20 @@ GpuTimelineReport load_gpu_timeline(const RunDatabase& db, int64_t process_id, c
   };
 
   std::map<std::string, int64_t> input_sites;  // data-loading idle above the threshold, by the upload's line
+  std::map<std::string, int64_t> sync_sites;   // sync idle, by the sync's line
   std::vector<IdleGap> gaps;
   for (std::size_t k = 0; k < lengths.size(); ++k) {
     const int64_t from = starts[k], to = starts[k + 1];
     if (!in_some(windows, from, to)) continue;
     ++out.covered_steps;
     out.covered_ns += to - from;
+    CoveredStep& step = out.steps.emplace_back();
+    step.ns = to - from;
     const int64_t step_busy = covered(busy, from, to);
+    step.busy_ns = step_busy;
+    step.communication_ns = step_busy - covered(compute, from, to);
     out.busy_ns += step_busy;
-    out.communication_ns += step_busy - covered(compute, from, to);
+    out.communication_ns += step.communication_ns;
     const int64_t threshold = threshold_of(to - from);
     bool data_loading = false;
     // The idle stretches between the busy spans, each classified whole (a gap across the step's
@@ -458,6 +463,8 @@ GpuTimelineReport load_gpu_timeline(const RunDatabase& db, int64_t process_id, c
         const int64_t a = std::max(piece_from, from), b = std::min(piece_to, to);
         if (b <= a) return;
         out.idle_by_cause_ns[int(c.cause)] += b - a;
+        step.idle_by_cause_ns[int(c.cause)] += b - a;
+        if (c.cause == IdleCause::Sync) sync_sites[c.site] += b - a;
         if (b - a < threshold) return;
         ++out.gaps_above_threshold;
         gaps.push_back({int64_t(k), a - from, b - a, c.cause, c.site});
@@ -486,6 +493,9 @@ GpuTimelineReport load_gpu_timeline(const RunDatabase& db, int64_t process_id, c
     out.data_loading_steps += data_loading;
   }
   for (const int64_t ns : out.idle_by_cause_ns) out.idle_ns += ns;
+  out.sync_idle_by_site.assign(sync_sites.begin(), sync_sites.end());
+  std::stable_sort(out.sync_idle_by_site.begin(), out.sync_idle_by_site.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
   std::stable_sort(gaps.begin(), gaps.end(),
                    [](const IdleGap& a, const IdleGap& b) { return a.duration_ns > b.duration_ns; });
   if (gaps.size() > kGapsListed) gaps.resize(kGapsListed);

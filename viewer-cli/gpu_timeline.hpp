@@ -4,6 +4,7 @@
 // doing in each (its cause), and the GPU idle time after each sync (its bubble).
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "counters.hpp"
@@ -35,6 +36,12 @@ struct IdleGap {
   std::string site;  // "file:line in function" where the host came back; empty when not known
 };
 
+// One covered step's figures, as GpuTimelineReport sums them.
+struct CoveredStep {
+  int64_t ns = 0, busy_ns = 0, communication_ns = 0;
+  int64_t idle_by_cause_ns[kIdleCauseCount] = {};
+};
+
 struct GpuTimelineReport {
   std::string timeline;  // processes.gpu_timeline: "on", "taken", ...; empty: not started
   // Why there are no figures, in words; empty when there are.
@@ -45,8 +52,12 @@ struct GpuTimelineReport {
   int64_t communication_ns = 0;  // only NCCL kernels ran (names starting "nccl")
   int64_t idle_ns = 0;
   int64_t idle_by_cause_ns[kIdleCauseCount] = {};
-  int64_t gap_threshold_ns = 0;  // of a step of the median length
-  std::vector<IdleGap> gaps;     // above the threshold, the 10 longest, longest first
+  // The sync idle time by the line of the sync the GPU waited on, largest first; they add up to
+  // idle_by_cause_ns[Sync] (a line may be empty when the sync's site is not known).
+  std::vector<std::pair<std::string, int64_t>> sync_idle_by_site;
+  std::vector<CoveredStep> steps;  // each covered step, in time order
+  int64_t gap_threshold_ns = 0;    // of a step of the median length
+  std::vector<IdleGap> gaps;       // above the threshold, the 10 longest, longest first
   int64_t gaps_above_threshold = 0;
   // The data-loading gaps: in how many covered steps one was above the threshold, and whether
   // the input copies that ended them were from pageable memory.

@@ -124,6 +124,22 @@ nlohmann::ordered_json input_wait_json(const HostReport& h) {
           {"steps", w->steps}};
 }
 
+nlohmann::ordered_json step_breakdown_json(const std::optional<StepBreakdown>& b) {
+  if (!b) return nullptr;
+  nlohmann::ordered_json parts = nlohmann::ordered_json::array();
+  for (const StepShare& part : b->parts)
+    parts.push_back({{"part", step_part_key(part.part)},
+                     {"site", part.site.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(part.site)},
+                     {"rank", part.rank >= 0 ? nlohmann::ordered_json(part.rank) : nlohmann::ordered_json(nullptr)},
+                     {"ns_per_step", part.ns_per_step},
+                     {"share", part.share}});
+  return {{"measured", b->measured},
+          {"steps", b->steps},
+          {"long_steps", b->long_steps},
+          {"step_ns", b->step_ns},
+          {"parts", parts}};
+}
+
 }  // namespace
 
 nlohmann::ordered_json setup_json(const std::vector<SetupItem>& setup) {
@@ -171,6 +187,7 @@ nlohmann::ordered_json render_json(const Report& report) {
                             {"explicit_syncs", sites_json(p.sync_sites.explicit_, p.sync_sites)},
                             {"pageable_sites", sites_json(p.sync_sites.pageable_copies, p.sync_sites)},
                             {"polls", sites_json(p.sync_sites.polls, p.sync_sites)},
+                            {"step_breakdown", step_breakdown_json(p.step_breakdown)},
                             {"gpu", gpu_json(p.gpu)},
                             {"sampler", sampler_json(p.host_report)},
                             {"input_wait", input_wait_json(p.host_report)}});

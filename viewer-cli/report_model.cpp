@@ -196,6 +196,12 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
             load_straggler_doing(*p.db, p.id, p.pid, straggler, report.waits.analysis.straggler_late);
         break;
       }
+  for (ProcessReport& p : report.processes) {
+    const auto& ranks = report.waits.analysis.ranks;
+    const auto waits = std::find_if(ranks.begin(), ranks.end(), [&](const RankWaits& w) { return w.rank == p.rank; });
+    p.step_breakdown = step_breakdown(p.sync_sites, p.gpu, p.host_report, waits == ranks.end() ? nullptr : &*waits,
+                                      report.waits.analysis.straggler);
+  }
   for (const RunDatabase* db : databases) {
     Statement hangs(*db, "SELECT communicator, sequence, op, waiting_ranks, missing_ranks, waited_ns, message, kind, "
                          "stacks FROM hangs ORDER BY detected_unix, communicator, sequence");

@@ -2,6 +2,7 @@
 // What `trainshim report` says about a run, read from its databases: the model report_text and
 // report_json render, and audit and diff compare.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "host.hpp"
 #include "run_database.hpp"
 #include "setup.hpp"
+#include "step_breakdown.hpp"
 #include "syncs.hpp"
 #include "waits.hpp"
 
@@ -48,7 +50,8 @@ struct ProcessReport {
   LostEvents lost;
   RankSyncs sync_sites;  // its sync, pageable-copy and poll sites
   GpuTimelineReport gpu;
-  HostReport host_report;  // what its sampler saw
+  HostReport host_report;                       // what its sampler saw
+  std::optional<StepBreakdown> step_breakdown;  // none without steps
 };
 
 struct Finding {

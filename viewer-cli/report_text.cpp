@@ -114,6 +114,19 @@ void render_gpu(std::string& out, const GpuTimelineReport& g) {
   }
 }
 
+void render_step_breakdown(std::string& out, const std::optional<StepBreakdown>& b) {
+  if (!b) return;
+  out +=
+      fmt::format("  Step {} ({}, {} steps{}):\n", human_duration(b->step_ns),
+                  b->measured ? "on the GPU's records" : "estimated from the host's records, no GPU timeline",
+                  with_thousands(b->steps),
+                  b->long_steps ? fmt::format("; {} over {} times the median left out", b->long_steps, kLongStepFactor)
+                                : std::string());
+  for (const StepShare& part : b->parts)
+    out += fmt::format("    {:>5.1f} %  {:>9}  {}\n", 100 * part.share, human_duration(part.ns_per_step),
+                       step_part_words(part));
+}
+
 void render_sync_sections(std::string& out, const ProcessReport& p) {
   const RankSyncs& rs = p.sync_sites;
   if (rs.hidden.empty() && rs.explicit_.empty() && rs.polls.empty()) return;
@@ -259,6 +272,7 @@ std::string render_text(const Report& report) {
     if (!p.python_stacks_unavailable.empty())
       out += fmt::format("  Python stacks unavailable: {}; sites are named by native frames\n",
                          p.python_stacks_unavailable);
+    render_step_breakdown(out, p.step_breakdown);
     render_tables(out, p.copies, p.api_waits, p.collectives, p.lost.total());
     render_sync_sections(out, p);
     render_gpu(out, p.gpu);

@@ -79,6 +79,14 @@ TEST(Collectives, LateRankWaitsAndStraggler) {
 
   // Rank 0 is last more often, but rank 2 causes the waiting.
   EXPECT_EQ(a.straggler, 2);
+  // After start-up (sequences 16 to 30, steps 5 to 9): the waits each rank had, and those for rank 2.
+  for (int32_t r = 0; r < 4; ++r) EXPECT_EQ(of(a, r).steady_collectives, 15);
+  EXPECT_EQ(of(a, 0).steady_waited_ns, 5 * 30 * kMs + 3 * 60 * kUs);
+  EXPECT_EQ(of(a, 1).steady_waited_ns, 5 * 30 * kMs + 4 * 60 * kUs);
+  EXPECT_EQ(of(a, 3).steady_waited_ns, 5 * 30 * kMs + 3 * 60 * kUs);
+  EXPECT_EQ(of(a, 2).steady_waited_ns, 5 * 60 * kUs);
+  for (int32_t r : {0, 1, 3}) EXPECT_EQ(of(a, r).steady_waited_for_straggler_ns, 5 * 30 * kMs);
+  EXPECT_EQ(of(a, 2).steady_waited_for_straggler_ns, 0);
   ASSERT_EQ(a.straggler_late.size(), 10u);
   for (uint32_t step = 0; step < 10; ++step) {
     const LateCollective& late = a.straggler_late[step];  // in rank 2's host time order
@@ -114,6 +122,8 @@ TEST(Collectives, BalancedJitterHasNoStraggler) {
     for (const RankWaits& w : a.ranks) {
       EXPECT_GT(w.last_count, 1000 / ranks / 2);
       EXPECT_LT(w.last_count, 1000 / ranks * 2);
+      EXPECT_EQ(w.steady_waited_for_straggler_ns, 0);
+      EXPECT_GT(w.steady_waited_ns, 0);
     }
   }
 }

@@ -208,6 +208,12 @@ Report full_report() {
   p.host_report.sample_hz = 50;
   p.host_report.samples = 500;
   p.host_report.input_wait = InputWait{100, 40, 30, 10, 100'000'000, "/src/train.py:40 in train"};
+  p.step_breakdown = StepBreakdown{true,
+                                   10,
+                                   1,
+                                   10'000'000,
+                                   {{StepPart::Sync, "/src/train.py:57 in train_step", -1, 4'000'000, 0.4},
+                                    {StepPart::WaitingForStraggler, "", 1, 6'000'000, 0.6}}};
 
   Report r;
   r.job = "job";
