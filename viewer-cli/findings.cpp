@@ -264,6 +264,7 @@ void add_findings(Report& report) {
       f.message = fmt::format("{} copied {} {} {} pageable memory in {} calls ({} of host time)",
                               rank_words(p.rank, p.pid), human_bytes(c.bytes), h2d ? "H2D" : "D2H",
                               h2d ? "from" : "into", with_thousands(c.calls), human_duration(c.host_ns));
+      f.operation = h2d ? "pageable H2D copy" : "pageable D2H copy";
       f.advice = h2d ? "pin the host buffer (DataLoader pin_memory=True, or tensor.pin_memory()) and copy "
                        "with non_blocking=True so the copy overlaps compute"
                      : "copy into a pinned buffer with non_blocking=True; into pageable memory every D2H copy "
@@ -282,6 +283,8 @@ void add_findings(Report& report) {
                               site.classification.operation, site_location(site), rate_words(site.calls, rs),
                               human_duration(site.blocked_ns), share_words(site.blocked_ns, rs), bubble_words(site));
       f.advice = site.classification.advice;
+      f.site = site_location(site);
+      f.operation = site.classification.operation;
       report.findings.push_back(std::move(f));
     }
     add_starvation_finding(report, p);

@@ -140,6 +140,23 @@ nlohmann::ordered_json step_breakdown_json(const std::optional<StepBreakdown>& b
           {"parts", parts}};
 }
 
+nlohmann::ordered_json root_causes_json(const Diagnosis& d) {
+  nlohmann::ordered_json causes = nlohmann::ordered_json::array();
+  for (const RootCause& c : d.causes)
+    causes.push_back({{"cause", c.cause},
+                      {"title", c.title},
+                      {"rank", rank_json(c.rank)},
+                      {"ranks", c.ranks},
+                      {"cost_ns_per_step", c.cost_ns_per_step},
+                      {"share", c.share},
+                      {"predicted_step_ns", c.predicted_step_ns ? nlohmann::ordered_json(c.predicted_step_ns)
+                                                                : nlohmann::ordered_json(nullptr)},
+                      {"severity", c.severity},
+                      {"evidence", c.evidence},
+                      {"advice", c.advice}});
+  return causes;
+}
+
 }  // namespace
 
 nlohmann::ordered_json setup_json(const std::vector<SetupItem>& setup) {
@@ -157,7 +174,13 @@ nlohmann::ordered_json setup_json(const std::vector<SetupItem>& setup) {
 nlohmann::ordered_json render_json(const Report& report) {
   nlohmann::ordered_json doc;
   doc["format"] = "trainshim-report/1";
-  doc["job"] = {{"id", report.job}, {"database", report.database}, {"processes", report.processes.size()}};
+  doc["job"] = {{"id", report.job},
+                {"database", report.database},
+                {"processes", report.processes.size()},
+                {"step_ns", report.diagnosis.step_ns ? nlohmann::ordered_json(report.diagnosis.step_ns)
+                                                     : nlohmann::ordered_json(nullptr)},
+                {"step_rank", rank_json(report.diagnosis.step_rank)}};
+  doc["root_causes"] = root_causes_json(report.diagnosis);
   doc["ranks"] = nlohmann::ordered_json::array();
   for (const auto& p : report.processes) {
     doc["ranks"].push_back({{"rank", rank_json(p.rank)},

@@ -239,6 +239,7 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
       for (SyncSite& site : p.sync_sites.hidden)
         if (site.classification.rule == "upload") site.classification.advice = kPinnedUploadAdvice;
   add_findings(report);
+  report.diagnosis = diagnose(report);
   return report;
 }
 
@@ -249,6 +250,9 @@ bool keep_only_rank(Report& report, int rank) {
   std::erase_if(report.setup, other);
   std::erase_if(report.findings, [rank](const Finding& f) {
     return f.rank != rank && f.kind != "straggler" && f.kind != "hang" && f.kind != "stripped_library";
+  });
+  std::erase_if(report.diagnosis.causes, [rank](const RootCause& c) {
+    return !c.ranks.empty() && std::find(c.ranks.begin(), c.ranks.end(), rank) == c.ranks.end();
   });
   return true;
 }

@@ -9,6 +9,7 @@
 #include "counters.hpp"
 #include "gpu_timeline.hpp"
 #include "host.hpp"
+#include "root_causes.hpp"
 #include "run_database.hpp"
 #include "setup.hpp"
 #include "step_breakdown.hpp"
@@ -63,7 +64,8 @@ struct Finding {
   std::string message, advice;
   // "warning": a setup item that is off (a recommendation, no measured cost); "error": the rest.
   std::string severity = "error";
-  std::string hang_kind, stacks;  // a hang's kind ("collective", "no_progress") and its ranks' stacks
+  std::string hang_kind, stacks;    // a hang's kind ("collective", "no_progress") and its ranks' stacks
+  std::string site{}, operation{};  // hidden_sync: the site's location and its operation
 };
 
 struct HangRow {
@@ -84,6 +86,7 @@ struct Report {
   WaitReport waits;
   std::vector<HangRow> hangs;  // written by the collector while the job hung
   std::vector<Finding> findings;
+  Diagnosis diagnosis;                          // the findings grouped into root causes, what each costs the job's step
   std::vector<std::string> stripped_libraries;  // PyTorch libraries without .symtab
   std::vector<SetupItem> setup;                 // the setup checklist, per process
 };
@@ -95,9 +98,10 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
                    int64_t idle_gap_ns = 0);
 Report load_report(const RunDatabase& db, const std::string& step_name = "", int64_t idle_gap_ns = 0);
 
-// The report of one rank of the job: its processes, setup items and findings. What concerns the job
-// as a whole stays: the collective waits (every rank's, the straggler among them), the hangs, the
-// straggler's and the hangs' findings, and the totals over all ranks. False, and nothing changed,
+// The report of one rank of the job: its processes, setup items, findings and the root causes that
+// touch it. What concerns the job as a whole stays: the collective waits (every rank's, the
+// straggler among them), the hangs, the straggler's and the hangs' findings, the job's step and the
+// totals over all ranks. False, and nothing changed,
 // when the job has no such rank.
 bool keep_only_rank(Report& report, int rank);
 

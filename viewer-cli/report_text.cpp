@@ -127,6 +127,35 @@ void render_step_breakdown(std::string& out, const std::optional<StepBreakdown>&
                        step_part_words(part));
 }
 
+// The job's verdict first: its step and the causes that cost it most, each with what fixing it buys;
+// the rest, and every finding, in Findings at the end.
+constexpr std::size_t kCausesShown = 5, kEvidenceShown = 3;
+void render_diagnosis(std::string& out, const Diagnosis& d) {
+  if (d.causes.empty()) return;
+  out += d.step_ns > 0 ? fmt::format("\nWhat to fix first (the job's step: {}, rank {}'s)\n", human_duration(d.step_ns),
+                                     rank_label(d.step_rank))
+                       : std::string("\nWhat to fix first (no step found: costs not measured)\n");
+  std::size_t n = 0;
+  for (const RootCause& c : d.causes) {
+    if (++n > kCausesShown) {
+      out += fmt::format("  ... {} more below (Findings)\n", d.causes.size() - kCausesShown);
+      break;
+    }
+    out += fmt::format("  {}. [{}] {}\n", n, c.severity, c.title);
+    if (c.cost_ns_per_step > 0)
+      out += fmt::format("     costs {} per step ({:.1f} % of the step); fixed, the step would be about {}\n",
+                         human_duration(c.cost_ns_per_step), 100 * c.share, human_duration(c.predicted_step_ns));
+    else if (c.predicted_step_ns > 0)
+      out += fmt::format("     fixed alone, the job's step would not shorten: other ranks would still take {}\n",
+                         human_duration(c.predicted_step_ns));
+    for (std::size_t e = 0; e < c.evidence.size() && e < kEvidenceShown; ++e)
+      out += fmt::format("     - {}\n", c.evidence[e]);
+    if (c.evidence.size() > kEvidenceShown)
+      out += fmt::format("     - and {} more (Findings)\n", c.evidence.size() - kEvidenceShown);
+    if (!c.advice.empty()) out += fmt::format("     -> {}\n", c.advice);
+  }
+}
+
 void render_sync_sections(std::string& out, const ProcessReport& p) {
   const RankSyncs& rs = p.sync_sites;
   if (rs.hidden.empty() && rs.explicit_.empty() && rs.polls.empty()) return;
@@ -266,6 +295,7 @@ std::string render_text(const Report& report) {
     out += "\nNo process of this job made a CUDA or NCCL call that trainshim records.\n";
     return out;
   }
+  render_diagnosis(out, report.diagnosis);
   for (const auto& p : report.processes) {
     out += fmt::format("\nrank {}  pid {}  host {}{}\n  {}\n", rank_label(p.rank), p.pid, p.host,
                        p.ended ? "" : "  (still running)", p.command);

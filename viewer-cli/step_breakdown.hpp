@@ -44,10 +44,10 @@ struct StepShare {
 inline constexpr int64_t kLongStepFactor = 3;
 
 struct StepBreakdown {
-  bool measured = false;    // on the GPU's records; else estimated from the host's
-  int64_t steps = 0;        // the steps it is over
-  int64_t long_steps = 0;   // steps left out, over kLongStepFactor times the median
-  int64_t step_ns = 0;      // the mean length of the steps it is over
+  bool measured = false;         // on the GPU's records; else estimated from the host's
+  int64_t steps = 0;             // the steps it is over
+  int64_t long_steps = 0;        // steps left out, over kLongStepFactor times the median
+  int64_t step_ns = 0;           // the mean length of the steps it is over
   std::vector<StepShare> parts;  // largest first; the shares add up to 1
 };
 

@@ -244,6 +244,7 @@ Report full_report() {
   r.setup = {{0, 4242, "numa_affinity", "affinity CPUs 0-63", "taskset/numactl to CPUs 0-31", false}};
   r.findings = {{"hidden_sync", 0, 100, 0, 5'000'000, "rank 0 waits", "log less often", "error", "", ""},
                 {"hang", 1, 0, 0, 312'000'000'000, "ranks 0 waiting", "look", "error", "collective", "rank 1 ..."}};
+  r.diagnosis = diagnose(r);
   return r;
 }
 

@@ -294,7 +294,10 @@ TEST_F(ReportTest, TextRendering) {
                       "    -> pin the host buffer"),
             std::string::npos)
       << text;
-  EXPECT_LT(text.find("rank 1 copied 400 B D2H"), text.find("rank 0 copied 5.9 KiB H2D")) << text;
+  // Findings by cost: the list at the end.
+  const std::size_t findings = text.find("\nFindings\n");
+  ASSERT_NE(findings, std::string::npos) << text;
+  EXPECT_LT(text.find("rank 1 copied 400 B D2H", findings), text.find("rank 0 copied 5.9 KiB H2D", findings)) << text;
 }
 
 // `trainshim report A B` of two runs: the same rank in both, or jobs of different sizes, is refused

@@ -1,0 +1,192 @@
+// Findings grouped into root causes, each once, costed on the ranks' step breakdowns.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "report_model.hpp"
+#include "root_causes.hpp"
+
+namespace trainshim::cli {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+const std::string kItem = "/src/train.py:66 in main";
+const std::string kUpload = "/src/train.py:60 in main";
+
+Finding finding(const std::string& kind, int rank, const std::string& message, const std::string& site = "",
+                const std::string& operation = "") {
+  Finding f;
+  f.kind = kind;
+  f.rank = rank;
+  f.message = message;
+  f.advice = "advice for " + message;
+  f.site = site;
+  f.operation = operation;
+  return f;
+}
+
+SyncSite upload_site() {
+  SyncSite s;
+  s.file = "/src/train.py";
+  s.line = 60;
+  s.function = "main";
+  s.classification.operation = "Tensor.to('cuda') / .cuda() (blocking upload)";
+  s.classification.rule = "upload";
+  return s;
+}
+
+ProcessReport rank(int r, std::vector<StepShare> parts) {
+  ProcessReport p;
+  p.rank = r;
+  p.step_breakdown = StepBreakdown{true, 10, 0, 100 * kMs, std::move(parts)};
+  p.sync_sites.hidden.push_back(upload_site());
+  return p;
+}
+
+// Two ranks of a 100 ms step. Rank 1 is the straggler, waiting 45 ms a step for its input; rank 0
+// waits 50 ms for it in the all-reduce. Both call item() at line 66 (3 and 2 ms of bubble); rank 0
+// uploads from pageable memory at line 60 (4 ms in the copies, 1 ms after the upload).
+Report job() {
+  Report r;
+  r.processes.push_back(rank(0, {{StepPart::WaitingForStraggler, "", 1, 50 * kMs, 0.5},
+                                 {StepPart::Compute, "", -1, 37 * kMs, 0.37},
+                                 {StepPart::PageableCopy, "", -1, 4 * kMs, 0.04},
+                                 {StepPart::Sync, kItem, -1, 3 * kMs, 0.03},
+                                 {StepPart::Sync, kUpload, -1, 1 * kMs, 0.01},
+                                 {StepPart::LaunchBound, "", -1, 5 * kMs, 0.05}}));
+  r.processes.push_back(rank(1, {{StepPart::Input, "", -1, 45 * kMs, 0.45},
+                                 {StepPart::Compute, "", -1, 48 * kMs, 0.48},
+                                 {StepPart::Sync, kItem, -1, 2 * kMs, 0.02},
+                                 {StepPart::LaunchBound, "", -1, 5 * kMs, 0.05}}));
+  r.waits.analysis.straggler = 1;
+  r.findings = {finding("straggler", 1, "rank 1 arrives last"),
+                finding("hidden_sync", 0, "rank 0: item", kItem, "Tensor.item()"),
+                finding("data_starvation", 1, "rank 1: GPU idle for input"),
+                finding("pageable_copy", 0, "rank 0 copied H2D from pageable memory", "", "pageable H2D copy"),
+                finding("hidden_sync", 1, "rank 1: item", kItem, "Tensor.item()"),
+                finding("hidden_sync", 0, "rank 0: blocking upload", kUpload,
+                        "Tensor.to('cuda') / .cuda() (blocking upload)"),
+                finding("input_bound", 1, "rank 1: main thread waits for the DataLoader"),
+                finding("pageable_copy", 0, "rank 0 copied D2H into pageable memory", "", "pageable D2H copy"),
+                finding("setup_pinned_memory", -1, "pinned memory: off"),
+                finding("fp32_gemm", 0, "rank 0: FP32 GEMMs"),
+                finding("hang", 1, "rank 1 never arrived")};
+  return r;
+}
+
+const RootCause& cause(const Diagnosis& d, const std::string& kind) {
+  const auto it = std::find_if(d.causes.begin(), d.causes.end(), [&](const RootCause& c) { return c.cause == kind; });
+  EXPECT_NE(it, d.causes.end()) << kind;
+  return *it;
+}
+
+TEST(RootCauses, TheStragglersInputIsOneCauseCostedOnEveryRanksStep) {
+  const Diagnosis d = diagnose(job());
+  EXPECT_EQ(d.step_ns, 100 * kMs);
+  const RootCause& input = cause(d, "input_pipeline");
+  EXPECT_EQ(&input, &d.causes.front());
+  EXPECT_EQ(input.rank, 1);
+  EXPECT_EQ(input.ranks, (std::vector<int>{0, 1}));
+  // Rank 1 without its input wait: 55 ms; rank 0 without waiting for it: 50 ms.
+  EXPECT_EQ(input.predicted_step_ns, 55 * kMs);
+  EXPECT_EQ(input.cost_ns_per_step, 45 * kMs);
+  EXPECT_DOUBLE_EQ(input.share, 0.45);
+  EXPECT_EQ(input.severity, "high");
+  EXPECT_EQ(input.evidence, (std::vector<std::string>{"rank 1 arrives last", "rank 1: GPU idle for input",
+                                                     "rank 1: main thread waits for the DataLoader"}));
+  EXPECT_EQ(input.advice, "advice for rank 1: GPU idle for input");
+}
+
+// The item() of both ranks is one cause; its cost is its bubbles, never the wait before them.
+TEST(RootCauses, ASyncLineOnEveryRankIsOneCauseCostedByItsBubbles) {
+  const Diagnosis d = diagnose(job());
+  const RootCause& item = cause(d, "hidden_sync");
+  EXPECT_EQ(item.title, "Tensor.item() at " + kItem);
+  EXPECT_EQ(item.evidence, (std::vector<std::string>{"rank 0: item", "rank 1: item"}));
+  EXPECT_EQ(item.ranks, (std::vector<int>{0, 1}));
+  EXPECT_EQ(item.predicted_step_ns, 98 * kMs);
+  EXPECT_EQ(item.cost_ns_per_step, 2 * kMs);
+  EXPECT_EQ(item.severity, "medium");
+  EXPECT_EQ(std::count_if(d.causes.begin(), d.causes.end(), [](const RootCause& c) { return c.cause == "hidden_sync"; }),
+            1);
+}
+
+// Uploads from pageable memory, the blocking upload and the checklist item are one cause; on a
+// rank that does not set the job's pace, fixing it buys nothing yet, and it says so.
+TEST(RootCauses, PageableInputIsOneCauseWithItsChecklistItem) {
+  const Diagnosis d = diagnose(job());
+  const RootCause& pageable = cause(d, "pageable_input");
+  EXPECT_EQ(pageable.evidence,
+            (std::vector<std::string>{"rank 0 copied H2D from pageable memory", "rank 0: blocking upload",
+                                      "pinned memory: off"}));
+  EXPECT_EQ(pageable.ranks, (std::vector<int>{0}));
+  EXPECT_EQ(pageable.predicted_step_ns, 100 * kMs);
+  EXPECT_EQ(pageable.cost_ns_per_step, 0);
+  EXPECT_EQ(pageable.severity, "low");
+  EXPECT_EQ(pageable.advice, "advice for pinned memory: off");
+}
+
+// Every finding is in exactly one cause; those with no step part stand alone, a hang first.
+TEST(RootCauses, EveryFindingOnceTheRestAlone) {
+  const Report r = job();
+  const Diagnosis d = diagnose(r);
+  std::size_t grouped = 0, alone = 0;
+  for (const RootCause& c : d.causes) {
+    grouped += c.evidence.size();
+    alone += c.evidence.empty();
+  }
+  EXPECT_EQ(grouped + alone, r.findings.size());
+  const RootCause& hang = cause(d, "hang");
+  EXPECT_EQ(hang.severity, "high");
+  EXPECT_EQ(cause(d, "fp32_gemm").severity, "advice");
+  EXPECT_EQ(cause(d, "pageable_copy").title, "rank 0 copied D2H into pageable memory");
+  // By cost, then severity: the hang leads the causes that cost the step nothing measured.
+  std::vector<std::string> order;
+  for (const RootCause& c : d.causes) order.push_back(c.cause);
+  EXPECT_EQ(order, (std::vector<std::string>{"input_pipeline", "hidden_sync", "hang", "pageable_input", "pageable_copy",
+                                             "fp32_gemm"}));
+}
+
+// A straggler late for another reason than its input loses as much as the others waited for it
+// (50 ms), at least its time launching; without the GPU timeline, its lateness alone.
+TEST(RootCauses, AStragglerWithoutInputWaitLosesItsLateness) {
+  Report r = job();
+  std::erase_if(r.findings, [](const Finding& f) { return f.kind == "data_starvation" || f.kind == "input_bound"; });
+  r.processes[1].step_breakdown->parts = {{StepPart::LaunchBound, "", -1, 60 * kMs, 0.60},
+                                          {StepPart::Compute, "", -1, 40 * kMs, 0.40}};
+  Diagnosis d = diagnose(r);
+  EXPECT_EQ(cause(d, "straggler").title, "rank 1 comes late to the collectives");
+  EXPECT_EQ(cause(d, "straggler").predicted_step_ns, 50 * kMs);  // rank 0 without its wait
+  r.processes[1].step_breakdown = StepBreakdown{false, 10, 0, 100 * kMs, {{StepPart::NotToldApart, "", -1, 100 * kMs, 1}}};
+  d = diagnose(r);
+  EXPECT_EQ(cause(d, "straggler").predicted_step_ns, 50 * kMs);
+  EXPECT_EQ(cause(d, "straggler").cost_ns_per_step, 50 * kMs);
+  EXPECT_EQ(cause(d, "straggler").severity, "high");
+}
+
+// Without steps nothing is costed: every cause is advice, a hang still high.
+TEST(RootCauses, WithoutStepsNothingIsCosted) {
+  Report r = job();
+  for (ProcessReport& p : r.processes) p.step_breakdown.reset();
+  const Diagnosis d = diagnose(r);
+  EXPECT_EQ(d.step_ns, 0);
+  for (const RootCause& c : d.causes) {
+    EXPECT_EQ(c.cost_ns_per_step, 0) << c.cause;
+    EXPECT_EQ(c.predicted_step_ns, 0) << c.cause;
+    EXPECT_EQ(c.severity, c.cause == "hang" ? "high" : "advice") << c.cause;
+  }
+}
+
+TEST(RootCauses, OneRanksReportKeepsTheCausesThatTouchIt) {
+  Report r = job();
+  r.diagnosis = diagnose(r);
+  ASSERT_TRUE(keep_only_rank(r, 1));
+  for (const RootCause& c : r.diagnosis.causes) EXPECT_NE(c.cause, "pageable_input");
+  EXPECT_EQ(r.diagnosis.causes.front().cause, "input_pipeline");
+}
+
+}  // namespace
+}  // namespace trainshim::cli

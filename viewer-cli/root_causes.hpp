@@ -1,0 +1,44 @@
+#pragma once
+// The report's findings grouped into root causes, each once, with what it costs the job's step and
+// the step predicted without it. The cost comes from the ranks' step breakdowns (step_breakdown.hpp):
+// fixing a cause removes its parts from the ranks it touches (a straggler's input time from its own
+// step, the waits for it from every other rank's), and since collectives tie the ranks' steps
+// together, the job's step is its slowest rank's, before and after.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace trainshim::cli {
+
+struct Report;
+
+struct RootCause {
+  // input_pipeline (the straggler's input), straggler (late for another reason), input (a rank
+  // waiting for input, not the straggler), pageable_input (pageable copies and blocking uploads),
+  // hidden_sync (one sync line on every rank it is on), launch_bound, hang, or a finding's kind
+  // (fp32_gemm, setup_<item>, dropped_events, stripped_library, gpu_timeline).
+  std::string cause;
+  std::string title;            // "rank 1's input pipeline", "Tensor.item() at train.py:66 in main"
+  int rank = -1;                // the rank it is on, -1 when several or none
+  std::vector<int> ranks;       // the ranks whose step it lengthens (the waiting ones too)
+  int64_t cost_ns_per_step = 0;  // the job's step less the predicted one; 0: not measured
+  double share = 0;              // of the job's step
+  int64_t predicted_step_ns = 0;  // the job's step without it; 0 when not measured
+  std::string severity;  // high (>= 10 % of the step), medium (>= 2 %), low, advice (no measured cost)
+  std::vector<std::string> evidence;  // the findings it groups, in their words
+  std::string advice;
+};
+
+struct Diagnosis {
+  int64_t step_ns = 0;  // the job's step: its slowest rank's (step breakdowns); 0 without
+  int step_rank = -1;   // that rank
+  std::vector<RootCause> causes;  // by cost, then severity
+};
+
+// Needs the report's findings and step breakdowns.
+Diagnosis diagnose(const Report& report);
+
+// "high", "medium", "low" or "advice" for a share of the step (negative: not measured).
+const char* severity_of(double share);
+
+}  // namespace trainshim::cli
