@@ -33,7 +33,27 @@ std::string share_words(int64_t blocked_ns, const RankSyncs& rs) {
 }
 
 // ", and leaves the GPU idle 5.0 ms after each call (20.0 ms in all, on the GPU timeline)".
-std::string bubble_words(const SyncSite& site) {
+// The measured step breakdown's share for a part (at a sync's line), where there is one: what the
+// findings say agrees with it.
+struct MeasuredPart {
+  int64_t ns_per_step = 0;
+  double share = 0;
+  int64_t steps = 0;  // the steps the breakdown is over
+};
+std::optional<MeasuredPart> measured_part(const ProcessReport& p, StepPart part, const std::string& site = "") {
+  if (!p.step_breakdown || !p.step_breakdown->measured) return std::nullopt;
+  MeasuredPart out{0, 0, p.step_breakdown->steps};
+  for (const StepShare& s : p.step_breakdown->parts)
+    if (s.part == part && s.site == site) out = {s.ns_per_step, s.share, p.step_breakdown->steps};
+  return out;
+}
+
+std::string bubble_words(const SyncSite& site, const std::optional<MeasuredPart>& charged) {
+  if (charged) {
+    if (charged->ns_per_step == 0) return "; the GPU lost no time after it in the steps measured";
+    return fmt::format("; the GPU sits idle {} per step after it ({:.1f} % of the step, on the GPU timeline)",
+                       human_duration(charged->ns_per_step), 100 * charged->share);
+  }
   if (!site.bubble_calls) return "";
   if (site.bubble_ns == 0) return "; the GPU still had work queued whenever it returned: no GPU time lost after it";
   return fmt::format(
@@ -45,13 +65,17 @@ std::string bubble_words(const SyncSite& site) {
 // The GPU waiting for input: idle before each step's first upload.
 void add_starvation_finding(Report& report, const ProcessReport& p) {
   const GpuTimelineReport& g = p.gpu;
-  const int64_t waiting_ns = g.idle_by_cause_ns[int(IdleCause::DataLoading)];
+  // The step breakdown's input where measured: the gaps less what the host did first (logging).
+  const std::optional<MeasuredPart> input = measured_part(p, StepPart::Input);
+  const int64_t waiting_ns =
+      input ? int64_t(input->share * double(g.covered_ns)) : g.idle_by_cause_ns[int(IdleCause::DataLoading)];
   if (!g.has_figures() || g.data_loading_steps == 0 || g.share(waiting_ns) < kStarvationShare) return;
   Finding f;
   f.kind = "data_starvation";
   f.rank = p.rank;
   f.calls = g.data_loading_steps;
-  f.cost_ns = g.per_step(waiting_ns) * std::max(p.sync_sites.steps.count, g.covered_steps);
+  const int64_t per_step = input ? input->ns_per_step : g.per_step(waiting_ns);
+  f.cost_ns = per_step * std::max(p.sync_sites.steps.count, g.covered_steps);
   const bool steady = 2 * g.data_loading_steps >= g.covered_steps;
   f.message =
       fmt::format("{}: the GPU is idle {:.0f} % of each step waiting for input (the gap before {} batch's upload{}){}",
@@ -66,7 +90,7 @@ void add_starvation_finding(Report& report, const ProcessReport& p) {
   if (steady)
     remedies.push_back(fmt::format("more DataLoader workers (num_workers) and a deeper prefetch_factor: each batch "
                                    "keeps the GPU waiting {}",
-                                   human_duration(g.per_step(waiting_ns))));
+                                   human_duration(per_step)));
   else
     remedies.push_back("persistent_workers=True (workers that restart each epoch stall its first steps) and a deeper "
                        "prefetch_factor to absorb the slow batches");
@@ -277,11 +301,16 @@ void add_findings(Report& report) {
       f.kind = "hidden_sync";
       f.rank = p.rank;
       f.calls = site.calls;
-      // The GPU time lost after the call is the sync's real cost, where it was measured.
-      f.cost_ns = site.bubble_calls ? site.bubble_ns : site.blocked_ns;
-      f.message = fmt::format("{}: {} at {} blocks the host {} ({} in all{}){}", rank_words(p.rank, p.pid),
-                              site.classification.operation, site_location(site), rate_words(site.calls, rs),
-                              human_duration(site.blocked_ns), share_words(site.blocked_ns, rs), bubble_words(site));
+      // The GPU time lost after the call is the sync's real cost, where it was measured: the step
+      // breakdown's part at its line, else its bubbles, else the time it blocked.
+      const std::optional<MeasuredPart> charged = measured_part(p, StepPart::Sync, site_location(site));
+      f.cost_ns = charged             ? charged->ns_per_step * charged->steps
+                  : site.bubble_calls ? site.bubble_ns
+                                      : site.blocked_ns;
+      f.message =
+          fmt::format("{}: {} at {} blocks the host {} ({} in all{}){}", rank_words(p.rank, p.pid),
+                      site.classification.operation, site_location(site), rate_words(site.calls, rs),
+                      human_duration(site.blocked_ns), share_words(site.blocked_ns, rs), bubble_words(site, charged));
       f.advice = site.classification.advice;
       f.site = site_location(site);
       f.operation = site.classification.operation;

@@ -436,8 +436,9 @@ GpuTimelineReport load_gpu_timeline(const RunDatabase& db, int64_t process_id, c
     return c;
   };
 
-  std::map<std::string, int64_t> input_sites;  // data-loading idle above the threshold, by the upload's line
-  std::map<std::string, int64_t> sync_sites;   // sync idle, by the sync's line
+  std::map<std::string, int64_t> input_sites;       // data-loading idle above the threshold, by the upload's line
+  std::map<std::string, int64_t> sync_sites;        // sync idle, by the sync's line
+  std::map<std::string, int64_t> input_after_sync;  // input idle after a sync's return, by its line
   std::vector<IdleGap> gaps;
   for (std::size_t k = 0; k < lengths.size(); ++k) {
     const int64_t from = starts[k], to = starts[k + 1];
@@ -483,6 +484,12 @@ GpuTimelineReport load_gpu_timeline(const RunDatabase& db, int64_t process_id, c
         if (back) {
           count(idle_from, back->end_ns, sync_cause(*back));
           count(back->end_ns, idle_to, c);
+          // The input's time after that sync: what the host did from its return to the upload,
+          // loading the batch or work of its own (logging); the step breakdown tells them apart.
+          if (const int64_t a = std::max(back->end_ns, from), b = std::min(idle_to, to); b > a) {
+            step.input_after_sync_ns += b - a;
+            input_after_sync[sync_cause(*back).site] += b - a;
+          }
         } else {
           count(idle_from, idle_to, c);
         }
@@ -494,6 +501,7 @@ GpuTimelineReport load_gpu_timeline(const RunDatabase& db, int64_t process_id, c
   }
   for (const int64_t ns : out.idle_by_cause_ns) out.idle_ns += ns;
   out.sync_idle_by_site.assign(sync_sites.begin(), sync_sites.end());
+  out.input_after_sync_by_site.assign(input_after_sync.begin(), input_after_sync.end());
   std::stable_sort(out.sync_idle_by_site.begin(), out.sync_idle_by_site.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
   std::stable_sort(gaps.begin(), gaps.end(),

@@ -40,6 +40,7 @@ struct IdleGap {
 struct CoveredStep {
   int64_t ns = 0, busy_ns = 0, communication_ns = 0;
   int64_t idle_by_cause_ns[kIdleCauseCount] = {};
+  int64_t input_after_sync_ns = 0;  // of the data-loading idle time, what followed a sync's return
 };
 
 struct GpuTimelineReport {
@@ -56,8 +57,11 @@ struct GpuTimelineReport {
   // idle_by_cause_ns[Sync] (a line may be empty when the sync's site is not known).
   std::vector<std::pair<std::string, int64_t>> sync_idle_by_site;
   std::vector<CoveredStep> steps;  // each covered step, in time order
-  int64_t gap_threshold_ns = 0;    // of a step of the median length
-  std::vector<IdleGap> gaps;       // above the threshold, the 10 longest, longest first
+  // The data-loading idle time that followed a sync's return (the host loaded the batch, or did work
+  // of its own first), by the sync's line.
+  std::vector<std::pair<std::string, int64_t>> input_after_sync_by_site;
+  int64_t gap_threshold_ns = 0;  // of a step of the median length
+  std::vector<IdleGap> gaps;     // above the threshold, the 10 longest, longest first
   int64_t gaps_above_threshold = 0;
   // The data-loading gaps: in how many covered steps one was above the threshold, and whether
   // the input copies that ended them were from pageable memory.

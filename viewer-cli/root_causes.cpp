@@ -119,8 +119,9 @@ class Diagnoser {
     const std::vector<const Finding*> input = take({"data_starvation", "input_bound", "setup_dataloader_workers"}, s);
     evidence.insert(evidence.end(), input.begin(), input.end());
     const StepBreakdown* own = breakdown(s);
-    const bool waits_for_input = !input.empty() || (own && part_ns(*own, StepPart::Input) > 0 &&
-                                                    part_ns(*own, StepPart::Input) >= part_ns(*own, StepPart::LaunchBound));
+    const bool waits_for_input =
+        !input.empty() || (own && part_ns(*own, StepPart::Input) > 0 &&
+                           part_ns(*own, StepPart::Input) >= part_ns(*own, StepPart::LaunchBound));
     RootCause cause;
     cause.rank = s;
     cause.cause = waits_for_input ? "input_pipeline" : "straggler";
@@ -137,8 +138,8 @@ class Diagnoser {
         lateness = std::max(lateness, removed[p.rank]);
       }
     if (own)
-      removed[s] = waits_for_input ? part_ns(*own, StepPart::Input)
-                                   : std::max(lateness, part_ns(*own, StepPart::LaunchBound));
+      removed[s] =
+          waits_for_input ? part_ns(*own, StepPart::Input) : std::max(lateness, part_ns(*own, StepPart::LaunchBound));
     add(std::move(cause), evidence, removed);
   }
 

@@ -18,20 +18,20 @@ struct RootCause {
   // hidden_sync (one sync line on every rank it is on), launch_bound, hang, or a finding's kind
   // (fp32_gemm, setup_<item>, dropped_events, stripped_library, gpu_timeline).
   std::string cause;
-  std::string title;            // "rank 1's input pipeline", "Tensor.item() at train.py:66 in main"
-  int rank = -1;                // the rank it is on, -1 when several or none
-  std::vector<int> ranks;       // the ranks whose step it lengthens (the waiting ones too)
-  int64_t cost_ns_per_step = 0;  // the job's step less the predicted one; 0: not measured
-  double share = 0;              // of the job's step
-  int64_t predicted_step_ns = 0;  // the job's step without it; 0 when not measured
-  std::string severity;  // high (>= 10 % of the step), medium (>= 2 %), low, advice (no measured cost)
+  std::string title;                  // "rank 1's input pipeline", "Tensor.item() at train.py:66 in main"
+  int rank = -1;                      // the rank it is on, -1 when several or none
+  std::vector<int> ranks;             // the ranks whose step it lengthens (the waiting ones too)
+  int64_t cost_ns_per_step = 0;       // the job's step less the predicted one; 0: not measured
+  double share = 0;                   // of the job's step
+  int64_t predicted_step_ns = 0;      // the job's step without it; 0 when not measured
+  std::string severity;               // high (>= 10 % of the step), medium (>= 2 %), low, advice (no measured cost)
   std::vector<std::string> evidence;  // the findings it groups, in their words
   std::string advice;
 };
 
 struct Diagnosis {
-  int64_t step_ns = 0;  // the job's step: its slowest rank's (step breakdowns); 0 without
-  int step_rank = -1;   // that rank
+  int64_t step_ns = 0;            // the job's step: its slowest rank's (step breakdowns); 0 without
+  int step_rank = -1;             // that rank
   std::vector<RootCause> causes;  // by cost, then severity
 };
 

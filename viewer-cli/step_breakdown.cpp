@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 
 #include "present.hpp"
 
@@ -112,7 +113,22 @@ auto steady_rule(std::vector<int64_t> lengths) {
 }
 
 // On the GPU's records: every covered step's time is busy or idle, and idle time has one cause.
-StepBreakdown measured(const GpuTimelineReport& gpu, const PeerWait& wait, int straggler) {
+// `share` of each site's `ns` (the last site takes what rounding leaves), added to `into`.
+void spread(const std::vector<std::pair<std::string, int64_t>>& sites, int64_t amount,
+            std::map<std::string, int64_t>& into) {
+  int64_t all = 0, placed = 0;
+  for (const auto& site : sites) all += site.second;
+  if (all <= 0 || amount <= 0) return;
+  for (std::size_t i = 0; i < sites.size(); ++i) {
+    const int64_t ns = i + 1 == sites.size()
+                           ? amount - placed
+                           : static_cast<int64_t>(static_cast<long double>(sites[i].second) * amount / all);
+    into[sites[i].first] += ns;
+    placed += ns;
+  }
+}
+
+StepBreakdown measured(const GpuTimelineReport& gpu, const HostReport& host, const PeerWait& wait, int straggler) {
   std::vector<int64_t> lengths;
   for (const CoveredStep& s : gpu.steps) lengths.push_back(s.ns);
   const auto steady = steady_rule(lengths);
@@ -128,6 +144,7 @@ StepBreakdown measured(const GpuTimelineReport& gpu, const PeerWait& wait, int s
     sum.ns += s.ns;
     sum.busy_ns += s.busy_ns;
     sum.communication_ns += s.communication_ns;
+    sum.input_after_sync_ns += s.input_after_sync_ns;
     for (int c = 0; c < kIdleCauseCount; ++c) sum.idle_by_cause_ns[c] += s.idle_by_cause_ns[c];
   }
   out.step_ns = sum.ns / out.steps;
@@ -139,19 +156,22 @@ StepBreakdown measured(const GpuTimelineReport& gpu, const PeerWait& wait, int s
   parts.add(StepPart::Communication, sum.communication_ns - peer);
   parts.add(StepPart::WaitingForStraggler, for_straggler, "", straggler);
   parts.add(StepPart::WaitingForPeers, peer - for_straggler);
-  parts.add(StepPart::Input, sum.idle_by_cause_ns[int(IdleCause::DataLoading)]);
-  // The sites' shares of the sync idle time of all covered steps, applied to the kept steps'.
-  const int64_t sync_idle = sum.idle_by_cause_ns[int(IdleCause::Sync)];
-  const int64_t all_sync_idle = gpu.idle_by_cause_ns[int(IdleCause::Sync)];
-  int64_t placed = 0;
-  for (std::size_t i = 0; i < gpu.sync_idle_by_site.size(); ++i) {
-    const auto& [site, ns] = gpu.sync_idle_by_site[i];
-    const int64_t kept = i + 1 == gpu.sync_idle_by_site.size()
-                             ? sync_idle - placed
-                             : static_cast<int64_t>(static_cast<long double>(ns) * sync_idle / all_sync_idle);
-    parts.add(StepPart::Sync, kept, site);
-    placed += kept;
+  // A data-loading gap after a sync holds what the host did from the sync's return to the upload:
+  // loading the batch, and work of its own first (logging the value it read). Where the sampler
+  // measured the main thread's wait for the DataLoader, the input keeps that much of the gaps, and
+  // the rest is the syncs' bubble, spread over them as the gaps followed them.
+  int64_t input = sum.idle_by_cause_ns[int(IdleCause::DataLoading)];
+  std::map<std::string, int64_t> sync_by_site;
+  if (host.input_wait && host.input_wait->ns_per_step()) {
+    const int64_t loading = *host.input_wait->ns_per_step() * out.steps;
+    const int64_t moved = std::clamp<int64_t>(input - loading, 0, sum.input_after_sync_ns);
+    input -= moved;
+    spread(gpu.input_after_sync_by_site, moved, sync_by_site);
   }
+  parts.add(StepPart::Input, input);
+  // The sites' shares of the sync idle time of all covered steps, applied to the kept steps'.
+  spread(gpu.sync_idle_by_site, sum.idle_by_cause_ns[int(IdleCause::Sync)], sync_by_site);
+  for (const auto& [site, ns] : sync_by_site) parts.add(StepPart::Sync, ns, site);
   parts.add(StepPart::PageableCopy, sum.idle_by_cause_ns[int(IdleCause::PageableCopy)]);
   parts.add(StepPart::HostInCollective, sum.idle_by_cause_ns[int(IdleCause::Collective)]);
   parts.add(StepPart::LaunchBound, sum.idle_by_cause_ns[int(IdleCause::Host)]);
@@ -223,7 +243,7 @@ StepBreakdown estimated(const RankSyncs& syncs, const HostReport& host, const Pe
 std::optional<StepBreakdown> step_breakdown(const RankSyncs& syncs, const GpuTimelineReport& gpu,
                                             const HostReport& host, const RankWaits* waits, int straggler) {
   const PeerWait wait = peer_wait_per_step(waits, syncs.steps.count);
-  if (gpu.has_figures() && gpu.covered_steps > 0) return measured(gpu, wait, straggler);
+  if (gpu.has_figures() && gpu.covered_steps > 0) return measured(gpu, host, wait, straggler);
   if (syncs.steps.count > 0 && syncs.steps.step_ns > 0) return estimated(syncs, host, wait, straggler);
   return std::nullopt;
 }

@@ -321,9 +321,10 @@ TEST_F(GpuTimelineTest, ItemThenHostWorkBubble) {
 
   const std::vector<Json> hidden = findings_of(report, "hidden_sync");
   ASSERT_EQ(hidden.size(), 1u);
-  EXPECT_EQ(hidden[0]["cost_ns"], (kItems - 1) * 5 * kMs);  // the bubble, not the blocked time
+  // The bubble (the step breakdown's part at its line), not the blocked time.
+  EXPECT_EQ(hidden[0]["cost_ns"], (kItems - 1) * 5 * kMs);
   EXPECT_TRUE(hidden[0]["message"].get<std::string>().ends_with(
-      "; the GPU sits idle 5.0 ms after each call (25.0 ms in all, on the GPU timeline)"))
+      "; the GPU sits idle 5.0 ms per step after it (9.1 % of the step, on the GPU timeline)"))
       << hidden[0]["message"];
   EXPECT_NE(render_text(report).find("      GPU idle after it: 5.0 ms per call, 25.0 ms in all (GPU timeline)\n"),
             std::string::npos);

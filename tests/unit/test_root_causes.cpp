@@ -62,18 +62,18 @@ Report job() {
                                  {StepPart::Sync, kItem, -1, 2 * kMs, 0.02},
                                  {StepPart::LaunchBound, "", -1, 5 * kMs, 0.05}}));
   r.waits.analysis.straggler = 1;
-  r.findings = {finding("straggler", 1, "rank 1 arrives last"),
-                finding("hidden_sync", 0, "rank 0: item", kItem, "Tensor.item()"),
-                finding("data_starvation", 1, "rank 1: GPU idle for input"),
-                finding("pageable_copy", 0, "rank 0 copied H2D from pageable memory", "", "pageable H2D copy"),
-                finding("hidden_sync", 1, "rank 1: item", kItem, "Tensor.item()"),
-                finding("hidden_sync", 0, "rank 0: blocking upload", kUpload,
-                        "Tensor.to('cuda') / .cuda() (blocking upload)"),
-                finding("input_bound", 1, "rank 1: main thread waits for the DataLoader"),
-                finding("pageable_copy", 0, "rank 0 copied D2H into pageable memory", "", "pageable D2H copy"),
-                finding("setup_pinned_memory", -1, "pinned memory: off"),
-                finding("fp32_gemm", 0, "rank 0: FP32 GEMMs"),
-                finding("hang", 1, "rank 1 never arrived")};
+  r.findings = {
+      finding("straggler", 1, "rank 1 arrives last"),
+      finding("hidden_sync", 0, "rank 0: item", kItem, "Tensor.item()"),
+      finding("data_starvation", 1, "rank 1: GPU idle for input"),
+      finding("pageable_copy", 0, "rank 0 copied H2D from pageable memory", "", "pageable H2D copy"),
+      finding("hidden_sync", 1, "rank 1: item", kItem, "Tensor.item()"),
+      finding("hidden_sync", 0, "rank 0: blocking upload", kUpload, "Tensor.to('cuda') / .cuda() (blocking upload)"),
+      finding("input_bound", 1, "rank 1: main thread waits for the DataLoader"),
+      finding("pageable_copy", 0, "rank 0 copied D2H into pageable memory", "", "pageable D2H copy"),
+      finding("setup_pinned_memory", -1, "pinned memory: off"),
+      finding("fp32_gemm", 0, "rank 0: FP32 GEMMs"),
+      finding("hang", 1, "rank 1 never arrived")};
   return r;
 }
 
@@ -96,7 +96,7 @@ TEST(RootCauses, TheStragglersInputIsOneCauseCostedOnEveryRanksStep) {
   EXPECT_DOUBLE_EQ(input.share, 0.45);
   EXPECT_EQ(input.severity, "high");
   EXPECT_EQ(input.evidence, (std::vector<std::string>{"rank 1 arrives last", "rank 1: GPU idle for input",
-                                                     "rank 1: main thread waits for the DataLoader"}));
+                                                      "rank 1: main thread waits for the DataLoader"}));
   EXPECT_EQ(input.advice, "advice for rank 1: GPU idle for input");
 }
 
@@ -110,8 +110,8 @@ TEST(RootCauses, ASyncLineOnEveryRankIsOneCauseCostedByItsBubbles) {
   EXPECT_EQ(item.predicted_step_ns, 98 * kMs);
   EXPECT_EQ(item.cost_ns_per_step, 2 * kMs);
   EXPECT_EQ(item.severity, "medium");
-  EXPECT_EQ(std::count_if(d.causes.begin(), d.causes.end(), [](const RootCause& c) { return c.cause == "hidden_sync"; }),
-            1);
+  EXPECT_EQ(
+      std::count_if(d.causes.begin(), d.causes.end(), [](const RootCause& c) { return c.cause == "hidden_sync"; }), 1);
 }
 
 // Uploads from pageable memory, the blocking upload and the checklist item are one cause; on a
@@ -119,9 +119,8 @@ TEST(RootCauses, ASyncLineOnEveryRankIsOneCauseCostedByItsBubbles) {
 TEST(RootCauses, PageableInputIsOneCauseWithItsChecklistItem) {
   const Diagnosis d = diagnose(job());
   const RootCause& pageable = cause(d, "pageable_input");
-  EXPECT_EQ(pageable.evidence,
-            (std::vector<std::string>{"rank 0 copied H2D from pageable memory", "rank 0: blocking upload",
-                                      "pinned memory: off"}));
+  EXPECT_EQ(pageable.evidence, (std::vector<std::string>{"rank 0 copied H2D from pageable memory",
+                                                         "rank 0: blocking upload", "pinned memory: off"}));
   EXPECT_EQ(pageable.ranks, (std::vector<int>{0}));
   EXPECT_EQ(pageable.predicted_step_ns, 100 * kMs);
   EXPECT_EQ(pageable.cost_ns_per_step, 0);
@@ -160,7 +159,8 @@ TEST(RootCauses, AStragglerWithoutInputWaitLosesItsLateness) {
   Diagnosis d = diagnose(r);
   EXPECT_EQ(cause(d, "straggler").title, "rank 1 comes late to the collectives");
   EXPECT_EQ(cause(d, "straggler").predicted_step_ns, 50 * kMs);  // rank 0 without its wait
-  r.processes[1].step_breakdown = StepBreakdown{false, 10, 0, 100 * kMs, {{StepPart::NotToldApart, "", -1, 100 * kMs, 1}}};
+  r.processes[1].step_breakdown =
+      StepBreakdown{false, 10, 0, 100 * kMs, {{StepPart::NotToldApart, "", -1, 100 * kMs, 1}}};
   d = diagnose(r);
   EXPECT_EQ(cause(d, "straggler").predicted_step_ns, 50 * kMs);
   EXPECT_EQ(cause(d, "straggler").cost_ns_per_step, 50 * kMs);

@@ -105,6 +105,30 @@ TEST(StepBreakdown, OnTheGpusRecordsAWaitForTheStragglerIsItsOwnPartNotTheSyncs)
   for (std::size_t i = 1; i < b->parts.size(); ++i) EXPECT_GE(b->parts[i - 1].share, b->parts[i].share);
 }
 
+// item() then 5 ms of logging, then the next batch: the gap from item()'s return to the upload is
+// data loading on the GPU's records. The sampler saw the main thread in the DataLoader 15 ms a step:
+// the input keeps 15 ms, and the 5 ms before it are item()'s bubble.
+TEST(StepBreakdown, TheHostsOwnWorkAfterASyncIsTheSyncsNotTheInputs) {
+  GpuTimelineReport g = timeline_waiting_for_rank_1();
+  for (CoveredStep& s : g.steps) s.input_after_sync_ns = s.idle_by_cause_ns[int(IdleCause::DataLoading)];
+  g.input_after_sync_by_site = {{"train.py:66 in main", 80 * kMs}};
+  HostReport host;
+  host.input_wait = InputWait{};
+  host.input_wait->samples = 100;
+  host.input_wait->wait_samples = 15;
+  host.input_wait->steps = 4;
+  host.input_wait->step_ns = 100 * kMs;
+  const auto b = step_breakdown(steps_found(5, 280 * kMs), g, host, nullptr, -1);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(part(*b, StepPart::Input)->ns_per_step, 15 * kMs);
+  EXPECT_EQ(part(*b, StepPart::Sync, "train.py:66 in main")->ns_per_step, 11 * kMs);  // 6 + 5
+  EXPECT_EQ(part(*b, StepPart::Sync, "train.py:60 in main")->ns_per_step, 2 * kMs);
+  EXPECT_NEAR(total_share(*b), 1.0, 1e-12);
+  // Without the sampler's measure, the gaps stay input.
+  const auto unmeasured = step_breakdown(steps_found(5, 280 * kMs), g, HostReport{}, nullptr, -1);
+  EXPECT_EQ(part(*unmeasured, StepPart::Input)->ns_per_step, 20 * kMs);
+}
+
 // The straggler itself waits for no one: its all-reduce time is communication.
 TEST(StepBreakdown, TheStragglersCollectiveTimeIsCommunication) {
   RankWaits waits;
