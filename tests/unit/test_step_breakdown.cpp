@@ -64,6 +64,17 @@ RankSyncs steps_found(int64_t count, int64_t step_ns) {
   return s;
 }
 
+// The sampler's view: the main thread in the DataLoader `percent` % of `steps` steps of 100 ms.
+HostReport sampled_input(int64_t percent, int64_t steps) {
+  HostReport host;
+  host.input_wait = InputWait{};
+  host.input_wait->samples = 100;
+  host.input_wait->wait_samples = percent;
+  host.input_wait->steps = steps;
+  host.input_wait->step_ns = 100 * kMs;
+  return host;
+}
+
 // 8 collectives of 5 steps; after start-up, 4 of them waited 60 ms in all, 45 ms for the straggler.
 RankWaits waits_for_rank_1() {
   RankWaits w;
@@ -112,13 +123,7 @@ TEST(StepBreakdown, TheHostsOwnWorkAfterASyncIsTheSyncsNotTheInputs) {
   GpuTimelineReport g = timeline_waiting_for_rank_1();
   for (CoveredStep& s : g.steps) s.input_after_sync_ns = s.idle_by_cause_ns[int(IdleCause::DataLoading)];
   g.input_after_sync_by_site = {{"train.py:66 in main", 80 * kMs}};
-  HostReport host;
-  host.input_wait = InputWait{};
-  host.input_wait->samples = 100;
-  host.input_wait->wait_samples = 15;
-  host.input_wait->steps = 4;
-  host.input_wait->step_ns = 100 * kMs;
-  const auto b = step_breakdown(steps_found(5, 280 * kMs), g, host, nullptr, -1);
+  const auto b = step_breakdown(steps_found(5, 280 * kMs), g, sampled_input(15, 4), nullptr, -1);
   ASSERT_TRUE(b);
   EXPECT_EQ(part(*b, StepPart::Input)->ns_per_step, 15 * kMs);
   EXPECT_EQ(part(*b, StepPart::Sync, "train.py:66 in main")->ns_per_step, 11 * kMs);  // 6 + 5
@@ -171,14 +176,8 @@ TEST(StepBreakdown, WithoutTheTimelineThePartsAreEstimatesAndTheRestIsNotToldApa
   RankSyncs syncs = steps_found(5, 100 * kMs);
   syncs.hidden.push_back(site("train.py", 66, 300 * kMs, 25 * kMs));  // blocked 60 ms a step, 5 ms bubble
   syncs.pageable_copies.push_back(site("train.py", 60, 50 * kMs, 0));
-  HostReport host;
-  host.input_wait = InputWait{};
-  host.input_wait->samples = 100;
-  host.input_wait->wait_samples = 20;
-  host.input_wait->steps = 5;
-  host.input_wait->step_ns = 100 * kMs;
   RankWaits waits = waits_for_rank_1();
-  const auto b = step_breakdown(syncs, GpuTimelineReport{}, host, &waits, 1);
+  const auto b = step_breakdown(syncs, GpuTimelineReport{}, sampled_input(20, 5), &waits, 1);
   ASSERT_TRUE(b);
   EXPECT_FALSE(b->measured);
   EXPECT_EQ(b->steps, 5);
