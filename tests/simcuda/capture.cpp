@@ -277,13 +277,14 @@ cudaError_t launch_graph(cudaGraphExec_t graphExec, cudaStream_t stream) {
 extern "C" {
 
 cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, [&] { return launch_graph(graphExec, stream); });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000);
+  return call.returned(launch_graph(graphExec, stream));
 }
 // Exported by the real library for per-thread-default-stream builds; declared here for the same reason.
 cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream);
 cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
-                  [&] { return launch_graph(graphExec, stream ? stream : cudaStreamPerThread); });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000);
+  return call.returned(launch_graph(graphExec, stream ? stream : cudaStreamPerThread));
 }
 
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec) {

@@ -493,8 +493,8 @@ cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int flags) {
 }
 
 cudaError_t cudaMallocHost(void** ptr, size_t size) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMallocHost_v3020,
-                  [&] { return cudaHostAlloc(ptr, size, cudaHostAllocDefault); });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaMallocHost_v3020);
+  return call.returned(cudaHostAlloc(ptr, size, cudaHostAllocDefault));
 }
 
 cudaError_t cudaFreeHost(void* ptr) {
@@ -577,116 +577,115 @@ cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
 // ---------------- copies and memset ----------------
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
-                  [&] { return copy_through_driver(dst, src, count, kind, false); });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020);
+  return call.returned(copy_through_driver(dst, src, count, kind, false));
 }
 cudaError_t cudaMemcpy_ptds(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000,
-                  [&] { return copy_through_driver(dst, src, count, kind, true); });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000);
+  return call.returned(copy_through_driver(dst, src, count, kind, true));
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
-                  [&] { return copy(dst, src, count, kind, stream, false); });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020);
+  return call.returned(copy(dst, src, count, kind, stream, false));
 }
 cudaError_t cudaMemcpyAsync_ptsz(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind,
                                  cudaStream_t stream) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000,
-                  [&] { return copy(dst, src, count, kind, stream ? stream : cudaStreamPerThread, false); });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000);
+  return call.returned(copy(dst, src, count, kind, stream ? stream : cudaStreamPerThread, false));
 }
 cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                          enum cudaMemcpyKind kind) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_v3020,
-                  [&] { return copy_2d(dst, dpitch, src, spitch, width, height, kind, cudaStreamLegacy, true); });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_v3020);
+  return call.returned(copy_2d(dst, dpitch, src, spitch, width, height, kind, cudaStreamLegacy, true));
 }
 cudaError_t cudaMemcpy2D_ptds(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                               enum cudaMemcpyKind kind) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_ptds_v7000,
-                  [&] { return copy_2d(dst, dpitch, src, spitch, width, height, kind, cudaStreamPerThread, true); });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_ptds_v7000);
+  return call.returned(copy_2d(dst, dpitch, src, spitch, width, height, kind, cudaStreamPerThread, true));
 }
 cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                               enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_v3020,
-                  [&] { return copy_2d(dst, dpitch, src, spitch, width, height, kind, stream, false); });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_v3020);
+  return call.returned(copy_2d(dst, dpitch, src, spitch, width, height, kind, stream, false));
 }
 cudaError_t cudaMemcpy2DAsync_ptsz(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
                                    size_t height, enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_ptsz_v7000, [&] {
-    return copy_2d(dst, dpitch, src, spitch, width, height, kind, stream ? stream : cudaStreamPerThread, false);
-  });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2DAsync_ptsz_v7000);
+  return call.returned(
+      copy_2d(dst, dpitch, src, spitch, width, height, kind, stream ? stream : cudaStreamPerThread, false));
 }
 
 cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, size_t count, size_t offset,
                                enum cudaMemcpyKind kind) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbol_v3020,
-                  [&] { return copy_symbol(nullptr, src, symbol, count, offset, kind, true, cudaStreamLegacy, true); });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbol_v3020);
+  return call.returned(copy_symbol(nullptr, src, symbol, count, offset, kind, true, cudaStreamLegacy, true));
 }
 cudaError_t cudaMemcpyToSymbol_ptds(const void* symbol, const void* src, size_t count, size_t offset,
                                     enum cudaMemcpyKind kind) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbol_ptds_v7000, [&] {
-    return copy_symbol(nullptr, src, symbol, count, offset, kind, true, cudaStreamPerThread, true);
-  });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbol_ptds_v7000);
+  return call.returned(copy_symbol(nullptr, src, symbol, count, offset, kind, true, cudaStreamPerThread, true));
 }
 cudaError_t cudaMemcpyToSymbolAsync(const void* symbol, const void* src, size_t count, size_t offset,
                                     enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbolAsync_v3020,
-                  [&] { return copy_symbol(nullptr, src, symbol, count, offset, kind, true, stream, false); });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbolAsync_v3020);
+  return call.returned(copy_symbol(nullptr, src, symbol, count, offset, kind, true, stream, false));
 }
 cudaError_t cudaMemcpyToSymbolAsync_ptsz(const void* symbol, const void* src, size_t count, size_t offset,
                                          enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbolAsync_ptsz_v7000, [&] {
-    return copy_symbol(nullptr, src, symbol, count, offset, kind, true, stream ? stream : cudaStreamPerThread, false);
-  });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbolAsync_ptsz_v7000);
+  return call.returned(
+      copy_symbol(nullptr, src, symbol, count, offset, kind, true, stream ? stream : cudaStreamPerThread, false));
 }
 cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count, size_t offset, enum cudaMemcpyKind kind) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbol_v3020, [&] {
-    return copy_symbol(dst, nullptr, symbol, count, offset, kind, false, cudaStreamLegacy, true);
-  });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbol_v3020);
+  return call.returned(copy_symbol(dst, nullptr, symbol, count, offset, kind, false, cudaStreamLegacy, true));
 }
 cudaError_t cudaMemcpyFromSymbol_ptds(void* dst, const void* symbol, size_t count, size_t offset,
                                       enum cudaMemcpyKind kind) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbol_ptds_v7000, [&] {
-    return copy_symbol(dst, nullptr, symbol, count, offset, kind, false, cudaStreamPerThread, true);
-  });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbol_ptds_v7000);
+  return call.returned(copy_symbol(dst, nullptr, symbol, count, offset, kind, false, cudaStreamPerThread, true));
 }
 cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const void* symbol, size_t count, size_t offset,
                                       enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbolAsync_v3020,
-                  [&] { return copy_symbol(dst, nullptr, symbol, count, offset, kind, false, stream, false); });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbolAsync_v3020);
+  return call.returned(copy_symbol(dst, nullptr, symbol, count, offset, kind, false, stream, false));
 }
 cudaError_t cudaMemcpyFromSymbolAsync_ptsz(void* dst, const void* symbol, size_t count, size_t offset,
                                            enum cudaMemcpyKind kind, cudaStream_t stream) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbolAsync_ptsz_v7000, [&] {
-    return copy_symbol(dst, nullptr, symbol, count, offset, kind, false, stream ? stream : cudaStreamPerThread, false);
-  });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbolAsync_ptsz_v7000);
+  return call.returned(
+      copy_symbol(dst, nullptr, symbol, count, offset, kind, false, stream ? stream : cudaStreamPerThread, false));
 }
 
 cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms* p) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3D_v3020, [&] { return copy_3d(p, cudaStreamLegacy, true); });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3D_v3020);
+  return call.returned(copy_3d(p, cudaStreamLegacy, true));
 }
 cudaError_t cudaMemcpy3D_ptds(const struct cudaMemcpy3DParms* p) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3D_ptds_v7000,
-                  [&] { return copy_3d(p, cudaStreamPerThread, true); });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3D_ptds_v7000);
+  return call.returned(copy_3d(p, cudaStreamPerThread, true));
 }
 cudaError_t cudaMemcpy3DAsync(const struct cudaMemcpy3DParms* p, cudaStream_t stream) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DAsync_v3020, [&] { return copy_3d(p, stream, false); });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DAsync_v3020);
+  return call.returned(copy_3d(p, stream, false));
 }
 cudaError_t cudaMemcpy3DAsync_ptsz(const struct cudaMemcpy3DParms* p, cudaStream_t stream) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DAsync_ptsz_v7000,
-                  [&] { return copy_3d(p, stream ? stream : cudaStreamPerThread, false); });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3DAsync_ptsz_v7000);
+  return call.returned(copy_3d(p, stream ? stream : cudaStreamPerThread, false));
 }
 
 cudaError_t cudaMemcpyBatchAsync(void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,
                                  struct cudaMemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
                                  cudaStream_t stream) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_v13000,
-                  [&] { return copy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream); });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_v13000);
+  return call.returned(copy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream));
 }
 cudaError_t cudaMemcpyBatchAsync_ptsz(void* const* dsts, const void* const* srcs, const size_t* sizes, size_t count,
                                       struct cudaMemcpyAttributes* attrs, size_t* attrsIdxs, size_t numAttrs,
                                       cudaStream_t stream) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_ptsz_v13000, [&] {
-    return copy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream ? stream : cudaStreamPerThread);
-  });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyBatchAsync_ptsz_v13000);
+  return call.returned(
+      copy_batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream ? stream : cudaStreamPerThread));
 }
 
 cudaError_t cudaMemcpyPeer(void* dst, int dstDevice, const void* src, int srcDevice, size_t count) {
@@ -708,20 +707,20 @@ cudaError_t cudaMemcpyPeerAsync(void* dst, int dstDevice, const void* src, int s
 }
 
 cudaError_t cudaMemset(void* devPtr, int value, size_t count) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020,
-                  [&] { return fill(devPtr, value, count, cudaStreamLegacy, false); });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020);
+  return call.returned(fill(devPtr, value, count, cudaStreamLegacy, false));
 }
 cudaError_t cudaMemset_ptds(void* devPtr, int value, size_t count) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemset_ptds_v7000,
-                  [&] { return fill(devPtr, value, count, cudaStreamPerThread, false); });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaMemset_ptds_v7000);
+  return call.returned(fill(devPtr, value, count, cudaStreamPerThread, false));
 }
 cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t stream) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020,
-                  [&] { return fill(devPtr, value, count, stream, true); });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020);
+  return call.returned(fill(devPtr, value, count, stream, true));
 }
 cudaError_t cudaMemsetAsync_ptsz(void* devPtr, int value, size_t count, cudaStream_t stream) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000,
-                  [&] { return fill(devPtr, value, count, stream ? stream : cudaStreamPerThread, true); });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000);
+  return call.returned(fill(devPtr, value, count, stream ? stream : cudaStreamPerThread, true));
 }
 
 // ---------------- streams ----------------
@@ -807,8 +806,8 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   });
 }
 cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaStreamQuery_ptsz_v7000,
-                  [&] { return cudaStreamQuery(stream ? stream : cudaStreamPerThread); });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaStreamQuery_ptsz_v7000);
+  return call.returned(cudaStreamQuery(stream ? stream : cudaStreamPerThread));
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
@@ -849,10 +848,9 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
       stream_sync(stream, SIMCUDA_SYNC_STREAM_WAIT_EVENT, event));
 }
 cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
-  return api_call(
-      CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_ptsz_v7000,
-      [&] { return cudaStreamWaitEvent(stream ? stream : cudaStreamPerThread, event, flags); },
-      stream_sync(stream ? stream : cudaStreamPerThread, SIMCUDA_SYNC_STREAM_WAIT_EVENT, event));
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_ptsz_v7000,
+               stream_sync(stream ? stream : cudaStreamPerThread, SIMCUDA_SYNC_STREAM_WAIT_EVENT, event));
+  return call.returned(cudaStreamWaitEvent(stream ? stream : cudaStreamPerThread, event, flags));
 }
 
 cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus* pCaptureStatus) {
@@ -910,8 +908,8 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   });
 }
 cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_ptsz_v7000,
-                  [&] { return cudaEventRecord(event, stream ? stream : cudaStreamPerThread); });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_ptsz_v7000);
+  return call.returned(cudaEventRecord(event, stream ? stream : cudaStreamPerThread));
 }
 
 // cudaEventRecordExternal only matters inside a graph capture, which records every event anyway.
@@ -988,8 +986,8 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userD
   });
 }
 cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
-  return api_call(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchHostFunc_ptsz_v10000,
-                  [&] { return cudaLaunchHostFunc(stream ? stream : cudaStreamPerThread, fn, userData); });
+  ApiCall call(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchHostFunc_ptsz_v10000);
+  return call.returned(cudaLaunchHostFunc(stream ? stream : cudaStreamPerThread, fn, userData));
 }
 
 // The older form of a host function: the callback also gets the stream and a status.
