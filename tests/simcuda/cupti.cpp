@@ -217,6 +217,30 @@ void flush(bool empty_too) {
 
 // GPU timestamps on the client's clock: CUPTI interpolates linearly between the GPU's clock
 // (here CLOCK_MONOTONIC) and the callback's, whose unit may be other than ns (a TSC).
+struct ClockPair {
+  std::uint64_t raw, client;
+};
+
+// One (CLOCK_MONOTONIC, client) pair, the client's read bracketed by two monotonic reads; the
+// tightest of a few tries wins. A thread preempted between the two reads would skew the
+// interpolation's rate by the preemption over the interval since the anchor (a busy machine).
+ClockPair sample_clocks(CUpti_TimestampCallbackFunc client_clock) {
+  constexpr int kTries = 8;
+  constexpr std::uint64_t kTightNs = 500;
+  ClockPair best{};
+  std::uint64_t best_gap = UINT64_MAX;
+  for (int i = 0; i < kTries && best_gap > kTightNs; ++i) {
+    const std::uint64_t before = monotonic_ns();
+    const std::uint64_t client = client_clock();
+    const std::uint64_t after = monotonic_ns();
+    if (after - before < best_gap) {
+      best_gap = after - before;
+      best = {before + (after - before) / 2, client};
+    }
+  }
+  return best;
+}
+
 struct ClockMap {
   std::uint64_t now_raw, now_client;
   long double rate;
@@ -236,7 +260,8 @@ std::optional<ClockMap> clock_map() {
     anchor_client = s.anchor_client;
   }
   if (!timestamp) return std::nullopt;
-  ClockMap m{monotonic_ns(), timestamp(), 1.0L};
+  const ClockPair now = sample_clocks(timestamp);
+  ClockMap m{now.raw, now.client, 1.0L};
   if (m.now_raw > anchor_raw && m.now_client > anchor_client)
     m.rate = static_cast<long double>(m.now_client - anchor_client) / static_cast<long double>(m.now_raw - anchor_raw);
   return m;
@@ -710,13 +735,12 @@ CUptiResult cuptiGetTimestamp(uint64_t* timestamp) {
 
 CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc funcTimestamp) {
   if (!funcTimestamp) return CUPTI_ERROR_INVALID_PARAMETER;
-  const std::uint64_t raw = monotonic_ns();
-  const std::uint64_t client = funcTimestamp();
+  const ClockPair anchor = sample_clocks(funcTimestamp);
   State& s = state();
   std::lock_guard lock(s.mu);
   s.timestamp = funcTimestamp;
-  s.anchor_raw = raw;
-  s.anchor_client = client;
+  s.anchor_raw = anchor.raw;
+  s.anchor_client = anchor.client;
   return CUPTI_SUCCESS;
 }
 
