@@ -37,6 +37,21 @@ int64_t sync_part_ns(const StepBreakdown& b, const std::set<std::string>& sites)
   return ns;
 }
 
+// The host's time blocked per step in the hidden syncs at these (location, operation) pairs, in
+// the steps found: a call before the first step (DDP's start-up) is no part of the step.
+int64_t blocked_ns_per_step(const ProcessReport& p, const std::set<std::pair<std::string, std::string>>& sites) {
+  const RankSyncs& syncs = p.sync_sites;
+  const std::vector<int64_t>& starts = syncs.steps.starts_ns;
+  if (starts.size() < 2) return 0;
+  int64_t ns = 0;
+  for (const SyncCall& call : syncs.calls) {
+    if (call.kind != SiteKind::HiddenSync || call.begin_ns < starts.front() || call.begin_ns >= starts.back()) continue;
+    const SyncSite& s = syncs.hidden[call.site];
+    if (sites.count({site_location(s), s.classification.operation})) ns += call.end_ns - call.begin_ns;
+  }
+  return ns / static_cast<int64_t>(starts.size() - 1);
+}
+
 int severity_order(const std::string& severity) {
   if (severity == "high") return 0;
   if (severity == "medium") return 1;
@@ -56,8 +71,9 @@ class Diagnoser {
 
   Diagnosis run() {
     add_straggler();
+    const int straggler = report_.waits.analysis.straggler;
     for (const ProcessReport& p : report_.processes)
-      if (p.rank != report_.waits.analysis.straggler) add_input(p);
+      if (straggler < 0 || p.rank != straggler) add_input(p);
     add_pageable_input();
     add_hidden_syncs();
     for (std::size_t i = 0; i < report_.findings.size(); ++i)
@@ -88,16 +104,21 @@ class Diagnoser {
     return out;
   }
 
-  // A measured cause: its cost is what the job's step loses with the parts removed.
+  // A measured cause: its cost is what the job's step loses with the removed time taken off each
+  // rank's step. A rank's step is its host's path (what the host does, and waits for) or its GPU's
+  // (its own work), whichever is longer: time taken off the host's path leaves at least the GPU's
+  // compute and communication. The collectives tie the ranks' steps: the job's step is the longest.
   void add(RootCause cause, const std::vector<const Finding*>& evidence, const Removal& removed) {
     for (const Finding* f : evidence) cause.evidence.push_back(f->message);
     if (out_.step_ns > 0) {
       int64_t predicted = 0;
       for (const ProcessReport& p : report_.processes) {
         if (!p.step_breakdown) continue;
+        const StepBreakdown& b = *p.step_breakdown;
         const auto it = removed.find(p.rank);
         const int64_t off = it == removed.end() ? 0 : it->second;
-        predicted = std::max(predicted, p.step_breakdown->step_ns - off);
+        const int64_t gpu_work = part_ns(b, StepPart::Compute) + part_ns(b, StepPart::Communication);
+        predicted = std::max(predicted, off > 0 ? std::max(b.step_ns - off, std::min(gpu_work, b.step_ns)) : b.step_ns);
         if (off > 0) cause.ranks.push_back(p.rank);
       }
       cause.predicted_step_ns = predicted;
@@ -160,8 +181,9 @@ class Diagnoser {
     add(std::move(cause), all, removed);
   }
 
-  // Uploads from pageable memory, the blocking uploads and the pinned-memory item: one cause. Its
-  // parts: the GPU idle in pageable copies and after the blocking uploads.
+  // Uploads from pageable memory, the blocking uploads and the pinned-memory item: one cause. It
+  // removes the GPU's idle time in pageable copies and the host's time blocked in the uploads; the
+  // GPU's idle time after an upload stays: the host launches the same work after a non-blocking one.
   void add_pageable_input() {
     std::vector<const Finding*> evidence;
     for (std::size_t i = 0; i < report_.findings.size(); ++i) {
@@ -173,13 +195,9 @@ class Diagnoser {
     }
     Removal removed;
     for (const ProcessReport& p : report_.processes) {
-      std::set<std::string> sites;
       std::set<std::pair<std::string, std::string>> uploads;  // location, operation
       for (const SyncSite& s : p.sync_sites.hidden)
-        if (s.classification.rule == "upload") {
-          sites.insert(site_location(s));
-          uploads.emplace(site_location(s), s.classification.operation);
-        }
+        if (s.classification.rule == "upload") uploads.emplace(site_location(s), s.classification.operation);
       for (std::size_t i = 0; i < report_.findings.size(); ++i) {
         const Finding& f = report_.findings[i];
         if (!used_[i] && f.kind == "hidden_sync" && f.rank == p.rank && uploads.count({f.site, f.operation})) {
@@ -188,7 +206,7 @@ class Diagnoser {
         }
       }
       if (p.step_breakdown)
-        removed[p.rank] = part_ns(*p.step_breakdown, StepPart::PageableCopy) + sync_part_ns(*p.step_breakdown, sites);
+        removed[p.rank] = part_ns(*p.step_breakdown, StepPart::PageableCopy) + blocked_ns_per_step(p, uploads);
     }
     const std::vector<const Finding*> pinning = take({"setup_pinned_memory"}, -2);
     evidence.insert(evidence.end(), pinning.begin(), pinning.end());
@@ -201,7 +219,8 @@ class Diagnoser {
   }
 
   // Each other sync, once for every rank it is on (its line and operation): its cost is its bubbles
-  // (the GPU's idle time after it, at its line).
+  // (the GPU's idle time after it, at its line: the host's work with the value it read) and the
+  // host's time blocked in it, which without the sync overlaps the GPU's work.
   void add_hidden_syncs() {
     using Key = std::pair<std::string, std::string>;  // location, operation
     std::map<Key, std::vector<const Finding*>> by_site;
@@ -225,10 +244,11 @@ class Diagnoser {
       cause.advice = evidence.front()->advice;
       // The GPU's idle time after a line is charged once: to its costliest operation there (the
       // findings come by cost).
+      const bool bubble_here = charged.insert(site).second;
       Removal removed;
-      if (charged.insert(site).second)
-        for (const ProcessReport& p : report_.processes)
-          if (p.step_breakdown) removed[p.rank] = sync_part_ns(*p.step_breakdown, {site});
+      for (const ProcessReport& p : report_.processes)
+        if (p.step_breakdown)
+          removed[p.rank] = (bubble_here ? sync_part_ns(*p.step_breakdown, {site}) : 0) + blocked_ns_per_step(p, {key});
       add(std::move(cause), evidence, removed);
     }
   }

@@ -3,10 +3,11 @@
     python3 gpu_timeline_torch.py SCENARIO
 
 loader    DataLoader(num_workers=0, pin_memory=False) whose __getitem__ spends 60 ms on the host
-          per batch, a blocking upload at GPU-TIMELINE upload, ~20 ms of GPU work, loss.item();
-          measures the GPU's idle time before each upload with CUDA events
+          per batch (GPU_LOADER_MS), a blocking upload at GPU-TIMELINE upload, ~20 ms of GPU work,
+          loss.item(); measures the GPU's idle time before each upload with CUDA events
 item      loss.item() at GPU-TIMELINE item, then 20 ms of host work before the next kernel
-          (measured up to that kernel's launch)
+          (measured up to that kernel's launch); GPU_ITEM_READ=0: neither, the step ended by a
+          torch.cuda.synchronize() (the twin that checks what the report predicts dropping them buys)
 fp32      matmuls in FP32 (TF32 off, torch's default)
 bf16      the same matmuls under torch.autocast(dtype=torch.bfloat16)
 balanced  pinned batches uploaded non_blocking a step ahead, the loss read two steps late;
@@ -32,6 +33,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 STEPS = int(os.environ.get("GPU_STEPS", "20"))
+LOADER_S = int(os.environ.get("GPU_LOADER_MS", "60")) / 1000
+ITEM_READ = os.environ.get("GPU_ITEM_READ", "1") == "1"
 DEVICE = torch.device("cuda")
 MEASURED = {}
 
@@ -86,7 +89,7 @@ class SlowDecode(Dataset):
         return STEPS
 
     def __getitem__(self, index):
-        time.sleep(0.060)  # decoding and augmenting one batch
+        time.sleep(LOADER_S)  # decoding and augmenting one batch
         return torch.randn(64, 4096)
 
 
@@ -123,14 +126,17 @@ def item():
     weights, x = model_state()
     for _ in range(STEPS):
         out = gpu_work(weights, x, 4)
-        value = out.float().mean().item()  # GPU-TIMELINE item
-        started = time.perf_counter()
-        time.sleep(0.020)  # logging the value to a metrics client
+        if ITEM_READ:
+            out.float().mean().item()  # GPU-TIMELINE item
+            started = time.perf_counter()
+            time.sleep(0.020)  # logging the value to a metrics client
+        else:
+            started = time.perf_counter()
+            torch.cuda.synchronize()  # no value read: the step ends where a step timer would end it
         # The bubble ends when the next kernel starts: measured to the return of its launch.
         first = x @ weights
         measure("after_item", time.perf_counter() - started)
         gpu_work(weights, first, 4)
-    del value
 
 
 def matmuls(dtype_context):

@@ -8,18 +8,22 @@
 #include "simcuda.h"
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <map>
 #include <string>
@@ -30,7 +34,7 @@
 namespace {
 
 constexpr std::uint32_t kReady = 0x51ACC1u;
-constexpr std::size_t kSlotBytes = std::size_t{1} << 20;       // collective chunk per rank
+constexpr std::size_t kSlotBytes = std::size_t{8} << 20;       // collective chunk per rank
 constexpr std::size_t kMailboxBytes = std::size_t{256} << 10;  // send/recv chunk per rank pair
 constexpr std::size_t kAlign = 64;
 
@@ -130,25 +134,43 @@ class Backoff {
   explicit Backoff(const ncclComm* c) : comm_(c), start_(std::chrono::steady_clock::now()) {}
   // Returns false if the wait must stop because the communicator was aborted.
   bool pause() {
-    ++n_;
-    if (n_ < 64) return !aborted();
-    if (n_ < 256) {
-      std::this_thread::yield();
-      return !aborted();
-    }
+    if (spin()) return !aborted();
     std::this_thread::sleep_for(std::chrono::microseconds(n_ < 2048 ? 20 : 200));
-    if ((n_ & 255) == 0) {
-      double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-      if (waited > timeout_seconds()) {
-        // A peer died or never arrived; hanging forever would hide that in tests.
-        std::fprintf(stderr, "simnccl: rank %d timed out after %.0f s waiting for peers\n", comm_->rank, waited);
-        std::_Exit(124);
-      }
-    }
+    if ((n_ & 255) == 0) check_timeout();
     return !aborted();
   }
+  // The same for a wait until word (in the shared segment) is no longer value: past the spin, the
+  // waiter sleeps on the word until the rank that changes it wakes it (wake_all). A rank waiting
+  // for a straggler's collective otherwise woke every ~60 µs for as long as it waited, taking the
+  // cores the straggler runs on.
+  bool wait_change(std::uint32_t& word, std::uint32_t value) {
+    if (spin()) return !aborted();
+    timespec tick{0, 1'000'000};  // to look at aborts and the timeout again
+    syscall(SYS_futex, &word, FUTEX_WAIT, value, &tick, nullptr, 0);
+    check_timeout();
+    return !aborted();
+  }
+  static void wake_all(std::uint32_t& word) { syscall(SYS_futex, &word, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0); }
 
  private:
+  // The first waits: a spin, then yields. False once they are over.
+  bool spin() {
+    ++n_;
+    if (n_ < 64) return true;
+    if (n_ < 256) {
+      std::this_thread::yield();
+      return true;
+    }
+    return false;
+  }
+  void check_timeout() const {
+    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    if (waited > timeout_seconds()) {
+      // A peer died or never arrived; hanging forever would hide that in tests.
+      std::fprintf(stderr, "simnccl: rank %d timed out after %.0f s waiting for peers\n", comm_->rank, waited);
+      std::_Exit(124);
+    }
+  }
   bool aborted() const { return comm_->aborted_any(); }
   const ncclComm* comm_;
   std::chrono::steady_clock::time_point start_;
@@ -163,11 +185,12 @@ bool barrier(ncclComm* c) {
   if (at(h->arrived).fetch_add(1, std::memory_order_acq_rel) == static_cast<std::uint32_t>(c->nranks - 1)) {
     at(h->arrived).store(0, std::memory_order_relaxed);
     gen.fetch_add(1, std::memory_order_release);
+    Backoff::wake_all(h->generation);
     return true;
   }
   Backoff b(c);
   while (gen.load(std::memory_order_acquire) == g)
-    if (!b.pause()) return false;
+    if (!b.wait_change(h->generation, g)) return false;
   return true;
 }
 
@@ -254,32 +277,41 @@ std::uint16_t float_to_half(float f) {
   return static_cast<std::uint16_t>(sign | half);
 }
 
-template <class T>
-T combine(T a, T b, ncclRedOp_t op) {
+// Calls body with the operation as a function object, so that the loops it runs are compiled
+// for that operation (a switch per element kept them from vectorising: the host's reductions were
+// most of a simulated all-reduce's time).
+template <class Body>
+void with_combine(ncclRedOp_t op, Body&& body) {
   switch (op) {
     case ncclProd:
-      return static_cast<T>(a * b);
+      return body([](auto a, auto b) { return static_cast<decltype(a)>(a * b); });
     case ncclMax:
-      return a > b ? a : b;
+      return body([](auto a, auto b) { return a > b ? a : b; });
     case ncclMin:
-      return a < b ? a : b;
+      return body([](auto a, auto b) { return a < b ? a : b; });
     default:
-      return static_cast<T>(a + b);  // ncclSum, ncclAvg
+      return body([](auto a, auto b) { return static_cast<decltype(a)>(a + b); });  // ncclSum, ncclAvg
   }
 }
 
 // dst[i] = op over ranks r of src[r][i]; ranks are combined in rank order on every rank, so
-// all ranks get bitwise identical results.
-template <class T, class Load, class Store>
+// all ranks get bitwise identical results. Block by block, rank by rank: loops that vectorise.
+template <class Acc, class Load, class Store>
 void reduce_with(void* dst, const std::vector<const void*>& srcs, std::size_t count, ncclRedOp_t op, Load load,
                  Store store) {
-  using Acc = decltype(load(nullptr, 0));
-  for (std::size_t i = 0; i < count; ++i) {
-    Acc acc = load(srcs[0], i);
-    for (std::size_t r = 1; r < srcs.size(); ++r) acc = combine<Acc>(acc, load(srcs[r], i), op);
-    if (op == ncclAvg) acc = static_cast<Acc>(acc / static_cast<Acc>(srcs.size()));
-    store(dst, i, acc);
-  }
+  constexpr std::size_t kBlock = 2048;
+  Acc acc[kBlock];
+  with_combine(op, [&](auto combine) {
+    for (std::size_t base = 0; base < count; base += kBlock) {
+      const std::size_t n = std::min(kBlock, count - base);
+      for (std::size_t j = 0; j < n; ++j) acc[j] = load(srcs[0], base + j);
+      for (std::size_t r = 1; r < srcs.size(); ++r)
+        for (std::size_t j = 0; j < n; ++j) acc[j] = combine(acc[j], load(srcs[r], base + j));
+      if (op == ncclAvg)
+        for (std::size_t j = 0; j < n; ++j) acc[j] = static_cast<Acc>(acc[j] / static_cast<Acc>(srcs.size()));
+      for (std::size_t j = 0; j < n; ++j) store(dst, base + j, acc[j]);
+    }
+  });
 }
 
 template <class T>

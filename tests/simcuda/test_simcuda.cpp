@@ -483,6 +483,91 @@ TEST(SimNccl, InitAllInOneProcess) {
   EXPECT_STREQ(ncclGetErrorString(ncclSuccess), "no error");
 }
 
+namespace {
+// Small whole numbers (1 to 127) in the types gradients come in, exactly.
+std::vector<std::uint8_t> encoded(ncclDataType_t type, int v) {
+  auto bytes = [](auto x) {
+    std::vector<std::uint8_t> b(sizeof x);
+    std::memcpy(b.data(), &x, sizeof x);
+    return b;
+  };
+  switch (type) {
+    case ncclInt8:
+      return bytes(static_cast<std::int8_t>(v));
+    case ncclInt32:
+      return bytes(static_cast<std::int32_t>(v));
+    case ncclFloat32:
+      return bytes(static_cast<float>(v));
+    case ncclBfloat16: {
+      const auto f = static_cast<float>(v);
+      std::uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      return bytes(static_cast<std::uint16_t>(bits >> 16));
+    }
+    default: {  // ncclFloat16: the exponent above 2^e, the mantissa's top bits below it
+      int e = 0;
+      while ((2 << e) <= v) ++e;
+      return bytes(static_cast<std::uint16_t>(((e + 15) << 10) | ((v - (1 << e)) << (10 - e))));
+    }
+  }
+}
+}  // namespace
+
+// Every reduction, in every type a model's gradients come in, over more than one block of the
+// host's reduction loop: rank r holds (r + 1) + i % 4 at element i.
+TEST(SimNccl, EveryReductionOfEveryTypeIsExact) {
+  constexpr int kRanks = 3;
+  constexpr std::size_t kCount = 5000;
+  std::array<ncclComm_t, kRanks> comms{};
+  ASSERT_EQ(ncclCommInitAll(comms.data(), kRanks, nullptr), ncclSuccess);
+  std::array<cudaStream_t, kRanks> streams{};
+  std::array<void*, kRanks> bufs{};
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_EQ(cudaStreamCreateWithFlags(&streams[r], cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&bufs[r], kCount * 4), cudaSuccess);
+  }
+  // The result at element i, k = i % 4, over the values 1 + k, 2 + k, 3 + k.
+  const std::vector<std::pair<ncclRedOp_t, std::function<int(int)>>> ops = {
+      {ncclSum, [](int k) { return 6 + 3 * k; }},
+      {ncclAvg, [](int k) { return 2 + k; }},
+      {ncclProd, [](int k) { return (1 + k) * (2 + k) * (3 + k); }},
+      {ncclMax, [](int k) { return 3 + k; }},
+      {ncclMin, [](int k) { return 1 + k; }}};
+  for (ncclDataType_t type : {ncclInt8, ncclInt32, ncclFloat32, ncclBfloat16, ncclFloat16}) {
+    const std::size_t size = encoded(type, 0).size();
+    for (const auto& [op, result] : ops) {
+      if (op == ncclAvg && (type == ncclInt8 || type == ncclInt32)) continue;  // NCCL averages floats only
+      for (int r = 0; r < kRanks; ++r) {
+        std::vector<std::uint8_t> h;
+        for (std::size_t i = 0; i < kCount; ++i) {
+          auto v = encoded(type, r + 1 + static_cast<int>(i % 4));
+          h.insert(h.end(), v.begin(), v.end());
+        }
+        ASSERT_EQ(cudaMemcpy(bufs[r], h.data(), h.size(), cudaMemcpyHostToDevice), cudaSuccess);
+      }
+      ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+      for (int r = 0; r < kRanks; ++r)
+        ASSERT_EQ(ncclAllReduce(bufs[r], bufs[r], kCount, type, op, comms[r], streams[r]), ncclSuccess);
+      ASSERT_EQ(ncclGroupEnd(), ncclSuccess);
+      for (int r = 0; r < kRanks; ++r) {
+        std::vector<std::uint8_t> h(kCount * size);
+        ASSERT_EQ(cudaMemcpyAsync(h.data(), bufs[r], h.size(), cudaMemcpyDeviceToHost, streams[r]), cudaSuccess);
+        ASSERT_EQ(cudaStreamSynchronize(streams[r]), cudaSuccess);
+        for (std::size_t i = 0; i < kCount; ++i) {
+          auto want = encoded(type, result(static_cast<int>(i % 4)));
+          ASSERT_EQ(0, std::memcmp(h.data() + i * size, want.data(), size))
+              << "type " << type << ", op " << op << ", rank " << r << ", element " << i;
+        }
+      }
+    }
+  }
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(ncclCommDestroy(comms[r]), ncclSuccess);
+    cudaFree(bufs[r]);
+    cudaStreamDestroy(streams[r]);
+  }
+}
+
 TEST(SimNccl, FourRankAllReduceRendezvous) {
   auto before = shm_entries();
   std::string cmd = std::string(SIMCUDA_SIMRUN) + " -n 4 -- " + SIMCUDA_ALLREDUCE_PROG + " 2>&1";

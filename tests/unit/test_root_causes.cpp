@@ -28,14 +28,31 @@ Finding finding(const std::string& kind, int rank, const std::string& message, c
   return f;
 }
 
-SyncSite upload_site() {
+SyncSite site_at(int line, const std::string& operation, const std::string& rule) {
   SyncSite s;
   s.file = "/src/train.py";
-  s.line = 60;
+  s.line = line;
   s.function = "main";
-  s.classification.operation = "Tensor.to('cuda') / .cuda() (blocking upload)";
-  s.classification.rule = "upload";
+  s.classification.operation = operation;
+  s.classification.rule = rule;
   return s;
+}
+
+SyncSite upload_site() { return site_at(60, "Tensor.to('cuda') / .cuda() (blocking upload)", "upload"); }
+SyncSite item_site() { return site_at(66, "Tensor.item()", "item"); }
+
+// Ten steps of 100 ms from t = 1 s, a call of hidden site `site` blocked `ns` in each, and one
+// before the first step (start-up) blocked `startup_ns`.
+void block_in_every_step(ProcessReport& p, std::size_t site, int64_t ns, int64_t startup_ns) {
+  std::vector<int64_t>& starts = p.sync_sites.steps.starts_ns;
+  starts.clear();
+  for (int k = 0; k <= 10; ++k) starts.push_back(1000 * kMs + k * 100 * kMs);
+  p.sync_sites.steps.count = 10;
+  p.sync_sites.calls.push_back({0, startup_ns, 1, SiteKind::HiddenSync, site});
+  for (int k = 0; k < 10; ++k) {
+    const int64_t begin = starts[k] + 50 * kMs;
+    p.sync_sites.calls.push_back({begin, begin + ns, 1, SiteKind::HiddenSync, site});
+  }
 }
 
 ProcessReport rank(int r, std::vector<StepShare> parts) {
@@ -114,6 +131,37 @@ TEST(RootCauses, ASyncLineOnEveryRankIsOneCauseCostedByItsBubbles) {
       std::count_if(d.causes.begin(), d.causes.end(), [](const RootCause& c) { return c.cause == "hidden_sync"; }), 1);
 }
 
+// Without the item() the host no longer waits in it: its time blocked there in the steps leaves
+// the step with the bubbles (a call at start-up is no part of it), down to the GPU's own work.
+TEST(RootCauses, ASyncAlsoCostsTheHostsTimeBlockedInItDownToTheGpusWork) {
+  Report r = job();
+  for (ProcessReport& p : r.processes) {
+    p.sync_sites.hidden.push_back(item_site());
+    block_in_every_step(p, 1, 6 * kMs, 500 * kMs);
+  }
+  // Rank 0: 100 - 3 - 6 = 91 ms; rank 1: 100 - 2 - 6 = 92 ms.
+  EXPECT_EQ(cause(diagnose(r), "hidden_sync").predicted_step_ns, 92 * kMs);
+  EXPECT_EQ(cause(diagnose(r), "hidden_sync").cost_ns_per_step, 8 * kMs);
+  // Blocked 80 ms a step: each rank keeps its compute (37 and 48 ms).
+  for (ProcessReport& p : r.processes) {
+    p.sync_sites.calls.clear();
+    block_in_every_step(p, 1, 80 * kMs, 0);
+  }
+  EXPECT_EQ(cause(diagnose(r), "hidden_sync").predicted_step_ns, 48 * kMs);
+}
+
+// Pinned, non-blocking uploads take the copies' time and the host's time blocked in the uploads
+// off the step; the GPU's idle time after an upload stays (the host launches the same work next).
+TEST(RootCauses, PinningBuysTheCopiesAndTheBlockedUploadsNotTheLaunchesAfterThem) {
+  Report r = job();
+  r.processes[1].step_breakdown->step_ns = 90 * kMs;
+  block_in_every_step(r.processes[0], 0, 2 * kMs, 0);
+  const Diagnosis d = diagnose(r);
+  const RootCause& pageable = cause(d, "pageable_input");
+  EXPECT_EQ(pageable.predicted_step_ns, 94 * kMs);  // 100 - 4 in copies - 2 blocked
+  EXPECT_EQ(pageable.cost_ns_per_step, 6 * kMs);
+}
+
 // Uploads from pageable memory, the blocking upload and the checklist item are one cause; on a
 // rank that does not set the job's pace, fixing it buys nothing yet, and it says so.
 TEST(RootCauses, PageableInputIsOneCauseWithItsChecklistItem) {
@@ -165,6 +213,22 @@ TEST(RootCauses, AStragglerWithoutInputWaitLosesItsLateness) {
   EXPECT_EQ(cause(d, "straggler").predicted_step_ns, 50 * kMs);
   EXPECT_EQ(cause(d, "straggler").cost_ns_per_step, 50 * kMs);
   EXPECT_EQ(cause(d, "straggler").severity, "high");
+}
+
+// A process no launcher started (no rank, no straggler): its input findings are its input pipeline.
+TEST(RootCauses, AOneProcessJobsInputIsACause) {
+  Report r;
+  r.processes.push_back(
+      rank(-1, {{StepPart::Input, "", -1, 60 * kMs, 0.6}, {StepPart::Compute, "", -1, 40 * kMs, 0.4}}));
+  r.findings = {finding("data_starvation", -1, "the GPU idle for input"),
+                finding("input_bound", -1, "the main thread waits")};
+  const Diagnosis d = diagnose(r);
+  ASSERT_EQ(d.causes.size(), 1u);
+  EXPECT_EQ(d.causes[0].cause, "input");
+  EXPECT_EQ(d.causes[0].title, "the input pipeline");
+  EXPECT_EQ(d.causes[0].evidence, (std::vector<std::string>{"the GPU idle for input", "the main thread waits"}));
+  EXPECT_EQ(d.causes[0].predicted_step_ns, 40 * kMs);
+  EXPECT_EQ(d.causes[0].severity, "high");
 }
 
 // Without steps nothing is costed: every cause is advice, a hang still high.
