@@ -196,11 +196,21 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
             load_straggler_doing(*p.db, p.id, p.pid, straggler, report.waits.analysis.straggler_late);
         break;
       }
+  // The rank that arrives last at the collectives waits for no one: with every rank on the GPU
+  // timeline, the shortest communication per step is the collectives' own time.
+  int64_t transfer_ns = 0;
+  const bool all_on_timeline = std::all_of(report.processes.begin(), report.processes.end(),
+                                           [](const ProcessReport& p) { return communication_ns_per_step(p.gpu) > 0; });
+  if (all_on_timeline && report.processes.size() > 1)
+    for (const ProcessReport& p : report.processes) {
+      const int64_t ns = communication_ns_per_step(p.gpu);
+      transfer_ns = transfer_ns == 0 ? ns : std::min(transfer_ns, ns);
+    }
   for (ProcessReport& p : report.processes) {
     const auto& ranks = report.waits.analysis.ranks;
     const auto waits = std::find_if(ranks.begin(), ranks.end(), [&](const RankWaits& w) { return w.rank == p.rank; });
     p.step_breakdown = step_breakdown(p.sync_sites, p.gpu, p.host_report, waits == ranks.end() ? nullptr : &*waits,
-                                      report.waits.analysis.straggler);
+                                      report.waits.analysis.straggler, transfer_ns);
   }
   for (const RunDatabase* db : databases) {
     Statement hangs(*db, "SELECT communicator, sequence, op, waiting_ranks, missing_ranks, waited_ns, message, kind, "

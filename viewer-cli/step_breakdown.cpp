@@ -67,6 +67,7 @@ namespace {
 // collectives, times its collectives per step; and the part of it spent on the straggler.
 struct PeerWait {
   int64_t ns = 0, for_straggler_ns = 0;
+  bool collectives = false;  // it has collectives matched with other ranks'
 };
 
 PeerWait peer_wait_per_step(const RankWaits* waits, int64_t steps) {
@@ -77,7 +78,7 @@ PeerWait peer_wait_per_step(const RankWaits* waits, int64_t steps) {
           ? static_cast<long double>(waits->steady_waited_for_straggler_ns) / waits->steady_waited_ns
           : 0;
   const long double ns = per_collective * waits->collectives / steps;
-  return {static_cast<int64_t>(ns), static_cast<int64_t>(ns * straggler_share)};
+  return {static_cast<int64_t>(ns), static_cast<int64_t>(ns * straggler_share), true};
 }
 
 class Parts {
@@ -128,13 +129,12 @@ void spread(const std::vector<std::pair<std::string, int64_t>>& sites, int64_t a
   }
 }
 
-StepBreakdown measured(const GpuTimelineReport& gpu, const HostReport& host, const PeerWait& wait, int straggler) {
+// The covered steps that are not long ones, summed; `steps` and `long_steps` counted in `out`.
+CoveredStep steady_sum(const GpuTimelineReport& gpu, StepBreakdown& out) {
   std::vector<int64_t> lengths;
   for (const CoveredStep& s : gpu.steps) lengths.push_back(s.ns);
   const auto steady = steady_rule(lengths);
   CoveredStep sum;
-  StepBreakdown out;
-  out.measured = true;
   for (const CoveredStep& s : gpu.steps) {
     if (!steady(s.ns)) {
       ++out.long_steps;
@@ -147,8 +147,21 @@ StepBreakdown measured(const GpuTimelineReport& gpu, const HostReport& host, con
     sum.input_after_sync_ns += s.input_after_sync_ns;
     for (int c = 0; c < kIdleCauseCount; ++c) sum.idle_by_cause_ns[c] += s.idle_by_cause_ns[c];
   }
+  return sum;
+}
+
+StepBreakdown measured(const GpuTimelineReport& gpu, const HostReport& host, const PeerWait& wait, int straggler,
+                       int64_t transfer_ns) {
+  StepBreakdown out;
+  out.measured = true;
+  const CoveredStep sum = steady_sum(gpu, out);
   out.step_ns = sum.ns / out.steps;
-  const int64_t peer = std::min(sum.communication_ns, wait.ns * out.steps);
+  // The waits: the collectives' time beyond the transfer's (the last rank to arrive waits for no
+  // one), else the waits the collectives' host-side arrivals give.
+  const int64_t peer =
+      transfer_ns > 0 && wait.collectives
+          ? std::clamp<int64_t>(sum.communication_ns - transfer_ns * out.steps, 0, sum.communication_ns)
+          : std::min(sum.communication_ns, wait.ns * out.steps);
   const int64_t for_straggler =
       wait.ns > 0 ? static_cast<int64_t>(static_cast<long double>(peer) * wait.for_straggler_ns / wait.ns) : 0;
   Parts parts(out, out.steps);
@@ -240,10 +253,18 @@ StepBreakdown estimated(const RankSyncs& syncs, const HostReport& host, const Pe
 
 }  // namespace
 
+int64_t communication_ns_per_step(const GpuTimelineReport& gpu) {
+  if (!gpu.has_figures() || gpu.covered_steps == 0) return 0;
+  StepBreakdown counted;
+  const CoveredStep sum = steady_sum(gpu, counted);
+  return sum.communication_ns / counted.steps;
+}
+
 std::optional<StepBreakdown> step_breakdown(const RankSyncs& syncs, const GpuTimelineReport& gpu,
-                                            const HostReport& host, const RankWaits* waits, int straggler) {
+                                            const HostReport& host, const RankWaits* waits, int straggler,
+                                            int64_t transfer_ns) {
   const PeerWait wait = peer_wait_per_step(waits, syncs.steps.count);
-  if (gpu.has_figures() && gpu.covered_steps > 0) return measured(gpu, host, wait, straggler);
+  if (gpu.has_figures() && gpu.covered_steps > 0) return measured(gpu, host, wait, straggler, transfer_ns);
   if (syncs.steps.count > 0 && syncs.steps.step_ns > 0) return estimated(syncs, host, wait, straggler);
   return std::nullopt;
 }

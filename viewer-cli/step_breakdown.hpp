@@ -57,9 +57,16 @@ const char* step_part_key(StepPart part);
 // "GPU compute", "waiting for rank 1, the straggler", "sync bubble at train.py:88 in train", ...
 std::string step_part_words(const StepShare& share);
 
+// The GPU's communication time per step (its collectives' kernels), over the steps a breakdown
+// keeps; 0 without the GPU timeline.
+int64_t communication_ns_per_step(const GpuTimelineReport& gpu);
+
 // The rank's breakdown; none when it has no steps. `waits`: the rank's collective waits, null when
-// it has none; `straggler`: the job's straggler, -1 when none.
+// it has none; `straggler`: the job's straggler, -1 when none; `transfer_ns`: the shortest
+// communication per step of the ranks on the GPU timeline (the collectives' own time; the rest is
+// waiting for peers), 0 when not known.
 std::optional<StepBreakdown> step_breakdown(const RankSyncs& syncs, const GpuTimelineReport& gpu,
-                                            const HostReport& host, const RankWaits* waits, int straggler);
+                                            const HostReport& host, const RankWaits* waits, int straggler,
+                                            int64_t transfer_ns = 0);
 
 }  // namespace trainshim::cli

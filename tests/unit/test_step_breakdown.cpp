@@ -148,6 +148,26 @@ TEST(StepBreakdown, TheStragglersCollectiveTimeIsCommunication) {
   EXPECT_NEAR(total_share(*b), 1.0, 1e-12);
 }
 
+// With every rank on the GPU timeline, the shortest communication per step (the last rank to arrive
+// waits for no one) is the collectives' own time: 50 ms of all-reduce against 12 ms is 38 ms of
+// waiting, 3 in 4 of it for the straggler as the arrivals say; and the rank's per-step communication
+// is over the steps the breakdown keeps.
+TEST(StepBreakdown, OnTheTimelineTheWaitsAreTheCollectivesTimeBeyondTheShortestRanks) {
+  const RankWaits waits = waits_for_rank_1();
+  const GpuTimelineReport g = timeline_waiting_for_rank_1();
+  EXPECT_EQ(communication_ns_per_step(g), 50 * kMs);
+  const auto b = step_breakdown(steps_found(5, 280 * kMs), g, HostReport{}, &waits, 1, 12 * kMs);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(part(*b, StepPart::Communication)->ns_per_step, 12 * kMs);
+  EXPECT_EQ(part(*b, StepPart::WaitingForStraggler)->ns_per_step, 28'500'000);
+  EXPECT_EQ(part(*b, StepPart::WaitingForPeers)->ns_per_step, 9'500'000);
+  EXPECT_NEAR(total_share(*b), 1.0, 1e-12);
+  // A rank without collectives matched with others' keeps its communication.
+  const auto alone = step_breakdown(steps_found(5, 280 * kMs), g, HostReport{}, nullptr, -1, 12 * kMs);
+  EXPECT_EQ(part(*alone, StepPart::Communication)->ns_per_step, 50 * kMs);
+  EXPECT_EQ(communication_ns_per_step(GpuTimelineReport{}), 0);
+}
+
 // A wait measured longer than the GPU's communication time is capped at it: parts never overlap.
 TEST(StepBreakdown, WaitsAreCappedAtTheCommunicationTime) {
   RankWaits waits = waits_for_rank_1();
