@@ -4,7 +4,9 @@ plants as tests/python/host_*.py on the stand-in).
     python3 host_torch.py SCENARIO          (straggler and first_collective: under torchrun, 2 GPUs)
 
 straggler         rank 1 sleeps 40 ms per step in load_shard (HOST-CHECK sleep) before the all-reduce
-loader            DataLoader(num_workers=0) whose __getitem__ sleeps 25 ms; next() at HOST-CHECK next_batch
+                  (HOST_SHARD_MS; 0: the twin without the straggler)
+loader            DataLoader(num_workers=0) whose __getitem__ sleeps 25 ms (HOST_DECODE_MS); next() at
+                  HOST-CHECK next_batch
 loader_workers    the same with one worker process, 30 ms per batch
 deadlock          one worker that blocks forever from batch 3 on (a lock held across the fork)
 first_collective  rank 1 never enters the first all-reduce: it sleeps at HOST-CHECK checkpoint
@@ -31,6 +33,8 @@ from gpu_timeline_torch import gpu_work, model_state
 STEPS = int(os.environ.get("HOST_STEPS", "40"))
 RANK = int(os.environ.get("RANK", "0"))
 OUT = os.environ.get("HOST_PLANT_OUT")
+SHARD_S = int(os.environ.get("HOST_SHARD_MS", "40")) / 1000
+DECODE_S = int(os.environ.get("HOST_DECODE_MS", "25")) / 1000
 
 
 def ready():
@@ -49,7 +53,7 @@ def init():
 
 
 def load_shard():
-    time.sleep(0.040)  # HOST-CHECK sleep
+    time.sleep(SHARD_S)  # HOST-CHECK sleep
 
 
 def straggler():
@@ -139,7 +143,7 @@ def setup():
 
 SCENARIOS = {
     "straggler": straggler,
-    "loader": lambda: train(DataLoader(Decoded(0.025), batch_size=1)),
+    "loader": lambda: train(DataLoader(Decoded(DECODE_S), batch_size=1)),
     "loader_workers": lambda: train(DataLoader(Decoded(0.030), batch_size=1, num_workers=1)),
     "deadlock": deadlock,
     "first_collective": first_collective,
