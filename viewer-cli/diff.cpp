@@ -184,6 +184,48 @@ RankSide rank_side(const ProcessReport* p, bool first_of_rank, const Report& rep
 }  // namespace
 
 std::string status_name(SiteStatus status) { return std::string(kSiteStatusNames[std::size_t(status)]); }
+std::string status_name(CauseStatus status) { return std::string(kCauseStatusNames[std::size_t(status)]); }
+
+namespace {
+
+std::vector<CauseDiff> diff_causes(const Diagnosis& a, const Diagnosis& b) {
+  std::map<std::string, CauseDiff> by_identity;
+  std::vector<std::string> order;
+  const auto take = [&](const Diagnosis& d, bool in_a) {
+    for (const RootCause& c : d.causes) {
+      if (c.predicted_step_ns <= 0) continue;  // not measured
+      auto [it, added] = by_identity.try_emplace(c.identity);
+      if (added) order.push_back(c.identity);
+      it->second.identity = c.identity;
+      it->second.title = c.title;
+      (in_a ? it->second.cost_a : it->second.cost_b) += c.cost_ns_per_step;
+    }
+  };
+  take(a, true);
+  take(b, false);
+  const auto costs = [](int64_t cost, int64_t step) { return step > 0 && double(cost) >= kSharePoints * double(step); };
+  std::vector<CauseDiff> out;
+  for (const std::string& identity : order) {
+    CauseDiff c = by_identity[identity];
+    const bool in_a = costs(c.cost_a, a.step_ns), in_b = costs(c.cost_b, b.step_ns);
+    if (!in_a && !in_b) continue;
+    const double moved = double(c.cost_b - c.cost_a);
+    const double noise = std::max(kRateRelative * double(c.cost_a), kSharePoints * double(a.step_ns));
+    c.status = in_a && !in_b    ? CauseStatus::Fixed
+               : !in_a && in_b  ? CauseStatus::New
+               : moved > noise  ? CauseStatus::Worse
+               : -moved > noise ? CauseStatus::Better
+                                : CauseStatus::Unchanged;
+    out.push_back(std::move(c));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const CauseDiff& x, const CauseDiff& y) {
+    if (x.status != y.status) return x.status < y.status;
+    return std::max(x.cost_a, x.cost_b) > std::max(y.cost_a, y.cost_b);
+  });
+  return out;
+}
+
+}  // namespace
 
 bool is_worse(SiteStatus status) { return status == SiteStatus::MoreFrequent || status == SiteStatus::Costlier; }
 bool is_better(SiteStatus status) { return status == SiteStatus::LessFrequent || status == SiteStatus::Cheaper; }
@@ -239,6 +281,17 @@ RunDiff diff_reports(const Report& a, const Report& b) {
   for (const RankDiff& r : diff.ranks) {
     if (r.a.steps) diff.summary.step_ns_a = std::max(diff.summary.step_ns_a, r.a.step_ns);
     if (r.b.steps) diff.summary.step_ns_b = std::max(diff.summary.step_ns_b, r.b.step_ns);
+  }
+  if (a.diagnosis.step_ns > 0 && b.diagnosis.step_ns > 0) {
+    diff.summary.step_ns_a = a.diagnosis.step_ns;
+    diff.summary.step_ns_b = b.diagnosis.step_ns;
+  }
+  diff.causes = diff_causes(a.diagnosis, b.diagnosis);
+  for (const CauseDiff& c : diff.causes) {
+    if (c.status == CauseStatus::Fixed) ++diff.summary.causes_fixed;
+    else if (c.status == CauseStatus::New) ++diff.summary.causes_new;
+    else if (c.status == CauseStatus::Worse) ++diff.summary.causes_worse;
+    else if (c.status == CauseStatus::Better) ++diff.summary.causes_better;
   }
 
   for (const SiteDiff& s : diff.sites) {

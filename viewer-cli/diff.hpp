@@ -78,18 +78,35 @@ struct RankDiff {
   RankSide a, b;
 };
 
+enum class CauseStatus { Fixed, New, Worse, Better, Unchanged };
+// Entry i names value i.
+inline constexpr std::string_view kCauseStatusNames[] = {"fixed", "new", "worse", "better", "unchanged"};
+static_assert(std::size(kCauseStatusNames) == std::size_t(CauseStatus::Unchanged) + 1, "a name for every status");
+
+// A root cause measured in either run (report's "What to fix first"), matched by its identity: it
+// costs a run's step when at least kSharePoints of it; worse or better when its cost moved by more
+// than kRateRelative of A's and kSharePoints of A's step.
+struct CauseDiff {
+  CauseStatus status = CauseStatus::Unchanged;
+  std::string identity, title;     // the title of B's, else A's
+  int64_t cost_a = 0, cost_b = 0;  // ns per step; 0 where the run does not have it
+};
+std::string status_name(CauseStatus status);  // "fixed", "new", ...
+
 struct DiffSummary {
   int64_t appeared = 0, disappeared = 0, worse = 0, better = 0, unchanged = 0;
-  // The job's step in each run: its slowest rank's (the ranks of a synchronous job keep its pace);
-  // 0 when the run found no steps.
+  int64_t causes_fixed = 0, causes_new = 0, causes_worse = 0, causes_better = 0;
+  // The job's step in each run: the report's (its slowest rank's step breakdown; else the slowest
+  // rank's steps found); 0 when the run found no steps.
   int64_t step_ns_a = 0, step_ns_b = 0;
 };
 
 struct RunDiff {
   std::string job_a, job_b, database_a, database_b;
   int straggler_a = -1, straggler_b = -1;
-  std::vector<SiteDiff> sites;  // appeared, disappeared, worse, better, unchanged; then by rank, key
-  std::vector<RankDiff> ranks;  // by rank (unranked last), as in the report
+  std::vector<SiteDiff> sites;    // appeared, disappeared, worse, better, unchanged; then by rank, key
+  std::vector<RankDiff> ranks;    // by rank (unranked last), as in the report
+  std::vector<CauseDiff> causes;  // fixed, new, worse, better, unchanged; then by the larger cost
   DiffSummary summary;
 };
 

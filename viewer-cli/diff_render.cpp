@@ -120,14 +120,26 @@ std::string step_change_text(const DiffSummary& s) {
 std::string summary_line(const DiffSummary& s) {
   const std::string sites = fmt::format("{} site{} appeared, {} disappeared, {} got worse", s.appeared,
                                         s.appeared == 1 ? "" : "s", s.disappeared, s.worse);
-  return s.step_ns_a || s.step_ns_b ? "step " + step_change_text(s) + "; " + sites : sites;
+  const std::string causes = s.causes_fixed || s.causes_new || s.causes_worse || s.causes_better
+                                 ? fmt::format("causes: {} fixed, {} new, {} worse, {} better; ", s.causes_fixed,
+                                               s.causes_new, s.causes_worse, s.causes_better)
+                                 : "";
+  return (s.step_ns_a || s.step_ns_b ? "step " + step_change_text(s) + "; " : "") + causes + sites;
 }
+
+std::string cost_text(int64_t ns) { return ns > 0 ? human_duration(ns) : "-"; }
 
 std::string render_diff_text(const RunDiff& diff) {
   std::string out = fmt::format("trainshim diff: A = job {} ({})\n                B = job {} ({})\n", diff.job_a,
                                 diff.database_a, diff.job_b, diff.database_b);
   if (diff.summary.step_ns_a || diff.summary.step_ns_b)
     out += fmt::format("\nStep (the slowest rank's): {}\n", step_change_text(diff.summary));
+  if (!diff.causes.empty()) {
+    out += "\nRoot causes: what each costs the job's step, A and B\n";
+    for (const CauseDiff& c : diff.causes)
+      out += fmt::format("  {:<10}{:>10}{:>10}  {}\n", status_name(c.status), cost_text(c.cost_a), cost_text(c.cost_b),
+                         c.title);
+  }
 
   out += "\nSync sites: calls per step (/s: per second, a run without steps), share of step time, blocked per step\n";
   if (diff.sites.empty()) out += "  no sync sites in either run\n";
@@ -183,6 +195,13 @@ nlohmann::ordered_json render_diff_json(const RunDiff& diff) {
                             {"rate_b", s.rate_b},
                             {"a", site_side_json(s.a)},
                             {"b", site_side_json(s.b)}});
+  doc["causes"] = nlohmann::ordered_json::array();
+  for (const CauseDiff& c : diff.causes)
+    doc["causes"].push_back({{"status", status_name(c.status)},
+                             {"identity", c.identity},
+                             {"title", c.title},
+                             {"cost_ns_per_step_a", c.cost_a},
+                             {"cost_ns_per_step_b", c.cost_b}});
   doc["ranks"] = nlohmann::ordered_json::array();
   for (const RankDiff& r : diff.ranks)
     doc["ranks"].push_back({{"rank", rank_json(r.rank)},
@@ -195,10 +214,18 @@ nlohmann::ordered_json render_diff_json(const RunDiff& diff) {
                             {"pageable_change", change_name(r.pageable)},
                             {"a", rank_side_json(r.a)},
                             {"b", rank_side_json(r.b)}});
-  doc["summary"] = {{"appeared", diff.summary.appeared},   {"disappeared", diff.summary.disappeared},
-                    {"worse", diff.summary.worse},         {"better", diff.summary.better},
-                    {"unchanged", diff.summary.unchanged}, {"step_ns_a", diff.summary.step_ns_a},
-                    {"step_ns_b", diff.summary.step_ns_b}, {"line", summary_line(diff.summary)}};
+  doc["summary"] = {{"appeared", diff.summary.appeared},
+                    {"disappeared", diff.summary.disappeared},
+                    {"worse", diff.summary.worse},
+                    {"better", diff.summary.better},
+                    {"unchanged", diff.summary.unchanged},
+                    {"step_ns_a", diff.summary.step_ns_a},
+                    {"step_ns_b", diff.summary.step_ns_b},
+                    {"causes_fixed", diff.summary.causes_fixed},
+                    {"causes_new", diff.summary.causes_new},
+                    {"causes_worse", diff.summary.causes_worse},
+                    {"causes_better", diff.summary.causes_better},
+                    {"line", summary_line(diff.summary)}};
   return doc;
 }
 

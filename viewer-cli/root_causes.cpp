@@ -110,6 +110,7 @@ class Diagnoser {
   // compute and communication. The collectives tie the ranks' steps: the job's step is the longest.
   void add(RootCause cause, const std::vector<const Finding*>& evidence, const Removal& removed) {
     for (const Finding* f : evidence) cause.evidence.push_back(f->message);
+    if (cause.identity.empty()) cause.identity = fmt::format("{} rank {}", cause.cause, cause.rank);
     if (out_.step_ns > 0) {
       int64_t predicted = 0;
       for (const ProcessReport& p : report_.processes) {
@@ -241,6 +242,7 @@ class Diagnoser {
       cause.cause = "hidden_sync";
       cause.rank = evidence.size() == 1 ? evidence.front()->rank : -1;
       cause.title = fmt::format("{} at {}", evidence.front()->operation, site);
+      cause.identity = "hidden_sync: " + identity_of(key);
       cause.advice = evidence.front()->advice;
       // The GPU's idle time after a line is charged once: to its costliest operation there (the
       // findings come by cost).
@@ -253,12 +255,26 @@ class Diagnoser {
     }
   }
 
+  // A sync site's identity (its operation, file, function and line's text, not its number), from
+  // the first process that has it at this (location, operation); the location where none does.
+  std::string identity_of(const std::pair<std::string, std::string>& key) const {
+    for (const ProcessReport& p : report_.processes)
+      for (const SyncSite& s : p.sync_sites.hidden)
+        if (site_location(s) == key.first && s.classification.operation == key.second) {
+          std::string identity = site_identity(s);
+          std::replace(identity.begin(), identity.end(), '\x1f', '|');
+          return identity;
+        }
+    return key.second + " at " + key.first;
+  }
+
   // A finding with no step part to remove: a hang, a setup item, lost records, a kernel precision.
   void add_alone(const Finding& f) {
     RootCause cause;
     cause.cause = f.kind;
     cause.rank = f.rank;
     cause.title = f.message;
+    cause.identity = fmt::format("{} rank {}", f.kind, f.rank);
     cause.advice = f.advice;
     cause.severity = f.kind == "hang" ? "high" : severity_of(-1);
     if (f.rank >= 0) cause.ranks.push_back(f.rank);

@@ -27,6 +27,9 @@ struct RootCause {
   std::string severity;               // high (>= 10 % of the step), medium (>= 2 %), low, advice (no measured cost)
   std::vector<std::string> evidence;  // the findings it groups, in their words
   std::string advice;
+  // What names it from one run to the next (diff): its kind, rank and, for a sync, the operation,
+  // file and function, never the line number (an unrelated edit above it must not make it new).
+  std::string identity;
 };
 
 struct Diagnosis {

@@ -361,11 +361,62 @@ TEST(DiffRanks, WaitsStragglerAndPageableBytes) {
   EXPECT_DOUBLE_EQ(r1.b.last_fraction, 10.0 / 300.0);
 }
 
+RootCause measured_cause(const std::string& identity, int64_t cost, int64_t step) {
+  RootCause c;
+  c.identity = identity;
+  c.title = identity + " title";
+  c.cost_ns_per_step = cost;
+  c.predicted_step_ns = step - cost;
+  return c;
+}
+
+// The causes of each run's "What to fix first", matched by identity: costing 1 % of a step or more
+// is having it; worse or better beyond 10 % of A's cost and 1 % of A's step; unmeasured ones left out.
+TEST(DiffCauses, FixedNewWorseBetterAndTheReportsStep) {
+  Report a = run_a(), b = run_b();
+  a.diagnosis.step_ns = 50 * kMs;
+  b.diagnosis.step_ns = 20 * kMs;
+  RootCause advice;
+  advice.identity = "setup_pinned_memory rank -1";
+  a.diagnosis.causes = {measured_cause("input_pipeline rank 1", 30 * kMs, 50 * kMs),
+                        measured_cause("hidden_sync: item", 5 * kMs, 50 * kMs),
+                        measured_cause("pageable_input rank -1", 2 * kMs, 50 * kMs),
+                        measured_cause("straggler rank 0", 400'000, 50 * kMs), advice};
+  b.diagnosis.causes = {measured_cause("hidden_sync: item", 6 * kMs, 20 * kMs),
+                        measured_cause("pageable_input rank -1", 1 * kMs, 20 * kMs),
+                        measured_cause("input rank 0", 3 * kMs, 20 * kMs)};
+  const RunDiff d = diff_reports(a, b);
+  EXPECT_EQ(d.summary.step_ns_a, 50 * kMs);
+  EXPECT_EQ(d.summary.step_ns_b, 20 * kMs);
+  std::vector<std::string> seen;
+  for (const CauseDiff& c : d.causes)
+    seen.push_back(status_name(c.status) + " " + c.identity + " " + std::to_string(c.cost_a) + " " +
+                   std::to_string(c.cost_b));
+  EXPECT_EQ(seen, (std::vector<std::string>{"fixed input_pipeline rank 1 30000000 0", "new input rank 0 0 3000000",
+                                            "worse hidden_sync: item 5000000 6000000",
+                                            "better pageable_input rank -1 2000000 1000000"}));
+  EXPECT_EQ(d.causes[0].title, "input_pipeline rank 1 title");
+  EXPECT_EQ(d.summary.causes_fixed, 1);
+  EXPECT_EQ(d.summary.causes_new, 1);
+  EXPECT_EQ(d.summary.causes_worse, 1);
+  EXPECT_EQ(d.summary.causes_better, 1);
+  const std::string text = render_diff_text(d);
+  EXPECT_NE(text.find("Step (the slowest rank's): 50.0 ms -> 20.0 ms (-60.0 %, faster)\n\nRoot causes: what each "
+                      "costs the job's step, A and B\n  fixed        30.0 ms         -  input_pipeline rank 1 title\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("causes: 1 fixed, 1 new, 1 worse, 1 better; "), std::string::npos) << text;
+  const Json json = render_diff_json(d);
+  EXPECT_EQ(json["causes"][1]["status"], "new");
+  EXPECT_EQ(json["causes"][1]["cost_ns_per_step_b"], 3 * kMs);
+  EXPECT_EQ(json["summary"]["causes_fixed"], 1);
+}
+
 TEST(DiffRender, Json) {
   const Json j = render_diff_json(diff_reports(run_a(), run_b()));
   std::vector<std::string> top;
   for (const auto& [k, v] : j.items()) top.push_back(k);
-  EXPECT_EQ(top, (std::vector<std::string>{"format", "a", "b", "thresholds", "sites", "ranks", "summary"}));
+  EXPECT_EQ(top, (std::vector<std::string>{"format", "a", "b", "thresholds", "sites", "causes", "ranks", "summary"}));
   EXPECT_EQ(j["format"], "trainshim-diff/1");
   EXPECT_EQ(j["a"]["job"], "jobA");
   EXPECT_EQ(j["b"]["database"], "b.db");
@@ -421,8 +472,8 @@ TEST(DiffRender, Json) {
   EXPECT_EQ(j["ranks"][0]["pageable_change"], "less");
 
   EXPECT_EQ(j["summary"], Json::parse(R"({"appeared": 1, "disappeared": 1, "worse": 3, "better": 1, "unchanged": 2,
-                            "step_ns_a": 100000000, "step_ns_b": 100000000,
-                            "line": "step 100.0 ms -> 100.0 ms (+0.0 %); 1 site appeared, 1 disappeared, 3 got worse"})"));
+                            "step_ns_a": 100000000, "step_ns_b": 100000000, "causes_fixed": 0, "causes_new": 0,
+                            "causes_worse": 0, "causes_better": 0, "line": "step 100.0 ms -> 100.0 ms (+0.0 %); 1 site appeared, 1 disappeared, 3 got worse"})"));
 }
 
 TEST(DiffRender, TextTableOrderAndSummaryLine) {
