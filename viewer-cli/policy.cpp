@@ -79,12 +79,14 @@ Policy load_policy(const std::string& path) {
     if (!limits)
       throw UsageError(fmt::format("{}: 'limits' must be a table ([limits])", at(path, limits_node->source())));
     check_keys(*limits, "[limits]",
-               {"hidden_syncs_per_step", "blocked_share", "pageable_bytes_per_step", "wait_share", "dropped_events"},
+               {"hidden_syncs_per_step", "blocked_share", "pageable_bytes_per_step", "wait_share", "cause_share",
+                "dropped_events"},
                path);
     read(*limits, "hidden_syncs_per_step", p.hidden_syncs_per_step, path, &p.limits_set);
     read(*limits, "blocked_share", p.blocked_share, path, &p.limits_set);
     read(*limits, "pageable_bytes_per_step", p.pageable_bytes_per_step, path, &p.limits_set);
     read(*limits, "wait_share", p.wait_share, path, &p.limits_set);
+    read(*limits, "cause_share", p.cause_share, path, &p.limits_set);
     read(*limits, "dropped_events", p.dropped_events, path, &p.limits_set);
   }
   if (const toml::node* baseline_node = doc.get("baseline")) {

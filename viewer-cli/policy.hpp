@@ -21,6 +21,7 @@ struct Policy {
   double blocked_share = 0.10;         // per rank: hidden sync time / run time
   double pageable_bytes_per_step = 64.0 * (1 << 20);
   double wait_share = 0.25;                // per rank: collective wait / run time
+  double cause_share = 0.10;               // per root cause: its cost / the job's step
   int64_t dropped_events = 0;              // per rank
   double calls_per_step_tolerance = 0.10;  // baseline: a site may grow this much (and 0.05 calls)
   double wait_tolerance = 0.20;            // baseline: a rank's wait per step may grow this much (and 1 ms)

@@ -146,10 +146,10 @@ TEST_F(NightlyAudit, PolicyLimitsAndAllowList) {
   std::ofstream(s.dir + "/typo.toml") << "[limits]\nhidden_syncs_per_step = 0.5\nblocked_shares = 1.0\n";
   const auto typo = run(trainshim_cli() + " audit " + s.dir + "/run.db --policy " + s.dir + "/typo.toml 2>&1");
   EXPECT_EQ(typo.exit_code, 2);
-  EXPECT_EQ(typo.out,
-            "trainshim: " + s.dir +
-                "/typo.toml:3:1: unknown key 'blocked_shares' in [limits]: the keys there are "
-                "hidden_syncs_per_step, blocked_share, pageable_bytes_per_step, wait_share, dropped_events\n");
+  EXPECT_EQ(typo.out, "trainshim: " + s.dir +
+                          "/typo.toml:3:1: unknown key 'blocked_shares' in [limits]: the keys there are "
+                          "hidden_syncs_per_step, blocked_share, pageable_bytes_per_step, wait_share, cause_share, "
+                          "dropped_events\n");
   std::ofstream(s.dir + "/type.toml") << "[limits]\nblocked_share = \"10%\"\n";
   const auto type = run(trainshim_cli() + " audit " + s.dir + "/run.db --policy " + s.dir + "/type.toml 2>&1");
   EXPECT_EQ(type.exit_code, 2);

@@ -1,0 +1,101 @@
+// The audit's cause_share rule on hand-made diagnoses: each costly root cause fails once on every
+// rank whose step it lengthens; a sync at an allowed site, a cheap cause and an unmeasured one never.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "audit.hpp"
+
+namespace trainshim::cli {
+namespace {
+
+constexpr int64_t kMs = 1'000'000;
+
+RootCause cause(const std::string& kind, const std::string& title, int64_t cost, std::vector<int> ranks) {
+  RootCause c;
+  c.cause = kind;
+  c.title = title;
+  c.cost_ns_per_step = cost;
+  c.share = double(cost) / double(50 * kMs);
+  c.predicted_step_ns = 50 * kMs - cost;
+  c.ranks = std::move(ranks);
+  return c;
+}
+
+Report job() {
+  Report r;
+  for (int rank : {0, 1}) {
+    ProcessReport p;
+    p.rank = rank;
+    SyncSite item;
+    item.file = "/src/train.py";
+    item.line = 73;
+    item.function = "main";
+    item.classification.operation = "Tensor.item()";
+    p.sync_sites.hidden.push_back(item);
+    r.processes.push_back(p);
+  }
+  r.diagnosis.step_ns = 50 * kMs;
+  r.diagnosis.causes = {cause("input_pipeline", "rank 1's input pipeline", 30 * kMs, {0, 1}),
+                        cause("hidden_sync", "Tensor.item() at /src/train.py:73 in main", 8 * kMs, {0, 1}),
+                        cause("pageable_input", "blocking uploads", 2 * kMs, {0}),
+                        cause("fp32_gemm", "FP32 GEMMs", 0, {0})};
+  r.diagnosis.causes.back().predicted_step_ns = 0;  // advice: not measured
+  return r;
+}
+
+std::vector<std::string> cause_violations(const AuditResult& result) {
+  std::vector<std::string> out;
+  for (const RuleResult& rule : result.rules)
+    if (rule.rule == "cause_share")
+      for (const Violation& v : rule.violations) out.push_back(v.message);
+  return out;
+}
+
+TEST(AuditCauses, EachCostlyCauseFailsOnTheRanksItLengthens) {
+  const AuditResult result = audit(job(), Policy{}, nullptr);
+  ASSERT_EQ(result.rules.front().rule, "cause_share");
+  EXPECT_EQ(result.rules.front().description, "no root cause costs over 10.0 % of the job's step");
+  EXPECT_EQ(cause_violations(result),
+            (std::vector<std::string>{
+                "rank 0's step: rank 1's input pipeline: 30.0 ms per step, 60.0 % of the 50.0 ms step, limit 10.0 %; "
+                "fixed, the step would be about 20.0 ms",
+                "rank 1's step: rank 1's input pipeline: 30.0 ms per step, 60.0 % of the 50.0 ms step, limit 10.0 %; "
+                "fixed, the step would be about 20.0 ms",
+                "rank 0's step: Tensor.item() at /src/train.py:73 in main: 8.0 ms per step, 16.0 % of the 50.0 ms step, "
+                "limit 10.0 %; fixed, the step would be about 42.0 ms",
+                "rank 1's step: Tensor.item() at /src/train.py:73 in main: 8.0 ms per step, 16.0 % of the 50.0 ms step, "
+                "limit 10.0 %; fixed, the step would be about 42.0 ms"}));
+  EXPECT_EQ(result.rules.front().violations[1].rank, 1);
+  EXPECT_FALSE(result.passed());
+}
+
+TEST(AuditCauses, AnAllowedSyncAndAHigherLimitPass) {
+  Policy policy;
+  policy.allow.push_back({"train.py:73", "logged on purpose"});
+  EXPECT_EQ(cause_violations(audit(job(), policy, nullptr)).size(), 2u);  // the input pipeline's
+  policy.cause_share = 0.70;
+  EXPECT_TRUE(cause_violations(audit(job(), policy, nullptr)).empty());
+}
+
+// Against a baseline, cause_share is checked only where the policy file sets it.
+TEST(AuditCauses, WithABaselineOnlyWhenThePolicySetsIt) {
+  const nlohmann::json baseline = {{"format", kBaselineFormat}, {"sites", nlohmann::json::array()},
+                                   {"ranks", nlohmann::json::array()}};
+  Policy policy;
+  const auto rules = [&] {
+    std::vector<std::string> names;
+    for (const RuleResult& rule : audit(job(), policy, &baseline).rules) names.push_back(rule.rule);
+    return names;
+  };
+  const std::vector<std::string> unset = rules();
+  EXPECT_EQ(std::count(unset.begin(), unset.end(), "cause_share"), 0);
+  policy.limits_set.insert("cause_share");
+  const std::vector<std::string> set = rules();
+  EXPECT_EQ(std::count(set.begin(), set.end(), "cause_share"), 1);
+}
+
+}  // namespace
+}  // namespace trainshim::cli
