@@ -35,9 +35,8 @@ bool counts_as(const SyncSite& s) {
 }
 
 int64_t rank_waited(const Report& report, int rank) {
-  for (const RankWaits& w : report.waits.analysis.ranks)
-    if (w.rank == rank) return w.waited_ns;
-  return 0;
+  const RankWaits* w = report.waits.analysis.waits_of(rank);
+  return w ? w->waited_ns : 0;
 }
 
 }  // namespace

@@ -176,6 +176,12 @@ class Directory {
 
 }  // namespace
 
+const RankWaits* CollectiveAnalysis::waits_of(int rank) const {
+  for (const RankWaits& w : ranks)
+    if (w.rank == rank) return &w;
+  return nullptr;
+}
+
 CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timings) {
   CollectiveAnalysis out;
   Directory dir;

@@ -71,6 +71,9 @@ struct CollectiveAnalysis {
   // The straggler's late collectives (every matched collective where it was last), at most
   // kMaxStragglerLate: the latest ones (largest lateness) are kept. In its host time order.
   std::vector<LateCollective> straggler_late;
+
+  // The waits of `rank`, null when it has none.
+  const RankWaits* waits_of(int rank) const;
 };
 
 inline constexpr uint32_t kMaxCommunicatorSize = 1u << 20;

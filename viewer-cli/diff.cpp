@@ -163,13 +163,11 @@ RankSide rank_side(const ProcessReport* p, bool first_of_rank, const Report& rep
   s.step_ns = rs.steps.step_ns;
   s.span_ns = rs.span_ns;
   // The collective analysis is by rank: it belongs to the first process of the rank.
-  if (first_of_rank)
-    for (const RankWaits& w : report.waits.analysis.ranks)
-      if (w.rank == p->rank) {
-        s.collectives = w.collectives;
-        s.waited_ns = w.waited_ns;
-        s.last_count = w.last_count;
-      }
+  if (const RankWaits* w = first_of_rank ? report.waits.analysis.waits_of(p->rank) : nullptr) {
+    s.collectives = w->collectives;
+    s.waited_ns = w->waited_ns;
+    s.last_count = w->last_count;
+  }
   s.wait_per_step_ns = per_step(double(s.waited_ns), s.steps);
   s.wait_per_second_ns = per_second(double(s.waited_ns), s.span_ns);
   s.last_fraction = s.collectives ? double(s.last_count) / double(s.collectives) : 0;

@@ -42,10 +42,8 @@ struct MeasuredPart {
 };
 std::optional<MeasuredPart> measured_part(const ProcessReport& p, StepPart part, const std::string& site = "") {
   if (!p.step_breakdown || !p.step_breakdown->measured) return std::nullopt;
-  MeasuredPart out{0, 0, p.step_breakdown->steps};
-  for (const StepShare& s : p.step_breakdown->parts)
-    if (s.part == part && s.site == site) out = {s.ns_per_step, s.share, p.step_breakdown->steps};
-  return out;
+  const StepShare* found = p.step_breakdown->part_at(part, site);
+  return MeasuredPart{found ? found->ns_per_step : 0, found ? found->share : 0, p.step_breakdown->steps};
 }
 
 std::string bubble_words(const SyncSite& site, const std::optional<MeasuredPart>& charged) {
@@ -83,10 +81,8 @@ void add_starvation_finding(Report& report, const ProcessReport& p) {
                   g.input_site.empty() ? "" : " at " + g.input_site,
                   g.pageable_input ? "; the batches come from pageable memory (DataLoader pin_memory=False)" : "");
   if (!steady) f.message += fmt::format(", in {} of {} steps", g.data_loading_steps, g.covered_steps);
+  // The loader's own time first: the gap is its time; pinning shortens only the upload after it.
   std::vector<std::string> remedies;
-  if (g.pageable_input)
-    remedies.push_back("DataLoader(pin_memory=True) and batch.to(device, non_blocking=True), so that the upload "
-                       "overlaps compute");
   if (steady)
     remedies.push_back(fmt::format("more DataLoader workers (num_workers) and a deeper prefetch_factor: each batch "
                                    "keeps the GPU waiting {}",
@@ -94,6 +90,9 @@ void add_starvation_finding(Report& report, const ProcessReport& p) {
   else
     remedies.push_back("persistent_workers=True (workers that restart each epoch stall its first steps) and a deeper "
                        "prefetch_factor to absorb the slow batches");
+  if (g.pageable_input)
+    remedies.push_back("then DataLoader(pin_memory=True) and batch.to(device, non_blocking=True), so that the upload "
+                       "overlaps compute");
   f.advice = fmt::format("{}", fmt::join(remedies, "; "));
   report.findings.push_back(std::move(f));
 }
@@ -218,9 +217,7 @@ void add_setup_findings(Report& report) {
 void add_straggler_finding(Report& report) {
   const CollectiveAnalysis& a = report.waits.analysis;
   if (a.straggler < 0) return;
-  const RankWaits* s = nullptr;
-  for (const auto& r : a.ranks)
-    if (r.rank == a.straggler) s = &r;
+  const RankWaits* s = a.waits_of(a.straggler);
   if (!s) return;
   const int64_t steps = steps_of_rank(report, a.straggler);
   Finding f;

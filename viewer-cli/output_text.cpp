@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
+#include <filesystem>
+#include <system_error>
+
 namespace trainshim::cli {
 
 namespace {
@@ -113,6 +117,34 @@ std::string json_text(const nlohmann::json& document, int indent) {
 
 std::string json_text(const nlohmann::ordered_json& document, int indent) {
   return document.dump(indent, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+std::string reader_text(std::string_view text, const std::string& directory) {
+  const std::string prefix = directory + "/";
+  if (directory.size() < 2 || directory.front() != '/') return terminal_text(text);
+  // A path starts the text or follows a character no path name has in it before its first '/'.
+  const auto starts_path = [&](std::size_t at) {
+    if (at == 0) return true;
+    const char before = text[at - 1];
+    return !(std::isalnum(static_cast<unsigned char>(before)) || before == '/' || before == '.' || before == '_' ||
+             before == '-' || before == '~');
+  };
+  std::string out;
+  out.reserve(text.size());
+  std::size_t from = 0;
+  for (std::size_t at = text.find(prefix); at != std::string_view::npos; at = text.find(prefix, at + 1)) {
+    if (!starts_path(at)) continue;
+    out.append(text.substr(from, at - from));
+    from = at + prefix.size();
+  }
+  out.append(text.substr(from));
+  return terminal_text(out);
+}
+
+std::string reader_text(std::string_view text) {
+  std::error_code error;
+  const std::filesystem::path here = std::filesystem::current_path(error);
+  return reader_text(text, error ? std::string() : here.string());
 }
 
 }  // namespace trainshim::cli

@@ -19,6 +19,12 @@ std::string valid_utf8(std::string_view text);
 // cursor, retitle the window or clear the screen.
 std::string terminal_text(std::string_view text);
 
+// Text for a reader (the report, diff, audit and dump in text or markdown): terminal_text with the
+// paths under `directory` (the current one, where the reader runs the command) written relative to
+// it: "scripts/train.py:66", not "/home/me/project/scripts/train.py:66". JSON keeps them whole.
+std::string reader_text(std::string_view text, const std::string& directory);
+std::string reader_text(std::string_view text);  // under the current directory
+
 // XML 1.0 character data or attribute value: valid UTF-8, the five markup characters escaped,
 // and the C0 controls XML 1.0 does not allow (all but tab, newline, carriage return) and
 // U+FFFE/U+FFFF dropped.

@@ -206,12 +206,9 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
       const int64_t ns = communication_ns_per_step(p.gpu);
       transfer_ns = transfer_ns == 0 ? ns : std::min(transfer_ns, ns);
     }
-  for (ProcessReport& p : report.processes) {
-    const auto& ranks = report.waits.analysis.ranks;
-    const auto waits = std::find_if(ranks.begin(), ranks.end(), [&](const RankWaits& w) { return w.rank == p.rank; });
-    p.step_breakdown = step_breakdown(p.sync_sites, p.gpu, p.host_report, waits == ranks.end() ? nullptr : &*waits,
+  for (ProcessReport& p : report.processes)
+    p.step_breakdown = step_breakdown(p.sync_sites, p.gpu, p.host_report, report.waits.analysis.waits_of(p.rank),
                                       report.waits.analysis.straggler, transfer_ns);
-  }
   for (const RunDatabase* db : databases) {
     Statement hangs(*db, "SELECT communicator, sequence, op, waiting_ranks, missing_ranks, waited_ns, message, kind, "
                          "stacks FROM hangs ORDER BY detected_unix, communicator, sequence");

@@ -23,20 +23,6 @@ namespace {
 // What fixing a cause takes off each rank's step, ns per step.
 using Removal = std::map<int, int64_t>;
 
-int64_t part_ns(const StepBreakdown& b, StepPart part) {
-  int64_t ns = 0;
-  for (const StepShare& s : b.parts)
-    if (s.part == part) ns += s.ns_per_step;
-  return ns;
-}
-
-int64_t sync_part_ns(const StepBreakdown& b, const std::set<std::string>& sites) {
-  int64_t ns = 0;
-  for (const StepShare& s : b.parts)
-    if (s.part == StepPart::Sync && sites.count(s.site)) ns += s.ns_per_step;
-  return ns;
-}
-
 // The host's time blocked per step in the hidden syncs at these (location, operation) pairs, in
 // the steps found: a call before the first step (DDP's start-up) is no part of the step.
 int64_t blocked_ns_per_step(const ProcessReport& p, const std::set<std::pair<std::string, std::string>>& sites) {
@@ -118,7 +104,7 @@ class Diagnoser {
         const StepBreakdown& b = *p.step_breakdown;
         const auto it = removed.find(p.rank);
         const int64_t off = it == removed.end() ? 0 : it->second;
-        const int64_t gpu_work = part_ns(b, StepPart::Compute) + part_ns(b, StepPart::Communication);
+        const int64_t gpu_work = b.ns_per_step(StepPart::Compute) + b.ns_per_step(StepPart::Communication);
         predicted = std::max(predicted, off > 0 ? std::max(b.step_ns - off, std::min(gpu_work, b.step_ns)) : b.step_ns);
         if (off > 0) cause.ranks.push_back(p.rank);
       }
@@ -142,8 +128,8 @@ class Diagnoser {
     evidence.insert(evidence.end(), input.begin(), input.end());
     const StepBreakdown* own = breakdown(s);
     const bool waits_for_input =
-        !input.empty() || (own && part_ns(*own, StepPart::Input) > 0 &&
-                           part_ns(*own, StepPart::Input) >= part_ns(*own, StepPart::LaunchBound));
+        !input.empty() || (own && own->ns_per_step(StepPart::Input) > 0 &&
+                           own->ns_per_step(StepPart::Input) >= own->ns_per_step(StepPart::LaunchBound));
     RootCause cause;
     cause.rank = s;
     cause.cause = waits_for_input ? "input_pipeline" : "straggler";
@@ -156,12 +142,12 @@ class Diagnoser {
     int64_t lateness = 0;
     for (const ProcessReport& p : report_.processes)
       if (p.rank != s && p.step_breakdown) {
-        removed[p.rank] = part_ns(*p.step_breakdown, StepPart::WaitingForStraggler);
+        removed[p.rank] = p.step_breakdown->ns_per_step(StepPart::WaitingForStraggler);
         lateness = std::max(lateness, removed[p.rank]);
       }
     if (own)
-      removed[s] =
-          waits_for_input ? part_ns(*own, StepPart::Input) : std::max(lateness, part_ns(*own, StepPart::LaunchBound));
+      removed[s] = waits_for_input ? own->ns_per_step(StepPart::Input)
+                                   : std::max(lateness, own->ns_per_step(StepPart::LaunchBound));
     add(std::move(cause), evidence, removed);
   }
 
@@ -178,7 +164,7 @@ class Diagnoser {
     std::vector<const Finding*> all = evidence;
     all.insert(all.end(), workers.begin(), workers.end());
     Removal removed;
-    if (p.step_breakdown) removed[p.rank] = part_ns(*p.step_breakdown, StepPart::Input);
+    if (p.step_breakdown) removed[p.rank] = p.step_breakdown->ns_per_step(StepPart::Input);
     add(std::move(cause), all, removed);
   }
 
@@ -207,7 +193,7 @@ class Diagnoser {
         }
       }
       if (p.step_breakdown)
-        removed[p.rank] = part_ns(*p.step_breakdown, StepPart::PageableCopy) + blocked_ns_per_step(p, uploads);
+        removed[p.rank] = p.step_breakdown->ns_per_step(StepPart::PageableCopy) + blocked_ns_per_step(p, uploads);
     }
     const std::vector<const Finding*> pinning = take({"setup_pinned_memory"}, -2);
     evidence.insert(evidence.end(), pinning.begin(), pinning.end());
@@ -248,9 +234,11 @@ class Diagnoser {
       // findings come by cost).
       const bool bubble_here = charged.insert(site).second;
       Removal removed;
-      for (const ProcessReport& p : report_.processes)
-        if (p.step_breakdown)
-          removed[p.rank] = (bubble_here ? sync_part_ns(*p.step_breakdown, {site}) : 0) + blocked_ns_per_step(p, {key});
+      for (const ProcessReport& p : report_.processes) {
+        if (!p.step_breakdown) continue;
+        const StepShare* bubble = bubble_here ? p.step_breakdown->part_at(StepPart::Sync, site) : nullptr;
+        removed[p.rank] = (bubble ? bubble->ns_per_step : 0) + blocked_ns_per_step(p, {key});
+      }
       add(std::move(cause), evidence, removed);
     }
   }

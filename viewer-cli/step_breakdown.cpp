@@ -61,6 +61,19 @@ std::string step_part_words(const StepShare& share) {
   return "";
 }
 
+int64_t StepBreakdown::ns_per_step(StepPart part) const {
+  int64_t ns = 0;
+  for (const StepShare& s : parts)
+    if (s.part == part) ns += s.ns_per_step;
+  return ns;
+}
+
+const StepShare* StepBreakdown::part_at(StepPart part, const std::string& site) const {
+  for (const StepShare& s : parts)
+    if (s.part == part && s.site == site) return &s;
+  return nullptr;
+}
+
 namespace {
 
 // The rank's waits for late ranks in one step: its waits after start-up, averaged over those

@@ -49,6 +49,11 @@ struct StepBreakdown {
   int64_t long_steps = 0;        // steps left out, over kLongStepFactor times the median
   int64_t step_ns = 0;           // the mean length of the steps it is over
   std::vector<StepShare> parts;  // largest first; the shares add up to 1
+
+  // A part's time per step, over its sites and ranks; 0 when it has none.
+  int64_t ns_per_step(StepPart part) const;
+  // The part at one site (a sync's line; "" for the others), null when it has none.
+  const StepShare* part_at(StepPart part, const std::string& site = "") const;
 };
 
 // "compute", "communication", "waiting_for_straggler", "waiting_for_peers", "input", "sync",

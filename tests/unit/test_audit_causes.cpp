@@ -58,16 +58,17 @@ TEST(AuditCauses, EachCostlyCauseFailsOnTheRanksItLengthens) {
   const AuditResult result = audit(job(), Policy{}, nullptr);
   ASSERT_EQ(result.rules.front().rule, "cause_share");
   EXPECT_EQ(result.rules.front().description, "no root cause costs over 10.0 % of the job's step");
-  EXPECT_EQ(cause_violations(result),
-            (std::vector<std::string>{
-                "rank 0's step: rank 1's input pipeline: 30.0 ms per step, 60.0 % of the 50.0 ms step, limit 10.0 %; "
-                "fixed, the step would be about 20.0 ms",
-                "rank 1's step: rank 1's input pipeline: 30.0 ms per step, 60.0 % of the 50.0 ms step, limit 10.0 %; "
-                "fixed, the step would be about 20.0 ms",
-                "rank 0's step: Tensor.item() at /src/train.py:73 in main: 8.0 ms per step, 16.0 % of the 50.0 ms step, "
-                "limit 10.0 %; fixed, the step would be about 42.0 ms",
-                "rank 1's step: Tensor.item() at /src/train.py:73 in main: 8.0 ms per step, 16.0 % of the 50.0 ms step, "
-                "limit 10.0 %; fixed, the step would be about 42.0 ms"}));
+  EXPECT_EQ(
+      cause_violations(result),
+      (std::vector<std::string>{
+          "rank 0's step: rank 1's input pipeline: 30.0 ms per step, 60.0 % of the 50.0 ms step, limit 10.0 %; "
+          "fixed, the step would be about 20.0 ms",
+          "rank 1's step: rank 1's input pipeline: 30.0 ms per step, 60.0 % of the 50.0 ms step, limit 10.0 %; "
+          "fixed, the step would be about 20.0 ms",
+          "rank 0's step: Tensor.item() at /src/train.py:73 in main: 8.0 ms per step, 16.0 % of the 50.0 ms step, "
+          "limit 10.0 %; fixed, the step would be about 42.0 ms",
+          "rank 1's step: Tensor.item() at /src/train.py:73 in main: 8.0 ms per step, 16.0 % of the 50.0 ms step, "
+          "limit 10.0 %; fixed, the step would be about 42.0 ms"}));
   EXPECT_EQ(result.rules.front().violations[1].rank, 1);
   EXPECT_FALSE(result.passed());
 }
@@ -82,8 +83,8 @@ TEST(AuditCauses, AnAllowedSyncAndAHigherLimitPass) {
 
 // Against a baseline, cause_share is checked only where the policy file sets it.
 TEST(AuditCauses, WithABaselineOnlyWhenThePolicySetsIt) {
-  const nlohmann::json baseline = {{"format", kBaselineFormat}, {"sites", nlohmann::json::array()},
-                                   {"ranks", nlohmann::json::array()}};
+  const nlohmann::json baseline = {
+      {"format", kBaselineFormat}, {"sites", nlohmann::json::array()}, {"ranks", nlohmann::json::array()}};
   Policy policy;
   const auto rules = [&] {
     std::vector<std::string> names;

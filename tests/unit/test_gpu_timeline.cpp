@@ -216,10 +216,11 @@ TEST_F(GpuTimelineTest, DataLoadingGapBeforeEachUpload) {
   EXPECT_EQ(starvation[0]["message"],
             "rank 2: the GPU is idle 30 % of each step waiting for input (the gap before each batch's upload at "
             "/src/train.py:40 in train); the batches come from pageable memory (DataLoader pin_memory=False)");
+  // The loader first: the gap is its time; pinning shortens only the upload after it.
   EXPECT_EQ(starvation[0]["advice"],
-            "DataLoader(pin_memory=True) and batch.to(device, non_blocking=True), so that the upload overlaps "
-            "compute; more DataLoader workers (num_workers) and a deeper prefetch_factor: each batch keeps the GPU "
-            "waiting 30.0 ms");
+            "more DataLoader workers (num_workers) and a deeper prefetch_factor: each batch keeps the GPU waiting "
+            "30.0 ms; then DataLoader(pin_memory=True) and batch.to(device, non_blocking=True), so that the upload "
+            "overlaps compute");
   EXPECT_TRUE(findings_of(report, "gpu_timeline").empty());
 
   // Kernels over every recorded one: 16 bf16 GEMMs (325 ms) and 6 NCCL kernels (30 ms) in 360 ms busy.

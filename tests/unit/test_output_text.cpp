@@ -36,5 +36,17 @@ TEST(OutputText, JsonTextReplacesBytesThatAreNotUtf8) {
   EXPECT_EQ(json_text(nlohmann::ordered_json{{"source", "\x1b[2J"}}, -1), "{\"source\":\"\\u001b[2J\"}");
 }
 
+// Paths under the reader's directory are written relative to it; a longer path that merely
+// contains it, another directory's, and "/" as the directory are left whole.
+TEST(ReaderText, PathsUnderTheDirectoryAreRelative) {
+  const std::string dir = "/home/me/proj";
+  EXPECT_EQ(reader_text("at /home/me/proj/scripts/train.py:66 in main", dir), "at scripts/train.py:66 in main");
+  EXPECT_EQ(reader_text("/home/me/proj/a.py (/home/me/proj/b.py) '/home/me/proj/c.py'", dir), "a.py (b.py) 'c.py'");
+  EXPECT_EQ(reader_text("/home/me/project2/a.py /x/home/me/proj/a.py", dir),
+            "/home/me/project2/a.py /x/home/me/proj/a.py");
+  EXPECT_EQ(reader_text("/home/me/proj/a.py", "/"), "/home/me/proj/a.py");
+  EXPECT_EQ(reader_text("/home/me/proj/a\x1b.py", dir), "a\\x1b.py");
+}
+
 }  // namespace
 }  // namespace trainshim::cli

@@ -13,12 +13,6 @@ namespace {
 
 constexpr int64_t kMs = 1'000'000;
 
-const StepShare* part(const StepBreakdown& b, StepPart kind, const std::string& site = "") {
-  for (const StepShare& p : b.parts)
-    if (p.part == kind && p.site == site) return &p;
-  return nullptr;
-}
-
 double total_share(const StepBreakdown& b) {
   double sum = 0;
   for (const StepShare& p : b.parts) sum += p.share;
@@ -96,22 +90,22 @@ TEST(StepBreakdown, OnTheGpusRecordsAWaitForTheStragglerIsItsOwnPartNotTheSyncs)
   EXPECT_EQ(b->long_steps, 1);
   EXPECT_EQ(b->step_ns, 100 * kMs);
   // 15 ms per collective after start-up, 10 collectives in 5 steps: 30 ms a step, 3 in 4 for rank 1.
-  ASSERT_TRUE(part(*b, StepPart::WaitingForStraggler));
-  EXPECT_EQ(part(*b, StepPart::WaitingForStraggler)->ns_per_step, 22'500'000);
-  EXPECT_EQ(part(*b, StepPart::WaitingForStraggler)->rank, 1);
-  EXPECT_EQ(part(*b, StepPart::WaitingForPeers)->ns_per_step, 7'500'000);
-  EXPECT_EQ(part(*b, StepPart::Communication)->ns_per_step, 20 * kMs);
-  EXPECT_EQ(part(*b, StepPart::Compute)->ns_per_step, 20 * kMs);
-  EXPECT_EQ(part(*b, StepPart::Input)->ns_per_step, 20 * kMs);
+  ASSERT_TRUE(b->part_at(StepPart::WaitingForStraggler));
+  EXPECT_EQ(b->part_at(StepPart::WaitingForStraggler)->ns_per_step, 22'500'000);
+  EXPECT_EQ(b->part_at(StepPart::WaitingForStraggler)->rank, 1);
+  EXPECT_EQ(b->part_at(StepPart::WaitingForPeers)->ns_per_step, 7'500'000);
+  EXPECT_EQ(b->part_at(StepPart::Communication)->ns_per_step, 20 * kMs);
+  EXPECT_EQ(b->part_at(StepPart::Compute)->ns_per_step, 20 * kMs);
+  EXPECT_EQ(b->part_at(StepPart::Input)->ns_per_step, 20 * kMs);
   // item()'s share of the kept steps' 8 ms of sync idle time: its bubble, never the wait before it.
-  ASSERT_TRUE(part(*b, StepPart::Sync, "train.py:66 in main"));
-  EXPECT_EQ(part(*b, StepPart::Sync, "train.py:66 in main")->ns_per_step, 6 * kMs);
-  EXPECT_EQ(part(*b, StepPart::Sync, "train.py:60 in main")->ns_per_step, 2 * kMs);
-  EXPECT_EQ(part(*b, StepPart::LaunchBound)->ns_per_step, 2 * kMs);
-  EXPECT_FALSE(part(*b, StepPart::PageableCopy));
-  EXPECT_FALSE(part(*b, StepPart::NotToldApart));
+  ASSERT_TRUE(b->part_at(StepPart::Sync, "train.py:66 in main"));
+  EXPECT_EQ(b->part_at(StepPart::Sync, "train.py:66 in main")->ns_per_step, 6 * kMs);
+  EXPECT_EQ(b->part_at(StepPart::Sync, "train.py:60 in main")->ns_per_step, 2 * kMs);
+  EXPECT_EQ(b->part_at(StepPart::LaunchBound)->ns_per_step, 2 * kMs);
+  EXPECT_FALSE(b->part_at(StepPart::PageableCopy));
+  EXPECT_FALSE(b->part_at(StepPart::NotToldApart));
   EXPECT_NEAR(total_share(*b), 1.0, 1e-12);
-  EXPECT_DOUBLE_EQ(part(*b, StepPart::WaitingForStraggler)->share, 0.225);
+  EXPECT_DOUBLE_EQ(b->part_at(StepPart::WaitingForStraggler)->share, 0.225);
   EXPECT_EQ(b->parts.front().part, StepPart::WaitingForStraggler);  // largest first
   for (std::size_t i = 1; i < b->parts.size(); ++i) EXPECT_GE(b->parts[i - 1].share, b->parts[i].share);
 }
@@ -125,13 +119,13 @@ TEST(StepBreakdown, TheHostsOwnWorkAfterASyncIsTheSyncsNotTheInputs) {
   g.input_after_sync_by_site = {{"train.py:66 in main", 80 * kMs}};
   const auto b = step_breakdown(steps_found(5, 280 * kMs), g, sampled_input(15, 4), nullptr, -1);
   ASSERT_TRUE(b);
-  EXPECT_EQ(part(*b, StepPart::Input)->ns_per_step, 15 * kMs);
-  EXPECT_EQ(part(*b, StepPart::Sync, "train.py:66 in main")->ns_per_step, 11 * kMs);  // 6 + 5
-  EXPECT_EQ(part(*b, StepPart::Sync, "train.py:60 in main")->ns_per_step, 2 * kMs);
+  EXPECT_EQ(b->part_at(StepPart::Input)->ns_per_step, 15 * kMs);
+  EXPECT_EQ(b->part_at(StepPart::Sync, "train.py:66 in main")->ns_per_step, 11 * kMs);  // 6 + 5
+  EXPECT_EQ(b->part_at(StepPart::Sync, "train.py:60 in main")->ns_per_step, 2 * kMs);
   EXPECT_NEAR(total_share(*b), 1.0, 1e-12);
   // Without the sampler's measure, the gaps stay input.
   const auto unmeasured = step_breakdown(steps_found(5, 280 * kMs), g, HostReport{}, nullptr, -1);
-  EXPECT_EQ(part(*unmeasured, StepPart::Input)->ns_per_step, 20 * kMs);
+  EXPECT_EQ(unmeasured->part_at(StepPart::Input)->ns_per_step, 20 * kMs);
 }
 
 // The straggler itself waits for no one: its all-reduce time is communication.
@@ -142,9 +136,9 @@ TEST(StepBreakdown, TheStragglersCollectiveTimeIsCommunication) {
   waits.steady_collectives = 4;
   const auto b = step_breakdown(steps_found(5, 280 * kMs), timeline_waiting_for_rank_1(), HostReport{}, &waits, 1);
   ASSERT_TRUE(b);
-  EXPECT_FALSE(part(*b, StepPart::WaitingForStraggler));
-  EXPECT_FALSE(part(*b, StepPart::WaitingForPeers));
-  EXPECT_EQ(part(*b, StepPart::Communication)->ns_per_step, 50 * kMs);
+  EXPECT_FALSE(b->part_at(StepPart::WaitingForStraggler));
+  EXPECT_FALSE(b->part_at(StepPart::WaitingForPeers));
+  EXPECT_EQ(b->part_at(StepPart::Communication)->ns_per_step, 50 * kMs);
   EXPECT_NEAR(total_share(*b), 1.0, 1e-12);
 }
 
@@ -158,13 +152,13 @@ TEST(StepBreakdown, OnTheTimelineTheWaitsAreTheCollectivesTimeBeyondTheShortestR
   EXPECT_EQ(communication_ns_per_step(g), 50 * kMs);
   const auto b = step_breakdown(steps_found(5, 280 * kMs), g, HostReport{}, &waits, 1, 12 * kMs);
   ASSERT_TRUE(b);
-  EXPECT_EQ(part(*b, StepPart::Communication)->ns_per_step, 12 * kMs);
-  EXPECT_EQ(part(*b, StepPart::WaitingForStraggler)->ns_per_step, 28'500'000);
-  EXPECT_EQ(part(*b, StepPart::WaitingForPeers)->ns_per_step, 9'500'000);
+  EXPECT_EQ(b->part_at(StepPart::Communication)->ns_per_step, 12 * kMs);
+  EXPECT_EQ(b->part_at(StepPart::WaitingForStraggler)->ns_per_step, 28'500'000);
+  EXPECT_EQ(b->part_at(StepPart::WaitingForPeers)->ns_per_step, 9'500'000);
   EXPECT_NEAR(total_share(*b), 1.0, 1e-12);
   // A rank without collectives matched with others' keeps its communication.
   const auto alone = step_breakdown(steps_found(5, 280 * kMs), g, HostReport{}, nullptr, -1, 12 * kMs);
-  EXPECT_EQ(part(*alone, StepPart::Communication)->ns_per_step, 50 * kMs);
+  EXPECT_EQ(alone->part_at(StepPart::Communication)->ns_per_step, 50 * kMs);
   EXPECT_EQ(communication_ns_per_step(GpuTimelineReport{}), 0);
 }
 
@@ -175,8 +169,8 @@ TEST(StepBreakdown, WaitsAreCappedAtTheCommunicationTime) {
   waits.steady_waited_for_straggler_ns = 400 * kMs;
   const auto b = step_breakdown(steps_found(5, 280 * kMs), timeline_waiting_for_rank_1(), HostReport{}, &waits, 1);
   ASSERT_TRUE(b);
-  EXPECT_EQ(part(*b, StepPart::WaitingForStraggler)->ns_per_step, 50 * kMs);
-  EXPECT_FALSE(part(*b, StepPart::Communication));
+  EXPECT_EQ(b->part_at(StepPart::WaitingForStraggler)->ns_per_step, 50 * kMs);
+  EXPECT_FALSE(b->part_at(StepPart::Communication));
   EXPECT_NEAR(total_share(*b), 1.0, 1e-12);
 }
 
@@ -202,13 +196,13 @@ TEST(StepBreakdown, WithoutTheTimelineThePartsAreEstimatesAndTheRestIsNotToldApa
   EXPECT_FALSE(b->measured);
   EXPECT_EQ(b->steps, 5);
   EXPECT_EQ(b->step_ns, 100 * kMs);
-  EXPECT_EQ(part(*b, StepPart::WaitingForStraggler)->ns_per_step, 22'500'000);
-  EXPECT_EQ(part(*b, StepPart::Input)->ns_per_step, 20 * kMs);
+  EXPECT_EQ(b->part_at(StepPart::WaitingForStraggler)->ns_per_step, 22'500'000);
+  EXPECT_EQ(b->part_at(StepPart::Input)->ns_per_step, 20 * kMs);
   // The sync's 60 ms of blocking is not its cost: only its bubble is.
-  EXPECT_EQ(part(*b, StepPart::Sync, "train.py:66 in main")->ns_per_step, 5 * kMs);
-  EXPECT_EQ(part(*b, StepPart::PageableCopy)->ns_per_step, 10 * kMs);
-  EXPECT_EQ(part(*b, StepPart::NotToldApart)->ns_per_step, 35 * kMs);
-  EXPECT_FALSE(part(*b, StepPart::Compute));
+  EXPECT_EQ(b->part_at(StepPart::Sync, "train.py:66 in main")->ns_per_step, 5 * kMs);
+  EXPECT_EQ(b->part_at(StepPart::PageableCopy)->ns_per_step, 10 * kMs);
+  EXPECT_EQ(b->part_at(StepPart::NotToldApart)->ns_per_step, 35 * kMs);
+  EXPECT_FALSE(b->part_at(StepPart::Compute));
   EXPECT_NEAR(total_share(*b), 1.0, 1e-12);
 }
 

@@ -50,9 +50,9 @@ int audit(const AuditArguments& args) {
   AuditResult result = audit(report, policy, args.baseline.empty() ? nullptr : &baseline);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (args.format == "junit") std::cout << render_audit_junit(result);
-  else if (args.format == "markdown") std::cout << terminal_text(render_audit_markdown(result));
+  else if (args.format == "markdown") std::cout << reader_text(render_audit_markdown(result));
   else if (args.format == "json") std::cout << json_text(render_audit_json(result)) << "\n";
-  else std::cout << terminal_text(render_audit_text(result));
+  else std::cout << reader_text(render_audit_text(result));
   return result.passed() ? 0 : 1;
 }
 

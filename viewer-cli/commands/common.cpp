@@ -43,7 +43,7 @@ void add_format_option(CLI::App& command, std::string& format, const std::vector
 }
 
 void print_report(const Report& report, const std::string& format) {
-  std::cout << (format == "json" ? json_text(render_json(report)) + "\n" : terminal_text(render_text(report)));
+  std::cout << (format == "json" ? json_text(render_json(report)) + "\n" : reader_text(render_text(report)));
 }
 
 }  // namespace trainshim::cli

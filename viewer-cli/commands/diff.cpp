@@ -22,7 +22,7 @@ int diff(const DiffArguments& args) {
   const RunDatabase before(args.a), after(args.b);
   const std::string step = step_name(args.step);
   const RunDiff d = diff_reports(load_report(before, step), load_report(after, step));
-  std::cout << (args.format == "json" ? json_text(render_diff_json(d)) + "\n" : terminal_text(render_diff_text(d)));
+  std::cout << (args.format == "json" ? json_text(render_diff_json(d)) + "\n" : reader_text(render_diff_text(d)));
   return 0;
 }
 

@@ -96,7 +96,7 @@ int dump(const DumpArguments& args) {
                                  "or the collector has stored none yet; try again in a second",
                                  path));
   std::cout << (args.format == "json" ? json_text(render_dump_json(processes)) + "\n"
-                                      : terminal_text(render_dump_text(processes)));
+                                      : reader_text(render_dump_text(processes)));
   return 0;
 }
 
