@@ -199,6 +199,21 @@ class CheckScenario(unittest.TestCase):
         self.assertEqual(check_twin(twin, {"job": {"step_ns": 46_000_000}}, fixed(36), {"item": 73}, "train.py")[0],
                          ['the planted run names no cause {"cause": "hidden_sync", "plant": "item"}'])
 
+    def test_twin_from_the_command_line(self):
+        expected = os.path.join(ROOT, "tests", "realtorch", "expected.json")
+        planted = {"format": "trainshim-report/1", "job": {"step_ns": 45_000_000},
+                   "root_causes": [{"cause": "input_pipeline", "rank": 1, "cost_ns_per_step": 30_000_000,
+                                    "predicted_step_ns": 15_000_000}]}
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump({"job": {"step_ns": 17_000_000}, "root_causes": []}, f)
+        try:
+            self.assertEqual(self.check("R9", planted, "--expected", expected, "--twin", "fast_loader", f.name),
+                             (0, "R9[fast_loader] PASS (step 45.0 ms, predicted 15.0 ms without input_pipeline, "
+                                 "the twin measured 17.0 ms)"))
+            self.assertEqual(self.check("R9", planted, "--expected", expected, "--twin", "no_such", f.name)[0], 2)
+        finally:
+            os.unlink(f.name)
+
     def test_input_errors(self):
         self.assertEqual(self.check("S11", GOOD_S2)[0], 2)
         self.assertEqual(self.check("S2", {"format": "something-else"})[0], 2)
