@@ -199,13 +199,12 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
   // The rank that arrives last at the collectives waits for no one: with every rank on the GPU
   // timeline, the shortest communication per step is the collectives' own time.
   int64_t transfer_ns = 0;
-  const bool all_on_timeline = std::all_of(report.processes.begin(), report.processes.end(),
-                                           [](const ProcessReport& p) { return communication_ns_per_step(p.gpu) > 0; });
-  if (all_on_timeline && report.processes.size() > 1)
-    for (const ProcessReport& p : report.processes) {
-      const int64_t ns = communication_ns_per_step(p.gpu);
-      transfer_ns = transfer_ns == 0 ? ns : std::min(transfer_ns, ns);
-    }
+  if (report.processes.size() > 1) {
+    std::vector<int64_t> communication;
+    for (const ProcessReport& p : report.processes) communication.push_back(communication_ns_per_step(p.gpu));
+    const int64_t shortest = *std::min_element(communication.begin(), communication.end());
+    if (shortest > 0) transfer_ns = shortest;
+  }
   for (ProcessReport& p : report.processes)
     p.step_breakdown = step_breakdown(p.sync_sites, p.gpu, p.host_report, report.waits.analysis.waits_of(p.rank),
                                       report.waits.analysis.straggler, transfer_ns);

@@ -199,6 +199,24 @@ class CheckScenario(unittest.TestCase):
         self.assertEqual(check_twin(twin, {"job": {"step_ns": 46_000_000}}, fixed(36), {"item": 73}, "train.py")[0],
                          ['the planted run names no cause {"cause": "hidden_sync", "plant": "item"}'])
 
+    def test_a_missed_twin_is_measured_once_more(self):
+        module = load_script(CHECK)
+        twin = {"fixes": {"cause": "input"}}
+        cause = {"cause": "input", "rank": None, "cost_ns_per_step": 30_000_000, "predicted_step_ns": 20_000_000}
+        planted = {"job": {"step_ns": 50_000_000}, "root_causes": [cause]}
+        twins = iter([41_000_000, 21_000_000, 41_000_000, 41_000_000])  # a miss, then a hit; two misses
+        calls, missed = [], []
+
+        def measure(fixed):
+            calls.append(fixed)
+            return {"job": {"step_ns": next(twins)}, "root_causes": []} if fixed else planted
+
+        self.assertEqual(module.check_twin_measured(twin, planted, measure, {}, "x.py", missed.append)[0], [])
+        self.assertEqual((calls, len(missed)), ([True, False, True], 1))
+        failures, _ = module.check_twin_measured(twin, planted, measure, {}, "x.py", missed.append)
+        self.assertEqual(len(failures), 1)
+        self.assertEqual(len(missed), 2)
+
     def test_twin_from_the_command_line(self):
         expected = os.path.join(ROOT, "tests", "realtorch", "expected.json")
         planted = {"format": "trainshim-report/1", "job": {"step_ns": 45_000_000},
