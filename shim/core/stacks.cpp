@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "id_table.hpp"
 #include "lazy_global.hpp"
 #include "python_stack.hpp"
 #include "trainshim/ring.hpp"
@@ -20,60 +21,12 @@ namespace trainshim::shim {
 
 namespace {
 
-// Open addressing over a fixed array: lock-free lookups, inserts by compare-exchange on the key.
-// Ids come from `ids`, which tables of one id space share.
-class IdTable {
- public:
-  static constexpr std::size_t kCapacity = 1 << 14;
-
-  constexpr explicit IdTable(std::atomic<uint32_t>& ids) : next_id_(&ids) {}
-
-  struct Entry {
-    std::atomic<uint64_t> key;
-    std::atomic<uint32_t> id;
-    std::atomic<bool> published;
-  };
-
-  // The entry for `key`, created (with a fresh id) if absent; nullptr when the table is full.
-  Entry* find_or_insert(uint64_t key) {
-    if (key == 0) key = 1;
-    for (std::size_t probe = 0; probe < 64; ++probe) {
-      Entry& e = entries_[(key + probe) & (kCapacity - 1)];
-      uint64_t current = e.key.load(std::memory_order_acquire);
-      if (current == 0 && e.key.compare_exchange_strong(current, key, std::memory_order_acq_rel)) {
-        e.id.store(next_id_->fetch_add(1, std::memory_order_relaxed), std::memory_order_release);
-        return &e;
-      }
-      if (current == key) {
-        // The inserting thread may still be storing the id: an entry without one is not usable yet.
-        return e.id.load(std::memory_order_acquire) ? &e : nullptr;
-      }
-    }
-    return nullptr;
-  }
-
-  void reset() {
-    for (Entry& e : entries_) {
-      e.key.store(0, std::memory_order_relaxed);
-      e.id.store(0, std::memory_order_relaxed);
-      e.published.store(false, std::memory_order_relaxed);
-    }
-    next_id_->store(1, std::memory_order_relaxed);
-  }
-
- private:
-  Entry entries_[kCapacity]{};
-  std::atomic<uint32_t>* next_id_;
-};
-
-std::atomic<uint32_t> g_native_stack_ids{1};
-std::atomic<uint32_t> g_python_stack_ids{1};
-IdTable g_native_stacks{g_native_stack_ids};
+IdTable g_native_stacks{1};
 // The hooks' Python stacks and the sampler's, in one id space but apart: a thread running Python
 // shows the sampler a new innermost instruction at most ticks, and those stacks must not fill the
 // table the hooks' sites (syncs, copies, collectives) are named from.
-IdTable g_python_stacks{g_python_stack_ids};
-IdTable g_sampled_python_stacks{g_python_stack_ids};
+IdTable g_python_stacks{1};
+IdTable g_sampled_python_stacks{1 + IdTable::kCapacity};
 
 // Keys of this process's stack tables only, never stored: unlike the communicator ids
 // (communicators.cpp), its output may change freely.
@@ -217,10 +170,11 @@ template <class Fill>
 uint32_t stack_id(IdTable& table, SegmentHeader* header, uint64_t key, Fill&& fill) {
   IdTable::Entry* entry = table.find_or_insert(key);
   if (!entry) return 0;
-  const uint32_t id = entry->id.load(std::memory_order_acquire);
+  const uint32_t id = table.id_of(*entry);
   if (entry->published.load(std::memory_order_acquire)) return id;
   SlowPath& slow = g_slow.get();
   std::lock_guard lock(slow.lock);
+  if (entry->published.load(std::memory_order_acquire)) return id;  // by the thread that held the lock
   SideRecord r{};
   r.id = id;
   fill(slow, r);

@@ -193,6 +193,13 @@ class CheckScenario(unittest.TestCase):
         self.assertEqual(check_twin(twin, planted, fixed(36, other), {"item": 73}, "train.py")[0], [])
         self.assertEqual(check_twin(twin, planted, fixed(36, left), {"item": 73}, "train.py")[0],
                          ["the fixed cause is still predicted to save 2.0 ms of the twin's 36.0 ms step"])
+        # On a host job's 0.3 ms step, a residue under 1 ms is what the fixed stage still costs, not the cause.
+        tiny_planted = {"job": {"step_ns": 1_300_000}, "root_causes": [dict(item, predicted_step_ns=300_000)]}
+        self.assertEqual(check_twin(twin, tiny_planted, {"job": {"step_ns": 300_000}, "root_causes": [
+            dict(item, cost_ns_per_step=100_000)]}, {"item": 73}, "train.py")[0], [])
+        self.assertEqual(check_twin(twin, tiny_planted, {"job": {"step_ns": 300_000}, "root_causes": [
+            dict(item, cost_ns_per_step=1_100_000)]}, {"item": 73}, "train.py")[0],
+                         ["the fixed cause is still predicted to save 1.1 ms of the twin's 0.3 ms step"])
         self.assertEqual(check_twin(twin, planted, fixed(36), {"item": 61}, "train.py")[0],
                          ["predicted saving 1.0 ms, measured 10.0 ms (step 46.0 ms, predicted 45.0 ms without "
                           "hidden_sync, the twin measured 36.0 ms)"])
