@@ -1,6 +1,7 @@
 #include "collectives.hpp"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <stdexcept>
 #include <unordered_map>
@@ -243,7 +244,15 @@ CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timi
 
   // Who was last, and the wait it imposed, per matched pair; besides, what it imposed after start-up.
   auto others_mean = [&](const Pair& p, uint32_t size) { return (p.sum_ns - int64_t(size) * p.min_ns) / (size - 1); };
+  // Which quarter of its communicator's steady collectives a steady pair is in (0 to 3).
+  auto quarter = [&](const Pair& p) {
+    const uint32_t first = first_sequence[p.comm_index], last = last_sequence[p.comm_index];
+    const uint32_t steady_first = first + (last - first + 1) / 2;
+    return int(uint64_t(p.sequence - steady_first) * kStragglerQuarters / (last - steady_first + 1));
+  };
   std::vector<int64_t> steady_imposed(waits.size(), 0);
+  std::vector<std::array<int64_t, kStragglerQuarters>> imposed_by_quarter(waits.size());
+  int64_t steady_pairs = 0;
   for (const Pair& p : pairs) {
     const uint32_t size = dir.communicators[p.comm_index].size;
     if (p.count != size) {
@@ -255,8 +264,22 @@ CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timi
     RankWaits& last = waits[p.min_rank_index];
     ++last.last_count;
     last.imposed_ns += others_mean(p, size);
-    if (steady(p)) steady_imposed[p.min_rank_index] += others_mean(p, size);
+    if (!steady(p)) continue;
+    ++steady_pairs;
+    steady_imposed[p.min_rank_index] += others_mean(p, size);
+    imposed_by_quarter[p.min_rank_index][std::size_t(quarter(p))] += others_mean(p, size);
   }
+  // In how many quarters of the steady collectives rank `index` imposed the most wait.
+  auto quarters_led = [&](std::size_t index) {
+    int led = 0;
+    for (std::size_t q = 0; q < kStragglerQuarters; ++q) {
+      bool most = imposed_by_quarter[index][q] > 0;
+      for (std::size_t i = 0; most && i < waits.size(); ++i)
+        most = i == index || imposed_by_quarter[i][q] < imposed_by_quarter[index][q];
+      led += most;
+    }
+    return led;
+  };
 
   // The straggler, from the waits after start-up.
   std::size_t straggler_index = waits.size();
@@ -277,7 +300,9 @@ CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timi
     const bool most = imposed > 0 && imposed >= total_imposed - imposed;
     const bool dominant = imposed >= kStragglerDominance * rival;
     const bool matters = c.last_count > 0 && imposed / c.last_count >= kStragglerMinMeanNs;
-    if (most && dominant && matters) {
+    const bool consistent = steady_pairs < int64_t(kStragglerQuarters) * kStragglerQuarterPairs ||
+                            quarters_led(candidate) >= kStragglerQuartersLed;
+    if (most && dominant && matters && consistent) {
       out.straggler = c.rank;
       straggler_index = candidate;
       for (const Pair& p : pairs) {

@@ -64,7 +64,11 @@ struct CollectiveAnalysis {
   //   1. its imposed_ns is at least half of all ranks' imposed_ns together (it causes most of it);
   //   2. its imposed_ns is at least kStragglerDominance times every other rank's (no rival);
   //   3. its imposed_ns / last_count is at least kStragglerMinMeanNs (its lateness matters:
-  //      balanced ranks with jitter of tens of microseconds are not stragglers, even with 2 ranks).
+  //      balanced ranks with jitter of tens of microseconds are not stragglers, even with 2 ranks);
+  //   4. it imposed the most wait in at least kStragglerQuartersLed of the kStragglerQuarters
+  //      quarters of each communicator's steady collectives (it is late throughout: a balanced
+  //      rank held back by the scheduler a few times, each time for milliseconds, is not), where
+  //      there are kStragglerQuarterPairs steady collectives a quarter or more.
   // The rule weighs wait, not counts: a rank late by 30 ms at the first collective of every step
   // is named even if it is last in only a few of the step's collectives.
   int32_t straggler = -1;
@@ -79,6 +83,9 @@ struct CollectiveAnalysis {
 inline constexpr uint32_t kMaxCommunicatorSize = 1u << 20;
 inline constexpr int64_t kStragglerMinMeanNs = 1'000'000;
 inline constexpr int64_t kStragglerDominance = 4;
+inline constexpr std::size_t kStragglerQuarters = 4;
+inline constexpr int kStragglerQuartersLed = 3;
+inline constexpr int64_t kStragglerQuarterPairs = 2;
 inline constexpr std::size_t kMaxStragglerLate = 1u << 16;
 
 // Time and memory linear in the input, two passes over it, which is not copied. Extra memory: one

@@ -231,6 +231,27 @@ struct Classified {
   bool pageable_input = false;
 };
 
+// `gaps` (in time order) by cause and site, the groups with the most idle time first.
+std::vector<IdleGapGroup> group_gaps(const std::vector<IdleGap>& gaps) {
+  std::map<std::pair<IdleCause, std::string>, IdleGapGroup> by_key;
+  for (const IdleGap& gap : gaps) {
+    auto [it, fresh] = by_key.try_emplace({gap.cause, gap.site});
+    IdleGapGroup& g = it->second;
+    if (fresh) g = {gap.cause, gap.site, 0, 0, gap.duration_ns, gap.duration_ns, 0, gap.step, gap.step};
+    g.steps += fresh || gap.step != g.last_step;
+    ++g.count;
+    g.total_ns += gap.duration_ns;
+    g.shortest_ns = std::min(g.shortest_ns, gap.duration_ns);
+    g.longest_ns = std::max(g.longest_ns, gap.duration_ns);
+    g.last_step = gap.step;
+  }
+  std::vector<IdleGapGroup> groups;
+  for (auto& [key, group] : by_key) groups.push_back(std::move(group));
+  std::stable_sort(groups.begin(), groups.end(),
+                   [](const IdleGapGroup& a, const IdleGapGroup& b) { return a.total_ns > b.total_ns; });
+  return groups;
+}
+
 }  // namespace
 
 const char* idle_cause_key(IdleCause cause) {
@@ -504,6 +525,7 @@ GpuTimelineReport load_gpu_timeline(const RunDatabase& db, int64_t process_id, c
   out.input_after_sync_by_site.assign(input_after_sync.begin(), input_after_sync.end());
   std::stable_sort(out.sync_idle_by_site.begin(), out.sync_idle_by_site.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
+  out.gap_groups = group_gaps(gaps);
   std::stable_sort(gaps.begin(), gaps.end(),
                    [](const IdleGap& a, const IdleGap& b) { return a.duration_ns > b.duration_ns; });
   if (gaps.size() > kGapsListed) gaps.resize(kGapsListed);

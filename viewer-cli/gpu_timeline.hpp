@@ -36,6 +36,16 @@ struct IdleGap {
   std::string site;  // "file:line in function" where the host came back; empty when not known
 };
 
+// The gaps above the threshold of one cause that ended at one site: a starved rank has one a step,
+// the same each time, which a reader wants once with its count.
+struct IdleGapGroup {
+  IdleCause cause = IdleCause::Host;
+  std::string site;
+  int64_t count = 0, total_ns = 0, shortest_ns = 0, longest_ns = 0;
+  int64_t steps = 0;  // the covered steps with one or more of them
+  int64_t first_step = 0, last_step = 0;
+};
+
 // One covered step's figures, as GpuTimelineReport sums them.
 struct CoveredStep {
   int64_t ns = 0, busy_ns = 0, communication_ns = 0;
@@ -63,6 +73,7 @@ struct GpuTimelineReport {
   int64_t gap_threshold_ns = 0;  // of a step of the median length
   std::vector<IdleGap> gaps;     // above the threshold, the 10 longest, longest first
   int64_t gaps_above_threshold = 0;
+  std::vector<IdleGapGroup> gap_groups;  // every gap above the threshold, by cause and site, most time first
   // The data-loading gaps: in how many covered steps one was above the threshold, and whether
   // the input copies that ended them were from pageable memory.
   int64_t data_loading_steps = 0;

@@ -84,6 +84,18 @@ nlohmann::ordered_json gpu_json(const GpuTimelineReport& g) {
                     {"duration_ns", gap.duration_ns},
                     {"cause", idle_cause_key(gap.cause)},
                     {"site", gap.site.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(gap.site)}});
+  auto gap_groups = nlohmann::ordered_json::array();
+  for (const IdleGapGroup& group : g.gap_groups)
+    gap_groups.push_back(
+        {{"cause", idle_cause_key(group.cause)},
+         {"site", group.site.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(group.site)},
+         {"count", group.count},
+         {"total_ns", group.total_ns},
+         {"shortest_ns", group.shortest_ns},
+         {"longest_ns", group.longest_ns},
+         {"steps", group.steps},
+         {"first_step", group.first_step},
+         {"last_step", group.last_step}});
   auto top_kernels = nlohmann::ordered_json::array();
   for (const KernelTime& k : g.kernels.top)
     top_kernels.push_back({{"name", k.name}, {"count", k.count}, {"total_ns", k.total_ns}, {"share", k.share}});
@@ -99,6 +111,7 @@ nlohmann::ordered_json gpu_json(const GpuTimelineReport& g) {
       {"gap_threshold_ns", figures ? nlohmann::ordered_json(g.gap_threshold_ns) : nullptr},
       {"gaps_above_threshold", g.gaps_above_threshold},
       {"gaps", gaps},
+      {"gap_groups", gap_groups},
       {"top_kernels", top_kernels},
       {"fp32_gemm_share", g.kernels.busy_ns > 0 ? nlohmann::ordered_json(g.kernels.fp32_gemm_share) : nullptr}};
   add_gpu_counters_json(out, g.records);

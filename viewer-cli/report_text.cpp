@@ -8,6 +8,7 @@
 
 #include "format.hpp"
 #include "present.hpp"
+#include "text_layout.hpp"
 
 namespace trainshim::cli {
 
@@ -58,18 +59,12 @@ void render_sites(std::string& out, const std::vector<SyncSite>& sites, const Ra
   }
 }
 
-// A name cut to fit its column (demangled kernel names run to hundreds of characters; the JSON and
-// the trace have them whole).
-std::string column_text(const std::string& name, std::size_t width) {
-  return name.size() <= width ? name : name.substr(0, width - 3) + "...";
-}
-
 // The rank's GPU timeline: busy and idle shares of its steps, idle by cause, the longest gaps.
 void render_kernels(std::string& out, const KernelSummary& k) {
   if (k.top.empty()) return;
   out += fmt::format("  {:<46} {:>9} {:>10} {:>10}\n", "Kernels by GPU time", "count", "total", "of busy");
   for (std::size_t i = 0; i < k.top.size() && i < kKernelsShown; ++i)
-    out += fmt::format("  {:<46} {:>9} {:>10} {:>8.1f} %\n", column_text(k.top[i].name, 46),
+    out += fmt::format("  {:<46} {:>9} {:>10} {:>8.1f} %\n", cut_to_width(k.top[i].name, 46),
                        with_thousands(k.top[i].count), human_duration(k.top[i].total_ns), 100 * k.top[i].share);
   if (k.fp32_gemm_ns > 0)
     out +=
@@ -103,14 +98,19 @@ void render_gpu(std::string& out, const GpuTimelineReport& g) {
     out += fmt::format("  no idle gap of {} or more\n", human_duration(g.gap_threshold_ns));
     return;
   }
-  out += fmt::format("  {:<46} {:>9} {:>9} {:>10}\n",
+  out += fmt::format("  {:<46} {:>6} {:>10} {:>10} {:>10}\n",
                      fmt::format("Idle gaps of {} or more ({})", human_duration(g.gap_threshold_ns),
                                  with_thousands(g.gaps_above_threshold)),
-                     "step", "at", "idle");
-  for (const IdleGap& gap : g.gaps) {
-    out += fmt::format("  {:<46} {:>9} {:>9} {:>10}\n", idle_cause_words(gap.cause), gap.step,
-                       fmt::format("+{}", human_duration(gap.start_ns)), human_duration(gap.duration_ns));
-    if (!gap.site.empty()) out += fmt::format("      host came back at {}\n", gap.site);
+                     "gaps", "shortest", "longest", "in all");
+  for (const IdleGapGroup& group : g.gap_groups) {
+    out += fmt::format("  {:<46} {:>6} {:>10} {:>10} {:>10}\n", idle_cause_words(group.cause),
+                       with_thousands(group.count), human_duration(group.shortest_ns), human_duration(group.longest_ns),
+                       human_duration(group.total_ns));
+    const std::string steps = group.steps == 1
+                                  ? fmt::format("in step {} of {} covered", group.first_step, g.covered_steps)
+                                  : fmt::format("in {} of {} covered steps ({} to {})", group.steps, g.covered_steps,
+                                                group.first_step, group.last_step);
+    out += fmt::format("      {}{}\n", steps, group.site.empty() ? "" : ", the host came back at " + group.site);
   }
 }
 
@@ -127,18 +127,39 @@ void render_step_breakdown(std::string& out, const std::optional<StepBreakdown>&
                        step_part_words(part));
 }
 
+// The straggler, where no cause shown names it: the verdict always says who the others wait for.
+void render_straggler(std::string& out, const Report& report, std::size_t shown) {
+  const CollectiveAnalysis& a = report.waits.analysis;
+  if (a.straggler < 0) return;
+  const auto& causes = report.diagnosis.causes;
+  for (std::size_t i = 0; i < causes.size() && i < shown; ++i)
+    if (causes[i].rank == a.straggler && (causes[i].cause == "input_pipeline" || causes[i].cause == "straggler"))
+      return;
+  const RankWaits* straggler = a.waits_of(a.straggler);
+  if (!straggler) return;
+  const int64_t steps = steps_of_rank(report, a.straggler);
+  out += fmt::format(
+      "  The straggler: rank {}, last to arrive at {:.0f} % of its collectives, costs the other "
+      "ranks {}\n",
+      a.straggler,
+      straggler->collectives ? 100.0 * double(straggler->last_count) / double(straggler->collectives) : 0.0,
+      steps ? human_duration(straggler->imposed_ns / steps) + " per step" : human_duration(straggler->imposed_ns));
+}
+
 // The job's verdict first: its step and the causes that cost it most, each with what fixing it buys;
 // the rest, and every finding, in Findings at the end.
-constexpr std::size_t kCausesShown = 5, kEvidenceShown = 3;
-void render_diagnosis(std::string& out, const Diagnosis& d) {
+constexpr std::size_t kEvidenceShown = 2;
+void render_diagnosis(std::string& out, const Report& report, const TextOptions& options) {
+  const Diagnosis& d = report.diagnosis;
   if (d.causes.empty()) return;
   out += d.step_ns > 0 ? fmt::format("\nWhat to fix first (the job's step: {}, rank {}'s)\n", human_duration(d.step_ns),
                                      rank_label(d.step_rank))
                        : std::string("\nWhat to fix first (no step found: costs not measured)\n");
   std::size_t n = 0;
   for (const RootCause& c : d.causes) {
-    if (++n > kCausesShown) {
-      out += fmt::format("  ... {} more below (Findings)\n", d.causes.size() - kCausesShown);
+    if (++n > options.top) {
+      out += fmt::format("  ... {} more {}\n", d.causes.size() - options.top,
+                         options.summary ? "(trainshim report, without --summary)" : "below (Findings)");
       break;
     }
     out += fmt::format("  {}. [{}] {}\n", n, c.severity, c.title);
@@ -154,6 +175,7 @@ void render_diagnosis(std::string& out, const Diagnosis& d) {
       out += fmt::format("     - and {} more (Findings)\n", c.evidence.size() - kEvidenceShown);
     if (!c.advice.empty()) out += fmt::format("     -> {}\n", c.advice);
   }
+  render_straggler(out, report, options.top);
 }
 
 void render_sync_sections(std::string& out, const ProcessReport& p) {
@@ -288,14 +310,19 @@ std::string render_setup_text(const Report& report) {
   return out;
 }
 
-std::string render_text(const Report& report) {
+std::string render_text(const Report& report, const TextOptions& options) {
   std::string out = fmt::format("trainshim report: job {} ({} process{}), {}\n", report.job, report.processes.size(),
                                 report.processes.size() == 1 ? "" : "es", report.database);
   if (report.processes.empty()) {
     out += "\nNo process of this job made a CUDA or NCCL call that trainshim records.\n";
     return out;
   }
-  render_diagnosis(out, report.diagnosis);
+  render_diagnosis(out, report, options);
+  if (options.summary) {
+    if (report.diagnosis.causes.empty())
+      out += "\nNo cause found: nothing costs this job's step that trainshim measures.\n";
+    return out;
+  }
   for (const auto& p : report.processes) {
     out += fmt::format("\nrank {}  pid {}  host {}{}\n  {}\n", rank_label(p.rank), p.pid, p.host,
                        p.ended ? "" : "  (still running)", p.command);

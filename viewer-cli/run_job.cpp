@@ -8,12 +8,15 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <thread>
 
 #include "errors.hpp"
+#include "output_text.hpp"
 #include "run_database.hpp"
 #include "trainshim/collector_launch.hpp"
 #include "trainshim/names.hpp"
@@ -52,6 +55,31 @@ int wait_status(pid_t pid) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 1;
+}
+
+// The collector's exit status. It drains the job's last records and symbolizes their stacks, which
+// can take seconds: on a terminal, stderr says so and counts them, and the line is cleared at the end.
+int wait_for_collector(pid_t collector, const std::string& database) {
+  if (!isatty(STDERR_FILENO)) return wait_status(collector);
+  constexpr auto kPoll = std::chrono::milliseconds(100);
+  constexpr int kQuietPolls = 10;  // a collector done within a second needs no word
+  bool shown = false;
+  for (int polls = 0;; ++polls) {
+    int status = 0;
+    const pid_t done = waitpid(collector, &status, WNOHANG);
+    if (done == collector || (done < 0 && errno != EINTR)) {
+      if (shown) fmt::print(stderr, "\r\x1b[K");
+      if (done < 0) return 127;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+    }
+    if (polls >= kQuietPolls && polls % kQuietPolls == 0) {
+      fmt::print(stderr, "\rtrainshim: writing {}: the collector stores the job's last records ({} s)",
+                 terminal_text(database), polls / kQuietPolls);
+      std::fflush(stderr);
+      shown = true;
+    }
+    std::this_thread::sleep_for(kPoll);
+  }
 }
 
 bool holds_no_process(const std::string& path) {
@@ -156,7 +184,7 @@ JobRun run_job(const std::vector<std::string>& command, const std::string& datab
   set_forwarding(false);
   if (launched.result == LaunchResult::Started) {
     kill(launched.pid, SIGTERM);
-    const int collector_status = wait_status(launched.pid);
+    const int collector_status = wait_for_collector(launched.pid, out);
     if (collector_status != 0) fmt::print(stderr, "trainshim: the collector exited with status {}\n", collector_status);
     if (collector_status == 0 && !existed && holds_no_process(out)) {
       unlink(out.c_str());

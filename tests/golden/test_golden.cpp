@@ -321,9 +321,11 @@ struct Output {
 };
 
 // `trainshim ARGUMENTS`, run in `dir`: its standard output and exit code. TRAINSHIM_STEP, which
-// would name the step, is left out of its environment.
+// would name the step, is left out of its environment, and the text is fitted to 100 columns
+// whatever COLUMNS the test was started with.
 Output trainshim(const std::string& dir, const std::string& arguments) {
-  const std::string command = "cd '" + dir + "' && env -u TRAINSHIM_STEP '" TRAINSHIM_CLI "' " + arguments;
+  const std::string command =
+      "cd '" + dir + "' && env -u TRAINSHIM_STEP COLUMNS=100 NO_COLOR=1 '" TRAINSHIM_CLI "' " + arguments;
   FILE* pipe = popen(command.c_str(), "r");
   if (!pipe) throw std::runtime_error("cannot run " + command);
   Output out;

@@ -193,13 +193,15 @@ class CheckScenario(unittest.TestCase):
         self.assertEqual(check_twin(twin, planted, fixed(36, other), {"item": 73}, "train.py")[0], [])
         self.assertEqual(check_twin(twin, planted, fixed(36, left), {"item": 73}, "train.py")[0],
                          ["the fixed cause is still predicted to save 2.0 ms of the twin's 36.0 ms step"])
-        # On a host job's 0.3 ms step, a residue under 1 ms is what the fixed stage still costs, not the cause.
-        tiny_planted = {"job": {"step_ns": 1_300_000}, "root_causes": [dict(item, predicted_step_ns=300_000)]}
-        self.assertEqual(check_twin(twin, tiny_planted, {"job": {"step_ns": 300_000}, "root_causes": [
-            dict(item, cost_ns_per_step=100_000)]}, {"item": 73}, "train.py")[0], [])
-        self.assertEqual(check_twin(twin, tiny_planted, {"job": {"step_ns": 300_000}, "root_causes": [
-            dict(item, cost_ns_per_step=1_100_000)]}, {"item": 73}, "train.py")[0],
-                         ["the fixed cause is still predicted to save 1.1 ms of the twin's 0.3 ms step"])
+        # What the fix leaves of a cause may be real: a loader with no decode still fetches its batch in
+        # the main thread (2.1 ms of a 23.4 ms step, where the decode cost 62 ms): a tenth of the planted
+        # cost is allowed, not more.
+        loader_planted = {"job": {"step_ns": 83_000_000}, "root_causes": [dict(item, predicted_step_ns=21_000_000)]}
+        self.assertEqual(check_twin(twin, loader_planted, fixed(23.4, dict(item, cost_ns_per_step=2_100_000)),
+                                    {"item": 73}, "train.py")[0], [])
+        self.assertEqual(check_twin(twin, loader_planted, fixed(23.4, dict(item, cost_ns_per_step=6_300_000)),
+                                    {"item": 73}, "train.py")[0],
+                         ["the fixed cause is still predicted to save 6.3 ms of the twin's 23.4 ms step"])
         self.assertEqual(check_twin(twin, planted, fixed(36), {"item": 61}, "train.py")[0],
                          ["predicted saving 1.0 ms, measured 10.0 ms (step 46.0 ms, predicted 45.0 ms without "
                           "hidden_sync, the twin measured 36.0 ms)"])

@@ -195,6 +195,30 @@ TEST(Collectives, AOneOffHoldUpInTheFirstStepsNeitherMakesNorHidesAStraggler) {
   EXPECT_EQ(analyze_collectives(balanced).straggler, -1);
 }
 
+// Four balanced ranks on shared cores: the scheduler holds one back a few times, for milliseconds
+// each, all in one stretch of the run (CI: 18 ms of imposed wait over 6 collectives). The sum makes
+// it dominant, but it is not late throughout: no straggler. The same rank late by as much at every
+// step, all run long, is one.
+TEST(Collectives, AFewHoldUpsInOneStretchAreNoStraggler) {
+  auto run = [](bool throughout) {
+    std::vector<CollectiveTiming> v;
+    for (uint32_t seq = 1; seq <= 40; ++seq) {
+      const int32_t turn = int32_t(seq % 4);  // balanced: the ranks take turns by 50 us
+      const bool held = throughout ? seq % 3 == 0 : (seq >= 31 && seq <= 33);
+      for (int32_t rank = 0; rank < 4; ++rank) {
+        const int32_t last = held ? 1 : turn;
+        const int64_t lateness = held ? 6 * kMs : 50 * kUs;
+        v.push_back(timing(rank, 9, 4, seq, rank == last ? kBase : kBase + lateness));
+      }
+    }
+    return analyze_collectives(v);
+  };
+  const CollectiveAnalysis stretch = run(false);
+  EXPECT_EQ(of(stretch, 1).imposed_ns, 3 * 6 * kMs + 9 * 50 * kUs) << "still reported";
+  EXPECT_EQ(stretch.straggler, -1);
+  EXPECT_EQ(run(true).straggler, 1);
+}
+
 TEST(Collectives, IncompletePairsAreCountedAndLeftOut) {
   std::vector<CollectiveTiming> v;
   for (uint32_t seq = 1; seq <= 5; ++seq)

@@ -202,6 +202,8 @@ Report full_report() {
   gpu.gap_threshold_ns = 1'000'000;
   gpu.gaps = {{3, 1'000'000, 4'000'000, IdleCause::DataLoading, "/src/train.py:40 in train_step"}};
   gpu.gaps_above_threshold = 10;
+  gpu.gap_groups = {
+      {IdleCause::DataLoading, "/src/train.py:40 in train_step", 10, 40'000'000, 4'000'000, 4'000'000, 10, 0, 9}};
   gpu.kernels.busy_ns = 60'000'000;
   gpu.kernels.top = {{"ampere_sgemm_128x64_tn", 10, 30'000'000, 0.5, {true, KernelPrecision::Fp32}}};
   p.host_report.sampler = "on";

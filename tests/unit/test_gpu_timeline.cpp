@@ -207,6 +207,18 @@ TEST_F(GpuTimelineTest, DataLoadingGapBeforeEachUpload) {
     EXPECT_EQ(gap["cause"], "data_loading");
     EXPECT_EQ(gap["site"], "/src/train.py:40 in train");
   }
+  // The five gaps are one group: one cause, one site.
+  ASSERT_EQ(gpu["gap_groups"].size(), 1u);
+  const Json& group = gpu["gap_groups"][0];
+  EXPECT_EQ(group["cause"], "data_loading");
+  EXPECT_EQ(group["site"], "/src/train.py:40 in train");
+  EXPECT_EQ(group["count"], 5);
+  EXPECT_EQ(group["total_ns"], 5 * 30 * kMs);
+  EXPECT_EQ(group["shortest_ns"], 30 * kMs);
+  EXPECT_EQ(group["longest_ns"], 30 * kMs);
+  EXPECT_EQ(group["steps"], 5);
+  EXPECT_EQ(group["first_step"], 0);
+  EXPECT_EQ(group["last_step"], 4);
 
   const std::vector<Json> starvation = findings_of(report, "data_starvation");
   ASSERT_EQ(starvation.size(), 1u);
@@ -239,7 +251,11 @@ TEST_F(GpuTimelineTest, DataLoadingGapBeforeEachUpload) {
                       "steps on the GPU timeline, 30.0 ms idle per step\n"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("      host came back at /src/train.py:40 in train\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("  Idle gaps of 5.0 ms or more (5)                  gaps   shortest    longest     in all\n"
+                      "  data loading                                        5    30.0 ms    30.0 ms   150.0 ms\n"
+                      "      in 5 of 5 covered steps (0 to 4), the host came back at /src/train.py:40 in train\n"),
+            std::string::npos)
+      << text;
 }
 
 // The same rank with pinned batches: the remedies are the loader's alone.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 
 #include "output_text.hpp"
 #include "report_json.hpp"
@@ -42,8 +43,27 @@ void add_format_option(CLI::App& command, std::string& format, const std::vector
         ->excludes(option);
 }
 
-void print_report(const Report& report, const std::string& format) {
-  std::cout << (format == "json" ? json_text(render_json(report)) + "\n" : reader_text(render_text(report)));
+void add_text_options(CLI::App& command, TextArguments& text) {
+  command.add_option("--top", text.options.top, "causes shown in \"What to fix first\" (the rest are in Findings)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1000}).description("1 to 1000"));
+  command.add_flag("--summary", text.options.summary,
+                   "print only the verdict: the job's step, its top causes, the straggler");
+  command.add_option("--color", text.color, "colour the text: auto (a terminal and no $NO_COLOR), always or never")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, ColorMode>{
+              {"auto", ColorMode::Auto}, {"always", ColorMode::Always}, {"never", ColorMode::Never}},
+          CLI::ignore_case))
+      ->default_str("auto");
+}
+
+void print_report(const Report& report, const std::string& format, const TextArguments& text) {
+  if (format == "json") {
+    std::cout << json_text(render_json(report)) << "\n";
+    return;
+  }
+  const std::string fitted = fit_to_width(reader_text(render_text(report, text.options)), output_width());
+  std::cout << (use_color(text.color) ? colorize(fitted) : fitted);
 }
 
 }  // namespace trainshim::cli

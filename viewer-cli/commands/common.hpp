@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "report_model.hpp"
+#include "report_text.hpp"
+#include "text_layout.hpp"
 
 namespace trainshim::cli {
 
@@ -22,7 +24,16 @@ void add_step_option(CLI::App& command, std::string& step);
 // where "json" is one of them, also --json, which means --format json.
 void add_format_option(CLI::App& command, std::string& format, const std::vector<std::string>& formats);
 
-// The report on standard output, as "text" or "json".
-void print_report(const Report& report, const std::string& format);
+// How the text report is printed: --top, --summary, --color.
+struct TextArguments {
+  TextOptions options;
+  ColorMode color = ColorMode::Auto;
+};
+// Adds --top N, --summary and --color WHEN to `command`.
+void add_text_options(CLI::App& command, TextArguments& text);
+
+// The report on standard output, as "text" (fitted to the terminal's width, coloured where `text`
+// says) or "json".
+void print_report(const Report& report, const std::string& format, const TextArguments& text);
 
 }  // namespace trainshim::cli

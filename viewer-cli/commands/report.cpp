@@ -1,5 +1,5 @@
 // `trainshim report [DB ...] [--format text|json] [--step STEP] [--idle-gap-ms N] [--setup]
-//                   [--merge-runs] [--rank N]`
+//                   [--merge-runs] [--rank N] [--top N] [--summary] [--color WHEN]`
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
@@ -28,6 +28,7 @@ struct ReportArguments {
   bool setup_only = false;
   bool merge_runs = false;
   std::optional<int> rank;
+  TextArguments text;
 };
 
 // A job's databases are one per node of one launch: each rank in one of them, every rank of one
@@ -77,7 +78,7 @@ int report(ReportArguments args) {
         ranks.empty() ? "none (no process was started by a launcher)" : fmt::format("{}", fmt::join(ranks, ", "))));
   }
   if (!args.setup_only) {
-    print_report(report, args.format);
+    print_report(report, args.format, args.text);
     return 0;
   }
   if (args.format == "json") {
@@ -119,6 +120,7 @@ Command add_report_command(CLI::App& app) {
       "--merge-runs", args->merge_runs,
       "merge databases of different runs (the same rank in two, or different world sizes) into one report; "
       "refused without it");
+  add_text_options(*command, args->text);
   return {command, [args] { return report(*args); }};
 }
 

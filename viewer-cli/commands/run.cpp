@@ -1,4 +1,5 @@
-// `trainshim run [--out DB] [--format text|json] [--no-report] [--step STEP] -- CMD ...`
+// `trainshim run [--out DB] [--format text|json] [--no-report] [--step STEP] [--top N] [--summary]
+//                [--color WHEN] -- CMD ...`
 #include <fmt/format.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
@@ -17,6 +18,7 @@ namespace {
 struct RunArguments {
   std::string out, format, step;
   bool no_report = false;
+  TextArguments text;
   std::vector<std::string> command;
 };
 
@@ -29,7 +31,7 @@ int run(const RunArguments& args) {
     return job.status;
   }
   const RunDatabase db(job.database);
-  print_report(load_report(db, step), args.format);
+  print_report(load_report(db, step), args.format, args.text);
   return job.status;
 }
 
@@ -43,6 +45,7 @@ Command add_run_command(CLI::App& app) {
   add_format_option(*command, args->format, {"text", "json"});
   command->add_flag("--no-report", args->no_report, "do not print the report");
   add_step_option(*command, args->step);
+  add_text_options(*command, args->text);
   command->add_option("command", args->command, "the command to run, after --")->required();
   return {command, [args] { return run(*args); }};
 }
