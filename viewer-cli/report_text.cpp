@@ -148,7 +148,7 @@ void render_straggler(std::string& out, const Report& report, std::size_t shown)
 
 // The job's verdict first: its step and the causes that cost it most, each with what fixing it buys;
 // the rest, and every finding, in Findings at the end.
-constexpr std::size_t kEvidenceShown = 2;
+constexpr std::size_t kEvidenceShown = 1;
 void render_diagnosis(std::string& out, const Report& report, const TextOptions& options) {
   const Diagnosis& d = report.diagnosis;
   if (d.causes.empty()) return;
@@ -170,9 +170,10 @@ void render_diagnosis(std::string& out, const Report& report, const TextOptions&
       out += fmt::format("     fixed alone, the job's step would not shorten: other ranks would still take {}\n",
                          human_duration(c.predicted_step_ns));
     for (std::size_t e = 0; e < c.evidence.size() && e < kEvidenceShown; ++e)
-      out += fmt::format("     - {}\n", c.evidence[e]);
-    if (c.evidence.size() > kEvidenceShown)
-      out += fmt::format("     - and {} more (Findings)\n", c.evidence.size() - kEvidenceShown);
+      out += fmt::format("     - {}{}\n", c.evidence[e],
+                         e + 1 == kEvidenceShown && c.evidence.size() > kEvidenceShown
+                             ? fmt::format(" (and {} more in Findings)", c.evidence.size() - kEvidenceShown)
+                             : std::string());
     if (!c.advice.empty()) out += fmt::format("     -> {}\n", c.advice);
   }
   render_straggler(out, report, options.top);

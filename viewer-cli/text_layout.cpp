@@ -22,12 +22,16 @@ bool table_row(std::string_view line) {
   return text != std::string_view::npos && line.find("  ", text) != std::string_view::npos;
 }
 
+bool digit(char c) { return c >= '0' && c <= '9'; }
+
+// "35.2", "(13.0", "1,234": a number that a unit may follow.
 bool number(std::string_view word) {
-  return !word.empty() && word.find_first_not_of("0123456789.,") == std::string_view::npos;
+  if (!word.empty() && word.front() == '(') word.remove_prefix(1);
+  return !word.empty() && digit(word.front()) && digit(word.back());
 }
 
 // The pieces a line may break between: words, a number kept with the word after it ("35.2 ms",
-// "8.5 %").
+// "(13.0 %").
 std::vector<std::string_view> words_of(std::string_view text) {
   std::vector<std::string_view> words;
   bool joined = false;  // the last piece is a number waiting for its unit
@@ -36,9 +40,9 @@ std::vector<std::string_view> words_of(std::string_view text) {
     if (end > pos) {
       const std::string_view word = text.substr(pos, end - pos);
       if (joined)
-        words.back() = std::string_view(words.back().data(), std::size_t(word.data() + word.size() - words.back().data()));
-      else
-        words.push_back(word);
+        words.back() =
+            std::string_view(words.back().data(), std::size_t(word.data() + word.size() - words.back().data()));
+      else words.push_back(word);
       joined = !joined && number(word);
     }
     pos = end + 1;
@@ -109,8 +113,7 @@ std::string fit_to_width(std::string_view text, std::size_t width) {
     const std::string_view line = text.substr(pos, end == std::string_view::npos ? end : end - pos);
     if (display_width(line) <= width || table_row(line) || line.find_first_not_of(' ') == std::string_view::npos)
       out += std::string(line) + "\n";
-    else
-      wrap_line(out, line, width);
+    else wrap_line(out, line, width);
     if (end == std::string_view::npos) {
       out.pop_back();  // the text's last line had no newline
       break;
@@ -144,10 +147,8 @@ std::string colorize(std::string_view text) {
   struct Mark {
     std::string_view text, color;
   };
-  static constexpr Mark kMarks[] = {{"[high]", "\x1b[1;31m"},
-                                    {"[medium]", "\x1b[33m"},
-                                    {"<- straggler", "\x1b[1;31m"},
-                                    {"    OFF ", "\x1b[33m"}};
+  static constexpr Mark kMarks[] = {
+      {"[high]", "\x1b[1;31m"}, {"[medium]", "\x1b[33m"}, {"<- straggler", "\x1b[1;31m"}, {"    OFF ", "\x1b[33m"}};
   std::string out;
   out.reserve(text.size() + text.size() / 8);
   for (std::size_t pos = 0; pos < text.size();) {
@@ -159,8 +160,7 @@ std::string colorize(std::string_view text) {
       for (const Mark& mark : kMarks) {
         const std::size_t at = line.find(mark.text);
         if (at == std::string_view::npos) continue;
-        out += std::string(line.substr(0, at)) + std::string(mark.color) + std::string(mark.text) +
-               std::string(kReset);
+        out += std::string(line.substr(0, at)) + std::string(mark.color) + std::string(mark.text) + std::string(kReset);
         line.remove_prefix(at + mark.text.size());
         break;
       }

@@ -379,6 +379,18 @@ TEST_F(Golden, ReportJson) {
   expect_golden("report.json", out.text);
 }
 
+// The verdict alone with one cause: the straggler, which that cause does not name, on its own line.
+TEST_F(Golden, ReportSummaryText) {
+  const Output out = trainshim(dir_, "report a.db --summary --top 1");
+  EXPECT_EQ(out.exit_code, 0);
+  expect_golden("summary.txt", out.text);
+  // In colour, the same text with its heading in bold and its severity in red.
+  const Output colored = trainshim(dir_, "report a.db --summary --top 1 --color always");
+  EXPECT_NE(colored.text.find("\x1b[1mWhat to fix first"), std::string::npos) << colored.text;
+  EXPECT_NE(colored.text.find("\x1b[1;31m[high]\x1b[0m"), std::string::npos) << colored.text;
+  EXPECT_EQ(std::regex_replace(colored.text, std::regex("\x1b\\[[0-9;]*m"), ""), out.text);
+}
+
 TEST_F(Golden, ReportSetupText) {
   const Output out = trainshim(dir_, "report --setup a.db");
   EXPECT_EQ(out.exit_code, 0);

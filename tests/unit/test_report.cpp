@@ -300,6 +300,30 @@ TEST_F(ReportTest, TextRendering) {
   EXPECT_LT(text.find("rank 1 copied 400 B D2H", findings), text.find("rank 0 copied 5.9 KiB H2D", findings)) << text;
 }
 
+// The verdict alone (--summary) and its length (--top); the golden summary adds the straggler's line.
+TEST_F(ReportTest, TheVerdictShowsTheTopCauses) {
+  write_two_rank_run();
+  RunDatabase db(path_);
+  const Report report = load_report(db);
+  ASSERT_EQ(report.diagnosis.causes.size(), 9u);
+
+  const std::string top_one = render_text(report, {.top = 1});
+  EXPECT_NE(top_one.find("  1. [high] cudaStreamSynchronize() in an unknown library at ?\n"), std::string::npos)
+      << top_one;
+  EXPECT_EQ(top_one.find("  2. ["), std::string::npos) << top_one;
+  EXPECT_NE(top_one.find("  ... 8 more below (Findings)\n"), std::string::npos) << top_one;
+
+  const std::string summary = render_text(report, {.top = 3, .summary = true});
+  EXPECT_NE(summary.find("  3. [medium] blocking uploads of the input from pageable memory\n"), std::string::npos)
+      << summary;
+  EXPECT_TRUE(summary.ends_with("  ... 6 more (trainshim report, without --summary)\n")) << summary;
+  EXPECT_EQ(summary.find("\nrank 0  pid"), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("\nFindings\n"), std::string::npos) << summary;
+  const std::string full = render_text(report);
+  EXPECT_EQ(full.substr(0, full.find("  ... 6 more")), summary.substr(0, summary.find("  ... 6 more")))
+      << "the report opens with the verdict";
+}
+
 // `trainshim report A B` of two runs: the same rank in both, or jobs of different sizes, is refused
 // with what to do instead, unless --merge-runs; databases of two nodes of one job are not.
 TEST_F(ReportTest, DatabasesOfTwoRunsAreRefusedUnlessMergingIsAsked) {

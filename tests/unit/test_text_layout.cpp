@@ -35,18 +35,20 @@ TEST(TextLayout, ProseWrapsAtSpacesUnderItsIndentTablesAndLongWordsStayWhole) {
   const std::string prose =
       "  * rank 0: Tensor.item() at scripts/examples/train.py:73 in main blocks the host 1.0 times per step (35.2 "
       "ms in all, 76.2 % of step time)\n";
-  EXPECT_EQ(fit_to_width(prose, 60),
-            "  * rank 0: Tensor.item() at scripts/examples/train.py:73 in\n"
-            "      main blocks the host 1.0 times per step (35.2 ms in\n"
-            "      all, 76.2 % of step time)\n");
-  // A number stays with its unit.
+  EXPECT_EQ(fit_to_width(prose, 60), "  * rank 0: Tensor.item() at scripts/examples/train.py:73 in\n"
+                                     "      main blocks the host 1.0 times per step (35.2 ms in\n"
+                                     "      all, 76.2 % of step time)\n");
+  // A number stays with its unit, in brackets too.
+  EXPECT_EQ(fit_to_width("  the GPU sits idle 7.0 ms per step after it (13.0 % of the step)\n", 48),
+            "  the GPU sits idle 7.0 ms per step after it\n      (13.0 % of the step)\n");
   EXPECT_EQ(fit_to_width("  idle 22.5 % (data loading 14.0 %, sync 8.5 %): 3 steps\n", 46),
             "  idle 22.5 % (data loading 14.0 %, sync\n      8.5 %): 3 steps\n");
   const std::string table = "  Tensor.item()                                  38       1.0    35.2 ms     76.2 %\n";
   EXPECT_EQ(fit_to_width(table, 40), table);
   const std::string path = "      at /a/very/long/path/that/does/not/fit/anywhere/at/all/train.py:73 in main\n";
-  EXPECT_EQ(fit_to_width(path, 40), "      at\n          /a/very/long/path/that/does/not/fit/anywhere/at/all/train.py:73\n"
-                                    "          in main\n");
+  EXPECT_EQ(fit_to_width(path, 40),
+            "      at\n          /a/very/long/path/that/does/not/fit/anywhere/at/all/train.py:73\n"
+            "          in main\n");
   EXPECT_EQ(fit_to_width("short\n\nno newline at the end", 100), "short\n\nno newline at the end");
 }
 
