@@ -262,7 +262,7 @@ void render_waits(std::string& out, const Report& report) {
                        steps ? human_duration(r.waited_ns / steps) : std::string("-"),
                        r.collectives ? 100.0 * double(r.last_count) / double(r.collectives) : 0.0);
     if (r.rank == a.straggler)
-      out += fmt::format("   <- straggler: costs the other ranks {}",
+      out += fmt::format("   <- straggler: costs the others {}",
                          steps ? human_duration(r.imposed_ns / steps) + " per step" : human_duration(r.imposed_ns));
     out += "\n";
   }
