@@ -38,6 +38,18 @@ int64_t blocked_ns_per_step(const ProcessReport& p, const std::set<std::pair<std
   return ns / static_cast<int64_t>(starts.size() - 1);
 }
 
+// The host's time per step in copies from pageable memory to the GPU: the staging copy the host
+// makes before the DMA, which a pinned source and non_blocking=True take off the host's path. Spread
+// over the steps found (a start-up upload, once, adds little).
+int64_t pageable_upload_ns_per_step(const ProcessReport& p) {
+  const RankSyncs& syncs = p.sync_sites;
+  if (syncs.steps.count <= 0) return 0;
+  int64_t ns = 0;
+  for (const SyncSite& site : syncs.pageable_copies)
+    if (site.copy_direction == Direction::HostToDevice) ns += site.blocked_ns;
+  return ns / syncs.steps.count;
+}
+
 int severity_order(const std::string& severity) {
   if (severity == "high") return 0;
   if (severity == "medium") return 1;
@@ -169,8 +181,9 @@ class Diagnoser {
   }
 
   // Uploads from pageable memory, the blocking uploads and the pinned-memory item: one cause. It
-  // removes the GPU's idle time in pageable copies and the host's time blocked in the uploads; the
-  // GPU's idle time after an upload stays: the host launches the same work after a non-blocking one.
+  // removes the host's time in the pageable copies (or the GPU's idle time in them, where longer:
+  // the same time seen from the GPU) and the host's time blocked in the uploads; the GPU's idle time
+  // after an upload stays: the host launches the same work after a non-blocking one.
   void add_pageable_input() {
     std::vector<const Finding*> evidence;
     for (std::size_t i = 0; i < report_.findings.size(); ++i) {
@@ -193,7 +206,9 @@ class Diagnoser {
         }
       }
       if (p.step_breakdown)
-        removed[p.rank] = p.step_breakdown->ns_per_step(StepPart::PageableCopy) + blocked_ns_per_step(p, uploads);
+        removed[p.rank] =
+            std::max(p.step_breakdown->ns_per_step(StepPart::PageableCopy), pageable_upload_ns_per_step(p)) +
+            blocked_ns_per_step(p, uploads);
     }
     const std::vector<const Finding*> pinning = take({"setup_pinned_memory"}, -2);
     evidence.insert(evidence.end(), pinning.begin(), pinning.end());
