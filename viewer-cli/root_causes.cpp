@@ -38,16 +38,12 @@ int64_t blocked_ns_per_step(const ProcessReport& p, const std::set<std::pair<std
   return ns / static_cast<int64_t>(starts.size() - 1);
 }
 
-// The host's time per step in copies from pageable memory to the GPU: the staging copy the host
-// makes before the DMA, which a pinned source and non_blocking=True take off the host's path. Spread
-// over the steps found (a start-up upload, once, adds little).
+// The host's time per step in copies from pageable memory to the GPU (the staging copy the host
+// makes before the DMA), in the steps found: a pinned source and non_blocking=True take it off the
+// host's path. An upload at start-up is no part of a step.
 int64_t pageable_upload_ns_per_step(const ProcessReport& p) {
-  const RankSyncs& syncs = p.sync_sites;
-  if (syncs.steps.count <= 0) return 0;
-  int64_t ns = 0;
-  for (const SyncSite& site : syncs.pageable_copies)
-    if (site.copy_direction == Direction::HostToDevice) ns += site.blocked_ns;
-  return ns / syncs.steps.count;
+  const std::vector<int64_t>& starts = p.sync_sites.steps.starts_ns;
+  return starts.size() < 2 ? 0 : p.sync_sites.pageable_upload_ns_in_steps / static_cast<int64_t>(starts.size() - 1);
 }
 
 int severity_order(const std::string& severity) {

@@ -67,6 +67,24 @@ std::vector<SyncSite> pageable_sites(const RunDatabase& db, int64_t process_id) 
   return out;
 }
 
+// The host's time in copies from pageable memory to the GPU that began within the steps (each is
+// kept in `events`, with its stacks).
+int64_t pageable_upload_ns_in(const RunDatabase& db, int64_t process_id, const std::vector<int64_t>& starts_ns) {
+  if (starts_ns.size() < 2) return 0;
+  Statement q(db, fmt::format("SELECT coalesce(sum(end_ns - begin_ns), 0) FROM events WHERE process_id = ? AND "
+                              "api IN (SELECT id FROM apis WHERE class IN {}) AND "
+                              "host_memory IN (SELECT id FROM host_memories WHERE name = '{}') AND "
+                              "direction IN (SELECT id FROM directions WHERE name = '{}') AND "
+                              "begin_ns >= ? AND begin_ns < ?",
+                              api_classes_sql(ApiClass::Copy), host_memory_name(HostMemory::Pageable),
+                              direction_name(Direction::HostToDevice))
+                      .c_str());
+  q.bind(1, process_id);
+  q.bind(2, starts_ns.front());
+  q.bind(3, starts_ns.back());
+  return q.step() ? q.integer(0) : 0;
+}
+
 }  // namespace
 
 bool waits_by_class(ApiClass c) { return is_host_sync(c, Direction::None, HostMemory::Unknown, false); }
@@ -250,6 +268,7 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
     (acc.site.kind == SiteKind::HiddenSync ? out.hidden : out.explicit_).push_back(std::move(acc.site));
   }
   out.pageable_copies = pageable_sites(db, process_id);
+  out.pageable_upload_ns_in_steps = pageable_upload_ns_in(db, process_id, out.steps.starts_ns);
   for (auto& [key, site] : polls) out.polls.push_back(std::move(site));
   std::stable_sort(out.polls.begin(), out.polls.end(),
                    [](const SyncSite& a, const SyncSite& b) { return a.calls > b.calls; });

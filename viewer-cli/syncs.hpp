@@ -48,11 +48,12 @@ struct SyncCall {
 struct RankSyncs {
   Steps steps;
   int64_t span_ns = 0;
-  std::vector<SyncSite> hidden;           // by blocked time, largest first
-  std::vector<SyncSite> explicit_;        // idem
-  std::vector<SyncSite> pageable_copies;  // copies from or to pageable memory, by the user's line
-  std::vector<SyncSite> polls;            // cudaStreamQuery loops: not waits, reported with their rate
-  std::vector<SyncCall> calls;            // the calls of the hidden and explicit sites, in time order
+  std::vector<SyncSite> hidden;             // by blocked time, largest first
+  std::vector<SyncSite> explicit_;          // idem
+  std::vector<SyncSite> pageable_copies;    // copies from or to pageable memory, by the user's line
+  int64_t pageable_upload_ns_in_steps = 0;  // the host's time in pageable H2D copies begun within the steps
+  std::vector<SyncSite> polls;              // cudaStreamQuery loops: not waits, reported with their rate
+  std::vector<SyncCall> calls;              // the calls of the hidden and explicit sites, in time order
 };
 
 // The user's frame of a call with these stacks: its innermost Python frame outside libraries, else
