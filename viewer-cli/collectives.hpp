@@ -36,6 +36,9 @@ struct RankWaits {
   // Sum, over the collectives where it was last, of the mean wait of the OTHER ranks (each
   // collective's mean rounded down to the nanosecond).
   int64_t imposed_ns = 0;
+
+  // The share of its collectives it arrived last at (0 without any).
+  double last_fraction() const { return collectives ? double(last_count) / double(collectives) : 0.0; }
 };
 
 // A collective where the straggler was last: its own host time when it called the collective, and

@@ -227,7 +227,7 @@ void add_straggler_finding(Report& report) {
   f.cost_ns = s->imposed_ns;
   f.message = fmt::format(
       "rank {} arrives last at {:.1f} % of its collectives and costs the other ranks {}", a.straggler,
-      s->collectives ? 100.0 * double(s->last_count) / double(s->collectives) : 0.0,
+      100 * s->last_fraction(),
       steps ? human_duration(s->imposed_ns / steps) + " per step" : human_duration(s->imposed_ns) + " in all");
   if (const auto& doing = report.waits.straggler_doing) {
     f.advice =

@@ -243,7 +243,7 @@ nlohmann::ordered_json render_json(const Report& report) {
                        {"waited_ns", r.waited_ns},
                        {"per_step_ns", steps ? nlohmann::ordered_json(r.waited_ns / steps) : nullptr},
                        {"last_count", r.last_count},
-                       {"last_fraction", r.collectives ? double(r.last_count) / double(r.collectives) : 0.0},
+                       {"last_fraction", r.last_fraction()},
                        {"imposed_ns", r.imposed_ns}});
     }
     nlohmann::ordered_json straggler = nullptr;

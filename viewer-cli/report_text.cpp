@@ -141,8 +141,7 @@ void render_straggler(std::string& out, const Report& report, std::size_t shown)
   out += fmt::format(
       "  The straggler: rank {}, last to arrive at {:.0f} % of its collectives, costs the other "
       "ranks {}\n",
-      a.straggler,
-      straggler->collectives ? 100.0 * double(straggler->last_count) / double(straggler->collectives) : 0.0,
+      a.straggler, 100 * straggler->last_fraction(),
       steps ? human_duration(straggler->imposed_ns / steps) + " per step" : human_duration(straggler->imposed_ns));
 }
 
@@ -259,8 +258,7 @@ void render_waits(std::string& out, const Report& report) {
   for (const RankWaits& r : a.ranks) {
     const int64_t steps = steps_of_rank(report, r.rank);
     out += fmt::format("  {:<6}{:>12}{:>12}{:>14.1f} %", r.rank, human_duration(r.waited_ns),
-                       steps ? human_duration(r.waited_ns / steps) : std::string("-"),
-                       r.collectives ? 100.0 * double(r.last_count) / double(r.collectives) : 0.0);
+                       steps ? human_duration(r.waited_ns / steps) : std::string("-"), 100 * r.last_fraction());
     if (r.rank == a.straggler)
       out += fmt::format("   <- straggler: costs the others {}",
                          steps ? human_duration(r.imposed_ns / steps) + " per step" : human_duration(r.imposed_ns));
