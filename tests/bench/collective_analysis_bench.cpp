@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "collectives.hpp"
+#include "analyse/collectives.hpp"
 
 namespace {
 

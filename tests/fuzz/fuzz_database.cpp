@@ -12,15 +12,15 @@
 #include <sstream>
 #include <string>
 
-#include "audit.hpp"
-#include "audit_render.hpp"
-#include "diff.hpp"
-#include "diff_render.hpp"
-#include "export.hpp"
-#include "report_json.hpp"
-#include "report_model.hpp"
-#include "report_text.hpp"
-#include "run_database.hpp"
+#include "diagnose/audit.hpp"
+#include "diagnose/diff.hpp"
+#include "diagnose/load_report.hpp"
+#include "render/audit_render.hpp"
+#include "render/diff_render.hpp"
+#include "render/export.hpp"
+#include "render/report_json.hpp"
+#include "render/report_text.hpp"
+#include "store/run_database.hpp"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "audit.hpp"
+#include "diagnose/audit.hpp"
 
 namespace trainshim::cli {
 namespace {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "classifier.hpp"
+#include "analyse/classifier.hpp"
 
 namespace trainshim::cli {
 namespace {

@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "collectives.hpp"
+#include "analyse/collectives.hpp"
 
 namespace trainshim::cli {
 namespace {

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "diff.hpp"
-#include "diff_render.hpp"
-#include "report_model.hpp"
+#include "diagnose/diff.hpp"
+#include "diagnose/report_model.hpp"
+#include "render/diff_render.hpp"
 
 namespace trainshim::cli {
 namespace {

@@ -18,13 +18,13 @@
 #include <utility>
 #include <vector>
 
-#include "audit.hpp"
-#include "audit_render.hpp"
 #include "commands/commands.hpp"
-#include "diff.hpp"
-#include "diff_render.hpp"
-#include "report_json.hpp"
-#include "report_model.hpp"
+#include "diagnose/audit.hpp"
+#include "diagnose/diff.hpp"
+#include "diagnose/report_model.hpp"
+#include "render/audit_render.hpp"
+#include "render/diff_render.hpp"
+#include "render/report_json.hpp"
 #include "trainshim/api.hpp"
 #include "trainshim/counters.hpp"
 

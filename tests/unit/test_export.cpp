@@ -23,12 +23,12 @@
 
 #include "commands/commands.hpp"
 #include "database.hpp"
-#include "export.hpp"
+#include "diagnose/load_report.hpp"
 #include "gpu_rows.hpp"
-#include "report_json.hpp"
-#include "report_model.hpp"
-#include "run_database.hpp"
+#include "render/export.hpp"
+#include "render/report_json.hpp"
 #include "run_fixtures.hpp"
+#include "store/run_database.hpp"
 #include "temp_dir.hpp"
 
 namespace trainshim::cli {

@@ -1,10 +1,10 @@
-// Numbers and names as the CLI's reports write them (viewer-cli/format.hpp, collective_op_name).
+// Numbers and names as the CLI's reports write them (viewer-cli/text/format.hpp, collective_op_name).
 #include <gtest/gtest.h>
 
 #include <cstdint>
 
-#include "format.hpp"
-#include "report_model.hpp"
+#include "diagnose/report_model.hpp"
+#include "text/format.hpp"
 
 namespace trainshim::cli {
 namespace {

@@ -13,14 +13,14 @@
 
 #include "commands/commands.hpp"
 #include "database.hpp"
-#include "dump.hpp"
+#include "diagnose/load_report.hpp"
+#include "diagnose/setup.hpp"
 #include "errors.hpp"
-#include "report_json.hpp"
-#include "report_model.hpp"
-#include "report_text.hpp"
-#include "run_database.hpp"
+#include "render/report_json.hpp"
+#include "render/report_text.hpp"
 #include "run_fixtures.hpp"
-#include "setup.hpp"
+#include "store/dump.hpp"
+#include "store/run_database.hpp"
 #include "temp_dir.hpp"
 
 namespace trainshim::cli {

@@ -5,11 +5,11 @@
 #include <string>
 #include <vector>
 
+#include "analyse/kernels.hpp"
 #include "database.hpp"
 #include "gpu_rows.hpp"
-#include "kernels.hpp"
-#include "run_database.hpp"
 #include "run_fixtures.hpp"
+#include "store/run_database.hpp"
 #include "temp_dir.hpp"
 
 namespace trainshim::cli {

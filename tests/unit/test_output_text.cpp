@@ -1,7 +1,7 @@
 // What the CLI makes of recorded strings before printing or writing them.
 #include <gtest/gtest.h>
 
-#include "output_text.hpp"
+#include "text/output_text.hpp"
 
 namespace trainshim::cli {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-#include "classifier.hpp"
+#include "analyse/classifier.hpp"
 #include "trainshim/python_files.hpp"
 
 namespace trainshim {

@@ -17,14 +17,14 @@
 
 #include "commands/commands.hpp"
 #include "database.hpp"
+#include "diagnose/findings.hpp"
+#include "diagnose/load_report.hpp"
 #include "errors.hpp"
-#include "findings.hpp"
-#include "report_json.hpp"
-#include "report_model.hpp"
-#include "report_text.hpp"
-#include "run_database.hpp"
+#include "render/report_json.hpp"
+#include "render/report_text.hpp"
 #include "run_fixtures.hpp"
-#include "stripped_libraries.hpp"
+#include "store/run_database.hpp"
+#include "store/stripped_libraries.hpp"
 #include "temp_dir.hpp"
 
 namespace trainshim::cli {

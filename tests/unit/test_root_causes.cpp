@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "report_model.hpp"
-#include "root_causes.hpp"
+#include "diagnose/report_model.hpp"
+#include "diagnose/root_causes.hpp"
 
 namespace trainshim::cli {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "step_breakdown.hpp"
+#include "diagnose/step_breakdown.hpp"
 
 namespace trainshim::cli {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "steps.hpp"
+#include "analyse/steps.hpp"
 
 namespace trainshim::cli {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "text_layout.hpp"
+#include "text/text_layout.hpp"
 
 namespace trainshim::cli {
 namespace {

@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "analyse/syncs.hpp"
 #include "database.hpp"
-#include "export.hpp"
-#include "report_json.hpp"
-#include "report_model.hpp"
-#include "run_database.hpp"
+#include "diagnose/load_report.hpp"
+#include "render/export.hpp"
+#include "render/report_json.hpp"
 #include "run_fixtures.hpp"
-#include "syncs.hpp"
+#include "store/run_database.hpp"
 #include "temp_dir.hpp"
 #include "trainshim/counters.hpp"
 #include "trainshim/schema.hpp"

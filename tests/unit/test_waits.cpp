@@ -6,11 +6,11 @@
 #include <string>
 
 #include "database.hpp"
-#include "report_json.hpp"
-#include "report_model.hpp"
-#include "report_text.hpp"
-#include "run_database.hpp"
+#include "diagnose/load_report.hpp"
+#include "render/report_json.hpp"
+#include "render/report_text.hpp"
 #include "run_fixtures.hpp"
+#include "store/run_database.hpp"
 #include "temp_dir.hpp"
 
 namespace trainshim::cli {

@@ -8,12 +8,13 @@
 #include <iostream>
 #include <memory>
 
-#include "audit.hpp"
-#include "audit_render.hpp"
 #include "commands.hpp"
 #include "common.hpp"
-#include "output_text.hpp"
-#include "run_database.hpp"
+#include "diagnose/audit.hpp"
+#include "diagnose/load_report.hpp"
+#include "render/audit_render.hpp"
+#include "store/run_database.hpp"
+#include "text/output_text.hpp"
 
 namespace trainshim::cli {
 

@@ -13,7 +13,7 @@
 
 #include "commands.hpp"
 #include "errors.hpp"
-#include "run_job.hpp"
+#include "launch/run_job.hpp"
 #include "trainshim/collector_lock.hpp"
 #include "trainshim/names.hpp"
 

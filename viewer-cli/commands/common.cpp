@@ -5,10 +5,10 @@
 #include <iostream>
 #include <map>
 
-#include "output_text.hpp"
-#include "report_json.hpp"
-#include "report_text.hpp"
-#include "run_database.hpp"
+#include "render/report_json.hpp"
+#include "render/report_text.hpp"
+#include "store/run_database.hpp"
+#include "text/output_text.hpp"
 
 namespace trainshim::cli {
 

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "report_model.hpp"
-#include "report_text.hpp"
-#include "text_layout.hpp"
+#include "diagnose/report_model.hpp"
+#include "render/report_text.hpp"
+#include "text/text_layout.hpp"
 
 namespace trainshim::cli {
 

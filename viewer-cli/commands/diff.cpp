@@ -6,9 +6,10 @@
 
 #include "commands.hpp"
 #include "common.hpp"
-#include "diff_render.hpp"
-#include "output_text.hpp"
-#include "run_database.hpp"
+#include "diagnose/load_report.hpp"
+#include "render/diff_render.hpp"
+#include "store/run_database.hpp"
+#include "text/output_text.hpp"
 
 namespace trainshim::cli {
 

@@ -12,9 +12,9 @@
 
 #include "commands.hpp"
 #include "common.hpp"
-#include "dump.hpp"
-#include "output_text.hpp"
-#include "run_database.hpp"
+#include "store/dump.hpp"
+#include "store/run_database.hpp"
+#include "text/output_text.hpp"
 #include "trainshim/collector_lock.hpp"
 
 namespace trainshim::cli {

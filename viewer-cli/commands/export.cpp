@@ -19,8 +19,8 @@
 
 #include "commands.hpp"
 #include "common.hpp"
-#include "export.hpp"
-#include "run_database.hpp"
+#include "render/export.hpp"
+#include "store/run_database.hpp"
 
 namespace trainshim::cli {
 

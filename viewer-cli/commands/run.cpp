@@ -8,8 +8,9 @@
 
 #include "commands.hpp"
 #include "common.hpp"
-#include "run_database.hpp"
-#include "run_job.hpp"
+#include "diagnose/load_report.hpp"
+#include "launch/run_job.hpp"
+#include "store/run_database.hpp"
 
 namespace trainshim::cli {
 

@@ -1,0 +1,543 @@
+#include "analyse/gpu_timeline.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <optional>
+#include <tuple>
+#include <utility>
+
+namespace trainshim::cli {
+
+namespace {
+
+constexpr int64_t kMinimumGapNs = 1'000'000;  // the default threshold: max(1 ms, 5 % of the step)
+constexpr std::size_t kGapsListed = 10;
+constexpr int64_t kSilenceWithoutSteps = 1'000'000'000;
+
+struct Span {
+  int64_t start_ns, end_ns;
+};
+
+struct Activity {
+  int64_t start_ns, end_ns;
+  ApiClass kind;
+  Direction direction;
+  HostMemory host_memory;
+  bool communication;  // an NCCL kernel
+};
+
+// A host call recorded one by one, with where the user made it.
+struct HostCall {
+  int64_t begin_ns, end_ns, tid;
+  std::string site;  // "file:line in function"; empty without stacks
+  bool pageable = false;
+};
+
+// The union of [start, end) spans given in order of start.
+std::vector<Span> union_of(const std::vector<Activity>& activities, bool (*keep)(const Activity&)) {
+  std::vector<Span> out;
+  for (const Activity& a : activities) {
+    if (!keep(a)) continue;
+    if (!out.empty() && a.start_ns <= out.back().end_ns) out.back().end_ns = std::max(out.back().end_ns, a.end_ns);
+    else out.push_back({a.start_ns, a.end_ns});
+  }
+  return out;
+}
+
+// The first of `spans` (disjoint, in order) that ends after `t`.
+std::vector<Span>::const_iterator first_ending_after(const std::vector<Span>& spans, int64_t t) {
+  return std::lower_bound(spans.begin(), spans.end(), t, [](const Span& s, int64_t at) { return s.end_ns <= at; });
+}
+
+// Nanoseconds of `spans` (disjoint, in order) inside [from, to).
+int64_t covered(const std::vector<Span>& spans, int64_t from, int64_t to) {
+  int64_t ns = 0;
+  auto it = first_ending_after(spans, from);
+  for (; it != spans.end() && it->start_ns < to; ++it) ns += std::min(it->end_ns, to) - std::max(it->start_ns, from);
+  return ns;
+}
+
+// The first call of `calls` (in order of begin) that began in [from, to]; nullptr if none.
+const HostCall* first_begun(const std::vector<HostCall>& calls, int64_t from, int64_t to) {
+  auto it =
+      std::lower_bound(calls.begin(), calls.end(), from, [](const HostCall& c, int64_t t) { return c.begin_ns < t; });
+  return it != calls.end() && it->begin_ns <= to ? &*it : nullptr;
+}
+
+// The last call of `calls` that began in [from, to]; nullptr if none.
+const HostCall* last_begun(const std::vector<HostCall>& calls, int64_t from, int64_t to) {
+  auto it =
+      std::upper_bound(calls.begin(), calls.end(), to, [](int64_t t, const HostCall& c) { return t < c.begin_ns; });
+  if (it == calls.begin()) return nullptr;
+  --it;
+  return it->begin_ns >= from ? &*it : nullptr;
+}
+
+// A call of `calls` the host was inside during [from, to); nullptr if none. Calls are short
+// next to a step: the ones that began in the gap or in the step before it are looked at.
+const HostCall* overlapping(const std::vector<HostCall>& calls, int64_t from, int64_t to, int64_t lookback_ns) {
+  auto it = std::lower_bound(calls.begin(), calls.end(), from - lookback_ns,
+                             [](const HostCall& c, int64_t t) { return c.begin_ns < t; });
+  for (; it != calls.end() && it->begin_ns < to; ++it)
+    if (it->end_ns > from) return &*it;
+  return nullptr;
+}
+
+class Loader {
+ public:
+  Loader(const RunDatabase& db, int64_t process_id) : db_(db), process_id_(process_id) {}
+
+  std::vector<Activity> activities() {
+    const Vocabulary& names = db_.vocabulary();
+    Statement q(db_, "SELECT g.start_ns, g.end_ns, g.api, g.direction, g.host_memory, coalesce(s.text, '') FROM "
+                     "gpu_activities g LEFT JOIN python_strings s ON g.name <> 0 AND s.process_id = g.process_id AND "
+                     "s.id = g.name WHERE g.process_id = ? AND g.end_ns >= g.start_ns ORDER BY g.start_ns, g.end_ns");
+    q.bind(1, process_id_);
+    std::vector<Activity> out;
+    while (q.step()) {
+      const std::optional<ApiClass> kind = names.api(q.integer(2)).api_class;
+      if (!kind || !is_gpu_activity(*kind)) continue;
+      out.push_back({q.integer(0), q.integer(1), *kind, names.direction(q.integer(3)), names.host_memory(q.integer(4)),
+                     *kind == ApiClass::GpuKernel && q.text(5).starts_with("nccl")});
+    }
+    return out;
+  }
+
+  // The timeline's edges, in order: when it was turned on (true) or off.
+  std::vector<std::pair<int64_t, bool>> edges() {
+    const Vocabulary& names = db_.vocabulary();
+    Statement q(db_, fmt::format("SELECT begin_ns, api FROM events WHERE process_id = ? AND api IN (SELECT id FROM "
+                                 "apis WHERE class IN {}) ORDER BY begin_ns",
+                                 api_classes_sql(ApiClass::GpuWindow))
+                         .c_str());
+    q.bind(1, process_id_);
+    std::vector<std::pair<int64_t, bool>> out;
+    while (q.step()) out.emplace_back(q.integer(0), names.api(q.integer(1)).name == api_info(Api::gpuTimelineOn).name);
+    return out;
+  }
+
+  // The process's calls of the classes `keep` selects, from `events` and (copies) `recent_events`,
+  // in order of begin; `only` (optional) filters them further.
+  std::vector<HostCall> calls(bool (*keep)(ApiClass), bool (*only)(Direction, HostMemory) = nullptr) {
+    const Vocabulary& names = db_.vocabulary();
+    const std::string columns = "begin_ns, end_ns, tid, api, direction, host_memory, native_stack, python_stack";
+    const std::string classes = api_classes_sql(keep);
+    Statement q(db_, fmt::format("SELECT {0} FROM events WHERE process_id = ?1 AND api IN (SELECT id FROM apis WHERE "
+                                 "class IN {1}) UNION SELECT {0} FROM recent_events WHERE process_id = ?1 AND api IN "
+                                 "(SELECT id FROM apis WHERE class IN {1}) ORDER BY 1, 2",
+                                 columns, classes)
+                         .c_str());
+    q.bind(1, process_id_);
+    std::vector<HostCall> out;
+    while (q.step()) {
+      const Direction direction = names.direction(q.integer(4));
+      const HostMemory memory = names.host_memory(q.integer(5));
+      if (only && !only(direction, memory)) continue;
+      out.push_back(
+          {q.integer(0), q.integer(1), q.integer(2), site(q.integer(6), q.integer(7)), memory == HostMemory::Pageable});
+    }
+    return out;
+  }
+
+ private:
+  const std::string& site(int64_t native_id, int64_t python_id) {
+    auto [it, fresh] = sites_.try_emplace({native_id, python_id});
+    if (fresh && (native_id || python_id)) {
+      SyncShape shape;
+      if (native_id) shape.native = load_native_stack(db_, process_id_, native_id);
+      if (python_id) shape.python = load_python_stack(db_, process_id_, python_id);
+      const SyncSite where = user_frame(shape);
+      if (!where.file.empty() || !where.function.empty()) it->second = site_location(where);
+    }
+    return it->second;
+  }
+
+  const RunDatabase& db_;
+  int64_t process_id_;
+  std::map<std::pair<int64_t, int64_t>, std::string> sites_;
+};
+
+// The windows the timeline was on, as seen from its records (in a database without its edges):
+// stretches of GPU activity that no silence longer than `silence_ns` breaks (the duty cycle's off
+// time is such a silence). A window goes on to the first host sync that returned after its last
+// activity, within such a silence: the GPU sat idle until the host learned it had finished.
+// Without it the last step, which ends at that return, would never be covered. `sync_returns` is
+// in order.
+std::vector<Span> windows_of(const std::vector<Span>& busy, int64_t silence_ns,
+                             const std::vector<int64_t>& sync_returns) {
+  std::vector<Span> out;
+  for (const Span& s : busy) {
+    if (!out.empty() && s.start_ns - out.back().end_ns <= silence_ns) out.back().end_ns = s.end_ns;
+    else out.push_back(s);
+  }
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const auto back = std::lower_bound(sync_returns.begin(), sync_returns.end(), out[i].end_ns);
+    if (back == sync_returns.end() || *back - out[i].end_ns > silence_ns) continue;
+    if (i + 1 < out.size() && *back > out[i + 1].start_ns) continue;
+    out[i].end_ns = *back;
+  }
+  return out;
+}
+
+// The windows the timeline was on, from the edges the shim recorded: each on edge to the next off
+// edge. A window still on at the end (the process was killed, or runs on) ends as an inferred one
+// does (windows_of). A window ends after the last activity that began in it: work launched before
+// the off edge is recorded to its end. A window but the first may open on a GPU busy with work
+// launched before it, unrecorded: it starts at its first activity, and one with none is left out.
+std::vector<Span> recorded_windows(const std::vector<std::pair<int64_t, bool>>& edges, const std::vector<Span>& busy,
+                                   int64_t silence_ns, const std::vector<int64_t>& sync_returns) {
+  std::vector<Span> out;
+  bool open = false;
+  int64_t opened = 0;
+  for (const auto& [at, on] : edges) {
+    if (on && !open) opened = at;
+    if (!on && open) out.push_back({opened, at});
+    open = on;
+  }
+  if (open) {
+    const auto after = first_ending_after(busy, opened);
+    const std::vector<Span> inferred = windows_of({after, busy.end()}, silence_ns, sync_returns);
+    out.push_back({opened, inferred.empty() ? opened : std::max(opened, inferred.back().end_ns)});
+  }
+  std::vector<Span> windows;
+  for (Span w : out) {
+    auto first = first_ending_after(busy, w.start_ns);
+    for (auto it = first; it != busy.end() && it->start_ns < w.end_ns; ++it) w.end_ns = std::max(w.end_ns, it->end_ns);
+    if (!windows.empty()) {
+      if (first == busy.end() || first->start_ns >= w.end_ns) continue;
+      w.start_ns = std::max(w.start_ns, first->start_ns);
+    }
+    windows.push_back(w);
+  }
+  return windows;
+}
+
+bool in_some(const std::vector<Span>& spans, int64_t from, int64_t to) {
+  auto it = std::upper_bound(spans.begin(), spans.end(), from, [](int64_t t, const Span& s) { return t < s.start_ns; });
+  if (it == spans.begin()) return false;
+  --it;
+  return it->start_ns <= from && to <= it->end_ns;
+}
+
+struct Classified {
+  IdleCause cause = IdleCause::Host;
+  std::string site;
+  bool pageable_input = false;
+};
+
+// `gaps` (in time order) by cause and site, the groups with the most idle time first.
+std::vector<IdleGapGroup> group_gaps(const std::vector<IdleGap>& gaps) {
+  std::map<std::pair<IdleCause, std::string>, IdleGapGroup> by_key;
+  for (const IdleGap& gap : gaps) {
+    auto [it, fresh] = by_key.try_emplace({gap.cause, gap.site});
+    IdleGapGroup& g = it->second;
+    if (fresh) g = {gap.cause, gap.site, 0, 0, gap.duration_ns, gap.duration_ns, 0, gap.step, gap.step};
+    g.steps += fresh || gap.step != g.last_step;
+    ++g.count;
+    g.total_ns += gap.duration_ns;
+    g.shortest_ns = std::min(g.shortest_ns, gap.duration_ns);
+    g.longest_ns = std::max(g.longest_ns, gap.duration_ns);
+    g.last_step = gap.step;
+  }
+  std::vector<IdleGapGroup> groups;
+  for (auto& [key, group] : by_key) groups.push_back(std::move(group));
+  std::stable_sort(groups.begin(), groups.end(),
+                   [](const IdleGapGroup& a, const IdleGapGroup& b) { return a.total_ns > b.total_ns; });
+  return groups;
+}
+
+}  // namespace
+
+const char* idle_cause_key(IdleCause cause) {
+  constexpr const char* keys[kIdleCauseCount] = {"data_loading", "sync", "pageable_copy", "collective", "host"};
+  return keys[int(cause)];
+}
+
+const char* idle_cause_words(IdleCause cause) {
+  constexpr const char* words[kIdleCauseCount] = {"data loading", "sync", "pageable copy", "collective", "host"};
+  return words[int(cause)];
+}
+
+std::string gpu_timeline_state_words(const std::string& timeline) {
+  if (timeline.empty()) return "not recorded: no GPU timeline was started in this process";
+  if (timeline == "off") return "turned off (TRAINSHIM_GPU_TIMELINE=0)";
+  if (timeline == "unavailable")
+    return "CUPTI could not be loaded (no libcupti.so, or one without what trainshim needs)";
+  if (timeline == "taken")
+    return "another CUPTI client (torch.profiler, Nsight Systems, Nsight Compute) held CUPTI first: trainshim "
+           "left it to them";
+  if (timeline == "yielded")
+    return "another CUPTI client (torch.profiler, Nsight) started while trainshim held CUPTI: trainshim stepped "
+           "aside, its timeline ends there";
+  if (timeline == "failed") return "CUPTI returned an error and the timeline stopped";
+  return "";
+}
+
+std::string gpu_timeline_state_advice(const std::string& timeline) {
+  if (timeline == "taken" || timeline == "yielded")
+    return "run without torch.profiler or Nsight (or profile with them on their own) to get the GPU timeline; the "
+           "rest of the report does not depend on it";
+  if (timeline == "unavailable")
+    return "install CUPTI (the CUDA toolkit's libcupti.so.13) or set TRAINSHIM_CUPTI to the path of a libcupti.so "
+           "that matches the driver";
+  if (timeline == "failed")
+    return "read the collector's log for CUPTI's error; set TRAINSHIM_CUPTI to a libcupti.so that matches the driver";
+  return "";
+}
+
+GpuTimelineReport load_gpu_timeline(const RunDatabase& db, int64_t process_id, const std::string& timeline,
+                                    RankSyncs& syncs, int64_t idle_gap_ns) {
+  GpuTimelineReport out;
+  out.timeline = timeline;
+  Loader load(db, process_id);
+  const std::vector<Activity> activities = load.activities();
+  const std::vector<Span> busy = union_of(activities, [](const Activity&) { return true; });
+  const std::vector<Span> compute = union_of(activities, [](const Activity& a) { return !a.communication; });
+
+  // The steps, from their starts: step k runs from starts[k] to starts[k + 1].
+  const std::vector<int64_t>& starts = syncs.steps.starts_ns;
+  std::vector<int64_t> lengths;
+  for (std::size_t k = 0; k + 1 < starts.size(); ++k) lengths.push_back(starts[k + 1] - starts[k]);
+  int64_t median_step_ns = 0;
+  if (!lengths.empty()) {
+    std::vector<int64_t> sorted = lengths;
+    std::nth_element(sorted.begin(), sorted.begin() + std::ptrdiff_t(sorted.size() / 2), sorted.end());
+    median_step_ns = sorted[sorted.size() / 2];
+  }
+  auto threshold_of = [&](int64_t step_ns) {
+    return idle_gap_ns > 0 ? idle_gap_ns : std::max(kMinimumGapNs, step_ns / 20);
+  };
+  out.gap_threshold_ns = threshold_of(median_step_ns);
+  // A step with no GPU activity at all in it is the timeline off (or the job stalled): a silence
+  // of two steps splits the windows; without steps, one of a second (the duty cycle's default off
+  // time is 18 s).
+  std::vector<int64_t> sync_return_times;
+  for (const SyncCall& c : syncs.calls) sync_return_times.push_back(c.end_ns);
+  std::sort(sync_return_times.begin(), sync_return_times.end());
+  const int64_t silence_ns = median_step_ns ? 2 * median_step_ns : kSilenceWithoutSteps;
+  // Where the shim recorded its edges, the windows are those; a database without them (an older
+  // trainshim's) has its windows inferred from the activity.
+  const std::vector<std::pair<int64_t, bool>> edges = load.edges();
+  std::vector<Span> windows = edges.empty() ? windows_of(busy, silence_ns, sync_return_times)
+                                            : recorded_windows(edges, busy, silence_ns, sync_return_times);
+  // An inferred first window opens with the recording: it goes back to the host's first call that
+  // gave the GPU work (a copy, launch or collective) shortly before its first activity, for the
+  // GPU was idle until that work reached it. A later window opens on a GPU that may have been busy
+  // unrecorded, so it starts at its first activity.
+  if (edges.empty() && !windows.empty()) {
+    const std::vector<HostCall> enqueues = load.calls(
+        [](ApiClass c) { return c == ApiClass::Copy || c == ApiClass::Launch || c == ApiClass::Collective; });
+    if (const HostCall* first = first_begun(enqueues, windows.front().start_ns - silence_ns, windows.front().start_ns))
+      windows.front().start_ns = first->begin_ns;
+  }
+
+  // Each sync call's bubble: on the GPU timeline, the GPU idle time from its return to the next
+  // activity; without it, the host's time from its return to its thread's next launch (the GPU
+  // had nothing queued by that thread then). Either ends at the thread's next sync at the latest:
+  // a second sync before any new work shares the first one's bubble, not adds to it.
+  std::map<int64_t, std::vector<int64_t>> sync_begins;  // by thread, in order
+  for (const SyncCall& c : syncs.calls) sync_begins[c.tid].push_back(c.begin_ns);
+  auto next_sync = [&](const SyncCall& c) {
+    const std::vector<int64_t>& begins = sync_begins[c.tid];
+    const auto it = std::upper_bound(begins.begin(), begins.end(), c.begin_ns);
+    return it == begins.end() ? std::numeric_limits<int64_t>::max() : *it;
+  };
+  const bool on_gpu = !busy.empty();
+  std::map<int64_t, std::vector<int64_t>> launches;  // by thread, the launches' begins in order
+  if (!on_gpu)
+    for (const HostCall& l : load.calls([](ApiClass c) { return c == ApiClass::Launch; }))
+      launches[l.tid].push_back(l.begin_ns);
+  for (const SyncCall& c : syncs.calls) {
+    int64_t next_work = 0;
+    if (on_gpu) {
+      if (!in_some(windows, c.end_ns, c.end_ns)) continue;
+      const auto it = first_ending_after(busy, c.end_ns);
+      if (it == busy.end()) continue;
+      next_work = std::max(it->start_ns, c.end_ns);
+    } else {
+      const std::vector<int64_t>& thread = launches[c.tid];
+      const auto it = std::lower_bound(thread.begin(), thread.end(), c.end_ns);
+      if (it == thread.end()) continue;
+      next_work = *it;
+    }
+    SyncSite& site = (c.kind == SiteKind::HiddenSync ? syncs.hidden : syncs.explicit_)[c.site];
+    site.bubble_ns += std::max<int64_t>(0, std::min(next_work, next_sync(c)) - c.end_ns);
+    ++site.bubble_calls;
+    site.bubble_on_gpu = on_gpu;
+  }
+  rank_by_bubble(syncs);
+
+  if (!activities.empty()) out.kernels = summarize_kernels(db, process_id);
+  if (activities.empty()) {
+    out.why_none =
+        timeline == "on" || timeline == "yielded" ? "no GPU activity was recorded" : gpu_timeline_state_words(timeline);
+    return out;
+  }
+  if (lengths.empty()) {
+    out.why_none = "no steps were found to cut the timeline into";
+    return out;
+  }
+
+  // What the host was doing, for the gaps' causes.
+  const std::vector<HostCall> input_copies =
+      load.calls([](ApiClass c) { return c == ApiClass::Copy; },
+                 [](Direction d, HostMemory) { return d == Direction::HostToDevice; });
+  const std::vector<HostCall> pageable_copies =
+      load.calls([](ApiClass c) { return c == ApiClass::Copy; },
+                 [](Direction d, HostMemory m) {
+                   return m == HostMemory::Pageable && (d == Direction::HostToDevice || d == Direction::DeviceToHost);
+                 });
+  const std::vector<HostCall> collectives = load.calls([](ApiClass c) { return c == ApiClass::Collective; });
+  const std::vector<HostCall> launch_calls = load.calls([](ApiClass c) { return c == ApiClass::Launch; });
+  std::vector<std::pair<int64_t, const SyncCall*>> sync_returns;  // by return
+  for (const SyncCall& c : syncs.calls) sync_returns.emplace_back(c.end_ns, &c);
+  std::stable_sort(sync_returns.begin(), sync_returns.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+
+  // The start of the step that holds `t` (the first step's start before it all).
+  auto step_start = [&](int64_t t) {
+    const auto it = std::upper_bound(starts.begin(), starts.end(), t);
+    return it == starts.begin() ? std::numeric_limits<int64_t>::min() : *(it - 1);
+  };
+  // The earliest GPU H2D copy that started in [from, to], if any.
+  std::vector<const Activity*> gpu_uploads;
+  for (const Activity& a : activities)
+    if (a.kind == ApiClass::GpuCopy && a.direction == Direction::HostToDevice) gpu_uploads.push_back(&a);
+  auto upload_in = [&](int64_t from, int64_t to) -> const Activity* {
+    const auto it = std::lower_bound(gpu_uploads.begin(), gpu_uploads.end(), from,
+                                     [](const Activity* a, int64_t t) { return a->start_ns < t; });
+    return it != gpu_uploads.end() && (*it)->start_ns <= to ? *it : nullptr;
+  };
+
+  auto sync_cause = [&](const SyncCall& call) {
+    Classified c;
+    c.cause = IdleCause::Sync;
+    c.site = site_location((call.kind == SiteKind::HiddenSync ? syncs.hidden : syncs.explicit_)[call.site]);
+    return c;
+  };
+  // The last sync that returned inside (from, to); nullptr if none.
+  auto last_return_in = [&](int64_t from, int64_t to) -> const SyncCall* {
+    auto it = std::lower_bound(sync_returns.begin(), sync_returns.end(), to,
+                               [](const auto& r, int64_t t) { return r.first < t; });
+    if (it == sync_returns.begin()) return nullptr;
+    --it;
+    return it->first > from ? it->second : nullptr;
+  };
+
+  auto classify_gap = [&](int64_t from, int64_t to) {
+    Classified c;
+    // The step's first input copy starts the GPU's work again.
+    if (const Activity* upload = upload_in(to, to); upload && upload_in(step_start(to), to) == upload) {
+      c.cause = IdleCause::DataLoading;
+      const HostCall* host = last_begun(input_copies, from, to);
+      if (host) c.site = host->site;
+      c.pageable_input = upload->host_memory == HostMemory::Pageable || (host && host->pageable);
+      return c;
+    }
+    const auto returned = std::lower_bound(sync_returns.begin(), sync_returns.end(), from,
+                                           [](const auto& r, int64_t t) { return r.first < t; });
+    if (returned != sync_returns.end() && returned->first < to) return sync_cause(*returned->second);
+    if (const HostCall* copy = overlapping(pageable_copies, from, to, median_step_ns)) {
+      c.cause = IdleCause::PageableCopy;
+      c.site = copy->site;
+      return c;
+    }
+    if (const HostCall* collective = overlapping(collectives, from, to, median_step_ns)) {
+      c.cause = IdleCause::Collective;
+      c.site = collective->site;
+      return c;
+    }
+    if (const HostCall* launch = first_begun(launch_calls, from, to)) c.site = launch->site;
+    return c;
+  };
+
+  std::map<std::string, int64_t> input_sites;       // data-loading idle above the threshold, by the upload's line
+  std::map<std::string, int64_t> sync_sites;        // sync idle, by the sync's line
+  std::map<std::string, int64_t> input_after_sync;  // input idle after a sync's return, by its line
+  std::vector<IdleGap> gaps;
+  for (std::size_t k = 0; k < lengths.size(); ++k) {
+    const int64_t from = starts[k], to = starts[k + 1];
+    if (!in_some(windows, from, to)) continue;
+    ++out.covered_steps;
+    out.covered_ns += to - from;
+    CoveredStep& step = out.steps.emplace_back();
+    step.ns = to - from;
+    const int64_t step_busy = covered(busy, from, to);
+    step.busy_ns = step_busy;
+    step.communication_ns = step_busy - covered(compute, from, to);
+    out.busy_ns += step_busy;
+    out.communication_ns += step.communication_ns;
+    const int64_t threshold = threshold_of(to - from);
+    bool data_loading = false;
+    // The idle stretches between the busy spans, each classified whole (a gap across the step's
+    // start is the same gap on both sides), counted inside the step.
+    auto it = first_ending_after(busy, from);
+    int64_t idle_from = it != busy.begin() ? std::prev(it)->end_ns : from;
+    for (;; ++it) {
+      const int64_t idle_to = it == busy.end() ? to : it->start_ns;
+      auto count = [&](int64_t piece_from, int64_t piece_to, const Classified& c) {
+        const int64_t a = std::max(piece_from, from), b = std::min(piece_to, to);
+        if (b <= a) return;
+        out.idle_by_cause_ns[int(c.cause)] += b - a;
+        step.idle_by_cause_ns[int(c.cause)] += b - a;
+        if (c.cause == IdleCause::Sync) sync_sites[c.site] += b - a;
+        if (b - a < threshold) return;
+        ++out.gaps_above_threshold;
+        gaps.push_back({int64_t(k), a - from, b - a, c.cause, c.site});
+        if (c.cause == IdleCause::DataLoading) {
+          data_loading = true;
+          out.pageable_input = out.pageable_input || c.pageable_input;
+          input_sites[c.site] += b - a;
+        }
+      };
+      if (std::max(idle_from, from) < std::min(idle_to, to)) {
+        const Classified c = classify_gap(idle_from, idle_to);
+        // The host loads the next batch only once its last sync has returned: until then the
+        // GPU waited on the sync's wake-up, not on the loader. The rest, to the upload's start on
+        // the GPU, is the loading and the upload's own latency: what the input costs.
+        const SyncCall* back = c.cause == IdleCause::DataLoading ? last_return_in(idle_from, idle_to) : nullptr;
+        if (back) {
+          count(idle_from, back->end_ns, sync_cause(*back));
+          count(back->end_ns, idle_to, c);
+          // The input's time after that sync: what the host did from its return to the upload,
+          // loading the batch or work of its own (logging); the step breakdown tells them apart.
+          if (const int64_t a = std::max(back->end_ns, from), b = std::min(idle_to, to); b > a) {
+            step.input_after_sync_ns += b - a;
+            input_after_sync[sync_cause(*back).site] += b - a;
+          }
+        } else {
+          count(idle_from, idle_to, c);
+        }
+      }
+      if (it == busy.end() || it->start_ns >= to) break;
+      idle_from = it->end_ns;
+    }
+    out.data_loading_steps += data_loading;
+  }
+  for (const int64_t ns : out.idle_by_cause_ns) out.idle_ns += ns;
+  out.sync_idle_by_site.assign(sync_sites.begin(), sync_sites.end());
+  out.input_after_sync_by_site.assign(input_after_sync.begin(), input_after_sync.end());
+  std::stable_sort(out.sync_idle_by_site.begin(), out.sync_idle_by_site.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  out.gap_groups = group_gaps(gaps);
+  std::stable_sort(gaps.begin(), gaps.end(),
+                   [](const IdleGap& a, const IdleGap& b) { return a.duration_ns > b.duration_ns; });
+  if (gaps.size() > kGapsListed) gaps.resize(kGapsListed);
+  out.gaps = std::move(gaps);
+  int64_t best = -1;
+  for (const auto& [site, ns] : input_sites)
+    if (!site.empty() && ns > best) {
+      out.input_site = site;
+      best = ns;
+    }
+  if (out.covered_steps == 0)
+    out.why_none = "no step lay wholly inside a window the GPU timeline was on (TRAINSHIM_GPU_ON_MS of every "
+                   "TRAINSHIM_GPU_PERIOD_MS)";
+  return out;
+}
+
+}  // namespace trainshim::cli

@@ -1,0 +1,203 @@
+#include "analyse/waits.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
+
+#include "analyse/classifier.hpp"
+#include "analyse/syncs.hpp"
+#include "trainshim/protocol.hpp"
+
+namespace trainshim::cli {
+
+namespace {
+
+// The window before a late collective in which the straggler's host was making others wait,
+// widened a little: its calls at the very start of the late work still count.
+constexpr double kWindowMargin = 1.1;
+constexpr std::size_t kMaxWindows = 2000;
+
+// The key of a communicator's exchanges in the analysis: apart from its collectives' numbers.
+uint64_t exchange_series(uint64_t comm) { return (comm ^ 0x65786368616e6765ULL) * 0x9e3779b97f4a7c15ULL; }
+
+std::vector<HostActivity> host_activity(const ProcessCollectives& p, const std::vector<LateCollective>& late) {
+  // Its recorded calls with a Python stack, in begin order: the waits and NCCL calls kept one by one
+  // and the recent copies and polls. The collectives themselves are where the others waited, not
+  // what kept this host busy.
+  std::vector<std::pair<int64_t, int64_t>> calls;  // begin_ns, python stack
+  Statement q(*p.db, ("SELECT begin_ns, python_stack FROM events WHERE process_id = ?1 AND python_stack <> 0 AND "
+                      "api NOT IN (SELECT id FROM apis WHERE class IN " +
+                      api_classes_sql(ApiClass::Collective) +
+                      ") UNION ALL SELECT begin_ns, python_stack FROM recent_events WHERE process_id = ?1 AND "
+                      "python_stack <> 0 ORDER BY 1")
+                         .c_str());
+  q.bind(1, p.process_id);
+  while (q.step()) calls.emplace_back(q.integer(0), q.integer(1));
+
+  std::map<std::tuple<std::string, int, std::string>, int64_t> counts;
+  std::unordered_map<int64_t, std::tuple<std::string, int, std::string>> top_frame;  // by python stack id
+  int64_t total = 0;
+  const std::size_t first = late.size() > kMaxWindows ? late.size() - kMaxWindows : 0;
+  for (std::size_t i = first; i < late.size(); ++i) {
+    const int64_t end = late[i].host_begin_ns;
+    const int64_t begin = end - int64_t(double(late[i].lateness_ns) * kWindowMargin);
+    auto call =
+        std::lower_bound(calls.begin(), calls.end(), std::make_pair(begin, std::numeric_limits<int64_t>::min()));
+    for (; call != calls.end() && call->first < end; ++call) {
+      const int64_t stack = call->second;
+      auto [it, fresh] = top_frame.try_emplace(stack);
+      if (fresh) {
+        const std::vector<PythonFrameView> frames = load_python_stack(*p.db, p.process_id, stack);
+        if (const int top = top_user_python_frame(frames); top >= 0)
+          it->second = {frames[std::size_t(top)].file, frames[std::size_t(top)].line,
+                        frames[std::size_t(top)].function};
+      }
+      if (std::get<0>(it->second).empty()) continue;
+      ++counts[it->second];
+      ++total;
+    }
+  }
+  std::vector<HostActivity> out;
+  for (const auto& [where, n] : counts)
+    out.push_back({std::get<0>(where), std::get<2>(where), std::get<1>(where), double(n) / double(total)});
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.share > b.share; });
+  return out;
+}
+
+}  // namespace
+
+std::map<int64_t, CollectiveCalls> load_collective_calls(const RunDatabase& db, const std::map<int64_t, int>& ranks) {
+  std::map<int64_t, CollectiveCalls> out;
+  std::map<int64_t, std::vector<std::pair<int64_t, CollectiveCall>>> calls;  // by process: begin_ns, call
+  for (const auto& [process_id, rank] : ranks) {
+    out[process_id];
+    calls[process_id];
+  }
+  // One pass over the table in its own order for every process of the database, unsorted: a
+  // large job's ranks each have tens of thousands of these rows, which the index would make one
+  // lookup each, and a sort here is faster than SQLite's sorter. A collective's GPU timing is in
+  // its row (gpu_ns, NULL when it has none).
+  Statement q(db, ("SELECT process_id, api, begin_ns, bytes, flags, object, rank_in_comm, comm_size, peer, sequence, "
+                   "gpu_ns, exchange FROM events NOT INDEXED WHERE api IN (SELECT id FROM apis WHERE class IN " +
+                   api_classes_sql(ApiClass::Collective) + ")")
+                      .c_str());
+  CollectiveCalls* process = nullptr;
+  std::vector<std::pair<int64_t, CollectiveCall>>* process_calls = nullptr;
+  int64_t current = -1;
+  int rank = -1;
+  while (q.step()) {
+    if (const int64_t id = q.integer(0); id != current || !process) {
+      const auto found = ranks.find(id);
+      if (found == ranks.end()) continue;
+      current = id;
+      rank = found->second;
+      process = &out[id];
+      process_calls = &calls[id];
+    }
+    CollectiveCalls& c = *process;
+    const int64_t api = q.integer(1), begin = q.integer(2), flags = q.integer(4);
+    const uint64_t communicator = uint64_t(q.integer(5));
+    const auto rank_in_comm = uint32_t(q.integer(6)), sequence = uint32_t(q.integer(9));
+    process_calls->emplace_back(begin, CollectiveCall{api, q.integer(3), begin});
+    if ((flags & (kGroupInProgress | kInGroup)) == kGroupInProgress) ++c.launched_in_progress;
+    if (flags & kUntimedCapturing) ++c.captured[communicator];
+    if ((flags & kPointToPoint) && sequence > 0)
+      c.p2p.push_back({communicator, rank_in_comm, uint32_t(q.integer(8)), sequence, (flags & kSend) != 0});
+    if (q.is_null(10)) continue;
+    const int64_t gpu_ns = q.integer(10);
+    if (flags & kGroupInProgress) ++c.timed_in_progress;
+    // Point-to-point timings cover a group's point-to-point work, not one collective; an exchange
+    // with every rank of the communicator (all_to_all) is matched as a collective of its own series.
+    uint64_t series = communicator;
+    uint32_t number = sequence;
+    if (flags & kPointToPoint) {
+      ++c.p2p_timed;
+      c.p2p_gpu_ns += gpu_ns;
+      if (!(flags & kExchange)) continue;
+      ++c.exchanges;
+      series = exchange_series(communicator);
+      number = uint32_t(q.integer(11));
+    }
+    c.timings.push_back(
+        {rank >= 0 ? rank : int32_t(rank_in_comm), series, uint32_t(q.integer(7)), number, gpu_ns, begin});
+  }
+  for (auto& [process_id, list] : calls) {
+    // Equal begins keep the order of the calls' APIs, as the index would give them.
+    std::stable_sort(list.begin(), list.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.first, a.second.api) < std::tie(b.first, b.second.api);
+    });
+    std::vector<CollectiveCall>& sequence = out[process_id].sequence;
+    sequence.reserve(list.size());
+    for (const auto& [begin, call] : list) sequence.push_back(call);
+  }
+  return out;
+}
+
+nlohmann::ordered_json untimed_json(const WaitReport& waits) {
+  nlohmann::ordered_json untimed = untimed_json(waits.untimed);
+  untimed["in_group_in_progress"] = waits.untimed_in_group_in_progress;
+  return untimed;
+}
+
+WaitReport load_waits(std::vector<ProcessCollectives>& processes) {
+  WaitReport out;
+  // Every rank's timings in one allocation: grown rank by rank, 10 M timings (1,024 ranks) cost
+  // more in copies of the doublings than the analysis, and twice the memory at the last one.
+  std::vector<CollectiveTiming> timings;
+  std::size_t expected = 0;
+  for (const ProcessCollectives& p : processes) expected += p.collectives.timings.size();
+  timings.reserve(expected);
+  std::map<uint64_t, CapturedCollectives> captured;
+  // Point-to-point calls by (communicator, sender, receiver, n): 1 = send seen, 2 = receive seen.
+  std::map<std::tuple<uint64_t, uint32_t, uint32_t, uint32_t>, int> pairs;
+  for (ProcessCollectives& p : processes) {
+    CollectiveCalls& c = p.collectives;
+    timings.insert(timings.end(), c.timings.begin(), c.timings.end());
+    std::vector<CollectiveTiming>().swap(c.timings);
+    out.p2p.timed += c.p2p_timed;
+    out.p2p.gpu_ns += c.p2p_gpu_ns;
+    out.p2p.exchanges += c.exchanges;
+    Statement untimed(*p.db,
+                      ("SELECT " + counter_columns(CounterKind::Untimed) + " FROM processes WHERE id = ?").c_str());
+    untimed.bind(1, p.process_id);
+    if (untimed.step()) out.untimed += read_untimed(untimed, 0);
+    // Operations launched on NCCL's thread: calls outside a group and operations of groups whose
+    // end returned ncclInProgress, less those timed once the program waited for the launch.
+    Statement groups(*p.db, ("SELECT coalesce(sum(detail), 0) FROM events WHERE process_id = ? AND "
+                             "api IN (SELECT id FROM apis WHERE class IN " +
+                             api_classes_sql(ApiClass::GroupEnd) + ") AND (flags & ?) <> 0")
+                                .c_str());
+    groups.bind(1, p.process_id).bind(2, kGroupInProgress);
+    if (groups.step()) out.untimed_in_group_in_progress += groups.integer(0);
+    out.untimed_in_group_in_progress += c.launched_in_progress - c.timed_in_progress;
+    for (const auto& [communicator, n] : c.captured) {
+      CapturedCollectives& cc = captured[communicator];
+      cc.communicator = communicator;
+      cc.collectives = std::max(cc.collectives, n);
+      ++cc.ranks;
+    }
+    for (const auto& call : c.p2p) {
+      ++(call.send ? out.p2p.sends : out.p2p.recvs);
+      pairs[{call.communicator, call.send ? call.rank_in_comm : call.peer, call.send ? call.peer : call.rank_in_comm,
+             call.n}] |= call.send ? 1 : 2;
+    }
+  }
+  for (const auto& [key, seen] : pairs) {
+    if (seen == 3) ++out.p2p.matched;
+    else ++out.p2p.unmatched;
+  }
+  for (const auto& [id, c] : captured) out.captured.push_back(c);
+  out.analysis = analyze_collectives(timings);
+  if (out.analysis.straggler >= 0)
+    for (const ProcessCollectives& p : processes)
+      if (p.rank == out.analysis.straggler) {
+        out.straggler_host = host_activity(p, out.analysis.straggler_late);
+        break;
+      }
+  return out;
+}
+
+}  // namespace trainshim::cli

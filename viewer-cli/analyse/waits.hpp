@@ -1,0 +1,99 @@
+#pragma once
+// The report's collective waits read from the databases: each process's collective calls and GPU
+// timings loaded and handed to the analysis of collectives.hpp, plus what the analysis does not
+// see (what the straggler's host was doing, untimed and captured collectives, point-to-point).
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analyse/collectives.hpp"
+#include "analyse/host.hpp"
+#include "analyse/steps.hpp"
+#include "store/counters.hpp"
+#include "store/run_database.hpp"
+
+namespace trainshim::cli {
+
+struct HostActivity {
+  std::string file, function;
+  int line = 0;
+  double share = 0;  // of the straggler's recorded calls inside its late windows
+};
+
+// A process's collective calls and their GPU timings, read in one pass for both the step detection
+// and the waits.
+struct CollectiveCalls {
+  std::vector<CollectiveCall> sequence;  // every call, in begin order
+  // Calls outside a group launched on NCCL's thread (ncclInProgress).
+  int64_t launched_in_progress = 0;
+  std::map<uint64_t, int64_t> captured;  // calls captured into CUDA graphs, by communicator
+  struct PointToPointCall {
+    uint64_t communicator;
+    uint32_t rank_in_comm, peer, n;  // n: the call's number among this pair's calls
+    bool send;
+  };
+  std::vector<PointToPointCall> p2p;
+  // The timings matched across ranks: collectives, and exchanges with every rank (all_to_all) as
+  // a series of their own.
+  std::vector<CollectiveTiming> timings;
+  int64_t timed_in_progress = 0;  // timings of operations launched on NCCL's thread
+  int64_t p2p_timed = 0, p2p_gpu_ns = 0, exchanges = 0;
+};
+
+// The calls of the processes of one database, by process id. ranks: each process's global rank, -1
+// when no launcher numbered it (its rank in each communicator stands in).
+std::map<int64_t, CollectiveCalls> load_collective_calls(const RunDatabase& db, const std::map<int64_t, int>& ranks);
+
+// One process's collective calls, with the database and rank they belong to, handed to load_waits.
+struct ProcessCollectives {
+  const RunDatabase* db;
+  int64_t process_id;
+  int rank;
+  int64_t steps;                // the rank's steps, 0 when none were found
+  CollectiveCalls collectives;  // its sequence is not read here: it may have been handed on
+};
+
+// Collectives of one communicator captured into CUDA graphs: they were seen once, at capture;
+// their replays are not measured.
+struct CapturedCollectives {
+  uint64_t communicator = 0;
+  int64_t collectives = 0;  // on the rank that captured most of them
+  int64_t ranks = 0;        // ranks that captured some
+};
+
+// Point-to-point calls (ncclSend/ncclRecv), numbered per peer and reported on their own: they are
+// not part of the collective matching. Send n of rank a to b meets receive n of b from a.
+struct PointToPoint {
+  int64_t sends = 0;
+  int64_t recvs = 0;
+  int64_t matched = 0;    // send/receive pairs seen on both ranks
+  int64_t unmatched = 0;  // calls whose other side was not seen
+  int64_t timed = 0;      // GPU timings of point-to-point work (one per communicator, stream and group)
+  int64_t gpu_ns = 0;     // their sum
+  // Timings of groups that exchanged with every rank of their communicator (all_to_all): matched
+  // across ranks as collectives, so they count in the waits and the straggler.
+  int64_t exchanges = 0;
+};
+
+struct WaitReport {
+  CollectiveAnalysis analysis;
+  std::vector<HostActivity> straggler_host;  // most frequent first
+  // What the straggler's main thread was doing in its late windows, from its samples.
+  std::optional<StragglerDoing> straggler_doing;
+  UntimedCollectives untimed;  // the processes' counters
+  // Operations launched on NCCL's thread (ncclInProgress) that got no timing: the program did not
+  // wait for the launch with ncclCommGetAsyncError before going on.
+  int64_t untimed_in_group_in_progress = 0;
+  std::vector<CapturedCollectives> captured;  // by communicator
+  PointToPoint p2p;
+};
+
+// The report's `collective_waits.untimed`.
+nlohmann::ordered_json untimed_json(const WaitReport& waits);
+
+// Takes the processes' timings over (they are the bulk of a large job's data).
+WaitReport load_waits(std::vector<ProcessCollectives>& processes);
+
+}  // namespace trainshim::cli

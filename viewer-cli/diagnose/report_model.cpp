@@ -1,0 +1,251 @@
+#include "diagnose/report_model.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <exception>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <tuple>
+#include <utility>
+
+#include "store/stripped_libraries.hpp"
+
+namespace trainshim::cli {
+
+namespace {
+
+void load_process_details(const RunDatabase& db, int64_t id, ProcessReport& p) {
+  const Vocabulary& names = db.vocabulary();
+  Statement copies(
+      db, ("SELECT direction, host_memory, sum(count), sum(bytes), sum(total_ns) FROM calls WHERE process_id = ? "
+           "AND api IN (SELECT id FROM apis WHERE class IN " +
+           api_classes_sql(ApiClass::Copy) +
+           ") "
+           "GROUP BY direction, host_memory ORDER BY direction, host_memory")
+              .c_str());
+  copies.bind(1, id);
+  while (copies.step())
+    p.copies.push_back({names.direction(copies.integer(0)), names.host_memory(copies.integer(1)), copies.integer(2),
+                        copies.integer(3), copies.integer(4)});
+
+  Statement syncs(db, ("SELECT a.name, sum(c.count), sum(c.total_ns) FROM calls c JOIN apis a ON a.id = c.api "
+                       "WHERE c.process_id = ? AND a.class IN " +
+                       api_classes_sql(waits_or_polls) + " GROUP BY c.api ORDER BY a.name")
+                          .c_str());
+  syncs.bind(1, id);
+  while (syncs.step()) p.api_waits.push_back({syncs.text(0), syncs.integer(1), syncs.integer(2)});
+
+  Statement collectives(db, ("SELECT a.name, sum(c.count), sum(c.bytes), sum(c.total_ns) FROM calls c "
+                             "JOIN apis a ON a.id = c.api WHERE c.process_id = ? AND a.class IN " +
+                             api_classes_sql(ApiClass::Collective) + " GROUP BY c.api ORDER BY a.name")
+                                .c_str());
+  collectives.bind(1, id);
+  while (collectives.step())
+    p.collectives.push_back({collective_op_name(collectives.text(0)), collectives.integer(1), collectives.integer(2),
+                             collectives.integer(3)});
+}
+
+// Calls work(0) .. work(n - 1), on as many threads as there are cores (at most n); rethrows the
+// first exception once every thread is done.
+void for_each_parallel(std::size_t n, const std::function<void(std::size_t)>& work) {
+  std::atomic<std::size_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_lock;
+  auto run = [&] {
+    for (std::size_t i; (i = next.fetch_add(1)) < n;) {
+      try {
+        work(i);
+      } catch (...) {
+        const std::lock_guard lock(failure_lock);
+        if (!failure) failure = std::current_exception();
+      }
+    }
+  };
+  const std::size_t threads = std::min<std::size_t>(n, std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> helpers;
+  for (std::size_t t = 1; t < threads; ++t) helpers.emplace_back(run);
+  run();
+  for (auto& h : helpers) h.join();
+  if (failure) std::rethrow_exception(failure);
+}
+
+// Sums rows that share a key across processes.
+template <class Row, class Key>
+std::vector<Row> merge(const std::vector<ProcessReport>& processes, std::vector<Row> ProcessReport::*rows, Key key) {
+  std::map<decltype(key(std::declval<Row>())), Row> merged;
+  for (const auto& p : processes)
+    for (const Row& r : p.*rows) {
+      auto [it, fresh] = merged.emplace(key(r), r);
+      if (fresh) continue;
+      Row& m = it->second;
+      m.calls += r.calls;
+      if constexpr (requires { r.bytes; }) m.bytes += r.bytes;
+      if constexpr (requires { r.host_ns; }) m.host_ns += r.host_ns;
+      if constexpr (requires { r.blocked_ns; }) m.blocked_ns += r.blocked_ns;
+    }
+  std::vector<Row> out;
+  for (auto& [k, r] : merged) out.push_back(r);
+  return out;
+}
+
+}  // namespace
+
+int64_t steps_of_rank(const Report& report, int rank) {
+  for (const auto& p : report.processes)
+    if (p.rank == rank) return p.sync_sites.steps.count;
+  return 0;
+}
+
+std::string collective_op_name(const std::string& api) {
+  std::string name = api.starts_with("nccl") ? api.substr(4) : api;
+  std::string out;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    if (std::isupper(static_cast<unsigned char>(c)) && i > 0) out.push_back('_');
+    out.push_back(char(std::tolower(static_cast<unsigned char>(c))));
+  }
+  return out;
+}
+
+Report read_report(const std::vector<const RunDatabase*>& databases, const std::string& step_name,
+                   int64_t idle_gap_ns) {
+  Report report;
+  for (const RunDatabase* db : databases) {
+    const std::string job = db->meta("job");
+    if (report.job.empty()) report.job = job;
+    else if (report.job != job) report.job += "+" + job;
+    report.database += (report.database.empty() ? "" : ", ") + db->path();
+    Statement processes(*db,
+                        ("SELECT id, rank, local_rank, world_size, pid, host, command, ended, events, python_version, "
+                         "python_stacks_unavailable, gpu_timeline, sampler, sample_hz, " +
+                         counter_columns(CounterKind::Lost) + ", " + counter_columns(CounterKind::Gpu) + ", " +
+                         counter_columns(CounterKind::Sampler) + " FROM processes")
+                            .c_str());
+    while (processes.step()) {
+      ProcessReport p;
+      p.db = db;
+      p.id = processes.integer(0);
+      p.rank = int(processes.integer(1));
+      p.local_rank = int(processes.integer(2));
+      p.world_size = int(processes.integer(3));
+      p.pid = processes.integer(4);
+      p.host = processes.text(5);
+      p.command = processes.text(6);
+      p.ended = processes.integer(7) != 0;
+      p.events = processes.integer(8);
+      p.python_version = processes.text(9);
+      p.python_stacks_unavailable = processes.text(10);
+      p.gpu.timeline = processes.text(11);
+      p.host_report.sampler = processes.text(12);
+      p.host_report.sample_hz = processes.integer(13);
+      p.lost = read_lost(processes, 14);
+      p.gpu.records = read_gpu_counters(processes, 14 + kLostCounters);
+      p.host_report.counters = read_sampler_counters(processes, 14 + kLostCounters + kGpuCounters);
+      report.processes.push_back(std::move(p));
+    }
+  }
+  // Ranks first, in order, then processes no launcher numbered; databases of several nodes merge.
+  std::stable_sort(
+      report.processes.begin(), report.processes.end(), [](const ProcessReport& a, const ProcessReport& b) {
+        return std::make_tuple(a.rank < 0, a.rank, a.host, a.pid) < std::make_tuple(b.rank < 0, b.rank, b.host, b.pid);
+      });
+  std::map<std::pair<const RunDatabase*, int64_t>, std::size_t> order;
+  for (const ProcessReport& p : report.processes) order.emplace(std::pair{p.db, p.id}, order.size());
+  // Each database is read by one thread (its connection is never shared); a job's databases, one
+  // per node, are read side by side.
+  std::vector<std::vector<ProcessCollectives>> read(databases.size());
+  for_each_parallel(databases.size(), [&](std::size_t i) {
+    const RunDatabase* db = databases[i];
+    std::map<int64_t, int> ranks;
+    for (const ProcessReport& p : report.processes)
+      if (p.db == db) ranks.emplace(p.id, p.rank);
+    std::map<int64_t, CollectiveCalls> collectives = load_collective_calls(*db, ranks);
+    for (ProcessReport& p : report.processes) {
+      if (p.db != db) continue;
+      CollectiveCalls& c = collectives.at(p.id);
+      load_process_details(*db, p.id, p);
+      p.sync_sites = load_syncs(*db, p.id, step_name, std::exchange(c.sequence, {}));
+      const GpuRecordCounters records = p.gpu.records;
+      p.gpu = load_gpu_timeline(*db, p.id, p.gpu.timeline, p.sync_sites, idle_gap_ns);
+      p.gpu.records = records;
+      load_host(*db, p.id, p.pid, p.sync_sites.steps, p.host_report);
+      read[i].push_back({db, p.id, p.rank, p.sync_sites.steps.count, std::move(c)});
+    }
+  });
+  std::vector<ProcessCollectives> refs;
+  for (auto& list : read) std::move(list.begin(), list.end(), std::back_inserter(refs));
+  // In report order: the waits' analysis sees the ranks as the report lists them.
+  std::stable_sort(refs.begin(), refs.end(), [&](const ProcessCollectives& a, const ProcessCollectives& b) {
+    return order.at({a.db, a.process_id}) < order.at({b.db, b.process_id});
+  });
+  report.waits = load_waits(refs);
+  if (const int straggler = report.waits.analysis.straggler; straggler >= 0)
+    for (const ProcessReport& p : report.processes)
+      if (p.rank == straggler) {
+        report.waits.straggler_doing =
+            load_straggler_doing(*p.db, p.id, p.pid, straggler, report.waits.analysis.straggler_late);
+        break;
+      }
+  // The rank that arrives last at the collectives waits for no one: with every rank on the GPU
+  // timeline, the shortest communication per step is the collectives' own time.
+  int64_t transfer_ns = 0;
+  if (report.processes.size() > 1) {
+    std::vector<int64_t> communication;
+    for (const ProcessReport& p : report.processes) communication.push_back(communication_ns_per_step(p.gpu));
+    const int64_t shortest = *std::min_element(communication.begin(), communication.end());
+    if (shortest > 0) transfer_ns = shortest;
+  }
+  for (ProcessReport& p : report.processes)
+    p.step_breakdown = step_breakdown(p.sync_sites, p.gpu, p.host_report, report.waits.analysis.waits_of(p.rank),
+                                      report.waits.analysis.straggler, transfer_ns);
+  for (const RunDatabase* db : databases) {
+    Statement hangs(*db, "SELECT communicator, sequence, op, waiting_ranks, missing_ranks, waited_ns, message, kind, "
+                         "stacks FROM hangs ORDER BY detected_unix, communicator, sequence");
+    auto ranks = [](const std::string& list) {
+      std::vector<int> out;
+      for (std::size_t pos = 0; pos < list.size();) {
+        const auto comma = list.find(',', pos);
+        out.push_back(std::stoi(list.substr(pos, comma - pos)));
+        pos = comma == std::string::npos ? list.size() : comma + 1;
+      }
+      return out;
+    };
+    while (hangs.step())
+      report.hangs.push_back({hangs.text(0), hangs.text(2), hangs.text(6), hangs.integer(1), hangs.integer(5),
+                              ranks(hangs.text(3)), ranks(hangs.text(4)), hangs.text(7), hangs.text(8)});
+  }
+  for (const RunDatabase* db : databases)
+    for (std::string& library : stripped_torch_libraries(*db))
+      if (std::find(report.stripped_libraries.begin(), report.stripped_libraries.end(), library) ==
+          report.stripped_libraries.end())
+        report.stripped_libraries.push_back(std::move(library));
+
+  report.total_copies = merge(report.processes, &ProcessReport::copies, [](const CopyRow& r) {
+    return std::make_pair(direction_name(r.direction), host_memory_name(r.host_memory));
+  });
+  report.total_syncs = merge(report.processes, &ProcessReport::api_waits, [](const SyncRow& r) { return r.api; });
+  report.total_collectives =
+      merge(report.processes, &ProcessReport::collectives, [](const CollectiveRow& r) { return r.op; });
+  for (const auto& p : report.processes) report.total_lost += p.lost;
+  return report;
+}
+
+bool keep_only_rank(Report& report, int rank) {
+  const auto other = [rank](const auto& item) { return item.rank != rank; };
+  if (std::all_of(report.processes.begin(), report.processes.end(), other)) return false;
+  std::erase_if(report.processes, other);
+  std::erase_if(report.setup, other);
+  std::erase_if(report.findings, [rank](const Finding& f) {
+    return f.rank != rank && f.kind != "straggler" && f.kind != "hang" && f.kind != "stripped_library";
+  });
+  std::erase_if(report.diagnosis.causes, [rank](const RootCause& c) {
+    return !c.ranks.empty() && std::find(c.ranks.begin(), c.ranks.end(), rank) == c.ranks.end();
+  });
+  return true;
+}
+
+}  // namespace trainshim::cli

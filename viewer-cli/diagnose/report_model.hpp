@@ -1,0 +1,113 @@
+#pragma once
+// What `trainshim report` says about a run, read from its databases: the model report_text and
+// report_json render, and audit and diff compare.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analyse/gpu_timeline.hpp"
+#include "analyse/host.hpp"
+#include "analyse/syncs.hpp"
+#include "analyse/waits.hpp"
+#include "diagnose/root_causes.hpp"
+#include "diagnose/setup.hpp"
+#include "diagnose/step_breakdown.hpp"
+#include "store/counters.hpp"
+#include "store/run_database.hpp"
+
+namespace trainshim::cli {
+
+struct CopyRow {
+  Direction direction = Direction::None;
+  HostMemory host_memory = HostMemory::Unknown;
+  int64_t calls = 0, bytes = 0, host_ns = 0;
+};
+
+struct SyncRow {
+  std::string api;
+  int64_t calls = 0, blocked_ns = 0;
+};
+
+struct CollectiveRow {
+  std::string op;  // all_reduce, ...
+  int64_t calls = 0, bytes = 0, host_ns = 0;
+};
+
+struct ProcessReport {
+  const RunDatabase* db = nullptr;  // the database it came from, and its id there
+  int64_t id = 0;
+  int rank = -1;  // -1: not started by a known launcher
+  int local_rank = -1, world_size = -1;
+  int64_t pid = 0;
+  std::string host, command;
+  std::string python_version;             // "3.11", "3.13t"; empty: no Python stack was looked for
+  std::string python_stacks_unavailable;  // why its Python stacks could not be read; empty if they could
+  bool ended = false;
+  int64_t events = 0;
+  std::vector<CopyRow> copies;
+  std::vector<SyncRow> api_waits;  // per API: its syncs, frees and polls
+  std::vector<CollectiveRow> collectives;
+  LostEvents lost;
+  RankSyncs sync_sites;  // its sync, pageable-copy and poll sites
+  GpuTimelineReport gpu;
+  HostReport host_report;                       // what its sampler saw
+  std::optional<StepBreakdown> step_breakdown;  // none without steps
+};
+
+struct Finding {
+  // hang | pageable_copy | hidden_sync | straggler | dropped_events | stripped_library | data_starvation |
+  // gpu_timeline | fp32_gemm | input_bound | setup_<item>
+  std::string kind;
+  int rank = -1;
+  int64_t calls = 0, bytes = 0, cost_ns = 0;
+  std::string message, advice;
+  // "warning": a setup item that is off (a recommendation, no measured cost); "error": the rest.
+  std::string severity = "error";
+  std::string hang_kind, stacks;    // a hang's kind ("collective", "no_progress") and its ranks' stacks
+  std::string site{}, operation{};  // hidden_sync: the site's location and its operation
+};
+
+struct HangRow {
+  std::string communicator, op, message;
+  int64_t sequence = 0, waited_ns = 0;
+  std::vector<int> waiting, missing;
+  std::string kind = "collective";  // or "no_progress": no rank progressed, no collective pending
+  std::string stacks;               // the ranks' latest stacks, as the collector wrote them
+};
+
+struct Report {
+  std::string job, database;
+  std::vector<ProcessReport> processes;  // by rank, then pid
+  std::vector<CopyRow> total_copies;
+  std::vector<SyncRow> total_syncs;
+  std::vector<CollectiveRow> total_collectives;
+  LostEvents total_lost;
+  WaitReport waits;
+  std::vector<HangRow> hangs;  // written by the collector while the job hung
+  std::vector<Finding> findings;
+  Diagnosis diagnosis;                          // the findings grouped into root causes, what each costs the job's step
+  std::vector<std::string> stripped_libraries;  // PyTorch libraries without .symtab
+  std::vector<SetupItem> setup;                 // the setup checklist, per process
+};
+
+// The report's measurements and each rank's step breakdown, without the diagnosis (setup, findings,
+// root causes): load_report (diagnose/diagnosis.hpp) adds it. step_name: TRAINSHIM_STEP's value
+// ("file:line" or a Python function), empty to detect steps. idle_gap_ns: the shortest GPU idle gap
+// reported; 0: max(1 ms, 5 % of the step). Several databases (one per node of a job) merge into one.
+Report read_report(const std::vector<const RunDatabase*>& databases, const std::string& step_name, int64_t idle_gap_ns);
+
+// The report of one rank of the job: its processes, setup items, findings and the root causes that
+// touch it. What concerns the job as a whole stays: the collective waits (every rank's, the
+// straggler among them), the hangs, the straggler's and the hangs' findings, the job's step and the
+// totals over all ranks. False, and nothing changed,
+// when the job has no such rank.
+bool keep_only_rank(Report& report, int rank);
+
+// The steps the first process of `rank` found, 0 when none (or no such rank).
+int64_t steps_of_rank(const Report& report, int rank);
+
+// "all_reduce" for ncclAllReduce.
+std::string collective_op_name(const std::string& api);
+
+}  // namespace trainshim::cli

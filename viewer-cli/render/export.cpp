@@ -1,0 +1,561 @@
+#include "render/export.hpp"
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "analyse/classifier.hpp"
+#include "analyse/kernels.hpp"
+#include "analyse/syncs.hpp"
+#include "store/counters.hpp"
+#include "text/format.hpp"
+#include "trainshim/protocol.hpp"
+
+namespace trainshim::cli {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// The records of `events` that are no host call: a timing is folded into its collective's row (one
+// whose collective was not read yet has a row of its own for a while); the GPU timeline's edges.
+std::string not_host_call_apis() {
+  return "(SELECT id FROM apis WHERE class IN " +
+         api_classes_sql([](ApiClass c) { return c == ApiClass::CollectiveTiming || c == ApiClass::GpuWindow; }) + ")";
+}
+std::string collective_apis() {
+  return "(SELECT id FROM apis WHERE class IN " + api_classes_sql(ApiClass::Collective) + ")";
+}
+// Point-to-point calls are numbered per peer: their numbers are no collective's (flag 8).
+constexpr const char* kNotPointToPoint = "(flags & 8) = 0";
+static_assert(kPointToPoint == 8);
+constexpr int64_t kUnrankedSortBase = 1'000'000;
+
+// One event object per line, each serialised on its own: the trace is never held whole.
+class TraceWriter {
+ public:
+  explicit TraceWriter(std::ostream& out) : out_(out) {}
+
+  void open(const Json& other_data) {
+    put(fmt::format("{{\"displayTimeUnit\":\"ns\",\"otherData\":{},\"traceEvents\":[", dump(other_data)));
+  }
+  void event(const Json& e) {
+    put(first_ ? "\n" : ",\n");
+    first_ = false;
+    put(dump(e));
+  }
+  void close() {
+    put("\n]}\n");
+    out_.flush();
+    check();
+  }
+
+ private:
+  // Frames and source lines come from binaries and files of the job: invalid UTF-8 is replaced
+  // rather than refused.
+  static std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+  void put(const std::string& text) {
+    out_.write(text.data(), std::streamsize(text.size()));
+    check();
+  }
+  void check() const {
+    // Not the user's mistake: the disk filled up or the reader went away (exit code 1).
+    if (!out_)
+      throw std::runtime_error("cannot write the trace: the output failed (disk full, or the reader closed the pipe?): "
+                               "write it to a path with free space (-o trace.json)");
+  }
+
+  std::ostream& out_;
+  bool first_ = true;
+};
+
+// A row of `processes`, as the trace names the process and shows its lost-event counters.
+struct TraceProcess {
+  int64_t id, pid, rank;
+  std::string host, command;
+  LostEvents lost;
+  UntimedCollectives untimed;
+};
+
+struct CollectiveKey {
+  int64_t comm, sequence;
+  bool operator==(const CollectiveKey&) const = default;
+  bool operator<(const CollectiveKey& o) const { return std::tie(comm, sequence) < std::tie(o.comm, o.sequence); }
+};
+
+struct CollectiveKeyHash {
+  std::size_t operator()(const CollectiveKey& k) const {
+    return std::hash<uint64_t>()(uint64_t(k.comm) * 0x9E3779B97F4A7C15ULL ^ uint64_t(k.sequence));
+  }
+};
+
+// What every rank's GPU slice of one (communicator, sequence) needs from the others.
+struct CollectiveInfo {
+  int64_t min_gpu_ns;
+  uint32_t first, last;  // ordinals of the first and last process that timed it
+  int64_t flow_id;
+};
+
+using CollectiveMap = std::unordered_map<CollectiveKey, CollectiveInfo, CollectiveKeyHash>;
+
+std::string hex(int64_t id) { return fmt::format("{:016x}", uint64_t(id)); }
+
+std::string process_name(const TraceProcess& p) {
+  return p.rank >= 0 ? fmt::format("rank {} ({}, pid {})", p.rank, p.host, p.pid)
+                     : fmt::format("process ({}, pid {})", p.host, p.pid);
+}
+
+Json metadata(const char* name, int64_t pid, int64_t tid, Json args) {
+  return Json{{"ph", "M"}, {"name", name}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}};
+}
+
+// Exports one process: its threads' calls, its GPU collective tracks, its lost-event counters.
+class ProcessExporter {
+ public:
+  ProcessExporter(const RunDatabase& db, const Vocabulary& names, const CollectiveMap& collectives, TraceWriter& writer,
+                  int64_t origin_ns, const TraceProcess& process, uint32_t ordinal)
+      : db_(db),
+        names_(names),
+        collectives_(collectives),
+        writer_(writer),
+        origin_(origin_ns),
+        p_(process),
+        ordinal_(ordinal) {}
+
+  void run() {
+    writer_.event(metadata("process_name", p_.id, 0, {{"name", process_name(p_)}}));
+    writer_.event(metadata("process_sort_index", p_.id, 0,
+                           {{"sort_index", p_.rank >= 0 ? p_.rank : kUnrankedSortBase + ordinal_}}));
+    if (!p_.command.empty()) writer_.event(metadata("process_labels", p_.id, 0, {{"labels", p_.command}}));
+    host_calls();
+    gpu_collectives();
+    gpu_activities();
+    counters();
+  }
+
+ private:
+  struct SyncInfo {
+    std::string name, python_site, native_site, source, kind;
+  };
+  double us(int64_t ns) const { return double(ns - origin_) / 1000.0; }
+  static double duration_us(int64_t ns) { return double(std::max<int64_t>(ns, 0)) / 1000.0; }
+  void seen(int64_t begin, int64_t end) {
+    first_ns_ = std::min(first_ns_, begin);
+    last_ns_ = std::max(last_ns_, std::max(begin, end));
+  }
+
+  const std::vector<NativeFrameView>& native_frames(int64_t stack) {
+    auto [it, fresh] = native_cache_.try_emplace(stack);
+    if (fresh && stack != 0) it->second = load_native_stack(db_, p_.id, stack);
+    return it->second;
+  }
+
+  const std::vector<PythonFrameView>& python_frames(int64_t stack) {
+    auto [it, fresh] = python_cache_.try_emplace(stack);
+    if (fresh && stack != 0) it->second = load_python_stack(db_, p_.id, stack);
+    return it->second;
+  }
+
+  // "file:line in function" of the user's own Python frame, and its source line.
+  std::pair<std::string, std::string> python_site(int64_t stack) {
+    const auto& frames = python_frames(stack);
+    const int top = top_user_python_frame(frames);
+    if (top < 0) return {};
+    const auto& f = frames[std::size_t(top)];
+    return {fmt::format("{}:{} in {}", f.file, f.line, f.function), f.source};
+  }
+
+  const SyncInfo& sync_info(const SyncShape& probe, int64_t api, int64_t direction, int64_t memory, int64_t native,
+                            int64_t python) {
+    auto [it, fresh] = sync_cache_.try_emplace({api, direction, memory, native, python, probe.follows_copy});
+    if (!fresh) return it->second;
+    SyncShape shape = probe;
+    shape.native = native_frames(native);
+    shape.python = python_frames(python);
+    const Classification c = classify(shape);
+    SyncInfo& info = it->second;
+    info.name = c.operation;
+    info.kind = c.kind == SyncKind::Explicit ? "explicit" : "hidden";
+    std::tie(info.python_site, info.source) = python_site(python);
+    if (info.python_site.empty())
+      if (const int top = top_user_native_frame(shape.native); top >= 0) {
+        const auto& f = shape.native[std::size_t(top)];
+        info.native_site = f.function.empty() ? f.module : f.function;
+        if (!f.file.empty()) info.native_site += fmt::format(" at {}:{}", f.file, f.line);
+      }
+    return info;
+  }
+
+  void thread(int64_t tid) {
+    if (!tids_.insert(tid).second) return;
+    const std::string name = tid == p_.pid ? fmt::format("main thread (tid {})", tid) : fmt::format("tid {}", tid);
+    writer_.event(metadata("thread_name", p_.id, tid, {{"name", name}}));
+  }
+
+  void host_calls() {
+    // The calls kept one by one and the window of recent copies and polls.
+    constexpr const char* kColumns =
+        "tid, api, begin_ns, end_ns, bytes, direction, host_memory, stream, object, detail, "
+        "rank_in_comm, comm_size, result, native_stack, python_stack, sequence, follows_copy";
+    Statement q(db_, fmt::format("SELECT {0} FROM events WHERE process_id = ?1 AND api NOT IN {1} UNION ALL "
+                                 "SELECT {0} FROM recent_events WHERE process_id = ?1 ORDER BY begin_ns",
+                                 kColumns, not_host_call_apis())
+                         .c_str());
+    q.bind(1, p_.id);
+    while (q.step()) {
+      const int64_t tid = q.integer(0), api = q.integer(1), begin = q.integer(2), end = q.integer(3);
+      const int64_t bytes = q.integer(4), direction = q.integer(5), memory = q.integer(6), result = q.integer(12);
+      const Vocabulary::ApiWord& api_word = names_.api(api);
+      const std::string& api_name = api_word.name;
+      const std::optional<ApiClass> cls = api_word.api_class;
+      const Direction copy_direction = names_.direction(direction);
+      const HostMemory host_memory = names_.host_memory(memory);
+      const std::string_view dir = direction_name(copy_direction), mem = host_memory_name(host_memory);
+      thread(tid);
+      seen(begin, end);
+
+      std::string name;
+      Json args = Json::object();
+      args["api"] = api_name;
+      const bool null_object = q.integer(8) == 0;
+      if (cls && is_host_sync(*cls, copy_direction, host_memory, is_synchronous_copy(*cls, api_name), null_object)) {
+        SyncShape probe;
+        probe.api = api_name;
+        probe.api_class = *cls;
+        probe.direction = copy_direction;
+        probe.host_memory = host_memory;
+        probe.null_object = null_object;
+        probe.follows_copy = names_.direction(q.integer(16));
+        const SyncInfo& info = sync_info(probe, api, direction, memory, q.integer(13), q.integer(14));
+        name = info.name;
+        if (!info.python_site.empty()) {
+          args["python_site"] = info.python_site;
+          args["source"] = info.source;
+        } else if (!info.native_site.empty()) {
+          args["native_site"] = info.native_site;
+        }
+        args["bytes"] = bytes;
+        args["direction"] = dir;
+        args["host_memory"] = mem;
+        args["kind"] = info.kind;
+      } else if (cls == ApiClass::Copy) {
+        name = fmt::format("memcpy {} {}", dir, mem);
+        args["bytes"] = bytes;
+        args["direction"] = dir;
+        args["host_memory"] = mem;
+        args["stream"] = fmt::format("0x{:x}", uint64_t(q.integer(7)));
+      } else if (cls == ApiClass::Collective) {
+        name = api_name;
+        args["communicator"] = hex(q.integer(8));
+        args["sequence"] = q.integer(15);
+        args["bytes"] = bytes;
+        args["rank_in_comm"] = q.integer(10);
+        args["comm_size"] = q.integer(11);
+        if (auto [site, source] = python_site(q.integer(14)); !site.empty()) args["python_site"] = site;
+      } else if (cls == ApiClass::CommInit) {
+        name = api_name;
+        args["communicator"] = hex(q.integer(9));
+        args["rank_in_comm"] = q.integer(10);
+        args["comm_size"] = q.integer(11);
+      } else {
+        name = api_name;
+        if (bytes) args["bytes"] = bytes;
+      }
+      if (result != 0) args["result"] = result;
+      writer_.event(Json{{"ph", "X"},
+                         {"cat", cls ? api_class_name(*cls) : "unknown"},
+                         {"name", std::move(name)},
+                         {"pid", p_.id},
+                         {"tid", tid},
+                         {"ts", us(begin)},
+                         {"dur", duration_us(end - begin)},
+                         {"args", std::move(args)}});
+    }
+  }
+
+  // Each timed collective on its communicator's GPU track, from its own row (a call in a group
+  // carries its operation's timing on the operation's first call).
+  void gpu_collectives() {
+    Statement t(db_, fmt::format("SELECT object, sequence, begin_ns, gpu_ns, bytes, api FROM events WHERE "
+                                 "process_id = ? AND api IN {} AND gpu_ns IS NOT NULL AND {} "
+                                 "ORDER BY object, sequence, begin_ns",
+                                 collective_apis(), kNotPointToPoint)
+                         .c_str());
+    t.bind(1, p_.id);
+    std::optional<CollectiveKey> flow_key;
+    std::optional<int64_t> track_comm;
+    int64_t track_tid = kGpuTrackBase - 1, track_end = std::numeric_limits<int64_t>::min();
+    while (t.step()) {
+      const CollectiveKey key{t.integer(0), t.integer(1)};
+      const int64_t host_begin = t.integer(2), gpu_ns = std::max<int64_t>(t.integer(3), 0), bytes = t.integer(4);
+      if (track_comm != key.comm) {
+        track_comm = key.comm;
+        ++track_tid;
+        track_end = std::numeric_limits<int64_t>::min();
+        writer_.event(metadata("thread_name", p_.id, track_tid, {{"name", "GPU collectives " + hex(key.comm)}}));
+        writer_.event(metadata("thread_sort_index", p_.id, track_tid, {{"sort_index", track_tid}}));
+      }
+      const int64_t start = std::max(host_begin, track_end);
+      track_end = start + gpu_ns;
+      seen(start, track_end);
+
+      const auto info = collectives_.find(key);
+      const int64_t wait = info == collectives_.end() ? 0 : gpu_ns - info->second.min_gpu_ns;
+      const double ts = us(start), dur = duration_us(gpu_ns);
+      writer_.event(Json{{"ph", "X"},
+                         {"cat", "gpu_collective"},
+                         {"name", names_.api(t.integer(5)).name},
+                         {"pid", p_.id},
+                         {"tid", track_tid},
+                         {"ts", ts},
+                         {"dur", dur},
+                         {"args",
+                          {{"communicator", hex(key.comm)},
+                           {"sequence", key.sequence},
+                           {"bytes", bytes},
+                           {"gpu_ns", gpu_ns},
+                           {"wait_ns", wait},
+                           {"queued_ns", start - host_begin}}}});
+
+      // One flow point per process and (communicator, sequence), inside the slice it binds to.
+      if (info != collectives_.end() && info->second.first != info->second.last && flow_key != key) {
+        flow_key = key;
+        const char* phase = ordinal_ == info->second.first ? "s" : ordinal_ == info->second.last ? "f" : "t";
+        writer_.event(Json{{"ph", phase},
+                           {"cat", "collective"},
+                           {"name", "collective"},
+                           {"id", info->second.flow_id},
+                           {"pid", p_.id},
+                           {"tid", track_tid},
+                           {"ts", ts + dur / 2},
+                           {"bp", "e"}});
+      }
+    }
+  }
+
+  // The GPU timeline (CUPTI's records): each kernel, copy and memset on its (device, stream) track,
+  // and each idle stretch of a device above kExportIdleGapNs on the device's idle track.
+  void gpu_activities() {
+    std::map<std::pair<int64_t, int64_t>, int64_t> stream_tids;
+    std::map<int64_t, int64_t> idle_tids;
+    {
+      Statement q(db_,
+                  "SELECT DISTINCT device, stream FROM gpu_activities WHERE process_id = ? ORDER BY device, stream");
+      q.bind(1, p_.id);
+      while (q.step()) stream_tids.emplace(std::pair{q.integer(0), q.integer(1)}, 0);
+    }
+    if (stream_tids.empty()) return;
+    int64_t tid = kGpuActivityTrackBase;
+    for (auto& [key, track] : stream_tids) {
+      track = tid++;
+      idle_tids.emplace(key.first, 0);
+      track_metadata(track, fmt::format("GPU {} stream {}", key.first, key.second));
+    }
+    for (auto& [device, track] : idle_tids) {
+      track = tid++;
+      track_metadata(track, fmt::format("GPU {} idle", device));
+    }
+
+    Statement q(db_, "SELECT g.api, g.start_ns, g.end_ns, g.device, g.stream, g.bytes, g.direction, g.host_memory, "
+                     "coalesce(s.text, ''), g.correlation FROM gpu_activities g LEFT JOIN python_strings s ON "
+                     "s.process_id = g.process_id AND s.id = g.name WHERE g.process_id = ? ORDER BY g.start_ns");
+    q.bind(1, p_.id);
+    GpuBusyUnion busy;
+    std::vector<GpuBusyUnion::Gap> gaps;
+    while (q.step()) {
+      const int64_t start = q.integer(1), end = q.integer(2), device = q.integer(3);
+      const std::optional<ApiClass> cls = names_.api(q.integer(0)).api_class;
+      seen(start, end);
+      busy.add(device, start, end, &gaps);
+      for (const GpuBusyUnion::Gap& gap : gaps)
+        if (gap.end_ns - gap.start_ns > kExportIdleGapNs) idle_gap(idle_tids.at(gap.device), gap);
+      gaps.clear();
+
+      std::string name;
+      Json args = Json::object();
+      if (cls == ApiClass::GpuKernel) {
+        const std::string raw = q.text(8);
+        name = raw.empty() ? "(unnamed kernel)" : readable_kernel_name(raw);
+        if (const KernelKind kind = classify_kernel(raw); kind.gemm)
+          args["gemm_precision"] = kernel_precision_name(kind.precision);
+      } else if (cls == ApiClass::GpuCopy) {
+        const std::string_view dir = direction_name(names_.direction(q.integer(6)));
+        const std::string_view mem = host_memory_name(names_.host_memory(q.integer(7)));
+        name = fmt::format("memcpy {}", dir);
+        args["bytes"] = q.integer(5);
+        args["direction"] = dir;
+        args["host_memory"] = mem;
+      } else if (cls == ApiClass::GpuSet) {
+        name = "memset";
+        args["bytes"] = q.integer(5);
+      } else {
+        name = names_.api(q.integer(0)).name;
+      }
+      args["correlation"] = q.integer(9);
+      writer_.event(Json{{"ph", "X"},
+                         {"cat", cls ? api_class_name(*cls) : "unknown"},
+                         {"name", std::move(name)},
+                         {"pid", p_.id},
+                         {"tid", stream_tids.at({device, q.integer(4)})},
+                         {"ts", us(start)},
+                         {"dur", duration_us(end - start)},
+                         {"args", std::move(args)}});
+    }
+  }
+
+  void track_metadata(int64_t tid, const std::string& name) {
+    writer_.event(metadata("thread_name", p_.id, tid, {{"name", name}}));
+    writer_.event(metadata("thread_sort_index", p_.id, tid, {{"sort_index", tid}}));
+  }
+
+  // Its cause is the report's (`trainshim report`): the trace marks where the GPU waited.
+  void idle_gap(int64_t tid, const GpuBusyUnion::Gap& gap) {
+    writer_.event(Json{{"ph", "X"},
+                       {"cat", "gpu_idle"},
+                       {"name", "GPU idle"},
+                       {"cname", "grey"},
+                       {"pid", p_.id},
+                       {"tid", tid},
+                       {"ts", us(gap.start_ns)},
+                       {"dur", duration_us(gap.end_ns - gap.start_ns)},
+                       {"args", {{"device", gap.device}, {"idle_ns", gap.end_ns - gap.start_ns}}}});
+  }
+
+  void counters() {
+    const bool any = first_ns_ <= last_ns_;
+    const double at[] = {any ? us(first_ns_) : 0.0, any ? us(last_ns_) : 0.0};
+    for (const double ts : at) {
+      writer_.event(
+          Json{{"ph", "C"}, {"name", "dropped events"}, {"pid", p_.id}, {"ts", ts}, {"args", lost_json(p_.lost)}});
+      writer_.event(Json{{"ph", "C"},
+                         {"name", "untimed collectives"},
+                         {"pid", p_.id},
+                         {"ts", ts},
+                         {"args", untimed_json(p_.untimed)}});
+    }
+  }
+
+  const RunDatabase& db_;
+  const Vocabulary& names_;
+  const CollectiveMap& collectives_;
+  TraceWriter& writer_;
+  const int64_t origin_;
+  const TraceProcess& p_;
+  const uint32_t ordinal_;
+  int64_t first_ns_ = std::numeric_limits<int64_t>::max(), last_ns_ = std::numeric_limits<int64_t>::min();
+  std::unordered_set<int64_t> tids_;
+  std::unordered_map<int64_t, std::vector<NativeFrameView>> native_cache_;
+  std::unordered_map<int64_t, std::vector<PythonFrameView>> python_cache_;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, Direction>, SyncInfo> sync_cache_;
+};
+
+// Copies and polls are kept one by one only in a window of each process's most recent ones; every
+// one of them is counted in `calls`.
+struct RecentWindow {
+  int64_t copies_shown = 0, copies_recorded = 0, polls_shown = 0, polls_recorded = 0;
+};
+
+RecentWindow recent_window(const RunDatabase& db) {
+  RecentWindow w;
+  const auto is_copy = [](const Statement& row) { return api_class_named(row.text(0)) == ApiClass::Copy; };
+  Statement shown(db, "SELECT a.class, count(*) FROM recent_events r JOIN apis a ON a.id = r.api GROUP BY a.class");
+  while (shown.step()) (is_copy(shown) ? w.copies_shown : w.polls_shown) += shown.integer(1);
+  Statement recorded(
+      db, ("SELECT a.class, sum(c.count) FROM calls c JOIN apis a ON a.id = c.api WHERE a.class IN " +
+           api_classes_sql([](ApiClass c) { return c == ApiClass::Copy || c == ApiClass::Poll; }) + " GROUP BY a.class")
+              .c_str());
+  while (recorded.step()) (is_copy(recorded) ? w.copies_recorded : w.polls_recorded) += recorded.integer(1);
+  return w;
+}
+
+std::string window_words(const RecentWindow& w) {
+  return fmt::format("shows {} of the {} copies and {} of the {} polls recorded (the most recent of each process, "
+                     "TRAINSHIM_RECENT_EVENTS per process); every other call is shown",
+                     with_thousands(w.copies_shown), with_thousands(w.copies_recorded), with_thousands(w.polls_shown),
+                     with_thousands(w.polls_recorded));
+}
+
+}  // namespace
+
+void export_chrome_trace(const RunDatabase& db, std::ostream& out) {
+  const Vocabulary& names = db.vocabulary();
+
+  std::vector<TraceProcess> processes;
+  std::unordered_map<int64_t, uint32_t> ordinal;
+  {
+    constexpr int kLostColumn = 5, kUntimedColumn = kLostColumn + kLostCounters;
+    Statement q(db, ("SELECT id, pid, host, rank, command, " + counter_columns(CounterKind::Lost) + ", " +
+                     counter_columns(CounterKind::Untimed) + " FROM processes ORDER BY rank < 0, rank, pid, id")
+                        .c_str());
+    while (q.step()) {
+      processes.push_back({q.integer(0), q.integer(1), q.integer(3), q.text(2), q.text(4), read_lost(q, kLostColumn),
+                           read_untimed(q, kUntimedColumn)});
+      ordinal.emplace(processes.back().id, uint32_t(processes.size() - 1));
+    }
+  }
+
+  int64_t origin = 0;
+  {
+    Statement q(db, "SELECT coalesce(min(first_begin_ns), 0) FROM calls");
+    if (q.step()) origin = q.integer(0);
+  }
+
+  // The one pre-pass: per (communicator, sequence), the shortest GPU duration over all ranks and
+  // the first and last process (in trace order) that timed it.
+  CollectiveMap collectives;
+  {
+    Statement q(db, fmt::format("SELECT process_id, object, sequence, min(gpu_ns) FROM events WHERE api IN {} AND "
+                                "gpu_ns IS NOT NULL AND {} GROUP BY process_id, object, sequence",
+                                collective_apis(), kNotPointToPoint)
+                        .c_str());
+    while (q.step()) {
+      const auto o = ordinal.find(q.integer(0));
+      if (o == ordinal.end()) continue;
+      const int64_t gpu_ns = std::max<int64_t>(q.integer(3), 0);
+      auto [it, fresh] =
+          collectives.try_emplace({q.integer(1), q.integer(2)}, CollectiveInfo{gpu_ns, o->second, o->second, 0});
+      if (fresh) {
+        it->second.flow_id = int64_t(collectives.size());
+        continue;
+      }
+      it->second.min_gpu_ns = std::min(it->second.min_gpu_ns, gpu_ns);
+      it->second.first = std::min(it->second.first, o->second);
+      it->second.last = std::max(it->second.last, o->second);
+    }
+  }
+
+  TraceWriter writer(out);
+  const RecentWindow window = recent_window(db);
+  Json other{{"producer", "trainshim export"},
+             {"job", db.meta("job")},
+             {"database", db.path()},
+             {"window", window_words(window)},
+             {"copies_shown", window.copies_shown},
+             {"copies_recorded", window.copies_recorded},
+             {"polls_shown", window.polls_shown},
+             {"polls_recorded", window.polls_recorded}};
+  if (Statement any(db, "SELECT EXISTS (SELECT 1 FROM gpu_activities)"); any.step() && any.integer(0))
+    other["gpu_idle"] = fmt::format(
+        "each device's idle track marks the stretches above {} ms between its kernels, copies and memsets; with a "
+        "duty-cycled GPU timeline (TRAINSHIM_GPU_PERIOD_MS) the stretch between two windows is marked too; the causes "
+        "of the idle time are in `trainshim report`",
+        kExportIdleGapNs / 1'000'000);
+  writer.open(other);
+  for (std::size_t i = 0; i < processes.size(); ++i)
+    ProcessExporter(db, names, collectives, writer, origin, processes[i], uint32_t(i)).run();
+  writer.close();
+}
+
+}  // namespace trainshim::cli

@@ -1,0 +1,25 @@
+#pragma once
+// `trainshim export DB --format chrome -o trace.json`: a run as a Chrome trace-event file for Perfetto UI
+// and chrome://tracing. What the trace holds: docs/formats.md, "The Chrome trace".
+#include <cstdint>
+#include <ostream>
+
+#include "store/run_database.hpp"
+
+namespace trainshim::cli {
+
+// Thread ids of the synthetic GPU tracks: above any kernel thread id (PID_MAX_LIMIT is 2^22). From
+// kGpuTrackBase: one per communicator (timed collectives); from kGpuActivityTrackBase: the GPU
+// timeline's, one per device and CUPTI stream in order of (device, stream), then one "idle" track
+// per device.
+inline constexpr int64_t kGpuTrackBase = 1'000'000'000;
+inline constexpr int64_t kGpuActivityTrackBase = 1'500'000'000;
+
+// An idle stretch of a device longer than this is marked on its idle track.
+inline constexpr int64_t kExportIdleGapNs = 1'000'000;
+
+// Writes the whole trace to `out`. Throws UsageError or InputError when the database cannot be
+// read, std::runtime_error when `out` fails while writing (a full disk, a closed pipe).
+void export_chrome_trace(const RunDatabase& db, std::ostream& out);
+
+}  // namespace trainshim::cli
