@@ -1,5 +1,6 @@
 // The audit's cause_share rule on hand-made diagnoses: each costly root cause fails once on every
 // rank whose step it lengthens; a sync at an allowed site, a cheap cause and an unmeasured one never.
+// And the baseline's sites, matched on the operation's key, or on its words in a /1 file.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -34,6 +35,8 @@ Report job() {
     item.line = 73;
     item.function = "main";
     item.classification.operation = "Tensor.item()";
+    item.classification.key = "item";
+    item.calls = 40;
     p.sync_sites.hidden.push_back(item);
     r.processes.push_back(p);
   }
@@ -96,6 +99,44 @@ TEST(AuditCauses, WithABaselineOnlyWhenThePolicySetsIt) {
   policy.limits_set.insert("cause_share");
   const std::vector<std::string> set = rules();
   EXPECT_EQ(std::count(set.begin(), set.end(), "cause_share"), 1);
+}
+
+std::vector<std::string> new_sync_sites(const Report& report, const nlohmann::json& baseline) {
+  std::vector<std::string> out;
+  for (const RuleResult& rule : audit(report, Policy{}, &baseline).rules)
+    if (rule.rule == "new_sync_sites")
+      for (const Violation& v : rule.violations) out.push_back(v.message);
+  return out;
+}
+
+void reword_item(Report& report) {
+  for (ProcessReport& p : report.processes) p.sync_sites.hidden.front().classification.operation = "Tensor.item() read";
+}
+
+TEST(AuditBaseline, ARewordedOperationIsNoNewSite) {
+  Report report = job();
+  const nlohmann::json baseline = baseline_of(report);
+  EXPECT_EQ(baseline.at("format"), "trainshim-baseline/2");
+  EXPECT_EQ(baseline.at("sites").at(0).at("identity"), "item\x1f/src/train.py\x1fmain\x1f");
+  EXPECT_TRUE(new_sync_sites(report, baseline).empty());
+  reword_item(report);
+  EXPECT_TRUE(new_sync_sites(report, baseline).empty());
+  for (ProcessReport& p : report.processes) p.sync_sites.hidden.front().classification.key = "cpu";
+  EXPECT_EQ(new_sync_sites(report, baseline),
+            std::vector<std::string>{"new hidden sync Tensor.item() read at /src/train.py:73 in main: 40.00 in the run "
+                                     "(no steps found)"});
+}
+
+// A file written before the keys holds the operation's words: the same words match, new ones not.
+TEST(AuditBaseline, AFileOfFormatOneIsMatchedOnTheWords) {
+  Report report = job();
+  nlohmann::json baseline = baseline_of(report);
+  baseline["format"] = "trainshim-baseline/1";
+  baseline["sites"][0]["identity"] = "Tensor.item()\x1f/src/train.py\x1fmain\x1f";
+  ASSERT_TRUE(is_baseline(baseline));
+  EXPECT_TRUE(new_sync_sites(report, baseline).empty());
+  reword_item(report);
+  EXPECT_EQ(new_sync_sites(report, baseline).size(), 1u);
 }
 
 }  // namespace

@@ -516,6 +516,28 @@ TEST(ClassifierShape, SyncWithoutNativeFramesIsUnclassified) {
   expect_rule(classify(s), "unclassified", "cudaStreamSynchronize() in an unknown library", SyncKind::Hidden, "");
 }
 
+// The key names an operation in baselines and diffs: one per line of the rule table and per
+// shape, never its words.
+TEST(ClassifierKeys, EachRuleLineAndShapeHasItsOwnKey) {
+  const std::string to_copy = "at::native::_to_copy(at::Tensor const&)";
+  const std::string copy = "at::native::copy_(at::Tensor&, at::Tensor const&, bool)";
+  auto key = [](const SyncShape& shape) { return classify(shape).key; };
+  EXPECT_EQ(key(copy_from(to_copy, Direction::DeviceToHost, HostMemory::Pageable, "/x/libtorch_cpu.so")), "cpu");
+  EXPECT_EQ(key(copy_from(copy, Direction::DeviceToHost, HostMemory::Pageable, "/x/libtorch_cpu.so")), "cpu/copy_");
+  EXPECT_EQ(key(copy_from(to_copy, Direction::HostToDevice, HostMemory::Pageable, "/x/libtorch_cpu.so")), "upload");
+  EXPECT_EQ(key(copy_from(copy, Direction::HostToDevice, HostMemory::Pageable, "/x/libtorch_cpu.so")), "upload/copy_");
+  EXPECT_EQ(key(sync_from("at::_ops::item::call(at::Tensor const&)", "/x/libtorch_cpu.so")), "item");
+  EXPECT_EQ(key(sync_from("foo::wait()", "/opt/lib/libfoo.so")), "unclassified/cudaStreamSynchronize/libfoo.so");
+  EXPECT_EQ(
+      key(copy_from("foo::read_back(void*)", Direction::DeviceToHost, HostMemory::Pageable, "/opt/lib/libfoo.so")),
+      "pageable_d2h/cudaMemcpyAsync");
+  SyncShape memcpy = copy_from("foo::put(void*)", Direction::HostToDevice, HostMemory::Pinned, "/opt/lib/libfoo.so");
+  memcpy.api = "cudaMemcpy";
+  EXPECT_EQ(key(memcpy), "blocking_copy/cudaMemcpy/h2d");
+  EXPECT_EQ(key(free_from("foo::release(void*)", "/opt/lib/libfoo.so")), "free");
+  EXPECT_EQ(key(sync_from("main", "/work/app/trainer")), "direct/cudaStreamSynchronize");
+}
+
 // A frame's module is empty when it is unknown (classifier.hpp); the operation should then say so
 // rather than end in "in ".
 TEST(ClassifierShape, SyncFromAFrameWithoutModuleNamesAnUnknownLibrary) {

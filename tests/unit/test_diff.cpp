@@ -24,6 +24,7 @@ SyncSite site(const std::string& operation, int line, const std::string& source,
               SyncKind kind = SyncKind::Hidden, const std::string& function = "train_step") {
   SyncSite s;
   s.classification.operation = operation;
+  s.classification.key = operation == "Tensor.item()" ? "item" : "key of " + operation;
   s.classification.kind = kind;
   s.file = "/src/train.py";
   s.function = function;
@@ -137,6 +138,17 @@ TEST(DiffSiteKey, IgnoresTheLineAndSurroundingBlanksButNotTheText) {
   EXPECT_NE(site_identity(a), site_identity(other_file));
   // Fields never run into each other.
   EXPECT_NE(site_identity(site("ab", 1, "c", 1, 1)), site_identity(site("a", 1, "bc", 1, 1)));
+}
+
+TEST(DiffSiteKey, ARewordedOperationIsTheSameSite) {
+  const SyncSite a = site("Tensor.item()", 57, "loss_val = loss.item()", 1, 1);
+  SyncSite reworded = a;
+  reworded.classification.operation = "Tensor.item() (reads one value)";
+  EXPECT_EQ(site_identity(reworded), site_identity(a));
+  EXPECT_EQ(site_identity(a), "item\x1f/src/train.py\x1ftrain_step\x1floss_val = loss.item()");
+  // trainshim-baseline/1 files hold the words.
+  EXPECT_EQ(worded_site_identity(a), "Tensor.item()\x1f/src/train.py\x1ftrain_step\x1floss_val = loss.item()");
+  EXPECT_NE(worded_site_identity(reworded), worded_site_identity(a));
 }
 
 TEST(DiffSites, StatusesAndFigures) {

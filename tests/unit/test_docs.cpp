@@ -152,8 +152,8 @@ void expect_same(const Names& code, const Names& docs, const std::string& what, 
 // optional object is null).
 Report full_report() {
   SyncSite site;
-  site.classification = {"Tensor.item()",  SyncKind::Hidden,       "reads a value",
-                         "log less often", "at::_ops::item::call", "item"};
+  site.classification = {"Tensor.item()",        SyncKind::Hidden, "reads a value", "log less often",
+                         "at::_ops::item::call", "item",           "item"};
   site.file = "/src/train.py";
   site.function = "train_step";
   site.source = "loss_val = loss.item()";
@@ -166,7 +166,7 @@ Report full_report() {
   site.bubble_calls = 100;
   site.bubble_on_gpu = true;
   SyncSite upload = site;
-  upload.classification = {"pageable H2D copy", SyncKind::Hidden, "", "", "", "pageable_copy"};
+  upload.classification = {"pageable H2D copy", SyncKind::Hidden, "", "", "", "pageable_copy", "pageable_copy/H2D"};
   upload.bytes = 1 << 20;
   upload.kind = SiteKind::PageableCopy;
   upload.copy_direction = Direction::HostToDevice;

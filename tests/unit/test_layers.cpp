@@ -13,7 +13,7 @@ namespace {
 
 // The stages by rank: a file may include a stage of equal or lower rank. launch runs a job and
 // needs only the run database; commands sit on top.
-const std::map<std::string, int> kStageRank = {{"text", 0},   {"store", 1},  {"analyse", 2},  {"launch", 2},
+const std::map<std::string, int> kStageRank = {{"text", 0},     {"store", 1},  {"analyse", 2}, {"launch", 2},
                                                {"diagnose", 3}, {"render", 4}, {"commands", 5}};
 
 // "render/report_text.hpp" included from a file of `stage`: a message when it reaches upward or

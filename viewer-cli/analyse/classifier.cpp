@@ -1,5 +1,7 @@
 #include "analyse/classifier.hpp"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <string_view>
 
@@ -22,6 +24,8 @@ struct Rule {
   SyncKind kind;
   std::string_view cause;
   std::string_view advice;
+  // Tells apart two lines of one rule (the same operation reached through another op) in its key.
+  std::string_view variant{};
 };
 
 constexpr std::string_view kExplicitAdvice =
@@ -170,7 +174,8 @@ constexpr Rule kRules[] = {
      "Tensor.copy_() into a host tensor",
      SyncKind::Hidden,
      "a blocking copy to the host waits for the kernels that produce the tensor",
-     "copy with non_blocking=True into pinned memory and synchronise once where the value is needed"},
+     "copy with non_blocking=True into pinned memory and synchronise once where the value is needed",
+     "copy_"},
     // copy_kernel_cuda follows every blocking copy with a stream sync, uploads too.
     {"upload",
      {"at::_ops::_to_copy::call", "at::native::_to_copy", "torch::autograd::THPVariable_cuda"},
@@ -185,7 +190,8 @@ constexpr Rule kRules[] = {
      "Tensor.copy_() from a host tensor (blocking upload)",
      SyncKind::Hidden,
      "a blocking upload (non_blocking=False) waits until the copy has left the host buffer",
-     "pin the source and copy with non_blocking=True"},
+     "pin the source and copy with non_blocking=True",
+     "copy_"},
 };
 
 bool contains(std::string_view haystack, std::string_view needle) {
@@ -216,8 +222,10 @@ bool direction_fits(Needs needs, const SyncShape& shape) {
 }
 
 Classification from(const Rule& rule, const std::string& frame) {
-  return {std::string(rule.operation), rule.kind, std::string(rule.cause),
-          std::string(rule.advice),    frame,     std::string(rule.name)};
+  std::string key(rule.name);
+  if (!rule.variant.empty()) (key += '/') += rule.variant;
+  return {std::string(rule.operation), rule.kind, std::string(rule.cause), std::string(rule.advice), frame,
+          std::string(rule.name),      key};
 }
 
 std::string basename(const std::string& path) {
@@ -300,6 +308,7 @@ Classification classify(const SyncShape& shape) {
             "formatting a CUDA tensor reads it on the host: one sync for the selection, then one per element",
             "print a host copy taken once (t.cpu()) or a summary (t.sum().item()), and only every N steps",
             "",
+            "print",
             "print"};
   // The outermost framework frame names what the user called: `if t:` runs is_nonzero, which
   // calls item(); masked_select runs nonzero(); unique() reads its size with item().
@@ -312,8 +321,8 @@ Classification classify(const SyncShape& shape) {
     }
   }
   if (called_directly(shape))
-    return {shape.api + "()", SyncKind::Explicit, "called directly by the program", std::string(kExplicitAdvice), "",
-            "direct"};
+    return {shape.api + "()", SyncKind::Explicit,   "called directly by the program", std::string(kExplicitAdvice), "",
+            "direct",         "direct/" + shape.api};
   if (shape.api_class == ApiClass::Copy && shape.direction == Direction::DeviceToHost &&
       shape.host_memory == HostMemory::Pageable)
     return {"blocking D2H copy into pageable memory",
@@ -321,20 +330,23 @@ Classification classify(const SyncShape& shape) {
             "a copy into pageable host memory cannot run asynchronously: the host waits for the GPU to reach it",
             "copy into a pinned buffer with non_blocking=True and synchronise once where the value is needed",
             "",
-            "pageable_d2h"};
+            "pageable_d2h",
+            "pageable_d2h/" + shape.api};
   if (shape.api_class == ApiClass::Copy)
     return {shape.api + "() " + std::string(direction_name(shape.direction)),
             SyncKind::Hidden,
             "a synchronous copy returns only once the GPU has reached it",
             "use cudaMemcpyAsync on a stream with pinned host memory and synchronise once",
             "",
-            "blocking_copy"};
+            "blocking_copy",
+            fmt::format("blocking_copy/{}/{}", shape.api, direction_name(shape.direction))};
   if (shape.api_class == ApiClass::Free)
     return {"cudaFree()",
             SyncKind::Hidden,
             "cudaFree waits for the whole device before releasing memory",
             "allocate once and reuse device buffers instead of freeing them in the loop",
             "",
+            "free",
             "free"};
   const std::string module = shape.native.empty() ? std::string() : basename(shape.native.front().module);
   const std::string where = module.empty() ? std::string("an unknown library") : module;
@@ -343,7 +355,8 @@ Classification classify(const SyncShape& shape) {
           "a library call that waits for the GPU",
           "look at the native frame that calls it; trainshim has no rule for this library yet",
           shape.native.empty() ? "" : shape.native.front().function,
-          "unclassified"};
+          "unclassified",
+          fmt::format("unclassified/{}/{}", shape.api, module)};
 }
 
 int top_user_python_frame(const std::vector<PythonFrameView>& frames) {

@@ -45,6 +45,10 @@ struct Classification {
   std::string advice;        // what to do about it
   std::string native_frame;  // the frame that identified it, empty when the shape alone did
   std::string rule;          // the rule's name, for tests and --json
+  // What names the operation from one version of trainshim to the next (site_identity: baselines,
+  // diff), never its words: the rule, and what tells its cases apart ("cpu/copy_",
+  // "blocking_copy/cudaMemcpy/D2H", "unclassified/cudaStreamSynchronize/libfoo.so").
+  std::string key;
 };
 
 Classification classify(const SyncShape& shape);

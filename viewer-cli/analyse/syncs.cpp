@@ -55,6 +55,7 @@ std::vector<SyncSite> pageable_sites(const RunDatabase& db, int64_t process_id) 
     where.classification.operation =
         where.copy_direction == Direction::HostToDevice ? "pageable H2D copy" : "pageable D2H copy";
     where.classification.rule = "pageable_copy";
+    where.classification.key = fmt::format("pageable_copy/{}", direction_name(where.copy_direction));
     auto [it, fresh] =
         sites.try_emplace({where.classification.operation, where.file, where.function, where.line}, where);
     it->second.calls += q.integer(3);
@@ -121,17 +122,25 @@ std::string site_location(const SyncSite& site) {
   return where;
 }
 
-std::string site_identity(const SyncSite& site) {
-  // A separator no name or line of code contains; the source without the indentation or the
-  // trailing blanks an unrelated edit may change.
+namespace {
+
+// The operation's name, then the file, the function and the source without the indentation or the
+// trailing blanks an unrelated edit may change, joined by a separator no name or line of code contains.
+std::string identity_with(const std::string& operation, const SyncSite& site) {
   constexpr char kSeparator = '\x1f';
   const auto first = site.source.find_first_not_of(" \t");
   const auto last = site.source.find_last_not_of(" \t\r\n");
   const std::string source = first == std::string::npos ? std::string() : site.source.substr(first, last - first + 1);
-  std::string key = site.classification.operation;
+  std::string key = operation;
   for (const std::string* part : {&site.file, &site.function, &source}) (key += kSeparator) += *part;
   return key;
 }
+
+}  // namespace
+
+std::string site_identity(const SyncSite& site) { return identity_with(site.classification.key, site); }
+
+std::string worded_site_identity(const SyncSite& site) { return identity_with(site.classification.operation, site); }
 
 RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::string& step_name,
                      std::vector<CollectiveCall> collectives) {
@@ -212,7 +221,8 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
             "asks whether the GPU is done without waiting",
             "a tight polling loop burns a host core; sleep between polls or wait on an event",
             "",
-            "poll"};
+            "poll",
+            "poll/" + shape.api};
       }
       site->second.calls += count;
       site->second.blocked_ns += blocked_ns;

@@ -35,10 +35,12 @@ struct SyncSite {
 // "file:line in function": "?" for an unknown file, no " in ..." for an unknown function.
 std::string site_location(const SyncSite& site);
 
-// What names a site from one run to the next (diff, audit baselines): the operation, the file, the
-// function and the text of the line (trimmed), never its number: an unrelated edit above it must
-// not make it new.
+// What names a site from one run to the next (diff, audit baselines): the operation's key (never
+// its words: a reworded operation must not make it new), the file, the function and the text of
+// the line (trimmed), never its number: an unrelated edit above it must not make it new either.
 std::string site_identity(const SyncSite& site);
+// The identity trainshim-baseline/1 files hold: the operation's words in place of its key.
+std::string worded_site_identity(const SyncSite& site);
 
 // One call of a sync site, as recorded one by one (`events`, and `recent_events` for blocking copies).
 struct SyncCall {

@@ -42,7 +42,9 @@ int64_t rank_waited(const Report& report, int rank) {
 }  // namespace
 
 bool is_baseline(const nlohmann::json& document) {
-  return document.is_object() && document.value("format", "") == kBaselineFormat && document.contains("sites") &&
+  if (!document.is_object()) return false;
+  const std::string format = document.value("format", "");
+  return (format == kBaselineFormat || format == kWordedBaselineFormat) && document.contains("sites") &&
          document.contains("ranks");
 }
 
@@ -204,6 +206,7 @@ AuditResult audit(const Report& report, const Policy& policy, const nlohmann::js
                                      "{:.0f} % (and 1 ms)",
                                      100 * policy.wait_tolerance),
                          {}};
+  const bool worded = baseline->at("format") == kWordedBaselineFormat;
   std::set<std::string> reported;  // a site new on every rank is one finding
   for (const ProcessReport& p : report.processes) {
     const RankSyncs& rs = p.sync_sites;
@@ -211,7 +214,8 @@ AuditResult audit(const Report& report, const Policy& policy, const nlohmann::js
       for (const SyncSite& s : list) {
         if (!counts_as(s) || (std::string(kind) == "hidden" && allowed(s, policy))) continue;
         // The baseline file holds the identity as JSON wrote it.
-        const std::string key = std::string(kind) + "|" + valid_utf8(site_identity(s));
+        const std::string key =
+            std::string(kind) + "|" + valid_utf8(worded ? worded_site_identity(s) : site_identity(s));
         const auto it = known.find(key);
         const double rate = per_step_else_per_run(double(s.calls), rs);
         if (it == known.end()) {

@@ -12,8 +12,10 @@
 
 namespace trainshim::cli {
 
-// The format of a baseline document, and whether `document` is one (the fields audit reads).
-inline constexpr const char* kBaselineFormat = "trainshim-baseline/1";
+// The format of a baseline document, and whether `document` is one (the fields audit reads). A
+// /1 file, written before sites were named by their operation's key, is matched on its words.
+inline constexpr const char* kBaselineFormat = "trainshim-baseline/2";
+inline constexpr const char* kWordedBaselineFormat = "trainshim-baseline/1";
 bool is_baseline(const nlohmann::json& document);
 
 struct Violation {
