@@ -243,9 +243,11 @@ Report full_report() {
               {1},
               "collective",
               "rank 1 (pid 4243) thread 4243 sleeping in futex for 312.0 s"}};
-  r.setup = {{0, 4242, "numa_affinity", "affinity CPUs 0-63", "taskset/numactl to CPUs 0-31", false}};
-  r.findings = {{"hidden_sync", 0, 100, 0, 5'000'000, "rank 0 waits", "log less often", "error", "", ""},
-                {"hang", 1, 0, 0, 312'000'000'000, "ranks 0 waiting", "look", "error", "collective", "rank 1 ..."}};
+  r.setup = {{0, 4242, SetupItemKind::NumaAffinity, "affinity CPUs 0-63", "taskset/numactl to CPUs 0-31", false}};
+  r.findings = {
+      {FindingKind::HiddenSync, 0, 100, 0, 5'000'000, "rank 0 waits", "log less often", FindingSeverity::Error, "", ""},
+      {FindingKind::Hang, 1, 0, 0, 312'000'000'000, "ranks 0 waiting", "look", FindingSeverity::Error, "collective",
+       "rank 1 ..."}};
   r.diagnosis = diagnose(r);
   return r;
 }
@@ -283,6 +285,29 @@ TEST(Docs, TheAuditRulesAreTheDocumentedOnes) {
   for (const nlohmann::json* against : {static_cast<const nlohmann::json*>(nullptr), &baseline})
     for (const RuleResult& rule : audit(report, Policy{}, against).rules) rules.insert(rule.rule);
   expect_same(rules, documented("docs/formats.md", "<!-- list:audit-rules -->"), "audit rules", "docs/formats.md");
+}
+
+TEST(Docs, TheSetupItemsAreTheDocumentedOnes) {
+  Names items;
+  for (const SetupItemKind item : kSetupItems) items.insert(std::string(setup_item_name(item)));
+  expect_same(items, documented("docs/findings.md", "<!-- list:setup-items -->"), "setup items", "docs/findings.md");
+}
+
+// The kinds in the cell of `findings[].kind` (docs/formats.md) are finding_kinds.def's.
+TEST(Docs, TheFindingKindsAreTheDocumentedOnes) {
+  Names kinds;
+#define TS_FINDING(value, name) kinds.insert(FindingKind::value == FindingKind::Setup ? "setup_<item>" : name);
+#include "diagnose/finding_kinds.def"
+#undef TS_FINDING
+  const std::string text = file_text(kSourceDir + "/docs/formats.md");
+  const auto row = text.find("| `findings[].kind` |");
+  ASSERT_NE(row, std::string::npos) << "docs/formats.md lacks the row of findings[].kind";
+  const std::string cell = text.substr(row, text.find('\n', row) - row);
+  Names documented_kinds;
+  const std::regex quoted("`([a-z0-9_<>]+)`");
+  for (auto it = std::sregex_iterator(cell.begin(), cell.end(), quoted); it != std::sregex_iterator(); ++it)
+    if ((*it)[1] != "string") documented_kinds.insert((*it)[1]);
+  expect_same(kinds, documented_kinds, "finding kinds", "docs/formats.md");
 }
 
 TEST(Docs, InterposedFunctionsAreApiDefsEntries) {

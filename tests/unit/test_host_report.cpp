@@ -103,13 +103,13 @@ class HostReportTest : public test::TempDirTest {
 
 std::vector<std::string> kinds(const Report& r) {
   std::vector<std::string> out;
-  for (const Finding& f : r.findings) out.push_back(f.kind);
+  for (const Finding& f : r.findings) out.push_back(finding_kind_name(f));
   return out;
 }
 
 const Finding* finding(const Report& r, const std::string& kind) {
   for (const Finding& f : r.findings)
-    if (f.kind == kind) return &f;
+    if (finding_kind_name(f) == kind) return &f;
   return nullptr;
 }
 
@@ -316,7 +316,7 @@ TEST_F(InputWaitTest, NoWorkersWhileInputBoundIsTheAdvice) {
   EXPECT_EQ(wait["site"], "/src/train.py:41 in train");
   EXPECT_EQ(finding(r, "input_bound")->advice, "DataLoader(num_workers=7): the main thread loads every batch itself");
   const SetupItem& workers = r.setup.front();
-  EXPECT_EQ(workers.item, "dataloader_workers");
+  EXPECT_EQ(setup_item_name(workers.item), "dataloader_workers");
   EXPECT_FALSE(workers.ok);
   EXPECT_EQ(workers.observed, "0 workers at most; input wait 50 % of step time; 8 cores per GPU");
 }
@@ -405,12 +405,12 @@ TEST_F(SetupTest, EveryItemThatIsOffIsAWarning) {
   EXPECT_EQ(kinds(r), (std::vector<std::string>{"pageable_copy", "setup_dataloader_workers", "setup_pinned_memory",
                                                 "setup_numa_affinity", "setup_omp_threads", "setup_nccl_env"}));
   const Finding* numa = finding(r, "setup_numa_affinity");
-  EXPECT_EQ(numa->severity, "warning");
+  EXPECT_STREQ(finding_severity_name(numa->severity), "warning");
   EXPECT_EQ(numa->rank, 0);
   EXPECT_EQ(numa->message,
             "rank 0: CPU affinity against the GPU's NUMA node: affinity CPUs 0-31, not within NUMA node 1 of its GPU");
   EXPECT_EQ(numa->advice, "taskset/numactl to CPUs 32-63 (NUMA node 1 of GPU 0000:1b:00.0)");
-  EXPECT_EQ(finding(r, "pageable_copy")->severity, "error");
+  EXPECT_STREQ(finding_severity_name(finding(r, "pageable_copy")->severity), "error");
 
   // --setup: the section alone, and only "setup" in JSON.
   const std::string text = render_setup_text(r);
@@ -441,7 +441,7 @@ TEST_F(SetupTest, ACleanControlHasNoSetupFinding) {
   write(rank0, rank1);
   const Report r = report();
   ASSERT_EQ(r.setup.size(), 14u);
-  for (const SetupItem& s : r.setup) EXPECT_TRUE(s.ok) << s.item << ": " << s.observed;
+  for (const SetupItem& s : r.setup) EXPECT_TRUE(s.ok) << setup_item_name(s.item) << ": " << s.observed;
   EXPECT_EQ(r.setup[5].observed, "2 ranks on nodeA, 2 GPUs");
   EXPECT_EQ(r.setup[4].observed, "NCCL_SOCKET_IFNAME=eth0");
   EXPECT_EQ(r.setup[1].observed, "1 H2D copies, none from pageable memory");
@@ -453,7 +453,7 @@ TEST_F(SetupTest, ItemsWithoutDataAreUnknownAndOk) {
   const Report r = report();
   ASSERT_EQ(r.setup.size(), 14u);
   for (std::size_t i : {0u, 2u, 5u, 6u}) {
-    EXPECT_EQ(r.setup[i].observed, "unknown") << r.setup[i].item;
+    EXPECT_EQ(r.setup[i].observed, "unknown") << setup_item_name(r.setup[i].item);
     EXPECT_TRUE(r.setup[i].ok);
   }
   // Two ranks on the node and OMP_NUM_THREADS unset: each starts a thread per core.

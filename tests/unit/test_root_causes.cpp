@@ -16,7 +16,7 @@ constexpr int64_t kMs = 1'000'000;
 const std::string kItem = "/src/train.py:66 in main";
 const std::string kUpload = "/src/train.py:60 in main";
 
-Finding finding(const std::string& kind, int rank, const std::string& message, const std::string& site = "",
+Finding finding(FindingKind kind, int rank, const std::string& message, const std::string& site = "",
                 const std::string& operation = "") {
   Finding f;
   f.kind = kind;
@@ -25,6 +25,13 @@ Finding finding(const std::string& kind, int rank, const std::string& message, c
   f.advice = "advice for " + message;
   f.site = site;
   f.operation = operation;
+  return f;
+}
+
+Finding setup_finding(SetupItemKind item, int rank, const std::string& message) {
+  Finding f = finding(FindingKind::Setup, rank, message);
+  f.setup_item = item;
+  f.severity = FindingSeverity::Warning;
   return f;
 }
 
@@ -80,17 +87,18 @@ Report job() {
                                  {StepPart::LaunchBound, "", -1, 5 * kMs, 0.05}}));
   r.waits.analysis.straggler = 1;
   r.findings = {
-      finding("straggler", 1, "rank 1 arrives last"),
-      finding("hidden_sync", 0, "rank 0: item", kItem, "Tensor.item()"),
-      finding("data_starvation", 1, "rank 1: GPU idle for input"),
-      finding("pageable_copy", 0, "rank 0 copied H2D from pageable memory", "", "pageable H2D copy"),
-      finding("hidden_sync", 1, "rank 1: item", kItem, "Tensor.item()"),
-      finding("hidden_sync", 0, "rank 0: blocking upload", kUpload, "Tensor.to('cuda') / .cuda() (blocking upload)"),
-      finding("input_bound", 1, "rank 1: main thread waits for the DataLoader"),
-      finding("pageable_copy", 0, "rank 0 copied D2H into pageable memory", "", "pageable D2H copy"),
-      finding("setup_pinned_memory", -1, "pinned memory: off"),
-      finding("fp32_gemm", 0, "rank 0: FP32 GEMMs"),
-      finding("hang", 1, "rank 1 never arrived")};
+      finding(FindingKind::Straggler, 1, "rank 1 arrives last"),
+      finding(FindingKind::HiddenSync, 0, "rank 0: item", kItem, "Tensor.item()"),
+      finding(FindingKind::DataStarvation, 1, "rank 1: GPU idle for input"),
+      finding(FindingKind::PageableCopy, 0, "rank 0 copied H2D from pageable memory", "", "pageable H2D copy"),
+      finding(FindingKind::HiddenSync, 1, "rank 1: item", kItem, "Tensor.item()"),
+      finding(FindingKind::HiddenSync, 0, "rank 0: blocking upload", kUpload,
+              "Tensor.to('cuda') / .cuda() (blocking upload)"),
+      finding(FindingKind::InputBound, 1, "rank 1: main thread waits for the DataLoader"),
+      finding(FindingKind::PageableCopy, 0, "rank 0 copied D2H into pageable memory", "", "pageable D2H copy"),
+      setup_finding(SetupItemKind::PinnedMemory, -1, "pinned memory: off"),
+      finding(FindingKind::Fp32Gemm, 0, "rank 0: FP32 GEMMs"),
+      finding(FindingKind::Hang, 1, "rank 1 never arrived")};
   return r;
 }
 
@@ -111,7 +119,7 @@ TEST(RootCauses, TheStragglersInputIsOneCauseCostedOnEveryRanksStep) {
   EXPECT_EQ(input.predicted_step_ns, 55 * kMs);
   EXPECT_EQ(input.cost_ns_per_step, 45 * kMs);
   EXPECT_DOUBLE_EQ(input.share, 0.45);
-  EXPECT_EQ(input.severity, "high");
+  EXPECT_STREQ(cause_severity_name(input.severity), "high");
   EXPECT_EQ(input.evidence, (std::vector<std::string>{"rank 1 arrives last", "rank 1: GPU idle for input",
                                                       "rank 1: main thread waits for the DataLoader"}));
   EXPECT_EQ(input.advice, "advice for rank 1: GPU idle for input");
@@ -126,7 +134,7 @@ TEST(RootCauses, ASyncLineOnEveryRankIsOneCauseCostedByItsBubbles) {
   EXPECT_EQ(item.ranks, (std::vector<int>{0, 1}));
   EXPECT_EQ(item.predicted_step_ns, 98 * kMs);
   EXPECT_EQ(item.cost_ns_per_step, 2 * kMs);
-  EXPECT_EQ(item.severity, "medium");
+  EXPECT_STREQ(cause_severity_name(item.severity), "medium");
   EXPECT_EQ(
       std::count_if(d.causes.begin(), d.causes.end(), [](const RootCause& c) { return c.cause == "hidden_sync"; }), 1);
 }
@@ -172,7 +180,7 @@ TEST(RootCauses, PageableInputIsOneCauseWithItsChecklistItem) {
   EXPECT_EQ(pageable.ranks, (std::vector<int>{0}));
   EXPECT_EQ(pageable.predicted_step_ns, 100 * kMs);
   EXPECT_EQ(pageable.cost_ns_per_step, 0);
-  EXPECT_EQ(pageable.severity, "low");
+  EXPECT_STREQ(cause_severity_name(pageable.severity), "low");
   EXPECT_EQ(pageable.advice, "advice for pinned memory: off");
 }
 
@@ -189,7 +197,8 @@ TEST(RootCauses, PinningSavesTheHostsTimeInPageableUploadsWithinTheSteps) {
   for (int k = 0; k <= 10; ++k) syncs.steps.starts_ns.push_back(1000 * kMs + k * 100 * kMs);
   syncs.steps.count = 10;
   syncs.pageable_upload_ns_in_steps = 60 * kMs;
-  r.findings = {finding("pageable_copy", 0, "rank 0 copied H2D from pageable memory", "", "pageable H2D copy")};
+  r.findings = {
+      finding(FindingKind::PageableCopy, 0, "rank 0 copied H2D from pageable memory", "", "pageable H2D copy")};
   EXPECT_EQ(cause(diagnose(r), "pageable_input").predicted_step_ns, 94 * kMs);
   EXPECT_EQ(cause(diagnose(r), "pageable_input").cost_ns_per_step, 6 * kMs);
   r.processes[0].step_breakdown->parts[2].ns_per_step = 8 * kMs;
@@ -210,8 +219,8 @@ TEST(RootCauses, EveryFindingOnceTheRestAlone) {
   }
   EXPECT_EQ(grouped + alone, r.findings.size());
   const RootCause& hang = cause(d, "hang");
-  EXPECT_EQ(hang.severity, "high");
-  EXPECT_EQ(cause(d, "fp32_gemm").severity, "advice");
+  EXPECT_STREQ(cause_severity_name(hang.severity), "high");
+  EXPECT_STREQ(cause_severity_name(cause(d, "fp32_gemm").severity), "advice");
   EXPECT_EQ(cause(d, "pageable_copy").title, "rank 0 copied D2H into pageable memory");
   // By cost, then severity: the hang leads the causes that cost the step nothing measured.
   std::vector<std::string> order;
@@ -224,7 +233,9 @@ TEST(RootCauses, EveryFindingOnceTheRestAlone) {
 // (50 ms), at least its time launching; without the GPU timeline, its lateness alone.
 TEST(RootCauses, AStragglerWithoutInputWaitLosesItsLateness) {
   Report r = job();
-  std::erase_if(r.findings, [](const Finding& f) { return f.kind == "data_starvation" || f.kind == "input_bound"; });
+  std::erase_if(r.findings, [](const Finding& f) {
+    return f.kind == FindingKind::DataStarvation || f.kind == FindingKind::InputBound;
+  });
   r.processes[1].step_breakdown->parts = {{StepPart::LaunchBound, "", -1, 60 * kMs, 0.60},
                                           {StepPart::Compute, "", -1, 40 * kMs, 0.40}};
   Diagnosis d = diagnose(r);
@@ -235,7 +246,7 @@ TEST(RootCauses, AStragglerWithoutInputWaitLosesItsLateness) {
   d = diagnose(r);
   EXPECT_EQ(cause(d, "straggler").predicted_step_ns, 50 * kMs);
   EXPECT_EQ(cause(d, "straggler").cost_ns_per_step, 50 * kMs);
-  EXPECT_EQ(cause(d, "straggler").severity, "high");
+  EXPECT_STREQ(cause_severity_name(cause(d, "straggler").severity), "high");
 }
 
 // A process no launcher started (no rank, no straggler): its input findings are its input pipeline.
@@ -243,15 +254,15 @@ TEST(RootCauses, AOneProcessJobsInputIsACause) {
   Report r;
   r.processes.push_back(
       rank(-1, {{StepPart::Input, "", -1, 60 * kMs, 0.6}, {StepPart::Compute, "", -1, 40 * kMs, 0.4}}));
-  r.findings = {finding("data_starvation", -1, "the GPU idle for input"),
-                finding("input_bound", -1, "the main thread waits")};
+  r.findings = {finding(FindingKind::DataStarvation, -1, "the GPU idle for input"),
+                finding(FindingKind::InputBound, -1, "the main thread waits")};
   const Diagnosis d = diagnose(r);
   ASSERT_EQ(d.causes.size(), 1u);
   EXPECT_EQ(d.causes[0].cause, "input");
   EXPECT_EQ(d.causes[0].title, "the input pipeline");
   EXPECT_EQ(d.causes[0].evidence, (std::vector<std::string>{"the GPU idle for input", "the main thread waits"}));
   EXPECT_EQ(d.causes[0].predicted_step_ns, 40 * kMs);
-  EXPECT_EQ(d.causes[0].severity, "high");
+  EXPECT_STREQ(cause_severity_name(d.causes[0].severity), "high");
 }
 
 // Without steps nothing is costed: every cause is advice, a hang still high.
@@ -263,7 +274,7 @@ TEST(RootCauses, WithoutStepsNothingIsCosted) {
   for (const RootCause& c : d.causes) {
     EXPECT_EQ(c.cost_ns_per_step, 0) << c.cause;
     EXPECT_EQ(c.predicted_step_ns, 0) << c.cause;
-    EXPECT_EQ(c.severity, c.cause == "hang" ? "high" : "advice") << c.cause;
+    EXPECT_STREQ(cause_severity_name(c.severity), c.cause == "hang" ? "high" : "advice") << c.cause;
   }
 }
 

@@ -69,7 +69,7 @@ void add_starvation_finding(Report& report, const ProcessReport& p) {
       input ? int64_t(input->share * double(g.covered_ns)) : g.idle_by_cause_ns[int(IdleCause::DataLoading)];
   if (!g.has_figures() || g.data_loading_steps == 0 || g.share(waiting_ns) < kStarvationShare) return;
   Finding f;
-  f.kind = "data_starvation";
+  f.kind = FindingKind::DataStarvation;
   f.rank = p.rank;
   f.calls = g.data_loading_steps;
   const int64_t per_step = input ? input->ns_per_step : g.per_step(waiting_ns);
@@ -103,7 +103,7 @@ void add_fp32_gemm_finding(Report& report, const ProcessReport& p) {
   const std::string words = fp32_gemm_words(k);
   if (words.empty() || k.fp32_gemm_share < kFp32GemmShare) return;
   Finding f;
-  f.kind = "fp32_gemm";
+  f.kind = FindingKind::Fp32Gemm;
   f.rank = p.rank;
   f.cost_ns = k.fp32_gemm_ns;
   const auto advice = words.find(": use ");
@@ -119,7 +119,7 @@ void add_timeline_findings(Report& report) {
     if (!gpu_timeline_state_advice(p.gpu.timeline).empty()) by_state[p.gpu.timeline].push_back(&p);
   for (const auto& [state, processes] : by_state) {
     Finding f;
-    f.kind = "gpu_timeline";
+    f.kind = FindingKind::GpuTimeline;
     std::vector<std::string> who;
     for (const ProcessReport* p : processes) who.push_back(rank_words(p->rank, p->pid));
     f.rank = processes.size() == 1 ? processes.front()->rank : -1;
@@ -147,7 +147,7 @@ void add_input_bound_finding(Report& report, const ProcessReport& p) {
   const std::optional<InputWait>& wait = p.host_report.input_wait;
   if (!wait || wait->share() < kInputBoundShare) return;
   Finding f;
-  f.kind = "input_bound";
+  f.kind = FindingKind::InputBound;
   f.rank = p.rank;
   f.calls = wait->steps;
   const std::optional<int64_t> per_step = wait->ns_per_step();
@@ -164,7 +164,8 @@ void add_input_bound_finding(Report& report, const ProcessReport& p) {
                               : std::string());
   std::vector<std::string> remedies;
   for (const SetupItem* s : setup_of(report, p))
-    if (!s->ok && (s->item == "dataloader_workers" || s->item == "pinned_memory")) remedies.push_back(s->recommended);
+    if (!s->ok && (s->item == SetupItemKind::DataloaderWorkers || s->item == SetupItemKind::PinnedMemory))
+      remedies.push_back(s->recommended);
   if (remedies.empty())
     remedies.push_back(wait->queue_samples
                            ? "the workers do not keep up: more of them (num_workers, up to the cores per GPU less "
@@ -176,26 +177,17 @@ void add_input_bound_finding(Report& report, const ProcessReport& p) {
   report.findings.push_back(std::move(f));
 }
 
-const char* setup_item_words(const std::string& item) {
-  if (item == "dataloader_workers") return "DataLoader workers";
-  if (item == "pinned_memory") return "pinned memory for input copies";
-  if (item == "numa_affinity") return "CPU affinity against the GPU's NUMA node";
-  if (item == "omp_threads") return "OpenMP threads";
-  if (item == "nccl_env") return "NCCL environment";
-  if (item == "ranks_per_node") return "ranks per node";
-  return "mixed precision";
-}
-
 // One warning per checklist item that is off, naming the processes it is off in.
 void add_setup_findings(Report& report) {
-  for (const char* item : kSetupItems) {
+  for (const SetupItemKind item : kSetupItems) {
     std::vector<const SetupItem*> off;
     for (const SetupItem& s : report.setup)
       if (!s.ok && s.item == item) off.push_back(&s);
     if (off.empty()) continue;
     Finding f;
-    f.kind = std::string("setup_") + item;
-    f.severity = "warning";
+    f.kind = FindingKind::Setup;
+    f.setup_item = item;
+    f.severity = FindingSeverity::Warning;
     f.rank = off.size() == 1 ? off.front()->rank : -1;
     f.calls = int64_t(off.size());
     const bool alike = std::all_of(off.begin(), off.end(), [&](const SetupItem* s) {
@@ -221,7 +213,7 @@ void add_straggler_finding(Report& report) {
   if (!s) return;
   const int64_t steps = steps_of_rank(report, a.straggler);
   Finding f;
-  f.kind = "straggler";
+  f.kind = FindingKind::Straggler;
   f.rank = a.straggler;
   f.calls = s->last_count;
   f.cost_ns = s->imposed_ns;
@@ -250,7 +242,7 @@ void add_straggler_finding(Report& report) {
 void add_findings(Report& report) {
   for (const HangRow& h : report.hangs) {
     Finding f;
-    f.kind = "hang";
+    f.kind = FindingKind::Hang;
     f.rank = h.missing.empty() ? -1 : h.missing.front();
     f.cost_ns = h.waited_ns;
     f.message = h.message;
@@ -276,7 +268,7 @@ void add_findings(Report& report) {
           (c.direction != Direction::HostToDevice && c.direction != Direction::DeviceToHost))
         continue;
       Finding f;
-      f.kind = "pageable_copy";
+      f.kind = FindingKind::PageableCopy;
       f.rank = p.rank;
       f.calls = c.calls;
       f.bytes = c.bytes;
@@ -295,7 +287,7 @@ void add_findings(Report& report) {
     const RankSyncs& rs = p.sync_sites;
     for (const SyncSite& site : rs.hidden) {
       Finding f;
-      f.kind = "hidden_sync";
+      f.kind = FindingKind::HiddenSync;
       f.rank = p.rank;
       f.calls = site.calls;
       // The GPU time lost after the call is the sync's real cost, where it was measured: the step
@@ -318,7 +310,7 @@ void add_findings(Report& report) {
     add_fp32_gemm_finding(report, p);
     if (p.lost.total() > 0) {
       Finding f;
-      f.kind = "dropped_events";
+      f.kind = FindingKind::DroppedEvents;
       f.rank = p.rank;
       f.calls = p.lost.total();
       f.message = fmt::format("{} lost {} records ({}): its figures are lower bounds", rank_words(p.rank, p.pid),
@@ -331,7 +323,7 @@ void add_findings(Report& report) {
   add_setup_findings(report);
   for (const std::string& library : report.stripped_libraries) {
     Finding f;
-    f.kind = "stripped_library";
+    f.kind = FindingKind::StrippedLibrary;
     f.message = fmt::format("{} has no symbol table (.symtab): PyTorch's binding frames have no names there, so "
                             "operations are named from its exported op-entry frames alone and "
                             "torch.cuda.Event/Stream.synchronize() can show as unclassified",

@@ -1,5 +1,7 @@
 #include "diagnose/report_model.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -93,6 +95,22 @@ std::vector<Row> merge(const std::vector<ProcessReport>& processes, std::vector<
 }
 
 }  // namespace
+
+std::string finding_kind_name(const Finding& finding) {
+  if (finding.kind == FindingKind::Setup) return fmt::format("setup_{}", setup_item_name(finding.setup_item));
+  switch (finding.kind) {
+#define TS_FINDING(value, name) \
+  case FindingKind::value:      \
+    return name;
+#include "diagnose/finding_kinds.def"
+#undef TS_FINDING
+  }
+  return "";
+}
+
+const char* finding_severity_name(FindingSeverity severity) {
+  return severity == FindingSeverity::Warning ? "warning" : "error";
+}
 
 int64_t steps_of_rank(const Report& report, int rank) {
   for (const auto& p : report.processes)
@@ -240,7 +258,8 @@ bool keep_only_rank(Report& report, int rank) {
   std::erase_if(report.processes, other);
   std::erase_if(report.setup, other);
   std::erase_if(report.findings, [rank](const Finding& f) {
-    return f.rank != rank && f.kind != "straggler" && f.kind != "hang" && f.kind != "stripped_library";
+    return f.rank != rank && f.kind != FindingKind::Straggler && f.kind != FindingKind::Hang &&
+           f.kind != FindingKind::StrippedLibrary;
   });
   std::erase_if(report.diagnosis.causes, [rank](const RootCause& c) {
     return !c.ranks.empty() && std::find(c.ranks.begin(), c.ranks.end(), rank) == c.ranks.end();

@@ -55,18 +55,30 @@ struct ProcessReport {
   std::optional<StepBreakdown> step_breakdown;  // none without steps
 };
 
+enum class FindingKind {
+#define TS_FINDING(value, name) value,
+#include "diagnose/finding_kinds.def"
+#undef TS_FINDING
+};
+
+// Warning: a setup item that is off (a recommendation, no measured cost); error: the rest.
+enum class FindingSeverity { Error, Warning };
+
 struct Finding {
-  // hang | pageable_copy | hidden_sync | straggler | dropped_events | stripped_library | data_starvation |
-  // gpu_timeline | fp32_gemm | input_bound | setup_<item>
-  std::string kind;
+  FindingKind kind = FindingKind::HiddenSync;
   int rank = -1;
   int64_t calls = 0, bytes = 0, cost_ns = 0;
   std::string message, advice;
-  // "warning": a setup item that is off (a recommendation, no measured cost); "error": the rest.
-  std::string severity = "error";
+  FindingSeverity severity = FindingSeverity::Error;
   std::string hang_kind, stacks;    // a hang's kind ("collective", "no_progress") and its ranks' stacks
   std::string site{}, operation{};  // hidden_sync: the site's location and its operation
+  SetupItemKind setup_item{};       // Setup: the item that is off
 };
+
+// "hidden_sync", "setup_numa_affinity": the finding's kind in JSON.
+std::string finding_kind_name(const Finding& finding);
+// "error", "warning".
+const char* finding_severity_name(FindingSeverity severity);
 
 struct HangRow {
   std::string communicator, op, message;

@@ -11,11 +11,25 @@
 
 namespace trainshim::cli {
 
-const char* severity_of(double share) {
-  if (share < 0) return "advice";
-  if (share >= 0.10) return "high";
-  if (share >= 0.02) return "medium";
-  return "low";
+CauseSeverity severity_of(double share) {
+  if (share < 0) return CauseSeverity::Advice;
+  if (share >= 0.10) return CauseSeverity::High;
+  if (share >= 0.02) return CauseSeverity::Medium;
+  return CauseSeverity::Low;
+}
+
+const char* cause_severity_name(CauseSeverity severity) {
+  switch (severity) {
+    case CauseSeverity::High:
+      return "high";
+    case CauseSeverity::Medium:
+      return "medium";
+    case CauseSeverity::Low:
+      return "low";
+    case CauseSeverity::Advice:
+      return "advice";
+  }
+  return "";
 }
 
 namespace {
@@ -46,13 +60,6 @@ int64_t pageable_upload_ns_per_step(const ProcessReport& p) {
   return starts.size() < 2 ? 0 : p.sync_sites.pageable_upload_ns_in_steps / static_cast<int64_t>(starts.size() - 1);
 }
 
-int severity_order(const std::string& severity) {
-  if (severity == "high") return 0;
-  if (severity == "medium") return 1;
-  if (severity == "low") return 2;
-  return 3;
-}
-
 class Diagnoser {
  public:
   explicit Diagnoser(const Report& report) : report_(report), used_(report.findings.size(), false) {
@@ -74,7 +81,7 @@ class Diagnoser {
       if (!used_[i]) add_alone(report_.findings[i]);
     std::stable_sort(out_.causes.begin(), out_.causes.end(), [](const RootCause& a, const RootCause& b) {
       if (a.cost_ns_per_step != b.cost_ns_per_step) return a.cost_ns_per_step > b.cost_ns_per_step;
-      return severity_order(a.severity) < severity_order(b.severity);
+      return a.severity < b.severity;
     });
     return std::move(out_);
   }
@@ -86,12 +93,22 @@ class Diagnoser {
     return nullptr;
   }
 
+  // A kind of finding to take; a setup finding with its item.
+  struct Wanted {
+    FindingKind kind;
+    SetupItemKind item{};
+    bool matches(const Finding& f) const {
+      return f.kind == kind && (kind != FindingKind::Setup || f.setup_item == item);
+    }
+  };
+
   // The findings of these kinds on `rank` (any rank for -2), taken for a cause.
-  std::vector<const Finding*> take(const std::set<std::string>& kinds, int rank) {
+  std::vector<const Finding*> take(const std::vector<Wanted>& kinds, int rank) {
     std::vector<const Finding*> out;
     for (std::size_t i = 0; i < report_.findings.size(); ++i) {
       const Finding& f = report_.findings[i];
-      if (used_[i] || !kinds.count(f.kind) || (rank != -2 && f.rank != rank)) continue;
+      const bool wanted = std::any_of(kinds.begin(), kinds.end(), [&](const Wanted& w) { return w.matches(f); });
+      if (used_[i] || !wanted || (rank != -2 && f.rank != rank)) continue;
       used_[i] = true;
       out.push_back(&f);
     }
@@ -131,8 +148,9 @@ class Diagnoser {
   void add_straggler() {
     const int s = report_.waits.analysis.straggler;
     if (s < 0) return;
-    std::vector<const Finding*> evidence = take({"straggler"}, s);
-    const std::vector<const Finding*> input = take({"data_starvation", "input_bound", "setup_dataloader_workers"}, s);
+    std::vector<const Finding*> evidence = take({{FindingKind::Straggler}}, s);
+    const std::vector<const Finding*> input =
+        take({{FindingKind::DataStarvation}, {FindingKind::InputBound}, kWorkers}, s);
     evidence.insert(evidence.end(), input.begin(), input.end());
     const StepBreakdown* own = breakdown(s);
     const bool waits_for_input =
@@ -161,9 +179,10 @@ class Diagnoser {
 
   // A rank that is not the straggler waiting for its input.
   void add_input(const ProcessReport& p) {
-    const std::vector<const Finding*> evidence = take({"data_starvation", "input_bound"}, p.rank);
+    const std::vector<const Finding*> evidence =
+        take({{FindingKind::DataStarvation}, {FindingKind::InputBound}}, p.rank);
     if (evidence.empty()) return;
-    std::vector<const Finding*> workers = take({"setup_dataloader_workers"}, p.rank);
+    std::vector<const Finding*> workers = take({kWorkers}, p.rank);
     RootCause cause;
     cause.rank = p.rank;
     cause.cause = "input";
@@ -184,7 +203,7 @@ class Diagnoser {
     std::vector<const Finding*> evidence;
     for (std::size_t i = 0; i < report_.findings.size(); ++i) {
       const Finding& f = report_.findings[i];
-      if (!used_[i] && f.kind == "pageable_copy" && f.operation == "pageable H2D copy") {
+      if (!used_[i] && f.kind == FindingKind::PageableCopy && f.operation == "pageable H2D copy") {
         used_[i] = true;
         evidence.push_back(&f);
       }
@@ -196,7 +215,8 @@ class Diagnoser {
         if (s.classification.rule == "upload") uploads.emplace(site_location(s), s.classification.operation);
       for (std::size_t i = 0; i < report_.findings.size(); ++i) {
         const Finding& f = report_.findings[i];
-        if (!used_[i] && f.kind == "hidden_sync" && f.rank == p.rank && uploads.count({f.site, f.operation})) {
+        if (!used_[i] && f.kind == FindingKind::HiddenSync && f.rank == p.rank &&
+            uploads.count({f.site, f.operation})) {
           used_[i] = true;
           evidence.push_back(&f);
         }
@@ -206,7 +226,7 @@ class Diagnoser {
             std::max(p.step_breakdown->ns_per_step(StepPart::PageableCopy), pageable_upload_ns_per_step(p)) +
             blocked_ns_per_step(p, uploads);
     }
-    const std::vector<const Finding*> pinning = take({"setup_pinned_memory"}, -2);
+    const std::vector<const Finding*> pinning = take({{FindingKind::Setup, SetupItemKind::PinnedMemory}}, -2);
     evidence.insert(evidence.end(), pinning.begin(), pinning.end());
     if (evidence.empty()) return;
     RootCause cause;
@@ -225,7 +245,7 @@ class Diagnoser {
     std::vector<Key> order;
     for (std::size_t i = 0; i < report_.findings.size(); ++i) {
       const Finding& f = report_.findings[i];
-      if (used_[i] || f.kind != "hidden_sync") continue;
+      if (used_[i] || f.kind != FindingKind::HiddenSync) continue;
       used_[i] = true;
       const Key key{f.site, f.operation};
       if (!by_site.count(key)) order.push_back(key);
@@ -270,15 +290,17 @@ class Diagnoser {
   // A finding with no step part to remove: a hang, a setup item, lost records, a kernel precision.
   void add_alone(const Finding& f) {
     RootCause cause;
-    cause.cause = f.kind;
+    cause.cause = finding_kind_name(f);
     cause.rank = f.rank;
     cause.title = f.message;
-    cause.identity = fmt::format("{} rank {}", f.kind, f.rank);
+    cause.identity = fmt::format("{} rank {}", cause.cause, f.rank);
     cause.advice = f.advice;
-    cause.severity = f.kind == "hang" ? "high" : severity_of(-1);
+    cause.severity = f.kind == FindingKind::Hang ? CauseSeverity::High : severity_of(-1);
     if (f.rank >= 0) cause.ranks.push_back(f.rank);
     out_.causes.push_back(std::move(cause));
   }
+
+  static constexpr Wanted kWorkers{FindingKind::Setup, SetupItemKind::DataloaderWorkers};
 
   const Report& report_;
   std::vector<bool> used_;

@@ -12,19 +12,22 @@ namespace trainshim::cli {
 
 struct Report;
 
+// High: >= 10 % of the job's step; medium: >= 2 %; low: less; advice: no measured cost.
+enum class CauseSeverity { High, Medium, Low, Advice };
+
 struct RootCause {
   // input_pipeline (the straggler's input), straggler (late for another reason), input (a rank
   // waiting for input, not the straggler), pageable_input (pageable copies and blocking uploads),
   // hidden_sync (one sync line on every rank it is on), launch_bound, hang, or a finding's kind
   // (fp32_gemm, setup_<item>, dropped_events, stripped_library, gpu_timeline).
   std::string cause;
-  std::string title;                  // "rank 1's input pipeline", "Tensor.item() at train.py:66 in main"
-  int rank = -1;                      // the rank it is on, -1 when several or none
-  std::vector<int> ranks;             // the ranks whose step it lengthens (the waiting ones too)
-  int64_t cost_ns_per_step = 0;       // the job's step less the predicted one; 0: not measured
-  double share = 0;                   // of the job's step
-  int64_t predicted_step_ns = 0;      // the job's step without it; 0 when not measured
-  std::string severity;               // high (>= 10 % of the step), medium (>= 2 %), low, advice (no measured cost)
+  std::string title;              // "rank 1's input pipeline", "Tensor.item() at train.py:66 in main"
+  int rank = -1;                  // the rank it is on, -1 when several or none
+  std::vector<int> ranks;         // the ranks whose step it lengthens (the waiting ones too)
+  int64_t cost_ns_per_step = 0;   // the job's step less the predicted one; 0: not measured
+  double share = 0;               // of the job's step
+  int64_t predicted_step_ns = 0;  // the job's step without it; 0 when not measured
+  CauseSeverity severity = CauseSeverity::Advice;
   std::vector<std::string> evidence;  // the findings it groups, in their words
   std::string advice;
   // What names it from one run to the next (diff): its kind, rank and, for a sync, the operation,
@@ -41,7 +44,9 @@ struct Diagnosis {
 // Needs the report's findings and step breakdowns.
 Diagnosis diagnose(const Report& report);
 
-// "high", "medium", "low" or "advice" for a share of the step (negative: not measured).
-const char* severity_of(double share);
+// The severity of a share of the step (negative: not measured).
+CauseSeverity severity_of(double share);
+// "high", "medium", "low", "advice".
+const char* cause_severity_name(CauseSeverity severity);
 
 }  // namespace trainshim::cli

@@ -31,7 +31,7 @@ std::string fact(const std::map<std::string, std::string>& facts, const std::str
   return it == facts.end() ? std::string() : it->second;
 }
 
-SetupItem unknown_item(const char* item) {
+SetupItem unknown_item(SetupItemKind item) {
   SetupItem s;
   s.item = item;
   s.observed = "unknown";
@@ -81,7 +81,7 @@ std::optional<int64_t> cores_per_rank(const ProcessReport& p, const Node& node) 
 }
 
 SetupItem dataloader_workers(const ProcessReport& p, std::optional<int64_t> cores) {
-  SetupItem s = unknown_item("dataloader_workers");
+  SetupItem s = unknown_item(SetupItemKind::DataloaderWorkers);
   const auto workers = number(p.host_report.facts, "workers_max");
   if (!workers) return s;
   const int64_t seen = number(p.host_report.facts, "workers_seen").value_or(*workers);
@@ -116,7 +116,7 @@ SetupItem dataloader_workers(const ProcessReport& p, std::optional<int64_t> core
 }
 
 SetupItem numa_affinity(const ProcessReport& p) {
-  SetupItem s = unknown_item("numa_affinity");
+  SetupItem s = unknown_item(SetupItemKind::NumaAffinity);
   const auto affinity = parse_cpulist(fact(p.host_report.facts, "affinity"));
   const auto node = number(p.host_report.facts, "gpu_numa_node");
   const std::string node_cpus_text = fact(p.host_report.facts, "gpu_numa_cpus");
@@ -132,7 +132,7 @@ SetupItem numa_affinity(const ProcessReport& p) {
 }
 
 SetupItem omp_threads(const ProcessReport& p, std::optional<int64_t> cores, const Node& node) {
-  SetupItem s = unknown_item("omp_threads");
+  SetupItem s = unknown_item(SetupItemKind::OmpThreads);
   if (p.host_report.facts.empty()) return s;
   s.recommended = cores ? fmt::format("OMP_NUM_THREADS={} or fewer (the cores per rank)", *cores)
                         : std::string("OMP_NUM_THREADS at most the cores per rank");
@@ -152,7 +152,7 @@ SetupItem omp_threads(const ProcessReport& p, std::optional<int64_t> cores, cons
 }
 
 SetupItem nccl_env(const ProcessReport& p) {
-  SetupItem s = unknown_item("nccl_env");
+  SetupItem s = unknown_item(SetupItemKind::NcclEnv);
   if (p.host_report.facts.empty()) return s;
   std::vector<std::string> set, fixes;
   for (const auto& [key, value] : p.host_report.facts) {
@@ -177,7 +177,7 @@ SetupItem nccl_env(const ProcessReport& p) {
 }
 
 SetupItem ranks_per_node(const ProcessReport& p, const Node& node) {
-  SetupItem s = unknown_item("ranks_per_node");
+  SetupItem s = unknown_item(SetupItemKind::RanksPerNode);
   // The GPUs of the node: as a process that sees them all counts them, else those its ranks use.
   const std::optional<int64_t> gpus = node.gpus              ? node.gpus
                                       : node.bus_ids.empty() ? std::nullopt
@@ -194,7 +194,7 @@ SetupItem ranks_per_node(const ProcessReport& p, const Node& node) {
 }
 
 SetupItem mixed_precision(const ProcessReport& p) {
-  SetupItem s = unknown_item("mixed_precision");
+  SetupItem s = unknown_item(SetupItemKind::MixedPrecision);
   s.recommended = "torch.autocast('cuda', dtype=torch.bfloat16), or TF32 for FP32 matmuls "
                   "(torch.set_float32_matmul_precision('high'))";
   const KernelSummary& k = p.gpu.kernels;
@@ -211,7 +211,7 @@ SetupItem mixed_precision(const ProcessReport& p) {
 // copies in fewer than half of them is set-up (a model's weights, DDP's shape check at
 // construction), which pinning the input would not change.
 SetupItem pinned_memory(const ProcessReport& p) {
-  SetupItem s = unknown_item("pinned_memory");
+  SetupItem s = unknown_item(SetupItemKind::PinnedMemory);
   s.recommended = "DataLoader(pin_memory=True) and batch.to(device, non_blocking=True)";
   int64_t pageable = 0, pageable_bytes = 0, h2d = 0;
   for (const CopyRow& c : p.copies) {
@@ -267,6 +267,28 @@ std::optional<std::vector<int>> parse_cpulist(const std::string& list) {
   std::sort(cpus.begin(), cpus.end());
   cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
   return cpus;
+}
+
+std::string_view setup_item_name(SetupItemKind item) {
+  switch (item) {
+#define TS_SETUP_ITEM(value, name, words) \
+  case SetupItemKind::value:              \
+    return name;
+#include "diagnose/setup_items.def"
+#undef TS_SETUP_ITEM
+  }
+  return "";
+}
+
+std::string_view setup_item_words(SetupItemKind item) {
+  switch (item) {
+#define TS_SETUP_ITEM(value, name, words) \
+  case SetupItemKind::value:              \
+    return words;
+#include "diagnose/setup_items.def"
+#undef TS_SETUP_ITEM
+  }
+  return "";
 }
 
 std::vector<SetupItem> check_setup(const Report& report) {

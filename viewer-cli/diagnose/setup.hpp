@@ -4,6 +4,7 @@
 // environment, DataLoader workers) and the report's own figures (copies, kernels, input wait).
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace trainshim::cli {
@@ -11,26 +12,39 @@ namespace trainshim::cli {
 struct ProcessReport;
 struct Report;
 
+enum class SetupItemKind {
+#define TS_SETUP_ITEM(value, name, words) value,
+#include "diagnose/setup_items.def"
+#undef TS_SETUP_ITEM
+};
+
+// Every item, in the order listed.
+inline constexpr SetupItemKind kSetupItems[] = {
+#define TS_SETUP_ITEM(value, name, words) SetupItemKind::value,
+#include "diagnose/setup_items.def"
+#undef TS_SETUP_ITEM
+};
+
+// "dataloader_workers": the item in JSON and in its finding's kind (setup_dataloader_workers).
+std::string_view setup_item_name(SetupItemKind item);
+// "DataLoader workers": the item in a finding's words.
+std::string_view setup_item_words(SetupItemKind item);
+
 // One item for one process.
 struct SetupItem {
   int rank = -1;
   int64_t pid = 0;
-  std::string item;         // dataloader_workers, pinned_memory, numa_affinity, omp_threads, nccl_env, ranks_per_node,
-                            // mixed_precision
+  SetupItemKind item = SetupItemKind::DataloaderWorkers;
   std::string observed;     // "unknown" when the run holds no data for it
   std::string recommended;  // what to set, in words
   bool ok = true;           // an item with no data is ok: nothing is reported against it
 };
 
-// The items in the order listed; each process whose sampler ran (or that has facts) gets all of
-// them, in report order.
-inline constexpr const char* kSetupItems[] = {"dataloader_workers", "pinned_memory",  "numa_affinity",  "omp_threads",
-                                              "nccl_env",           "ranks_per_node", "mixed_precision"};
-
 // The input-wait share of step time at which the input_bound finding and the DataLoader item
 // speak up.
 inline constexpr double kInputBoundShare = 0.10;
 
+// Each process whose sampler ran (or that has facts) gets every item, in report order.
 std::vector<SetupItem> check_setup(const Report& report);
 
 // The pinned_memory item of one process, whether or not its sampler ran: ok with an observation

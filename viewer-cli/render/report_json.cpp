@@ -164,7 +164,7 @@ nlohmann::ordered_json root_causes_json(const Diagnosis& d) {
                       {"share", c.share},
                       {"predicted_step_ns", c.predicted_step_ns ? nlohmann::ordered_json(c.predicted_step_ns)
                                                                 : nlohmann::ordered_json(nullptr)},
-                      {"severity", c.severity},
+                      {"severity", cause_severity_name(c.severity)},
                       {"evidence", c.evidence},
                       {"advice", c.advice}});
   return causes;
@@ -177,7 +177,7 @@ nlohmann::ordered_json setup_json(const std::vector<SetupItem>& setup) {
   for (const SetupItem& s : setup)
     out.push_back({{"rank", rank_json(s.rank)},
                    {"pid", s.pid},
-                   {"item", s.item},
+                   {"item", setup_item_name(s.item)},
                    {"observed", s.observed},
                    {"recommended", s.recommended},
                    {"ok", s.ok}});
@@ -310,10 +310,15 @@ nlohmann::ordered_json render_json(const Report& report) {
   doc["setup"] = setup_json(report.setup);
   doc["findings"] = nlohmann::ordered_json::array();
   for (const auto& f : report.findings) {
-    nlohmann::ordered_json finding = {{"kind", f.kind},     {"rank", rank_json(f.rank)}, {"calls", f.calls},
-                                      {"bytes", f.bytes},   {"cost_ns", f.cost_ns},      {"message", f.message},
-                                      {"advice", f.advice}, {"severity", f.severity}};
-    if (f.kind == "hang") {
+    nlohmann::ordered_json finding = {{"kind", finding_kind_name(f)},
+                                      {"rank", rank_json(f.rank)},
+                                      {"calls", f.calls},
+                                      {"bytes", f.bytes},
+                                      {"cost_ns", f.cost_ns},
+                                      {"message", f.message},
+                                      {"advice", f.advice},
+                                      {"severity", finding_severity_name(f.severity)}};
+    if (f.kind == FindingKind::Hang) {
       finding["hang_kind"] = f.hang_kind;
       finding["stacks"] = f.stacks;
     }

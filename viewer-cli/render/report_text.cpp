@@ -161,7 +161,7 @@ void render_diagnosis(std::string& out, const Report& report, const TextOptions&
                          options.summary ? "(trainshim report, without --summary)" : "below (Findings)");
       break;
     }
-    out += fmt::format("  {}. [{}] {}\n", n, c.severity, c.title);
+    out += fmt::format("  {}. [{}] {}\n", n, cause_severity_name(c.severity), c.title);
     if (c.cost_ns_per_step > 0)
       out += fmt::format("     costs {} per step ({:.1f} % of the step); fixed, the step would be about {}\n",
                          human_duration(c.cost_ns_per_step), 100 * c.share, human_duration(c.predicted_step_ns));
@@ -303,7 +303,11 @@ std::string render_setup_text(const Report& report) {
       pid = s.pid;
     }
     const bool unknown = s.observed == "unknown";
-    out += fmt::format("    {:<4}{:<20}{}\n", unknown ? "--" : s.ok ? "ok" : "OFF", s.item, s.observed);
+    out += fmt::format("    {:<4}{:<20}{}\n",
+                       unknown ? "--"
+                       : s.ok  ? "ok"
+                               : "OFF",
+                       setup_item_name(s.item), s.observed);
     if (!s.ok) out += fmt::format("{:<28}-> {}\n", "", s.recommended);
   }
   return out;
