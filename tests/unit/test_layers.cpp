@@ -1,5 +1,6 @@
 // viewer-cli's stages include only themselves and the stages below them (the link checks of
-// viewer-cli/CMakeLists.txt catch calls upward; this catches the inline code of a header above).
+// viewer-cli/CMakeLists.txt catch calls upward; this catches the inline code of a header above),
+// and the stages above the analyses read the database only through them.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -52,6 +53,21 @@ TEST(Layers, AStageIncludesOnlyTheStagesBelowIt) {
   EXPECT_EQ(include_violation("text", "store/run_database.hpp"), "text includes store/run_database.hpp");
   EXPECT_EQ(include_violation("render", "launch/run_job.hpp"), "render includes launch/run_job.hpp");
   EXPECT_EQ(include_violation("launch", "analyse/syncs.hpp"), "launch includes analyse/syncs.hpp");
+}
+
+// What reads a run goes through store/ (typed rows) or the analyses: the diagnosis, the commands
+// and the text helpers never write SQL.
+TEST(Layers, OnlyStoreAndTheAnalysesReadTheDatabase) {
+  const std::filesystem::path root = std::filesystem::path(TRAINSHIM_SOURCE_DIR) / "viewer-cli";
+  std::vector<std::string> found;
+  for (const char* stage : {"text", "diagnose", "launch", "commands"})
+    for (const auto& entry : std::filesystem::directory_iterator(root / stage)) {
+      std::ifstream in(entry.path());
+      for (std::string line; std::getline(in, line);)
+        if (line.find("SELECT ") != std::string::npos || line.find("Statement ") != std::string::npos)
+          found.push_back(std::string(stage) + "/" + entry.path().filename().string() + ": " + line);
+    }
+  EXPECT_TRUE(found.empty()) << ::testing::PrintToString(found);
 }
 
 TEST(Layers, ViewerCliKeepsItsStagesInOrder) {

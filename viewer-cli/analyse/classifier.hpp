@@ -7,21 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "store/rows.hpp"
 #include "trainshim/api.hpp"
 
 namespace trainshim::cli {
-
-struct NativeFrameView {
-  std::string module;    // path of the module, empty if unknown
-  std::string function;  // demangled, empty if unknown
-  std::string file;
-  int line = 0;
-};
-
-struct PythonFrameView {
-  std::string file, function, source;
-  int line = 0;
-};
 
 struct SyncShape {
   std::string api;  // cudaStreamSynchronize, cudaMemcpyAsync, ...

@@ -148,8 +148,8 @@ class Loader {
     auto [it, fresh] = sites_.try_emplace({native_id, python_id});
     if (fresh && (native_id || python_id)) {
       SyncShape shape;
-      if (native_id) shape.native = load_native_stack(db_, process_id_, native_id);
-      if (python_id) shape.python = load_python_stack(db_, process_id_, python_id);
+      if (native_id) shape.native = read_native_stack(db_, process_id_, native_id);
+      if (python_id) shape.python = read_python_stack(db_, process_id_, python_id);
       const SyncSite where = user_frame(shape);
       if (!where.file.empty() || !where.function.empty()) it->second = site_location(where);
     }

@@ -75,7 +75,7 @@ class StackCache {
   StackCache(const RunDatabase& db, int64_t process_id) : db_(db), process_id_(process_id) {}
   const StackTraits& operator()(int64_t stack) {
     auto [it, fresh] = traits_.try_emplace(stack);
-    if (fresh && stack) it->second = traits_of(load_python_stack(db_, process_id_, stack));
+    if (fresh && stack) it->second = traits_of(read_python_stack(db_, process_id_, stack));
     return it->second;
   }
 

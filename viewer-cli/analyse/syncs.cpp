@@ -46,8 +46,8 @@ std::vector<SyncSite> pageable_sites(const RunDatabase& db, int64_t process_id) 
   std::map<std::tuple<std::string, std::string, std::string, int>, SyncSite> sites;
   while (q.step()) {
     SyncShape shape;
-    if (q.integer(1)) shape.native = load_native_stack(db, process_id, q.integer(1));
-    if (q.integer(2)) shape.python = load_python_stack(db, process_id, q.integer(2));
+    if (q.integer(1)) shape.native = read_native_stack(db, process_id, q.integer(1));
+    if (q.integer(2)) shape.python = read_python_stack(db, process_id, q.integer(2));
     SyncSite where = user_frame(shape);
     where.in_backward = q.integer(2) && python_stack_borrowed(db, process_id, q.integer(2));
     where.kind = SiteKind::PageableCopy;
@@ -92,30 +92,6 @@ bool waits_by_class(ApiClass c) { return is_host_sync(c, Direction::None, HostMe
 bool waits_or_polls(ApiClass c) { return waits_by_class(c) || c == ApiClass::Poll; }
 bool may_wait_or_poll(ApiClass c) { return can_host_sync(c) || c == ApiClass::Poll; }
 
-std::vector<NativeFrameView> load_native_stack(const RunDatabase& db, int64_t process_id, int64_t stack_id) {
-  std::vector<NativeFrameView> frames;
-  Statement q(db, "SELECT module, function, file, line FROM native_frames WHERE process_id = ? AND stack_id = ? "
-                  "ORDER BY depth");
-  q.bind(1, process_id).bind(2, stack_id);
-  while (q.step()) frames.push_back({q.text(0), q.text(1), q.text(2), int(q.integer(3))});
-  return frames;
-}
-
-std::vector<PythonFrameView> load_python_stack(const RunDatabase& db, int64_t process_id, int64_t stack_id) {
-  std::vector<PythonFrameView> frames;
-  Statement q(db, "SELECT file, function, source, line FROM python_frames WHERE process_id = ? AND stack_id = ? "
-                  "ORDER BY depth");
-  q.bind(1, process_id).bind(2, stack_id);
-  while (q.step()) frames.push_back({q.text(0), q.text(1), q.text(2), int(q.integer(3))});
-  return frames;
-}
-
-bool python_stack_borrowed(const RunDatabase& db, int64_t process_id, int64_t stack_id) {
-  Statement q(db, "SELECT borrowed FROM python_stacks WHERE process_id = ? AND stack_id = ?");
-  q.bind(1, process_id).bind(2, stack_id);
-  return q.step() && q.integer(0) != 0;
-}
-
 std::string site_location(const SyncSite& site) {
   std::string where = site.file.empty() ? std::string("?") : fmt::format("{}:{}", site.file, site.line);
   if (!site.function.empty()) where += " in " + site.function;
@@ -157,8 +133,8 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
   auto shape_of = [&](int64_t native_id, int64_t python_id) -> SyncShape& {
     auto [it, fresh] = shapes.try_emplace({native_id, python_id});
     if (fresh) {
-      if (native_id) it->second.native = load_native_stack(db, process_id, native_id);
-      if (python_id) it->second.python = load_python_stack(db, process_id, python_id);
+      if (native_id) it->second.native = read_native_stack(db, process_id, native_id);
+      if (python_id) it->second.python = read_python_stack(db, process_id, python_id);
     }
     return it->second;
   };

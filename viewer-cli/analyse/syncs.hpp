@@ -73,13 +73,6 @@ bool waits_or_polls(ApiClass c);
 // And copies: every class a sync, poll or pageable-copy site can come from.
 bool may_wait_or_poll(ApiClass c);
 
-// A stored stack's frames, innermost first (empty for stack id 0 or an unknown id).
-std::vector<NativeFrameView> load_native_stack(const RunDatabase& db, int64_t process_id, int64_t stack_id);
-std::vector<PythonFrameView> load_python_stack(const RunDatabase& db, int64_t process_id, int64_t stack_id);
-// Whether a stored Python stack was borrowed by an autograd engine thread from the thread blocked in
-// backward.
-bool python_stack_borrowed(const RunDatabase& db, int64_t process_id, int64_t stack_id);
-
 // collectives: the process's collective calls in time order (load_collective_calls), for the steps.
 RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::string& step_name,
                      std::vector<CollectiveCall> collectives);

@@ -50,7 +50,7 @@ std::vector<HostActivity> host_activity(const ProcessCollectives& p, const std::
       const int64_t stack = call->second;
       auto [it, fresh] = top_frame.try_emplace(stack);
       if (fresh) {
-        const std::vector<PythonFrameView> frames = load_python_stack(*p.db, p.process_id, stack);
+        const std::vector<PythonFrameView> frames = read_python_stack(*p.db, p.process_id, stack);
         if (const int top = top_user_python_frame(frames); top >= 0)
           it->second = {frames[std::size_t(top)].file, frames[std::size_t(top)].line,
                         frames[std::size_t(top)].function};

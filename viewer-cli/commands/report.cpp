@@ -4,17 +4,20 @@
 #include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "commands.hpp"
 #include "common.hpp"
 #include "diagnose/load_report.hpp"
 #include "render/report_json.hpp"
 #include "render/report_text.hpp"
+#include "store/rows.hpp"
 #include "store/run_database.hpp"
 #include "text/output_text.hpp"
 
@@ -41,17 +44,18 @@ void check_one_launch(const std::vector<const RunDatabase*>& databases) {
   std::map<int64_t, const RunDatabase*> holder;  // by rank
   std::pair<int64_t, const RunDatabase*> world{-1, nullptr};
   for (const RunDatabase* db : databases) {
-    Statement ranks(*db, "SELECT DISTINCT rank FROM processes");
-    while (ranks.step()) {
-      const int64_t rank = ranks.integer(0);
+    const std::vector<ProcessRow> processes = read_processes(*db);
+    std::set<int64_t> ranks;
+    for (const ProcessRow& p : processes) ranks.insert(p.rank);
+    for (const int64_t rank : ranks) {
       const auto [at, added] = holder.emplace(rank, db);
       if (!added)
         throw UsageError(fmt::format(
             "{} and {} both hold {}: two runs, not two nodes of one job; {}", at->second->path(), db->path(),
             rank < 0 ? std::string("a process started without a launcher") : fmt::format("rank {}", rank), advice));
     }
-    Statement sizes(*db, "SELECT max(world_size) FROM processes");
-    const int64_t size = sizes.step() && !sizes.is_null(0) ? sizes.integer(0) : -1;
+    int64_t size = -1;
+    for (const ProcessRow& p : processes) size = std::max<int64_t>(size, p.world_size);
     if (size < 0) continue;
     if (!world.second) world = {size, db};
     if (world.first != size)

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <exception>
 #include <functional>
 #include <iterator>
@@ -19,37 +18,6 @@
 namespace trainshim::cli {
 
 namespace {
-
-void load_process_details(const RunDatabase& db, int64_t id, ProcessReport& p) {
-  const Vocabulary& names = db.vocabulary();
-  Statement copies(
-      db, ("SELECT direction, host_memory, sum(count), sum(bytes), sum(total_ns) FROM calls WHERE process_id = ? "
-           "AND api IN (SELECT id FROM apis WHERE class IN " +
-           api_classes_sql(ApiClass::Copy) +
-           ") "
-           "GROUP BY direction, host_memory ORDER BY direction, host_memory")
-              .c_str());
-  copies.bind(1, id);
-  while (copies.step())
-    p.copies.push_back({names.direction(copies.integer(0)), names.host_memory(copies.integer(1)), copies.integer(2),
-                        copies.integer(3), copies.integer(4)});
-
-  Statement syncs(db, ("SELECT a.name, sum(c.count), sum(c.total_ns) FROM calls c JOIN apis a ON a.id = c.api "
-                       "WHERE c.process_id = ? AND a.class IN " +
-                       api_classes_sql(waits_or_polls) + " GROUP BY c.api ORDER BY a.name")
-                          .c_str());
-  syncs.bind(1, id);
-  while (syncs.step()) p.api_waits.push_back({syncs.text(0), syncs.integer(1), syncs.integer(2)});
-
-  Statement collectives(db, ("SELECT a.name, sum(c.count), sum(c.bytes), sum(c.total_ns) FROM calls c "
-                             "JOIN apis a ON a.id = c.api WHERE c.process_id = ? AND a.class IN " +
-                             api_classes_sql(ApiClass::Collective) + " GROUP BY c.api ORDER BY a.name")
-                                .c_str());
-  collectives.bind(1, id);
-  while (collectives.step())
-    p.collectives.push_back({collective_op_name(collectives.text(0)), collectives.integer(1), collectives.integer(2),
-                             collectives.integer(3)});
-}
 
 // Calls work(0) .. work(n - 1), on as many threads as there are cores (at most n); rethrows the
 // first exception once every thread is done.
@@ -118,17 +86,6 @@ int64_t steps_of_rank(const Report& report, int rank) {
   return 0;
 }
 
-std::string collective_op_name(const std::string& api) {
-  std::string name = api.starts_with("nccl") ? api.substr(4) : api;
-  std::string out;
-  for (std::size_t i = 0; i < name.size(); ++i) {
-    const char c = name[i];
-    if (std::isupper(static_cast<unsigned char>(c)) && i > 0) out.push_back('_');
-    out.push_back(char(std::tolower(static_cast<unsigned char>(c))));
-  }
-  return out;
-}
-
 Report read_report(const std::vector<const RunDatabase*>& databases, const std::string& step_name,
                    int64_t idle_gap_ns) {
   Report report;
@@ -137,32 +94,26 @@ Report read_report(const std::vector<const RunDatabase*>& databases, const std::
     if (report.job.empty()) report.job = job;
     else if (report.job != job) report.job += "+" + job;
     report.database += (report.database.empty() ? "" : ", ") + db->path();
-    Statement processes(*db,
-                        ("SELECT id, rank, local_rank, world_size, pid, host, command, ended, events, python_version, "
-                         "python_stacks_unavailable, gpu_timeline, sampler, sample_hz, " +
-                         counter_columns(CounterKind::Lost) + ", " + counter_columns(CounterKind::Gpu) + ", " +
-                         counter_columns(CounterKind::Sampler) + " FROM processes")
-                            .c_str());
-    while (processes.step()) {
+    for (ProcessRow& row : read_processes(*db)) {
       ProcessReport p;
       p.db = db;
-      p.id = processes.integer(0);
-      p.rank = int(processes.integer(1));
-      p.local_rank = int(processes.integer(2));
-      p.world_size = int(processes.integer(3));
-      p.pid = processes.integer(4);
-      p.host = processes.text(5);
-      p.command = processes.text(6);
-      p.ended = processes.integer(7) != 0;
-      p.events = processes.integer(8);
-      p.python_version = processes.text(9);
-      p.python_stacks_unavailable = processes.text(10);
-      p.gpu.timeline = processes.text(11);
-      p.host_report.sampler = processes.text(12);
-      p.host_report.sample_hz = processes.integer(13);
-      p.lost = read_lost(processes, 14);
-      p.gpu.records = read_gpu_counters(processes, 14 + kLostCounters);
-      p.host_report.counters = read_sampler_counters(processes, 14 + kLostCounters + kGpuCounters);
+      p.id = row.id;
+      p.rank = row.rank;
+      p.local_rank = row.local_rank;
+      p.world_size = row.world_size;
+      p.pid = row.pid;
+      p.host = std::move(row.host);
+      p.command = std::move(row.command);
+      p.ended = row.ended;
+      p.events = row.events;
+      p.python_version = std::move(row.python_version);
+      p.python_stacks_unavailable = std::move(row.python_stacks_unavailable);
+      p.gpu.timeline = std::move(row.gpu_timeline);
+      p.host_report.sampler = std::move(row.sampler);
+      p.host_report.sample_hz = row.sample_hz;
+      p.lost = row.lost;
+      p.gpu.records = row.gpu_records;
+      p.host_report.counters = row.sampler_counters;
       report.processes.push_back(std::move(p));
     }
   }
@@ -185,7 +136,9 @@ Report read_report(const std::vector<const RunDatabase*>& databases, const std::
     for (ProcessReport& p : report.processes) {
       if (p.db != db) continue;
       CollectiveCalls& c = collectives.at(p.id);
-      load_process_details(*db, p.id, p);
+      p.copies = read_copy_totals(*db, p.id);
+      p.api_waits = read_wait_totals(*db, p.id, waits_or_polls);
+      p.collectives = read_collective_totals(*db, p.id);
       p.sync_sites = load_syncs(*db, p.id, step_name, std::exchange(c.sequence, {}));
       const GpuRecordCounters records = p.gpu.records;
       p.gpu = load_gpu_timeline(*db, p.id, p.gpu.timeline, p.sync_sites, idle_gap_ns);
@@ -220,22 +173,8 @@ Report read_report(const std::vector<const RunDatabase*>& databases, const std::
   for (ProcessReport& p : report.processes)
     p.step_breakdown = step_breakdown(p.sync_sites, p.gpu, p.host_report, report.waits.analysis.waits_of(p.rank),
                                       report.waits.analysis.straggler, transfer_ns);
-  for (const RunDatabase* db : databases) {
-    Statement hangs(*db, "SELECT communicator, sequence, op, waiting_ranks, missing_ranks, waited_ns, message, kind, "
-                         "stacks FROM hangs ORDER BY detected_unix, communicator, sequence");
-    auto ranks = [](const std::string& list) {
-      std::vector<int> out;
-      for (std::size_t pos = 0; pos < list.size();) {
-        const auto comma = list.find(',', pos);
-        out.push_back(std::stoi(list.substr(pos, comma - pos)));
-        pos = comma == std::string::npos ? list.size() : comma + 1;
-      }
-      return out;
-    };
-    while (hangs.step())
-      report.hangs.push_back({hangs.text(0), hangs.text(2), hangs.text(6), hangs.integer(1), hangs.integer(5),
-                              ranks(hangs.text(3)), ranks(hangs.text(4)), hangs.text(7), hangs.text(8)});
-  }
+  for (const RunDatabase* db : databases)
+    for (HangRow& hang : read_hangs(*db)) report.hangs.push_back(std::move(hang));
   for (const RunDatabase* db : databases)
     for (std::string& library : stripped_torch_libraries(*db))
       if (std::find(report.stripped_libraries.begin(), report.stripped_libraries.end(), library) ==

@@ -14,25 +14,10 @@
 #include "diagnose/setup.hpp"
 #include "diagnose/step_breakdown.hpp"
 #include "store/counters.hpp"
+#include "store/rows.hpp"
 #include "store/run_database.hpp"
 
 namespace trainshim::cli {
-
-struct CopyRow {
-  Direction direction = Direction::None;
-  HostMemory host_memory = HostMemory::Unknown;
-  int64_t calls = 0, bytes = 0, host_ns = 0;
-};
-
-struct SyncRow {
-  std::string api;
-  int64_t calls = 0, blocked_ns = 0;
-};
-
-struct CollectiveRow {
-  std::string op;  // all_reduce, ...
-  int64_t calls = 0, bytes = 0, host_ns = 0;
-};
 
 struct ProcessReport {
   const RunDatabase* db = nullptr;  // the database it came from, and its id there
@@ -80,14 +65,6 @@ std::string finding_kind_name(const Finding& finding);
 // "error", "warning".
 const char* finding_severity_name(FindingSeverity severity);
 
-struct HangRow {
-  std::string communicator, op, message;
-  int64_t sequence = 0, waited_ns = 0;
-  std::vector<int> waiting, missing;
-  std::string kind = "collective";  // or "no_progress": no rank progressed, no collective pending
-  std::string stacks;               // the ranks' latest stacks, as the collector wrote them
-};
-
 struct Report {
   std::string job, database;
   std::vector<ProcessReport> processes;  // by rank, then pid
@@ -118,8 +95,5 @@ bool keep_only_rank(Report& report, int rank);
 
 // The steps the first process of `rank` found, 0 when none (or no such rank).
 int64_t steps_of_rank(const Report& report, int rank);
-
-// "all_reduce" for ncclAllReduce.
-std::string collective_op_name(const std::string& api);
 
 }  // namespace trainshim::cli

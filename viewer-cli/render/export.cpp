@@ -158,13 +158,13 @@ class ProcessExporter {
 
   const std::vector<NativeFrameView>& native_frames(int64_t stack) {
     auto [it, fresh] = native_cache_.try_emplace(stack);
-    if (fresh && stack != 0) it->second = load_native_stack(db_, p_.id, stack);
+    if (fresh && stack != 0) it->second = read_native_stack(db_, p_.id, stack);
     return it->second;
   }
 
   const std::vector<PythonFrameView>& python_frames(int64_t stack) {
     auto [it, fresh] = python_cache_.try_emplace(stack);
-    if (fresh && stack != 0) it->second = load_python_stack(db_, p_.id, stack);
+    if (fresh && stack != 0) it->second = read_python_stack(db_, p_.id, stack);
     return it->second;
   }
 

@@ -1,0 +1,134 @@
+#include "store/rows.hpp"
+
+#include <cctype>
+
+namespace trainshim::cli {
+
+std::vector<ProcessRow> read_processes(const RunDatabase& db) {
+  std::vector<ProcessRow> out;
+  Statement q(db, ("SELECT id, rank, local_rank, world_size, pid, host, command, ended, events, python_version, "
+                   "python_stacks_unavailable, gpu_timeline, sampler, sample_hz, " +
+                   counter_columns(CounterKind::Lost) + ", " + counter_columns(CounterKind::Gpu) + ", " +
+                   counter_columns(CounterKind::Sampler) + " FROM processes")
+                      .c_str());
+  while (q.step()) {
+    ProcessRow p;
+    p.id = q.integer(0);
+    p.rank = int(q.integer(1));
+    p.local_rank = int(q.integer(2));
+    p.world_size = int(q.integer(3));
+    p.pid = q.integer(4);
+    p.host = q.text(5);
+    p.command = q.text(6);
+    p.ended = q.integer(7) != 0;
+    p.events = q.integer(8);
+    p.python_version = q.text(9);
+    p.python_stacks_unavailable = q.text(10);
+    p.gpu_timeline = q.text(11);
+    p.sampler = q.text(12);
+    p.sample_hz = q.integer(13);
+    p.lost = read_lost(q, 14);
+    p.gpu_records = read_gpu_counters(q, 14 + kLostCounters);
+    p.sampler_counters = read_sampler_counters(q, 14 + kLostCounters + kGpuCounters);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::vector<CopyRow> read_copy_totals(const RunDatabase& db, int64_t process_id) {
+  std::vector<CopyRow> out;
+  const Vocabulary& names = db.vocabulary();
+  Statement q(db, ("SELECT direction, host_memory, sum(count), sum(bytes), sum(total_ns) FROM calls WHERE process_id = ? "
+                   "AND api IN (SELECT id FROM apis WHERE class IN " +
+                   api_classes_sql(ApiClass::Copy) + ") GROUP BY direction, host_memory ORDER BY direction, host_memory")
+                      .c_str());
+  q.bind(1, process_id);
+  while (q.step())
+    out.push_back({names.direction(q.integer(0)), names.host_memory(q.integer(1)), q.integer(2), q.integer(3),
+                   q.integer(4)});
+  return out;
+}
+
+std::vector<SyncRow> read_wait_totals(const RunDatabase& db, int64_t process_id, bool (*keep)(ApiClass)) {
+  std::vector<SyncRow> out;
+  Statement q(db, ("SELECT a.name, sum(c.count), sum(c.total_ns) FROM calls c JOIN apis a ON a.id = c.api "
+                   "WHERE c.process_id = ? AND a.class IN " +
+                   api_classes_sql(keep) + " GROUP BY c.api ORDER BY a.name")
+                      .c_str());
+  q.bind(1, process_id);
+  while (q.step()) out.push_back({q.text(0), q.integer(1), q.integer(2)});
+  return out;
+}
+
+std::vector<CollectiveRow> read_collective_totals(const RunDatabase& db, int64_t process_id) {
+  std::vector<CollectiveRow> out;
+  Statement q(db, ("SELECT a.name, sum(c.count), sum(c.bytes), sum(c.total_ns) FROM calls c "
+                   "JOIN apis a ON a.id = c.api WHERE c.process_id = ? AND a.class IN " +
+                   api_classes_sql(ApiClass::Collective) + " GROUP BY c.api ORDER BY a.name")
+                      .c_str());
+  q.bind(1, process_id);
+  while (q.step()) out.push_back({collective_op_name(q.text(0)), q.integer(1), q.integer(2), q.integer(3)});
+  return out;
+}
+
+std::string collective_op_name(const std::string& api) {
+  std::string name = api.starts_with("nccl") ? api.substr(4) : api;
+  std::string out;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    if (std::isupper(static_cast<unsigned char>(c)) && i > 0) out.push_back('_');
+    out.push_back(char(std::tolower(static_cast<unsigned char>(c))));
+  }
+  return out;
+}
+
+namespace {
+
+// "0,2,3" -> {0, 2, 3}.
+std::vector<int> rank_list(const std::string& list) {
+  std::vector<int> out;
+  for (std::size_t pos = 0; pos < list.size();) {
+    const auto comma = list.find(',', pos);
+    out.push_back(std::stoi(list.substr(pos, comma - pos)));
+    pos = comma == std::string::npos ? list.size() : comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<HangRow> read_hangs(const RunDatabase& db) {
+  std::vector<HangRow> out;
+  Statement q(db, "SELECT communicator, sequence, op, waiting_ranks, missing_ranks, waited_ns, message, kind, "
+                  "stacks FROM hangs ORDER BY detected_unix, communicator, sequence");
+  while (q.step())
+    out.push_back({q.text(0), q.text(2), q.text(6), q.integer(1), q.integer(5), rank_list(q.text(3)),
+                   rank_list(q.text(4)), q.text(7), q.text(8)});
+  return out;
+}
+
+std::vector<NativeFrameView> read_native_stack(const RunDatabase& db, int64_t process_id, int64_t stack_id) {
+  std::vector<NativeFrameView> frames;
+  Statement q(db, "SELECT module, function, file, line FROM native_frames WHERE process_id = ? AND stack_id = ? "
+                  "ORDER BY depth");
+  q.bind(1, process_id).bind(2, stack_id);
+  while (q.step()) frames.push_back({q.text(0), q.text(1), q.text(2), int(q.integer(3))});
+  return frames;
+}
+
+std::vector<PythonFrameView> read_python_stack(const RunDatabase& db, int64_t process_id, int64_t stack_id) {
+  std::vector<PythonFrameView> frames;
+  Statement q(db, "SELECT file, function, source, line FROM python_frames WHERE process_id = ? AND stack_id = ? "
+                  "ORDER BY depth");
+  q.bind(1, process_id).bind(2, stack_id);
+  while (q.step()) frames.push_back({q.text(0), q.text(1), q.text(2), int(q.integer(3))});
+  return frames;
+}
+
+bool python_stack_borrowed(const RunDatabase& db, int64_t process_id, int64_t stack_id) {
+  Statement q(db, "SELECT borrowed FROM python_stacks WHERE process_id = ? AND stack_id = ?");
+  q.bind(1, process_id).bind(2, stack_id);
+  return q.step() && q.integer(0) != 0;
+}
+
+}  // namespace trainshim::cli

@@ -1,0 +1,91 @@
+#pragma once
+// The run database's rows that the analyses and the report read, typed: a process with its
+// counters, a process's totals per API, its stored stacks, the hangs the collector wrote. What
+// reads a run goes through these (or through Statement inside store/), never writes SQL of its own.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "store/counters.hpp"
+#include "store/run_database.hpp"
+
+namespace trainshim::cli {
+
+// A recorded process, as `processes` holds it.
+struct ProcessRow {
+  int64_t id = 0;
+  int rank = -1;  // -1: not started by a known launcher
+  int local_rank = -1, world_size = -1;
+  int64_t pid = 0;
+  std::string host, command;
+  bool ended = false;
+  int64_t events = 0;
+  std::string python_version;             // "3.11", "3.13t"; empty: no Python stack was looked for
+  std::string python_stacks_unavailable;  // why its Python stacks could not be read; empty if they could
+  std::string gpu_timeline;               // how its GPU timeline was taken, or why not
+  std::string sampler;                    // its sampler's state
+  int64_t sample_hz = 0;
+  LostEvents lost;
+  GpuRecordCounters gpu_records;
+  SamplerCounters sampler_counters;
+};
+
+std::vector<ProcessRow> read_processes(const RunDatabase& db);
+
+// A process's copies per direction and host memory.
+struct CopyRow {
+  Direction direction = Direction::None;
+  HostMemory host_memory = HostMemory::Unknown;
+  int64_t calls = 0, bytes = 0, host_ns = 0;
+};
+std::vector<CopyRow> read_copy_totals(const RunDatabase& db, int64_t process_id);
+
+// A process's calls of one API (its syncs, frees, polls), by name.
+struct SyncRow {
+  std::string api;
+  int64_t calls = 0, blocked_ns = 0;
+};
+std::vector<SyncRow> read_wait_totals(const RunDatabase& db, int64_t process_id, bool (*keep)(ApiClass));
+
+// A process's calls of one collective API, by name.
+struct CollectiveRow {
+  std::string op;  // all_reduce, ...
+  int64_t calls = 0, bytes = 0, host_ns = 0;
+};
+std::vector<CollectiveRow> read_collective_totals(const RunDatabase& db, int64_t process_id);
+
+// "all_reduce" for ncclAllReduce.
+std::string collective_op_name(const std::string& api);
+
+// A hang the collector detected while the job ran.
+struct HangRow {
+  std::string communicator, op, message;
+  int64_t sequence = 0, waited_ns = 0;
+  std::vector<int> waiting, missing;
+  std::string kind = "collective";  // or "no_progress": no rank progressed, no collective pending
+  std::string stacks;               // the ranks' latest stacks, as the collector wrote them
+};
+std::vector<HangRow> read_hangs(const RunDatabase& db);
+
+// A stored native frame.
+struct NativeFrameView {
+  std::string module;    // path of the module, empty if unknown
+  std::string function;  // demangled, empty if unknown
+  std::string file;
+  int line = 0;
+};
+
+// A stored Python frame.
+struct PythonFrameView {
+  std::string file, function, source;
+  int line = 0;
+};
+
+// A stored stack's frames, innermost first (empty for stack id 0 or an unknown id).
+std::vector<NativeFrameView> read_native_stack(const RunDatabase& db, int64_t process_id, int64_t stack_id);
+std::vector<PythonFrameView> read_python_stack(const RunDatabase& db, int64_t process_id, int64_t stack_id);
+// Whether a stored Python stack was borrowed by an autograd engine thread from the thread blocked in
+// backward.
+bool python_stack_borrowed(const RunDatabase& db, int64_t process_id, int64_t stack_id);
+
+}  // namespace trainshim::cli
