@@ -226,6 +226,35 @@ class CheckScenario(unittest.TestCase):
         self.assertEqual(len(failures), 1)
         self.assertEqual(len(missed), 2)
 
+    def test_a_twin_within_the_planted_jobs_own_spread_is_no_miss(self):
+        # The bundled example's pinned twin: predicted 0.6 ms; the planted job measured 50.2 then
+        # 46.6 ms with nothing changed, the twin 45.6 then 48.6 ms.
+        module = load_script(CHECK)
+        twin = {"fixes": {"cause": "pageable_input"}}
+
+        def planted(step_ms):
+            cause = {"cause": "pageable_input", "rank": None, "cost_ns_per_step": 600_000,
+                     "predicted_step_ns": int((step_ms - 0.6) * 1e6)}
+            return {"job": {"step_ns": int(step_ms * 1e6)}, "root_causes": [cause]}
+
+        def measurements(*steps_ms):
+            runs = iter(steps_ms)
+
+            def measure(fixed):
+                step = next(runs)
+                return {"job": {"step_ns": int(step * 1e6)}, "root_causes": []} if fixed else planted(step)
+            return measure
+
+        failures, summary = module.check_twin_measured(twin, planted(50.2), measurements(45.6, 46.6, 48.6), {},
+                                                       "x.py", lambda f: None)
+        self.assertEqual(failures, [])
+        self.assertTrue(summary.endswith("the planted job measured 3.6 ms apart in two runs"), summary)
+        # A miss beyond the spread still fails: the planted job measured the same twice.
+        failures, _ = module.check_twin_measured(twin, planted(50.2), measurements(45.6, 50.0, 45.0), {}, "x.py",
+                                                 lambda f: None)
+        self.assertEqual(len(failures), 1)
+        self.assertIn("measured 5.0 ms", failures[0])
+
     def test_twin_from_the_command_line(self):
         expected = os.path.join(ROOT, "tests", "realtorch", "expected.json")
         planted = {"format": "trainshim-report/1", "job": {"step_ns": 45_000_000},

@@ -427,6 +427,20 @@ TEST_F(SetupTest, EveryItemThatIsOffIsAWarning) {
   EXPECT_EQ(setup_json(r.setup), setup);
 }
 
+// Without workers, pin_memory=True would pin each batch in the main thread: the advice says where
+// pinning pays.
+TEST_F(SetupTest, PinningAdviceForALoaderWithoutWorkersNamesTheWorkers) {
+  write({{"workers_max", "0"}}, kCleanRank1, HostMemory::Pageable);
+  const Report r = report();
+  ASSERT_EQ(r.setup.size(), 14u);
+  ASSERT_EQ(r.setup[1].item, SetupItemKind::PinnedMemory);
+  EXPECT_FALSE(r.setup[1].ok);
+  EXPECT_EQ(r.setup[1].recommended,
+            "DataLoader(num_workers>=1, pin_memory=True), whose pin-memory thread pins beside the loop (without "
+            "workers the main thread pins each batch, a copy as long as the one it saves), and batch.to(device, "
+            "non_blocking=True)");
+}
+
 TEST_F(SetupTest, ACleanControlHasNoSetupFinding) {
   std::map<std::string, std::string> rank0 = kCleanRank1;
   rank0["affinity"] = "0-31";

@@ -212,7 +212,13 @@ SetupItem mixed_precision(const ProcessReport& p) {
 // construction), which pinning the input would not change.
 SetupItem pinned_memory(const ProcessReport& p) {
   SetupItem s = unknown_item(SetupItemKind::PinnedMemory);
-  s.recommended = "DataLoader(pin_memory=True) and batch.to(device, non_blocking=True)";
+  // Without workers, DataLoader(pin_memory=True) pins each batch in the main thread: a copy as long
+  // as the staging copy it saves. A worker's batches are pinned by the pin-memory thread, beside the loop.
+  s.recommended = number(p.host_report.facts, "workers_max") == 0
+                      ? "DataLoader(num_workers>=1, pin_memory=True), whose pin-memory thread pins beside the loop "
+                        "(without workers the main thread pins each batch, a copy as long as the one it saves), "
+                        "and batch.to(device, non_blocking=True)"
+                      : "DataLoader(pin_memory=True) and batch.to(device, non_blocking=True)";
   int64_t pageable = 0, pageable_bytes = 0, h2d = 0;
   for (const CopyRow& c : p.copies) {
     if (c.direction != Direction::HostToDevice) continue;
