@@ -289,7 +289,7 @@ TEST(Docs, TheAuditRulesAreTheDocumentedOnes) {
 
 TEST(Docs, TheSetupItemsAreTheDocumentedOnes) {
   Names items;
-  for (const SetupItemKind item : kSetupItems) items.insert(std::string(setup_item_name(item)));
+  for (const SetupItemInfo& item : kSetupItems) items.insert(std::string(item.name));
   expect_same(items, documented("docs/findings.md", "<!-- list:setup-items -->"), "setup items", "docs/findings.md");
 }
 

@@ -179,14 +179,14 @@ void add_input_bound_finding(Report& report, const ProcessReport& p) {
 
 // One warning per checklist item that is off, naming the processes it is off in.
 void add_setup_findings(Report& report) {
-  for (const SetupItemKind item : kSetupItems) {
+  for (const SetupItemInfo& info : kSetupItems) {
     std::vector<const SetupItem*> off;
     for (const SetupItem& s : report.setup)
-      if (!s.ok && s.item == item) off.push_back(&s);
+      if (!s.ok && s.item == info.item) off.push_back(&s);
     if (off.empty()) continue;
     Finding f;
     f.kind = FindingKind::Setup;
-    f.setup_item = item;
+    f.setup_item = info.item;
     f.severity = FindingSeverity::Warning;
     f.rank = off.size() == 1 ? off.front()->rank : -1;
     f.calls = int64_t(off.size());
@@ -199,8 +199,8 @@ void add_setup_findings(Report& report) {
       observed.push_back(rank_words(s->rank, s->pid) + ": " + s->observed);
       if (std::find(advice.begin(), advice.end(), s->recommended) == advice.end()) advice.push_back(s->recommended);
     }
-    f.message = alike ? fmt::format("{}: {}: {}", fmt::join(who, ", "), setup_item_words(item), off.front()->observed)
-                      : fmt::format("{}: {}", setup_item_words(item), fmt::join(observed, "; "));
+    f.message = alike ? fmt::format("{}: {}: {}", fmt::join(who, ", "), info.words, off.front()->observed)
+                      : fmt::format("{}: {}", info.words, fmt::join(observed, "; "));
     f.advice = fmt::format("{}", fmt::join(advice, "; "));
     report.findings.push_back(std::move(f));
   }

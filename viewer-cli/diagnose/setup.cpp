@@ -275,28 +275,6 @@ std::optional<std::vector<int>> parse_cpulist(const std::string& list) {
   return cpus;
 }
 
-std::string_view setup_item_name(SetupItemKind item) {
-  switch (item) {
-#define TS_SETUP_ITEM(value, name, words) \
-  case SetupItemKind::value:              \
-    return name;
-#include "diagnose/setup_items.def"
-#undef TS_SETUP_ITEM
-  }
-  return "";
-}
-
-std::string_view setup_item_words(SetupItemKind item) {
-  switch (item) {
-#define TS_SETUP_ITEM(value, name, words) \
-  case SetupItemKind::value:              \
-    return words;
-#include "diagnose/setup_items.def"
-#undef TS_SETUP_ITEM
-  }
-  return "";
-}
-
 std::vector<SetupItem> check_setup(const Report& report) {
   std::vector<SetupItem> out;
   const std::map<NodeKey, Node> nodes = nodes_of(report);

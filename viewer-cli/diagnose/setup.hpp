@@ -2,6 +2,7 @@
 // The setup checklist every tuning guide starts with, checked against what the run recorded: the
 // sampler's facts of each process (process_facts: CPU affinity, the GPU's NUMA node, the
 // environment, DataLoader workers) and the report's own figures (copies, kernels, input wait).
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,17 +19,20 @@ enum class SetupItemKind {
 #undef TS_SETUP_ITEM
 };
 
-// Every item, in the order listed.
-inline constexpr SetupItemKind kSetupItems[] = {
-#define TS_SETUP_ITEM(value, name, words) SetupItemKind::value,
+struct SetupItemInfo {
+  SetupItemKind item;
+  std::string_view name;   // "dataloader_workers": in JSON and in its finding's kind (setup_dataloader_workers)
+  std::string_view words;  // "DataLoader workers": in a finding's words
+};
+
+// Every item, in the order listed (and of the enum).
+inline constexpr SetupItemInfo kSetupItems[] = {
+#define TS_SETUP_ITEM(value, name, words) {SetupItemKind::value, name, words},
 #include "diagnose/setup_items.def"
 #undef TS_SETUP_ITEM
 };
 
-// "dataloader_workers": the item in JSON and in its finding's kind (setup_dataloader_workers).
-std::string_view setup_item_name(SetupItemKind item);
-// "DataLoader workers": the item in a finding's words.
-std::string_view setup_item_words(SetupItemKind item);
+inline std::string_view setup_item_name(SetupItemKind item) { return kSetupItems[std::size_t(item)].name; }
 
 // One item for one process.
 struct SetupItem {

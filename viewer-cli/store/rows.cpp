@@ -38,14 +38,15 @@ std::vector<ProcessRow> read_processes(const RunDatabase& db) {
 std::vector<CopyRow> read_copy_totals(const RunDatabase& db, int64_t process_id) {
   std::vector<CopyRow> out;
   const Vocabulary& names = db.vocabulary();
-  Statement q(db, ("SELECT direction, host_memory, sum(count), sum(bytes), sum(total_ns) FROM calls WHERE process_id = ? "
-                   "AND api IN (SELECT id FROM apis WHERE class IN " +
-                   api_classes_sql(ApiClass::Copy) + ") GROUP BY direction, host_memory ORDER BY direction, host_memory")
-                      .c_str());
+  Statement q(db,
+              ("SELECT direction, host_memory, sum(count), sum(bytes), sum(total_ns) FROM calls WHERE process_id = ? "
+               "AND api IN (SELECT id FROM apis WHERE class IN " +
+               api_classes_sql(ApiClass::Copy) + ") GROUP BY direction, host_memory ORDER BY direction, host_memory")
+                  .c_str());
   q.bind(1, process_id);
   while (q.step())
-    out.push_back({names.direction(q.integer(0)), names.host_memory(q.integer(1)), q.integer(2), q.integer(3),
-                   q.integer(4)});
+    out.push_back(
+        {names.direction(q.integer(0)), names.host_memory(q.integer(1)), q.integer(2), q.integer(3), q.integer(4)});
   return out;
 }
 
