@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "analyse/syncs.hpp"
+#include "store/rows.hpp"
 #include "store/thread_words.hpp"
 #include "trainshim/python_files.hpp"
 
@@ -85,36 +86,11 @@ class StackCache {
   std::unordered_map<int64_t, StackTraits> traits_;
 };
 
-struct MainSample {
-  int64_t at_ns;
-  std::string state;
-  int64_t syscall;
-  int64_t stack;
-};
-
-std::vector<MainSample> main_thread_samples(const RunDatabase& db, int64_t process_id, int64_t pid, int64_t from_ns,
-                                            int64_t to_ns) {
-  Statement q(db, "SELECT at_ns, state, syscall, python_stack FROM samples WHERE process_id = ? AND at_ns >= ? AND "
-                  "at_ns <= ? AND tid = ? ORDER BY at_ns");
-  q.bind(1, process_id).bind(2, from_ns).bind(3, to_ns).bind(4, pid);
-  std::vector<MainSample> out;
-  while (q.step()) out.push_back({q.integer(0), q.text(1), q.integer(2), q.integer(3)});
-  return out;
-}
-
 }  // namespace
 
 void load_host(const RunDatabase& db, int64_t process_id, int64_t pid, const Steps& steps, HostReport& host) {
-  {
-    Statement count(db, "SELECT count(*) FROM samples WHERE process_id = ?");
-    count.bind(1, process_id);
-    if (count.step()) host.samples = count.integer(0);
-  }
-  {
-    Statement facts(db, "SELECT key, value FROM process_facts WHERE process_id = ? ORDER BY key");
-    facts.bind(1, process_id);
-    while (facts.step()) host.facts[facts.text(0)] = facts.text(1);
-  }
+  host.samples = read_sample_count(db, process_id);
+  host.facts = read_process_facts(db, process_id);
   if (host.samples == 0) return;
   // The covered steps: step k runs from starts_ns[k] to starts_ns[k + 1], the last one's end is
   // not known.
@@ -127,11 +103,11 @@ void load_host(const RunDatabase& db, int64_t process_id, int64_t pid, const Ste
   }
   StackCache stacks(db, process_id);
   std::map<std::string, int64_t> callers;
-  for (const MainSample& s :
-       main_thread_samples(db, process_id, pid, stepped ? starts.front() : std::numeric_limits<int64_t>::min(),
+  for (const SampleRow& s :
+       read_thread_samples(db, process_id, pid, stepped ? starts.front() : std::numeric_limits<int64_t>::min(),
                            stepped ? starts.back() - 1 : std::numeric_limits<int64_t>::max())) {
     ++wait.samples;
-    const StackTraits& t = stacks(s.stack);
+    const StackTraits& t = stacks(s.python_stack);
     if (!t.input_wait) continue;
     ++wait.wait_samples;
     if (t.queue_wait) ++wait.queue_samples;
@@ -160,8 +136,8 @@ std::optional<StragglerDoing> load_straggler_doing(const RunDatabase& db, int64_
       merged.back().second = std::max(merged.back().second, w.second);
     else merged.push_back(w);
   }
-  const std::vector<MainSample> samples =
-      main_thread_samples(db, process_id, pid, merged.front().first, merged.back().second);
+  const std::vector<SampleRow> samples =
+      read_thread_samples(db, process_id, pid, merged.front().first, merged.back().second);
 
   StackCache stacks(db, process_id);
   using Frame = std::tuple<std::string, std::string, int>;  // file, function, line
@@ -170,14 +146,14 @@ std::optional<StragglerDoing> load_straggler_doing(const RunDatabase& db, int64_
   std::map<Doing, int64_t> by_doing;
   int64_t total = 0;
   auto window = merged.begin();
-  for (const MainSample& s : samples) {
+  for (const SampleRow& s : samples) {
     while (window != merged.end() && window->second < s.at_ns) ++window;
     if (window == merged.end()) break;
     if (s.at_ns < window->first) continue;
     ++total;
     const Doing doing{s.state, s.syscall};
     ++by_doing[doing];
-    const StackTraits& t = stacks(s.stack);
+    const StackTraits& t = stacks(s.python_stack);
     if (!t.function.empty() || !t.file.empty()) ++by_frame[{t.file, t.function, t.line}][doing];
   }
   if (total == 0) return std::nullopt;

@@ -10,6 +10,8 @@
 #include <regex>
 #include <unordered_map>
 
+#include "store/rows.hpp"
+
 namespace trainshim::cli {
 
 namespace {
@@ -125,30 +127,21 @@ KernelSummary summarize_kernels(const RunDatabase& db, int64_t process_id, std::
   KernelSummary summary;
   {
     GpuBusyUnion busy;
-    Statement q(db, "SELECT device, start_ns, end_ns FROM gpu_activities WHERE process_id = ? ORDER BY start_ns");
-    q.bind(1, process_id);
-    while (q.step()) busy.add(q.integer(0), q.integer(1), q.integer(2));
+    for (const GpuIntervalRow& a : read_gpu_intervals(db, process_id)) busy.add(a.device, a.start_ns, a.end_ns);
     summary.busy_ns = busy.busy_ns();
   }
 
   // Grouped by the name's text: a name published twice (a collector that replaced a dead one)
   // is one kernel.
   std::unordered_map<std::string, KernelTime> kernels;
-  Statement q(db, ("SELECT coalesce(s.text, ''), count(*), sum(max(g.end_ns - g.start_ns, 0)) FROM gpu_activities g "
-                   "LEFT JOIN python_strings s ON s.process_id = g.process_id AND s.id = g.name "
-                   "WHERE g.process_id = ? AND g.api IN (SELECT id FROM apis WHERE class IN " +
-                   api_classes_sql(ApiClass::GpuKernel) + ") GROUP BY g.name")
-                      .c_str());
-  q.bind(1, process_id);
-  while (q.step()) {
-    const std::string raw = q.text(0);
-    KernelTime& k = kernels[raw];
+  for (const KernelTotalRow& row : read_kernel_totals(db, process_id)) {
+    KernelTime& k = kernels[row.name];
     if (k.count == 0) {
-      k.name = raw.empty() ? "(unnamed kernel)" : readable_kernel_name(raw);
-      k.kind = classify_kernel(raw);
+      k.name = row.name.empty() ? "(unnamed kernel)" : readable_kernel_name(row.name);
+      k.kind = classify_kernel(row.name);
     }
-    k.count += q.integer(1);
-    k.total_ns += q.integer(2);
+    k.count += row.launches;
+    k.total_ns += row.total_ns;
   }
   std::vector<KernelTime> all;
   all.reserve(kernels.size());

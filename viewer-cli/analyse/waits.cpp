@@ -9,6 +9,7 @@
 
 #include "analyse/classifier.hpp"
 #include "analyse/syncs.hpp"
+#include "store/rows.hpp"
 #include "trainshim/protocol.hpp"
 
 namespace trainshim::cli {
@@ -28,14 +29,8 @@ std::vector<HostActivity> host_activity(const ProcessCollectives& p, const std::
   // and the recent copies and polls. The collectives themselves are where the others waited, not
   // what kept this host busy.
   std::vector<std::pair<int64_t, int64_t>> calls;  // begin_ns, python stack
-  Statement q(*p.db, ("SELECT begin_ns, python_stack FROM events WHERE process_id = ?1 AND python_stack <> 0 AND "
-                      "api NOT IN (SELECT id FROM apis WHERE class IN " +
-                      api_classes_sql(ApiClass::Collective) +
-                      ") UNION ALL SELECT begin_ns, python_stack FROM recent_events WHERE process_id = ?1 AND "
-                      "python_stack <> 0 ORDER BY 1")
-                         .c_str());
-  q.bind(1, p.process_id);
-  while (q.step()) calls.emplace_back(q.integer(0), q.integer(1));
+  for (const StackedCallRow& call : read_stacked_calls(*p.db, p.process_id))
+    calls.emplace_back(call.begin_ns, call.python_stack);
 
   std::map<std::tuple<std::string, int, std::string>, int64_t> counts;
   std::unordered_map<int64_t, std::tuple<std::string, int, std::string>> top_frame;  // by python stack id
@@ -160,18 +155,10 @@ WaitReport load_waits(std::vector<ProcessCollectives>& processes) {
     out.p2p.timed += c.p2p_timed;
     out.p2p.gpu_ns += c.p2p_gpu_ns;
     out.p2p.exchanges += c.exchanges;
-    Statement untimed(*p.db,
-                      ("SELECT " + counter_columns(CounterKind::Untimed) + " FROM processes WHERE id = ?").c_str());
-    untimed.bind(1, p.process_id);
-    if (untimed.step()) out.untimed += read_untimed(untimed, 0);
+    out.untimed += read_untimed_collectives(*p.db, p.process_id);
     // Operations launched on NCCL's thread: calls outside a group and operations of groups whose
     // end returned ncclInProgress, less those timed once the program waited for the launch.
-    Statement groups(*p.db, ("SELECT coalesce(sum(detail), 0) FROM events WHERE process_id = ? AND "
-                             "api IN (SELECT id FROM apis WHERE class IN " +
-                             api_classes_sql(ApiClass::GroupEnd) + ") AND (flags & ?) <> 0")
-                                .c_str());
-    groups.bind(1, p.process_id).bind(2, kGroupInProgress);
-    if (groups.step()) out.untimed_in_group_in_progress += groups.integer(0);
+    out.untimed_in_group_in_progress += read_operations_in_groups_in_progress(*p.db, p.process_id, kGroupInProgress);
     out.untimed_in_group_in_progress += c.launched_in_progress - c.timed_in_progress;
     for (const auto& [communicator, n] : c.captured) {
       CapturedCollectives& cc = captured[communicator];

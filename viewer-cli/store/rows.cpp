@@ -132,4 +132,76 @@ bool python_stack_borrowed(const RunDatabase& db, int64_t process_id, int64_t st
   return q.step() && q.integer(0) != 0;
 }
 
+int64_t read_sample_count(const RunDatabase& db, int64_t process_id) {
+  Statement q(db, "SELECT count(*) FROM samples WHERE process_id = ?");
+  q.bind(1, process_id);
+  return q.step() ? q.integer(0) : 0;
+}
+
+std::map<std::string, std::string> read_process_facts(const RunDatabase& db, int64_t process_id) {
+  std::map<std::string, std::string> facts;
+  Statement q(db, "SELECT key, value FROM process_facts WHERE process_id = ? ORDER BY key");
+  q.bind(1, process_id);
+  while (q.step()) facts[q.text(0)] = q.text(1);
+  return facts;
+}
+
+std::vector<SampleRow> read_thread_samples(const RunDatabase& db, int64_t process_id, int64_t tid, int64_t from_ns,
+                                           int64_t to_ns) {
+  Statement q(db, "SELECT at_ns, state, syscall, python_stack FROM samples WHERE process_id = ? AND at_ns >= ? AND "
+                  "at_ns <= ? AND tid = ? ORDER BY at_ns");
+  q.bind(1, process_id).bind(2, from_ns).bind(3, to_ns).bind(4, tid);
+  std::vector<SampleRow> out;
+  while (q.step()) out.push_back({q.integer(0), q.text(1), q.integer(2), q.integer(3)});
+  return out;
+}
+
+std::vector<GpuIntervalRow> read_gpu_intervals(const RunDatabase& db, int64_t process_id) {
+  Statement q(db, "SELECT device, start_ns, end_ns FROM gpu_activities WHERE process_id = ? ORDER BY start_ns");
+  q.bind(1, process_id);
+  std::vector<GpuIntervalRow> out;
+  while (q.step()) out.push_back({q.integer(0), q.integer(1), q.integer(2)});
+  return out;
+}
+
+std::vector<KernelTotalRow> read_kernel_totals(const RunDatabase& db, int64_t process_id) {
+  Statement q(db, ("SELECT coalesce(s.text, ''), count(*), sum(max(g.end_ns - g.start_ns, 0)) FROM gpu_activities g "
+                   "LEFT JOIN python_strings s ON s.process_id = g.process_id AND s.id = g.name "
+                   "WHERE g.process_id = ? AND g.api IN (SELECT id FROM apis WHERE class IN " +
+                   api_classes_sql(ApiClass::GpuKernel) + ") GROUP BY g.name")
+                      .c_str());
+  q.bind(1, process_id);
+  std::vector<KernelTotalRow> out;
+  while (q.step()) out.push_back({q.text(0), q.integer(1), q.integer(2)});
+  return out;
+}
+
+std::vector<StackedCallRow> read_stacked_calls(const RunDatabase& db, int64_t process_id) {
+  Statement q(db, ("SELECT begin_ns, python_stack FROM events WHERE process_id = ?1 AND python_stack <> 0 AND "
+                   "api NOT IN (SELECT id FROM apis WHERE class IN " +
+                   api_classes_sql(ApiClass::Collective) +
+                   ") UNION ALL SELECT begin_ns, python_stack FROM recent_events WHERE process_id = ?1 AND "
+                   "python_stack <> 0 ORDER BY 1")
+                      .c_str());
+  q.bind(1, process_id);
+  std::vector<StackedCallRow> out;
+  while (q.step()) out.push_back({q.integer(0), q.integer(1)});
+  return out;
+}
+
+UntimedCollectives read_untimed_collectives(const RunDatabase& db, int64_t process_id) {
+  Statement q(db, ("SELECT " + counter_columns(CounterKind::Untimed) + " FROM processes WHERE id = ?").c_str());
+  q.bind(1, process_id);
+  return q.step() ? read_untimed(q, 0) : UntimedCollectives{};
+}
+
+int64_t read_operations_in_groups_in_progress(const RunDatabase& db, int64_t process_id, int64_t in_progress_flag) {
+  Statement q(db, ("SELECT coalesce(sum(detail), 0) FROM events WHERE process_id = ? AND "
+                   "api IN (SELECT id FROM apis WHERE class IN " +
+                   api_classes_sql(ApiClass::GroupEnd) + ") AND (flags & ?) <> 0")
+                      .c_str());
+  q.bind(1, process_id).bind(2, in_progress_flag);
+  return q.step() ? q.integer(0) : 0;
+}
+
 }  // namespace trainshim::cli

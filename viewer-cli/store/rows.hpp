@@ -3,6 +3,7 @@
 // counters, a process's totals per API, its stored stacks, the hangs the collector wrote. What
 // reads a run goes through these (or through Statement inside store/), never writes SQL of its own.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -87,5 +88,42 @@ std::vector<PythonFrameView> read_python_stack(const RunDatabase& db, int64_t pr
 // Whether a stored Python stack was borrowed by an autograd engine thread from the thread blocked in
 // backward.
 bool python_stack_borrowed(const RunDatabase& db, int64_t process_id, int64_t stack_id);
+
+// The sampler's records of a process: how many, its facts (key -> value), and one thread's samples
+// between two times, in time order.
+int64_t read_sample_count(const RunDatabase& db, int64_t process_id);
+std::map<std::string, std::string> read_process_facts(const RunDatabase& db, int64_t process_id);
+struct SampleRow {
+  int64_t at_ns = 0;
+  std::string state;  // one letter, empty when unknown
+  int64_t syscall = -1;
+  int64_t python_stack = 0;
+};
+std::vector<SampleRow> read_thread_samples(const RunDatabase& db, int64_t process_id, int64_t tid, int64_t from_ns,
+                                           int64_t to_ns);
+
+// A process's GPU activities (kernels, copies, ...) as intervals, by start; and its kernels'
+// totals by name (the name's text: one published twice is one kernel).
+struct GpuIntervalRow {
+  int64_t device = 0, start_ns = 0, end_ns = 0;
+};
+std::vector<GpuIntervalRow> read_gpu_intervals(const RunDatabase& db, int64_t process_id);
+struct KernelTotalRow {
+  std::string name;
+  int64_t launches = 0, total_ns = 0;
+};
+std::vector<KernelTotalRow> read_kernel_totals(const RunDatabase& db, int64_t process_id);
+
+// A process's recorded calls with a Python stack, in begin order, the collectives left out: the
+// calls kept one by one (events) and the recent copies and polls (recent_events).
+struct StackedCallRow {
+  int64_t begin_ns = 0, python_stack = 0;
+};
+std::vector<StackedCallRow> read_stacked_calls(const RunDatabase& db, int64_t process_id);
+
+// A process's collectives recorded but not timed on the GPU, by cause.
+UntimedCollectives read_untimed_collectives(const RunDatabase& db, int64_t process_id);
+// The operations of a process's NCCL groups whose end returned ncclInProgress (the group's flag).
+int64_t read_operations_in_groups_in_progress(const RunDatabase& db, int64_t process_id, int64_t in_progress_flag);
 
 }  // namespace trainshim::cli
