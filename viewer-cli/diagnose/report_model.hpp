@@ -81,7 +81,7 @@ struct Report {
 };
 
 // The report's measurements and each rank's step breakdown, without the diagnosis (setup, findings,
-// root causes): load_report (diagnose/diagnosis.hpp) adds it. step_name: TRAINSHIM_STEP's value
+// root causes): load_report (diagnose/load_report.hpp) adds it. step_name: TRAINSHIM_STEP's value
 // ("file:line" or a Python function), empty to detect steps. idle_gap_ns: the shortest GPU idle gap
 // reported; 0: max(1 ms, 5 % of the step). Several databases (one per node of a job) merge into one.
 Report read_report(const std::vector<const RunDatabase*>& databases, const std::string& step_name, int64_t idle_gap_ns);
