@@ -10,7 +10,7 @@ scripts/demo runs it on the real PyTorch wheel over the simulated GPU (scripts/t
 The model runs under autocast in bf16, as it should: its GEMMs are cuBLASLt's BF16 kernels.
 On a GPU node it runs as it is: torchrun --nproc_per_node 2 scripts/examples/train.py.
 TRAIN_STEPS sets the number of steps (default 40), TRAIN_SLOW_DECODE_MS rank 1's decoding time
-per batch (default 30). Each plant can be fixed, for the twins that check what the report predicts
+per batch (default 30), TRAIN_HIDDEN the model's hidden width (default 1024). Each plant can be fixed, for the twins that check what the report predicts
 fixing it buys: TRAIN_SLOW_DECODE_MS=0, TRAIN_READ_LOSS=0 (no item() and no logging),
 TRAIN_PIN_MEMORY=1 (batches in pinned memory before the loop takes them, as a DataLoader's
 pin-memory thread hands them over when workers load them, uploaded with non_blocking=True).
@@ -32,7 +32,8 @@ STEPS = int(os.environ.get("TRAIN_STEPS", "40"))
 SLOW_DECODE_S = int(os.environ.get("TRAIN_SLOW_DECODE_MS", "30")) / 1000
 READ_LOSS = os.environ.get("TRAIN_READ_LOSS", "1") == "1"
 PIN_MEMORY = os.environ.get("TRAIN_PIN_MEMORY", "0") == "1"
-BATCH, FEATURES, HIDDEN = 1024, 1024, 1024
+BATCH, FEATURES = 1024, 1024
+HIDDEN = int(os.environ.get("TRAIN_HIDDEN", "1024"))
 
 
 class Batches(Dataset):

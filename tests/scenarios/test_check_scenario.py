@@ -1,7 +1,9 @@
 """scripts/check-scenario on hand-made reports: a report with the expected verdicts passes, and
 each false or missing finding the scenarios plant against fails with its line named."""
+import contextlib
 import copy
 import importlib.machinery
+import io
 import json
 import os
 import subprocess
@@ -254,6 +256,43 @@ class CheckScenario(unittest.TestCase):
                                                  lambda f: None)
         self.assertEqual(len(failures), 1)
         self.assertIn("measured 5.0 ms", failures[0])
+
+    def test_run_scenarios_measures_a_missed_twin_again_allowing_for_the_spread(self):
+        # R9's pinned twin as run-scenarios runs it: a miss, then the planted job and the twin again,
+        # judged allowing for how far apart the planted job's two runs measured.
+        module = load_script(RUN)
+        scenario = {"id": "R9", "script": "../../scripts/examples/train.py"}
+        twin = {"name": "pinned", "env": {"TRAIN_PIN_MEMORY": "1"}, "fixes": {"cause": "pageable_input"}}
+        args = types.SimpleNamespace(expected=os.path.join(ROOT, "tests", "realtorch", "expected.json"))
+        with tempfile.TemporaryDirectory() as scratch:
+            def report(name, step_ms, planted):
+                causes = ([{"cause": "pageable_input", "rank": None, "cost_ns_per_step": 600_000,
+                            "predicted_step_ns": int((step_ms - 0.6) * 1e6)}] if planted else [])
+                path = os.path.join(scratch, name)
+                with open(path, "w", encoding="utf-8") as f:
+                    json.dump({"job": {"step_ns": int(step_ms * 1e6)}, "root_causes": causes}, f)
+                return path
+
+            runs = iter([("pinned", 45.6, False), ("planted", 46.6, True), ("pinned", 48.6, False)])
+            envs = []
+
+            def shimmed_run(label, command, env, *rest):
+                name, step_ms, planted = next(runs)
+                envs.append((label, env.get("TRAIN_PIN_MEMORY")))
+                return report(f"{name}{len(envs)}.json", step_ms, planted), "", 0, "", 1.0
+
+            module.shimmed_run = shimmed_run
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                outcome = module.run_twin(scenario, twin, report("first.json", 50.2, True), [], {}, args, {}, scratch)
+        self.assertEqual(outcome, "pass")
+        self.assertEqual(envs, [("R9[pinned]", "1"), ("R9", None), ("R9[pinned]", "1")])
+        lines = printed.getvalue().splitlines()
+        self.assertEqual(len(lines), 2)
+        self.assertTrue(lines[0].startswith("R9[pinned] FAIL: predicted saving 0.6 ms, measured 4.6 ms"), lines[0])
+        self.assertTrue(lines[0].endswith("[measured again]"), lines[0])
+        self.assertTrue(lines[1].startswith("R9[pinned] PASS (") and
+                        lines[1].endswith("the planted job measured 3.6 ms apart in two runs)"), lines[1])
 
     def test_twin_from_the_command_line(self):
         expected = os.path.join(ROOT, "tests", "realtorch", "expected.json")
