@@ -60,7 +60,7 @@ TEST(Layers, AStageIncludesOnlyTheStagesBelowIt) {
 TEST(Layers, OnlyStoreAndTheAnalysesReadTheDatabase) {
   const std::filesystem::path root = std::filesystem::path(TRAINSHIM_SOURCE_DIR) / "viewer-cli";
   std::vector<std::string> found;
-  for (const char* stage : {"text", "diagnose", "launch", "commands"})
+  for (const char* stage : {"text", "diagnose", "render", "launch", "commands"})
     for (const auto& entry : std::filesystem::directory_iterator(root / stage)) {
       std::ifstream in(entry.path());
       for (std::string line; std::getline(in, line);)

@@ -20,6 +20,8 @@
 #include "analyse/kernels.hpp"
 #include "analyse/syncs.hpp"
 #include "store/counters.hpp"
+#include "store/rows.hpp"
+#include "store/trace_rows.hpp"
 #include "text/format.hpp"
 #include "trainshim/protocol.hpp"
 
@@ -29,18 +31,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// The records of `events` that are no host call: a timing is folded into its collective's row (one
-// whose collective was not read yet has a row of its own for a while); the GPU timeline's edges.
-std::string not_host_call_apis() {
-  return "(SELECT id FROM apis WHERE class IN " +
-         api_classes_sql([](ApiClass c) { return c == ApiClass::CollectiveTiming || c == ApiClass::GpuWindow; }) + ")";
-}
-std::string collective_apis() {
-  return "(SELECT id FROM apis WHERE class IN " + api_classes_sql(ApiClass::Collective) + ")";
-}
-// Point-to-point calls are numbered per peer: their numbers are no collective's (flag 8).
-constexpr const char* kNotPointToPoint = "(flags & 8) = 0";
-static_assert(kPointToPoint == 8);
 constexpr int64_t kUnrankedSortBase = 1'000'000;
 
 // One event object per line, each serialised on its own: the trace is never held whole.
@@ -177,9 +167,9 @@ class ProcessExporter {
     return {fmt::format("{}:{} in {}", f.file, f.line, f.function), f.source};
   }
 
-  const SyncInfo& sync_info(const SyncShape& probe, int64_t api, int64_t direction, int64_t memory, int64_t native,
-                            int64_t python) {
-    auto [it, fresh] = sync_cache_.try_emplace({api, direction, memory, native, python, probe.follows_copy});
+  const SyncInfo& sync_info(const SyncShape& probe, int64_t api, int64_t native, int64_t python) {
+    auto [it, fresh] =
+        sync_cache_.try_emplace({api, probe.direction, probe.host_memory, native, python, probe.follows_copy});
     if (!fresh) return it->second;
     SyncShape shape = probe;
     shape.native = native_frames(native);
@@ -206,100 +196,84 @@ class ProcessExporter {
 
   void host_calls() {
     // The calls kept one by one and the window of recent copies and polls.
-    constexpr const char* kColumns =
-        "tid, api, begin_ns, end_ns, bytes, direction, host_memory, stream, object, detail, "
-        "rank_in_comm, comm_size, result, native_stack, python_stack, sequence, follows_copy";
-    Statement q(db_, fmt::format("SELECT {0} FROM events WHERE process_id = ?1 AND api NOT IN {1} UNION ALL "
-                                 "SELECT {0} FROM recent_events WHERE process_id = ?1 ORDER BY begin_ns",
-                                 kColumns, not_host_call_apis())
-                         .c_str());
-    q.bind(1, p_.id);
-    while (q.step()) {
-      const int64_t tid = q.integer(0), api = q.integer(1), begin = q.integer(2), end = q.integer(3);
-      const int64_t bytes = q.integer(4), direction = q.integer(5), memory = q.integer(6), result = q.integer(12);
-      const Vocabulary::ApiWord& api_word = names_.api(api);
-      const std::string& api_name = api_word.name;
-      const std::optional<ApiClass> cls = api_word.api_class;
-      const Direction copy_direction = names_.direction(direction);
-      const HostMemory host_memory = names_.host_memory(memory);
-      const std::string_view dir = direction_name(copy_direction), mem = host_memory_name(host_memory);
-      thread(tid);
-      seen(begin, end);
+    for_each_host_call(db_, p_.id, [this](const HostCallRow& call) { host_call(call); });
+  }
 
-      std::string name;
-      Json args = Json::object();
-      args["api"] = api_name;
-      const bool null_object = q.integer(8) == 0;
-      if (cls && is_host_sync(*cls, copy_direction, host_memory, is_synchronous_copy(*cls, api_name), null_object)) {
-        SyncShape probe;
-        probe.api = api_name;
-        probe.api_class = *cls;
-        probe.direction = copy_direction;
-        probe.host_memory = host_memory;
-        probe.null_object = null_object;
-        probe.follows_copy = names_.direction(q.integer(16));
-        const SyncInfo& info = sync_info(probe, api, direction, memory, q.integer(13), q.integer(14));
-        name = info.name;
-        if (!info.python_site.empty()) {
-          args["python_site"] = info.python_site;
-          args["source"] = info.source;
-        } else if (!info.native_site.empty()) {
-          args["native_site"] = info.native_site;
-        }
-        args["bytes"] = bytes;
-        args["direction"] = dir;
-        args["host_memory"] = mem;
-        args["kind"] = info.kind;
-      } else if (cls == ApiClass::Copy) {
-        name = fmt::format("memcpy {} {}", dir, mem);
-        args["bytes"] = bytes;
-        args["direction"] = dir;
-        args["host_memory"] = mem;
-        args["stream"] = fmt::format("0x{:x}", uint64_t(q.integer(7)));
-      } else if (cls == ApiClass::Collective) {
-        name = api_name;
-        args["communicator"] = hex(q.integer(8));
-        args["sequence"] = q.integer(15);
-        args["bytes"] = bytes;
-        args["rank_in_comm"] = q.integer(10);
-        args["comm_size"] = q.integer(11);
-        if (auto [site, source] = python_site(q.integer(14)); !site.empty()) args["python_site"] = site;
-      } else if (cls == ApiClass::CommInit) {
-        name = api_name;
-        args["communicator"] = hex(q.integer(9));
-        args["rank_in_comm"] = q.integer(10);
-        args["comm_size"] = q.integer(11);
-      } else {
-        name = api_name;
-        if (bytes) args["bytes"] = bytes;
+  void host_call(const HostCallRow& call) {
+    const Vocabulary::ApiWord& api_word = names_.api(call.api);
+    const std::string& api_name = api_word.name;
+    const std::optional<ApiClass> cls = api_word.api_class;
+    const std::string_view dir = direction_name(call.direction), mem = host_memory_name(call.host_memory);
+    thread(call.tid);
+    seen(call.begin_ns, call.end_ns);
+
+    std::string name;
+    Json args = Json::object();
+    args["api"] = api_name;
+    const bool null_object = call.object == 0;
+    if (cls && is_host_sync(*cls, call.direction, call.host_memory, is_synchronous_copy(*cls, api_name), null_object)) {
+      SyncShape probe;
+      probe.api = api_name;
+      probe.api_class = *cls;
+      probe.direction = call.direction;
+      probe.host_memory = call.host_memory;
+      probe.null_object = null_object;
+      probe.follows_copy = call.follows_copy;
+      const SyncInfo& info = sync_info(probe, call.api, call.native_stack, call.python_stack);
+      name = info.name;
+      if (!info.python_site.empty()) {
+        args["python_site"] = info.python_site;
+        args["source"] = info.source;
+      } else if (!info.native_site.empty()) {
+        args["native_site"] = info.native_site;
       }
-      if (result != 0) args["result"] = result;
-      writer_.event(Json{{"ph", "X"},
-                         {"cat", cls ? api_class_name(*cls) : "unknown"},
-                         {"name", std::move(name)},
-                         {"pid", p_.id},
-                         {"tid", tid},
-                         {"ts", us(begin)},
-                         {"dur", duration_us(end - begin)},
-                         {"args", std::move(args)}});
+      args["bytes"] = call.bytes;
+      args["direction"] = dir;
+      args["host_memory"] = mem;
+      args["kind"] = info.kind;
+    } else if (cls == ApiClass::Copy) {
+      name = fmt::format("memcpy {} {}", dir, mem);
+      args["bytes"] = call.bytes;
+      args["direction"] = dir;
+      args["host_memory"] = mem;
+      args["stream"] = fmt::format("0x{:x}", uint64_t(call.stream));
+    } else if (cls == ApiClass::Collective) {
+      name = api_name;
+      args["communicator"] = hex(call.object);
+      args["sequence"] = call.sequence;
+      args["bytes"] = call.bytes;
+      args["rank_in_comm"] = call.rank_in_comm;
+      args["comm_size"] = call.comm_size;
+      if (auto [site, source] = python_site(call.python_stack); !site.empty()) args["python_site"] = site;
+    } else if (cls == ApiClass::CommInit) {
+      name = api_name;
+      args["communicator"] = hex(call.detail);
+      args["rank_in_comm"] = call.rank_in_comm;
+      args["comm_size"] = call.comm_size;
+    } else {
+      name = api_name;
+      if (call.bytes) args["bytes"] = call.bytes;
     }
+    if (call.result != 0) args["result"] = call.result;
+    writer_.event(Json{{"ph", "X"},
+                       {"cat", cls ? api_class_name(*cls) : "unknown"},
+                       {"name", std::move(name)},
+                       {"pid", p_.id},
+                       {"tid", call.tid},
+                       {"ts", us(call.begin_ns)},
+                       {"dur", duration_us(call.end_ns - call.begin_ns)},
+                       {"args", std::move(args)}});
   }
 
   // Each timed collective on its communicator's GPU track, from its own row (a call in a group
   // carries its operation's timing on the operation's first call).
   void gpu_collectives() {
-    Statement t(db_, fmt::format("SELECT object, sequence, begin_ns, gpu_ns, bytes, api FROM events WHERE "
-                                 "process_id = ? AND api IN {} AND gpu_ns IS NOT NULL AND {} "
-                                 "ORDER BY object, sequence, begin_ns",
-                                 collective_apis(), kNotPointToPoint)
-                         .c_str());
-    t.bind(1, p_.id);
     std::optional<CollectiveKey> flow_key;
     std::optional<int64_t> track_comm;
     int64_t track_tid = kGpuTrackBase - 1, track_end = std::numeric_limits<int64_t>::min();
-    while (t.step()) {
-      const CollectiveKey key{t.integer(0), t.integer(1)};
-      const int64_t host_begin = t.integer(2), gpu_ns = std::max<int64_t>(t.integer(3), 0), bytes = t.integer(4);
+    for_each_timed_collective(db_, p_.id, [&](const TimedCollectiveRow& row) {
+      const CollectiveKey key{row.communicator, row.sequence};
+      const int64_t host_begin = row.host_begin_ns, gpu_ns = std::max<int64_t>(row.gpu_ns, 0), bytes = row.bytes;
       if (track_comm != key.comm) {
         track_comm = key.comm;
         ++track_tid;
@@ -316,7 +290,7 @@ class ProcessExporter {
       const double ts = us(start), dur = duration_us(gpu_ns);
       writer_.event(Json{{"ph", "X"},
                          {"cat", "gpu_collective"},
-                         {"name", names_.api(t.integer(5)).name},
+                         {"name", names_.api(row.api).name},
                          {"pid", p_.id},
                          {"tid", track_tid},
                          {"ts", ts},
@@ -342,7 +316,7 @@ class ProcessExporter {
                            {"ts", ts + dur / 2},
                            {"bp", "e"}});
       }
-    }
+    });
   }
 
   // The GPU timeline (CUPTI's records): each kernel, copy and memset on its (device, stream) track,
@@ -350,12 +324,7 @@ class ProcessExporter {
   void gpu_activities() {
     std::map<std::pair<int64_t, int64_t>, int64_t> stream_tids;
     std::map<int64_t, int64_t> idle_tids;
-    {
-      Statement q(db_,
-                  "SELECT DISTINCT device, stream FROM gpu_activities WHERE process_id = ? ORDER BY device, stream");
-      q.bind(1, p_.id);
-      while (q.step()) stream_tids.emplace(std::pair{q.integer(0), q.integer(1)}, 0);
-    }
+    for (const auto& stream : read_gpu_streams(db_, p_.id)) stream_tids.emplace(stream, 0);
     if (stream_tids.empty()) return;
     int64_t tid = kGpuActivityTrackBase;
     for (auto& [key, track] : stream_tids) {
@@ -368,15 +337,11 @@ class ProcessExporter {
       track_metadata(track, fmt::format("GPU {} idle", device));
     }
 
-    Statement q(db_, "SELECT g.api, g.start_ns, g.end_ns, g.device, g.stream, g.bytes, g.direction, g.host_memory, "
-                     "coalesce(s.text, ''), g.correlation FROM gpu_activities g LEFT JOIN python_strings s ON "
-                     "s.process_id = g.process_id AND s.id = g.name WHERE g.process_id = ? ORDER BY g.start_ns");
-    q.bind(1, p_.id);
     GpuBusyUnion busy;
     std::vector<GpuBusyUnion::Gap> gaps;
-    while (q.step()) {
-      const int64_t start = q.integer(1), end = q.integer(2), device = q.integer(3);
-      const std::optional<ApiClass> cls = names_.api(q.integer(0)).api_class;
+    for_each_gpu_activity(db_, p_.id, [&](const GpuActivityRow& row) {
+      const int64_t start = row.start_ns, end = row.end_ns, device = row.device;
+      const std::optional<ApiClass> cls = names_.api(row.api).api_class;
       seen(start, end);
       busy.add(device, start, end, &gaps);
       for (const GpuBusyUnion::Gap& gap : gaps)
@@ -386,33 +351,32 @@ class ProcessExporter {
       std::string name;
       Json args = Json::object();
       if (cls == ApiClass::GpuKernel) {
-        const std::string raw = q.text(8);
-        name = raw.empty() ? "(unnamed kernel)" : readable_kernel_name(raw);
-        if (const KernelKind kind = classify_kernel(raw); kind.gemm)
+        name = row.name.empty() ? "(unnamed kernel)" : readable_kernel_name(row.name);
+        if (const KernelKind kind = classify_kernel(row.name); kind.gemm)
           args["gemm_precision"] = kernel_precision_name(kind.precision);
       } else if (cls == ApiClass::GpuCopy) {
-        const std::string_view dir = direction_name(names_.direction(q.integer(6)));
-        const std::string_view mem = host_memory_name(names_.host_memory(q.integer(7)));
+        const std::string_view dir = direction_name(row.direction);
+        const std::string_view mem = host_memory_name(row.host_memory);
         name = fmt::format("memcpy {}", dir);
-        args["bytes"] = q.integer(5);
+        args["bytes"] = row.bytes;
         args["direction"] = dir;
         args["host_memory"] = mem;
       } else if (cls == ApiClass::GpuSet) {
         name = "memset";
-        args["bytes"] = q.integer(5);
+        args["bytes"] = row.bytes;
       } else {
-        name = names_.api(q.integer(0)).name;
+        name = names_.api(row.api).name;
       }
-      args["correlation"] = q.integer(9);
+      args["correlation"] = row.correlation;
       writer_.event(Json{{"ph", "X"},
                          {"cat", cls ? api_class_name(*cls) : "unknown"},
                          {"name", std::move(name)},
                          {"pid", p_.id},
-                         {"tid", stream_tids.at({device, q.integer(4)})},
+                         {"tid", stream_tids.at({device, row.stream})},
                          {"ts", us(start)},
                          {"dur", duration_us(end - start)},
                          {"args", std::move(args)}});
-    }
+    });
   }
 
   void track_metadata(int64_t tid, const std::string& name) {
@@ -458,27 +422,8 @@ class ProcessExporter {
   std::unordered_set<int64_t> tids_;
   std::unordered_map<int64_t, std::vector<NativeFrameView>> native_cache_;
   std::unordered_map<int64_t, std::vector<PythonFrameView>> python_cache_;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, Direction>, SyncInfo> sync_cache_;
+  std::map<std::tuple<int64_t, Direction, HostMemory, int64_t, int64_t, Direction>, SyncInfo> sync_cache_;
 };
-
-// Copies and polls are kept one by one only in a window of each process's most recent ones; every
-// one of them is counted in `calls`.
-struct RecentWindow {
-  int64_t copies_shown = 0, copies_recorded = 0, polls_shown = 0, polls_recorded = 0;
-};
-
-RecentWindow recent_window(const RunDatabase& db) {
-  RecentWindow w;
-  const auto is_copy = [](const Statement& row) { return api_class_named(row.text(0)) == ApiClass::Copy; };
-  Statement shown(db, "SELECT a.class, count(*) FROM recent_events r JOIN apis a ON a.id = r.api GROUP BY a.class");
-  while (shown.step()) (is_copy(shown) ? w.copies_shown : w.polls_shown) += shown.integer(1);
-  Statement recorded(
-      db, ("SELECT a.class, sum(c.count) FROM calls c JOIN apis a ON a.id = c.api WHERE a.class IN " +
-           api_classes_sql([](ApiClass c) { return c == ApiClass::Copy || c == ApiClass::Poll; }) + " GROUP BY a.class")
-              .c_str());
-  while (recorded.step()) (is_copy(recorded) ? w.copies_recorded : w.polls_recorded) += recorded.integer(1);
-  return w;
-}
 
 std::string window_words(const RecentWindow& w) {
   return fmt::format("shows {} of the {} copies and {} of the {} polls recorded (the most recent of each process, "
@@ -493,51 +438,36 @@ void export_chrome_trace(const RunDatabase& db, std::ostream& out) {
   const Vocabulary& names = db.vocabulary();
 
   std::vector<TraceProcess> processes;
+  for (ProcessRow& row : read_processes(db))
+    processes.push_back({row.id, row.pid, row.rank, std::move(row.host), std::move(row.command), row.lost,
+                         read_untimed_collectives(db, row.id)});
+  std::sort(processes.begin(), processes.end(), [](const TraceProcess& a, const TraceProcess& b) {
+    return std::tuple(a.rank < 0, a.rank, a.pid, a.id) < std::tuple(b.rank < 0, b.rank, b.pid, b.id);
+  });
   std::unordered_map<int64_t, uint32_t> ordinal;
-  {
-    constexpr int kLostColumn = 5, kUntimedColumn = kLostColumn + kLostCounters;
-    Statement q(db, ("SELECT id, pid, host, rank, command, " + counter_columns(CounterKind::Lost) + ", " +
-                     counter_columns(CounterKind::Untimed) + " FROM processes ORDER BY rank < 0, rank, pid, id")
-                        .c_str());
-    while (q.step()) {
-      processes.push_back({q.integer(0), q.integer(1), q.integer(3), q.text(2), q.text(4), read_lost(q, kLostColumn),
-                           read_untimed(q, kUntimedColumn)});
-      ordinal.emplace(processes.back().id, uint32_t(processes.size() - 1));
-    }
-  }
-
-  int64_t origin = 0;
-  {
-    Statement q(db, "SELECT coalesce(min(first_begin_ns), 0) FROM calls");
-    if (q.step()) origin = q.integer(0);
-  }
+  for (std::size_t i = 0; i < processes.size(); ++i) ordinal.emplace(processes[i].id, uint32_t(i));
+  const int64_t origin = read_first_call_ns(db);
 
   // The one pre-pass: per (communicator, sequence), the shortest GPU duration over all ranks and
   // the first and last process (in trace order) that timed it.
   CollectiveMap collectives;
-  {
-    Statement q(db, fmt::format("SELECT process_id, object, sequence, min(gpu_ns) FROM events WHERE api IN {} AND "
-                                "gpu_ns IS NOT NULL AND {} GROUP BY process_id, object, sequence",
-                                collective_apis(), kNotPointToPoint)
-                        .c_str());
-    while (q.step()) {
-      const auto o = ordinal.find(q.integer(0));
-      if (o == ordinal.end()) continue;
-      const int64_t gpu_ns = std::max<int64_t>(q.integer(3), 0);
-      auto [it, fresh] =
-          collectives.try_emplace({q.integer(1), q.integer(2)}, CollectiveInfo{gpu_ns, o->second, o->second, 0});
-      if (fresh) {
-        it->second.flow_id = int64_t(collectives.size());
-        continue;
-      }
-      it->second.min_gpu_ns = std::min(it->second.min_gpu_ns, gpu_ns);
-      it->second.first = std::min(it->second.first, o->second);
-      it->second.last = std::max(it->second.last, o->second);
+  for_each_collective_gpu_time(db, [&](const CollectiveGpuRow& row) {
+    const auto o = ordinal.find(row.process_id);
+    if (o == ordinal.end()) return;
+    const int64_t gpu_ns = std::max<int64_t>(row.min_gpu_ns, 0);
+    auto [it, fresh] =
+        collectives.try_emplace({row.communicator, row.sequence}, CollectiveInfo{gpu_ns, o->second, o->second, 0});
+    if (fresh) {
+      it->second.flow_id = int64_t(collectives.size());
+      return;
     }
-  }
+    it->second.min_gpu_ns = std::min(it->second.min_gpu_ns, gpu_ns);
+    it->second.first = std::min(it->second.first, o->second);
+    it->second.last = std::max(it->second.last, o->second);
+  });
 
   TraceWriter writer(out);
-  const RecentWindow window = recent_window(db);
+  const RecentWindow window = read_recent_window(db);
   Json other{{"producer", "trainshim export"},
              {"job", db.meta("job")},
              {"database", db.path()},
@@ -546,7 +476,7 @@ void export_chrome_trace(const RunDatabase& db, std::ostream& out) {
              {"copies_recorded", window.copies_recorded},
              {"polls_shown", window.polls_shown},
              {"polls_recorded", window.polls_recorded}};
-  if (Statement any(db, "SELECT EXISTS (SELECT 1 FROM gpu_activities)"); any.step() && any.integer(0))
+  if (has_gpu_activities(db))
     other["gpu_idle"] = fmt::format(
         "each device's idle track marks the stretches above {} ms between its kernels, copies and memsets; with a "
         "duty-cycled GPU timeline (TRAINSHIM_GPU_PERIOD_MS) the stretch between two windows is marked too; the causes "

@@ -1,0 +1,132 @@
+#include "store/trace_rows.hpp"
+
+#include <fmt/format.h>
+
+#include "trainshim/protocol.hpp"
+
+namespace trainshim::cli {
+
+namespace {
+
+// The records of `events` that are no host call: a timing is folded into its collective's row (one
+// whose collective was not read yet has a row of its own for a while); the GPU timeline's edges.
+std::string not_host_call_apis() {
+  return "(SELECT id FROM apis WHERE class IN " +
+         api_classes_sql([](ApiClass c) { return c == ApiClass::CollectiveTiming || c == ApiClass::GpuWindow; }) + ")";
+}
+std::string collective_apis() {
+  return "(SELECT id FROM apis WHERE class IN " + api_classes_sql(ApiClass::Collective) + ")";
+}
+// Point-to-point calls are numbered per peer: their numbers are no collective's (flag 8).
+constexpr const char* kNotPointToPoint = "(flags & 8) = 0";
+static_assert(kPointToPoint == 8);
+
+}  // namespace
+
+void for_each_host_call(const RunDatabase& db, int64_t process_id, const std::function<void(const HostCallRow&)>& fn) {
+  constexpr const char* kColumns =
+      "tid, api, begin_ns, end_ns, bytes, direction, host_memory, stream, object, detail, "
+      "rank_in_comm, comm_size, result, native_stack, python_stack, sequence, follows_copy";
+  Statement q(db, fmt::format("SELECT {0} FROM events WHERE process_id = ?1 AND api NOT IN {1} UNION ALL "
+                              "SELECT {0} FROM recent_events WHERE process_id = ?1 ORDER BY begin_ns",
+                              kColumns, not_host_call_apis())
+                      .c_str());
+  q.bind(1, process_id);
+  const Vocabulary& names = db.vocabulary();
+  HostCallRow row;
+  while (q.step()) {
+    row.tid = q.integer(0);
+    row.api = q.integer(1);
+    row.begin_ns = q.integer(2);
+    row.end_ns = q.integer(3);
+    row.bytes = q.integer(4);
+    row.direction = names.direction(q.integer(5));
+    row.host_memory = names.host_memory(q.integer(6));
+    row.stream = q.integer(7);
+    row.object = q.integer(8);
+    row.detail = q.integer(9);
+    row.rank_in_comm = q.integer(10);
+    row.comm_size = q.integer(11);
+    row.result = q.integer(12);
+    row.native_stack = q.integer(13);
+    row.python_stack = q.integer(14);
+    row.sequence = q.integer(15);
+    row.follows_copy = names.direction(q.integer(16));
+    fn(row);
+  }
+}
+
+void for_each_timed_collective(const RunDatabase& db, int64_t process_id,
+                               const std::function<void(const TimedCollectiveRow&)>& fn) {
+  Statement q(db, fmt::format("SELECT object, sequence, begin_ns, gpu_ns, bytes, api FROM events WHERE "
+                              "process_id = ? AND api IN {} AND gpu_ns IS NOT NULL AND {} "
+                              "ORDER BY object, sequence, begin_ns",
+                              collective_apis(), kNotPointToPoint)
+                      .c_str());
+  q.bind(1, process_id);
+  while (q.step()) fn({q.integer(0), q.integer(1), q.integer(2), q.integer(3), q.integer(4), q.integer(5)});
+}
+
+void for_each_collective_gpu_time(const RunDatabase& db, const std::function<void(const CollectiveGpuRow&)>& fn) {
+  Statement q(db, fmt::format("SELECT process_id, object, sequence, min(gpu_ns) FROM events WHERE api IN {} AND "
+                              "gpu_ns IS NOT NULL AND {} GROUP BY process_id, object, sequence",
+                              collective_apis(), kNotPointToPoint)
+                      .c_str());
+  while (q.step()) fn({q.integer(0), q.integer(1), q.integer(2), q.integer(3)});
+}
+
+void for_each_gpu_activity(const RunDatabase& db, int64_t process_id,
+                           const std::function<void(const GpuActivityRow&)>& fn) {
+  Statement q(db, "SELECT g.api, g.start_ns, g.end_ns, g.device, g.stream, g.bytes, g.direction, g.host_memory, "
+                  "coalesce(s.text, ''), g.correlation FROM gpu_activities g LEFT JOIN python_strings s ON "
+                  "s.process_id = g.process_id AND s.id = g.name WHERE g.process_id = ? ORDER BY g.start_ns");
+  q.bind(1, process_id);
+  const Vocabulary& names = db.vocabulary();
+  GpuActivityRow row;
+  while (q.step()) {
+    row.api = q.integer(0);
+    row.start_ns = q.integer(1);
+    row.end_ns = q.integer(2);
+    row.device = q.integer(3);
+    row.stream = q.integer(4);
+    row.bytes = q.integer(5);
+    row.direction = names.direction(q.integer(6));
+    row.host_memory = names.host_memory(q.integer(7));
+    row.name = q.text(8);
+    row.correlation = q.integer(9);
+    fn(row);
+  }
+}
+
+std::vector<std::pair<int64_t, int64_t>> read_gpu_streams(const RunDatabase& db, int64_t process_id) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  Statement q(db, "SELECT DISTINCT device, stream FROM gpu_activities WHERE process_id = ? ORDER BY device, stream");
+  q.bind(1, process_id);
+  while (q.step()) out.emplace_back(q.integer(0), q.integer(1));
+  return out;
+}
+
+bool has_gpu_activities(const RunDatabase& db) {
+  Statement q(db, "SELECT EXISTS (SELECT 1 FROM gpu_activities)");
+  return q.step() && q.integer(0) != 0;
+}
+
+int64_t read_first_call_ns(const RunDatabase& db) {
+  Statement q(db, "SELECT coalesce(min(first_begin_ns), 0) FROM calls");
+  return q.step() ? q.integer(0) : 0;
+}
+
+RecentWindow read_recent_window(const RunDatabase& db) {
+  RecentWindow w;
+  const auto is_copy = [](const Statement& row) { return api_class_named(row.text(0)) == ApiClass::Copy; };
+  Statement shown(db, "SELECT a.class, count(*) FROM recent_events r JOIN apis a ON a.id = r.api GROUP BY a.class");
+  while (shown.step()) (is_copy(shown) ? w.copies_shown : w.polls_shown) += shown.integer(1);
+  Statement recorded(
+      db, ("SELECT a.class, sum(c.count) FROM calls c JOIN apis a ON a.id = c.api WHERE a.class IN " +
+           api_classes_sql([](ApiClass c) { return c == ApiClass::Copy || c == ApiClass::Poll; }) + " GROUP BY a.class")
+              .c_str());
+  while (recorded.step()) (is_copy(recorded) ? w.copies_recorded : w.polls_recorded) += recorded.integer(1);
+  return w;
+}
+
+}  // namespace trainshim::cli
