@@ -1,7 +1,5 @@
 #include "analyse/gpu_timeline.hpp"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <iterator>
 #include <limits>
@@ -9,6 +7,9 @@
 #include <optional>
 #include <tuple>
 #include <utility>
+
+#include "store/call_rows.hpp"
+#include "store/rows.hpp"
 
 namespace trainshim::cli {
 
@@ -93,53 +94,37 @@ class Loader {
 
   std::vector<Activity> activities() {
     const Vocabulary& names = db_.vocabulary();
-    Statement q(db_, "SELECT g.start_ns, g.end_ns, g.api, g.direction, g.host_memory, coalesce(s.text, '') FROM "
-                     "gpu_activities g LEFT JOIN python_strings s ON g.name <> 0 AND s.process_id = g.process_id AND "
-                     "s.id = g.name WHERE g.process_id = ? AND g.end_ns >= g.start_ns ORDER BY g.start_ns, g.end_ns");
-    q.bind(1, process_id_);
     std::vector<Activity> out;
-    while (q.step()) {
-      const std::optional<ApiClass> kind = names.api(q.integer(2)).api_class;
-      if (!kind || !is_gpu_activity(*kind)) continue;
-      out.push_back({q.integer(0), q.integer(1), *kind, names.direction(q.integer(3)), names.host_memory(q.integer(4)),
-                     *kind == ApiClass::GpuKernel && q.text(5).starts_with("nccl")});
-    }
+    for_each_gpu_activity(db_, process_id_, [&](const GpuActivityRow& row) {
+      const std::optional<ApiClass> kind = names.api(row.api).api_class;
+      if (row.end_ns < row.start_ns || !kind || !is_gpu_activity(*kind)) return;
+      out.push_back({row.start_ns, row.end_ns, *kind, row.direction, row.host_memory,
+                     *kind == ApiClass::GpuKernel && row.name.starts_with("nccl")});
+    });
     return out;
   }
 
   // The timeline's edges, in order: when it was turned on (true) or off.
   std::vector<std::pair<int64_t, bool>> edges() {
     const Vocabulary& names = db_.vocabulary();
-    Statement q(db_, fmt::format("SELECT begin_ns, api FROM events WHERE process_id = ? AND api IN (SELECT id FROM "
-                                 "apis WHERE class IN {}) ORDER BY begin_ns",
-                                 api_classes_sql(ApiClass::GpuWindow))
-                         .c_str());
-    q.bind(1, process_id_);
     std::vector<std::pair<int64_t, bool>> out;
-    while (q.step()) out.emplace_back(q.integer(0), names.api(q.integer(1)).name == api_info(Api::gpuTimelineOn).name);
+    for_each_call_event(
+        db_, process_id_, [](ApiClass c) { return c == ApiClass::GpuWindow; }, nullptr,
+        [&](const CallEventRow& edge) {
+          out.emplace_back(edge.begin_ns, names.api(edge.api).name == api_info(Api::gpuTimelineOn).name);
+        });
     return out;
   }
 
   // The process's calls of the classes `keep` selects, from `events` and (copies) `recent_events`,
   // in order of begin; `only` (optional) filters them further.
   std::vector<HostCall> calls(bool (*keep)(ApiClass), bool (*only)(Direction, HostMemory) = nullptr) {
-    const Vocabulary& names = db_.vocabulary();
-    const std::string columns = "begin_ns, end_ns, tid, api, direction, host_memory, native_stack, python_stack";
-    const std::string classes = api_classes_sql(keep);
-    Statement q(db_, fmt::format("SELECT {0} FROM events WHERE process_id = ?1 AND api IN (SELECT id FROM apis WHERE "
-                                 "class IN {1}) UNION SELECT {0} FROM recent_events WHERE process_id = ?1 AND api IN "
-                                 "(SELECT id FROM apis WHERE class IN {1}) ORDER BY 1, 2",
-                                 columns, classes)
-                         .c_str());
-    q.bind(1, process_id_);
     std::vector<HostCall> out;
-    while (q.step()) {
-      const Direction direction = names.direction(q.integer(4));
-      const HostMemory memory = names.host_memory(q.integer(5));
-      if (only && !only(direction, memory)) continue;
-      out.push_back(
-          {q.integer(0), q.integer(1), q.integer(2), site(q.integer(6), q.integer(7)), memory == HostMemory::Pageable});
-    }
+    for_each_call_event(db_, process_id_, keep, keep, [&](const CallEventRow& call) {
+      if (only && !only(call.direction, call.host_memory)) return;
+      out.push_back({call.begin_ns, call.end_ns, call.tid, site(call.native_stack, call.python_stack),
+                     call.host_memory == HostMemory::Pageable});
+    });
     return out;
   }
 

@@ -7,6 +7,8 @@
 #include <optional>
 #include <tuple>
 
+#include "store/call_rows.hpp"
+
 namespace trainshim::cli {
 
 SyncSite user_frame(const SyncShape& shape) {
@@ -32,35 +34,28 @@ namespace {
 
 // Copies from or into pageable memory, grouped by direction and the user's line.
 std::vector<SyncSite> pageable_sites(const RunDatabase& db, int64_t process_id) {
-  Statement q(db, fmt::format("SELECT c.direction, c.native_stack, c.python_stack, sum(c.count), sum(c.bytes), "
-                              "sum(c.total_ns) FROM calls c WHERE c.process_id = ? AND "
-                              "c.api IN (SELECT id FROM apis WHERE class IN {}) AND "
-                              "c.host_memory IN (SELECT id FROM host_memories WHERE name = '{}') AND "
-                              "c.direction IN (SELECT id FROM directions WHERE name IN ('{}', '{}')) "
-                              "GROUP BY c.direction, c.native_stack, c.python_stack",
-                              api_classes_sql(ApiClass::Copy), host_memory_name(HostMemory::Pageable),
-                              direction_name(Direction::HostToDevice), direction_name(Direction::DeviceToHost))
-                      .c_str());
-  q.bind(1, process_id);
-  const Vocabulary& names = db.vocabulary();
   std::map<std::tuple<std::string, std::string, std::string, int>, SyncSite> sites;
-  while (q.step()) {
+  for (const CallAggregateRow& row :
+       read_call_aggregates(db, process_id, [](ApiClass c) { return c == ApiClass::Copy; })) {
+    if (row.host_memory != HostMemory::Pageable ||
+        (row.direction != Direction::HostToDevice && row.direction != Direction::DeviceToHost))
+      continue;
     SyncShape shape;
-    if (q.integer(1)) shape.native = read_native_stack(db, process_id, q.integer(1));
-    if (q.integer(2)) shape.python = read_python_stack(db, process_id, q.integer(2));
+    if (row.native_stack) shape.native = read_native_stack(db, process_id, row.native_stack);
+    if (row.python_stack) shape.python = read_python_stack(db, process_id, row.python_stack);
     SyncSite where = user_frame(shape);
-    where.in_backward = q.integer(2) && python_stack_borrowed(db, process_id, q.integer(2));
+    where.in_backward = row.python_stack && python_stack_borrowed(db, process_id, row.python_stack);
     where.kind = SiteKind::PageableCopy;
-    where.copy_direction = names.direction(q.integer(0));
+    where.copy_direction = row.direction;
     where.classification.operation =
         where.copy_direction == Direction::HostToDevice ? "pageable H2D copy" : "pageable D2H copy";
     where.classification.rule = "pageable_copy";
     where.classification.key = fmt::format("pageable_copy/{}", direction_name(where.copy_direction));
     auto [it, fresh] =
         sites.try_emplace({where.classification.operation, where.file, where.function, where.line}, where);
-    it->second.calls += q.integer(3);
-    it->second.bytes += q.integer(4);
-    it->second.blocked_ns += q.integer(5);
+    it->second.calls += row.count;
+    it->second.bytes += row.bytes;
+    it->second.blocked_ns += row.total_ns;
   }
   std::vector<SyncSite> out;
   for (auto& [key, site] : sites) out.push_back(std::move(site));
@@ -72,18 +67,15 @@ std::vector<SyncSite> pageable_sites(const RunDatabase& db, int64_t process_id) 
 // kept in `events`, with its stacks).
 int64_t pageable_upload_ns_in(const RunDatabase& db, int64_t process_id, const std::vector<int64_t>& starts_ns) {
   if (starts_ns.size() < 2) return 0;
-  Statement q(db, fmt::format("SELECT coalesce(sum(end_ns - begin_ns), 0) FROM events WHERE process_id = ? AND "
-                              "api IN (SELECT id FROM apis WHERE class IN {}) AND "
-                              "host_memory IN (SELECT id FROM host_memories WHERE name = '{}') AND "
-                              "direction IN (SELECT id FROM directions WHERE name = '{}') AND "
-                              "begin_ns >= ? AND begin_ns < ?",
-                              api_classes_sql(ApiClass::Copy), host_memory_name(HostMemory::Pageable),
-                              direction_name(Direction::HostToDevice))
-                      .c_str());
-  q.bind(1, process_id);
-  q.bind(2, starts_ns.front());
-  q.bind(3, starts_ns.back());
-  return q.step() ? q.integer(0) : 0;
+  int64_t ns = 0;
+  for_each_call_event(
+      db, process_id, [](ApiClass c) { return c == ApiClass::Copy; }, nullptr,
+      [&](const CallEventRow& call) {
+        if (call.host_memory == HostMemory::Pageable && call.direction == Direction::HostToDevice &&
+            call.begin_ns >= starts_ns.front() && call.begin_ns < starts_ns.back())
+          ns += call.end_ns - call.begin_ns;
+      });
+  return ns;
 }
 
 }  // namespace
@@ -121,11 +113,7 @@ std::string worded_site_identity(const SyncSite& site) { return identity_with(si
 RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::string& step_name,
                      std::vector<CollectiveCall> collectives) {
   RankSyncs out;
-  {
-    Statement span(db, "SELECT coalesce(max(last_end_ns) - min(first_begin_ns), 0) FROM calls WHERE process_id = ?");
-    span.bind(1, process_id);
-    if (span.step()) out.span_ns = span.integer(0);
-  }
+  out.span_ns = read_call_span_ns(db, process_id);
   const Vocabulary& names = db.vocabulary();
   std::map<std::pair<int64_t, int64_t>, SyncShape> shapes;  // by (native, python) stack id
   std::map<int64_t, bool> borrowed;                         // by python stack id
@@ -148,11 +136,6 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
   // Every aggregate of a wait, a poll or a copy (a blocking copy is a wait too), earliest first:
   // a site shows the stacks of its first call. The collector paired each wait with the copy it
   // follows and gave stackless polls the stacks of their thread's last sampled poll.
-  Statement q(db, ("SELECT api, direction, host_memory, native_stack, python_stack, null_object, follows_copy, count, "
-                   "total_ns FROM calls WHERE process_id = ? AND api IN (SELECT id FROM apis WHERE class IN " +
-                   api_classes_sql(may_wait_or_poll) + ") ORDER BY first_begin_ns")
-                      .c_str());
-  q.bind(1, process_id);
   // One site per (operation, user frame); a site counts its waits, or its copies if it has no wait.
   struct Accumulated {
     SyncSite site;
@@ -171,21 +154,21 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
     const NativeFrameView& caller = shape.native.empty() ? none : shape.native.front();
     return CallerKey{caller.module, caller.function, where.file, where.function, where.line};
   };
-  while (q.step()) {
-    SyncShape& shape = shape_of(q.integer(3), q.integer(4));
-    const Vocabulary::ApiWord& api = names.api(q.integer(0));
+  for (const CallAggregateRow& row : read_call_aggregates(db, process_id, may_wait_or_poll)) {
+    SyncShape& shape = shape_of(row.native_stack, row.python_stack);
+    const Vocabulary::ApiWord& api = names.api(row.api);
     if (!api.api_class) continue;
     shape.api = api.name;
     shape.api_class = *api.api_class;
-    shape.direction = names.direction(q.integer(1));
-    shape.host_memory = names.host_memory(q.integer(2));
-    shape.null_object = q.integer(5) != 0;
-    shape.follows_copy = names.direction(q.integer(6));
-    const int64_t count = q.integer(7), blocked_ns = q.integer(8);
+    shape.direction = row.direction;
+    shape.host_memory = row.host_memory;
+    shape.null_object = row.null_object;
+    shape.follows_copy = row.follows_copy;
+    const int64_t count = row.count, blocked_ns = row.total_ns;
     const bool poll = is_poll(shape);
     if (!poll && !is_sync(shape)) continue;
     SyncSite where = user_frame(shape);
-    where.in_backward = in_backward(q.integer(4));
+    where.in_backward = in_backward(row.python_stack);
     if (poll) {
       const std::string operation = poll_operation(shape);
       auto [site, first] = polls.try_emplace({operation, 0, where.file, where.function, where.line}, where);
@@ -227,18 +210,13 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
   // The waits one by one, in time order, for the steps: a repeating sync site marks a step.
   StepInput steps;
   {
-    // cudaFree(nullptr) waits for nothing.
-    Statement w(db, ("SELECT native_stack, python_stack, api, object, end_ns FROM events WHERE process_id = ? AND "
-                     "api IN (SELECT id FROM apis WHERE class IN " +
-                     api_classes_sql(waits_by_class) + ") ORDER BY begin_ns")
-                        .c_str());
-    w.bind(1, process_id);
     std::map<std::pair<int64_t, int64_t>, StepInput::Sync> interned;  // by (native, python) stack id
-    while (w.step()) {
-      const std::optional<ApiClass> api_class = names.api(w.integer(2)).api_class;
-      if (!api_class || !is_host_sync(*api_class, Direction::None, HostMemory::Unknown, false, w.integer(3) == 0))
-        continue;
-      const std::pair<int64_t, int64_t> stacks{w.integer(0), w.integer(1)};
+    for_each_call_event(db, process_id, waits_by_class, nullptr, [&](const CallEventRow& wait) {
+      // cudaFree(nullptr) waits for nothing.
+      const std::optional<ApiClass> api_class = names.api(wait.api).api_class;
+      if (!api_class || !is_host_sync(*api_class, Direction::None, HostMemory::Unknown, false, wait.object == 0))
+        return;
+      const std::pair<int64_t, int64_t> stacks{wait.native_stack, wait.python_stack};
       auto [it, fresh] = interned.try_emplace(stacks);
       if (fresh) {
         const SyncShape& shape = shape_of(stacks.first, stacks.second);
@@ -248,8 +226,8 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
         it->second =
             steps.intern(where.file.empty() ? where.function : fmt::format("{}:{}", where.file, where.line), functions);
       }
-      steps.syncs.push_back({it->second.site, it->second.functions, w.integer(4)});
-    }
+      steps.syncs.push_back({it->second.site, it->second.functions, wait.end_ns});
+    });
   }
   steps.collectives = std::move(collectives);
   steps.span_ns = out.span_ns;
@@ -276,40 +254,34 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
       site_index[{site.classification.operation, int(site.classification.kind), site.file, site.function, site.line}] =
           {site.kind, i};
     }
-  const std::string columns = "tid, begin_ns, end_ns, api, direction, host_memory, native_stack, python_stack, "
-                              "object, follows_copy";
   // A blocking copy is a sync too: copies are kept in recent_events.
-  Statement c(db, fmt::format("SELECT {0} FROM events WHERE process_id = ?1 AND api IN (SELECT id FROM apis WHERE "
-                              "class IN {1}) UNION SELECT {0} FROM recent_events WHERE process_id = ?1 AND api IN "
-                              "(SELECT id FROM apis WHERE class IN {2}) ORDER BY 2, 3",
-                              columns, api_classes_sql(can_host_sync), api_classes_sql(ApiClass::Copy))
-                      .c_str());
-  c.bind(1, process_id);
-  using ShapeKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
+  using ShapeKey = std::tuple<int64_t, Direction, HostMemory, int64_t, int64_t, Direction, bool>;
   std::map<ShapeKey, std::optional<std::pair<SiteKind, std::size_t>>> site_of;
-  while (c.step()) {
-    const ShapeKey key{c.integer(3), c.integer(4), c.integer(5),     c.integer(6),
-                       c.integer(7), c.integer(9), c.integer(8) == 0};
-    auto [known, fresh] = site_of.try_emplace(key);
-    if (fresh) {
-      const Vocabulary::ApiWord& api = names.api(c.integer(3));
-      if (!api.api_class) continue;
-      SyncShape shape = shape_of(c.integer(6), c.integer(7));
-      shape.api = api.name;
-      shape.api_class = *api.api_class;
-      shape.direction = names.direction(c.integer(4));
-      shape.host_memory = names.host_memory(c.integer(5));
-      shape.null_object = c.integer(8) == 0;
-      shape.follows_copy = names.direction(c.integer(9));
-      if (is_poll(shape) || !is_sync(shape)) continue;
-      const Classification cl = classify(shape);
-      const SyncSite where = user_frame(shape);
-      const auto found = site_index.find({cl.operation, int(cl.kind), where.file, where.function, where.line});
-      if (found != site_index.end()) known->second = found->second;
-    }
-    if (!known->second) continue;
-    out.calls.push_back({c.integer(1), c.integer(2), c.integer(0), known->second->first, known->second->second});
-  }
+  for_each_call_event(
+      db, process_id, can_host_sync, [](ApiClass c) { return c == ApiClass::Copy; },
+      [&](const CallEventRow& call) {
+        const ShapeKey key{call.api,          call.direction,    call.host_memory, call.native_stack,
+                           call.python_stack, call.follows_copy, call.object == 0};
+        auto [known, fresh] = site_of.try_emplace(key);
+        if (fresh) {
+          const Vocabulary::ApiWord& api = names.api(call.api);
+          if (!api.api_class) return;
+          SyncShape shape = shape_of(call.native_stack, call.python_stack);
+          shape.api = api.name;
+          shape.api_class = *api.api_class;
+          shape.direction = call.direction;
+          shape.host_memory = call.host_memory;
+          shape.null_object = call.object == 0;
+          shape.follows_copy = call.follows_copy;
+          if (is_poll(shape) || !is_sync(shape)) return;
+          const Classification cl = classify(shape);
+          const SyncSite where = user_frame(shape);
+          const auto found = site_index.find({cl.operation, int(cl.kind), where.file, where.function, where.line});
+          if (found != site_index.end()) known->second = found->second;
+        }
+        if (!known->second) return;
+        out.calls.push_back({call.begin_ns, call.end_ns, call.tid, known->second->first, known->second->second});
+      });
   return out;
 }
 

@@ -9,6 +9,7 @@
 
 #include "analyse/classifier.hpp"
 #include "analyse/syncs.hpp"
+#include "store/call_rows.hpp"
 #include "store/rows.hpp"
 #include "trainshim/protocol.hpp"
 
@@ -71,38 +72,32 @@ std::map<int64_t, CollectiveCalls> load_collective_calls(const RunDatabase& db, 
     out[process_id];
     calls[process_id];
   }
-  // One pass over the table in its own order for every process of the database, unsorted: a
-  // large job's ranks each have tens of thousands of these rows, which the index would make one
-  // lookup each, and a sort here is faster than SQLite's sorter. A collective's GPU timing is in
-  // its row (gpu_ns, NULL when it has none).
-  Statement q(db, ("SELECT process_id, api, begin_ns, bytes, flags, object, rank_in_comm, comm_size, peer, sequence, "
-                   "gpu_ns, exchange FROM events NOT INDEXED WHERE api IN (SELECT id FROM apis WHERE class IN " +
-                   api_classes_sql(ApiClass::Collective) + ")")
-                      .c_str());
+  // One pass for every process of the database, unsorted: a sort here is faster than SQLite's
+  // sorter.
   CollectiveCalls* process = nullptr;
   std::vector<std::pair<int64_t, CollectiveCall>>* process_calls = nullptr;
   int64_t current = -1;
   int rank = -1;
-  while (q.step()) {
-    if (const int64_t id = q.integer(0); id != current || !process) {
-      const auto found = ranks.find(id);
-      if (found == ranks.end()) continue;
-      current = id;
+  for_each_collective_event(db, [&](const CollectiveEventRow& row) {
+    if (row.process_id != current || !process) {
+      const auto found = ranks.find(row.process_id);
+      if (found == ranks.end()) return;
+      current = row.process_id;
       rank = found->second;
-      process = &out[id];
-      process_calls = &calls[id];
+      process = &out[row.process_id];
+      process_calls = &calls[row.process_id];
     }
     CollectiveCalls& c = *process;
-    const int64_t api = q.integer(1), begin = q.integer(2), flags = q.integer(4);
-    const uint64_t communicator = uint64_t(q.integer(5));
-    const auto rank_in_comm = uint32_t(q.integer(6)), sequence = uint32_t(q.integer(9));
-    process_calls->emplace_back(begin, CollectiveCall{api, q.integer(3), begin});
+    const int64_t flags = row.flags;
+    const auto communicator = uint64_t(row.communicator);
+    const auto rank_in_comm = uint32_t(row.rank_in_comm), sequence = uint32_t(row.sequence);
+    process_calls->emplace_back(row.begin_ns, CollectiveCall{row.api, row.bytes, row.begin_ns});
     if ((flags & (kGroupInProgress | kInGroup)) == kGroupInProgress) ++c.launched_in_progress;
     if (flags & kUntimedCapturing) ++c.captured[communicator];
     if ((flags & kPointToPoint) && sequence > 0)
-      c.p2p.push_back({communicator, rank_in_comm, uint32_t(q.integer(8)), sequence, (flags & kSend) != 0});
-    if (q.is_null(10)) continue;
-    const int64_t gpu_ns = q.integer(10);
+      c.p2p.push_back({communicator, rank_in_comm, uint32_t(row.peer), sequence, (flags & kSend) != 0});
+    if (!row.gpu_ns) return;
+    const int64_t gpu_ns = *row.gpu_ns;
     if (flags & kGroupInProgress) ++c.timed_in_progress;
     // Point-to-point timings cover a group's point-to-point work, not one collective; an exchange
     // with every rank of the communicator (all_to_all) is matched as a collective of its own series.
@@ -111,14 +106,14 @@ std::map<int64_t, CollectiveCalls> load_collective_calls(const RunDatabase& db, 
     if (flags & kPointToPoint) {
       ++c.p2p_timed;
       c.p2p_gpu_ns += gpu_ns;
-      if (!(flags & kExchange)) continue;
+      if (!(flags & kExchange)) return;
       ++c.exchanges;
       series = exchange_series(communicator);
-      number = uint32_t(q.integer(11));
+      number = uint32_t(row.exchange);
     }
     c.timings.push_back(
-        {rank >= 0 ? rank : int32_t(rank_in_comm), series, uint32_t(q.integer(7)), number, gpu_ns, begin});
-  }
+        {rank >= 0 ? rank : int32_t(rank_in_comm), series, uint32_t(row.comm_size), number, gpu_ns, row.begin_ns});
+  });
   for (auto& [process_id, list] : calls) {
     // Equal begins keep the order of the calls' APIs, as the index would give them.
     std::stable_sort(list.begin(), list.end(), [](const auto& a, const auto& b) {

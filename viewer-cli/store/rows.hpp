@@ -3,6 +3,7 @@
 // counters, a process's totals per API, its stored stacks, the hangs the collector wrote. What
 // reads a run goes through these (or through Statement inside store/), never writes SQL of its own.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -102,12 +103,23 @@ struct SampleRow {
 std::vector<SampleRow> read_thread_samples(const RunDatabase& db, int64_t process_id, int64_t tid, int64_t from_ns,
                                            int64_t to_ns);
 
-// A process's GPU activities (kernels, copies, ...) as intervals, by start; and its kernels'
-// totals by name (the name's text: one published twice is one kernel).
+// A process's GPU activities (kernels, copies, ...) as intervals, by start.
 struct GpuIntervalRow {
   int64_t device = 0, start_ns = 0, end_ns = 0;
 };
 std::vector<GpuIntervalRow> read_gpu_intervals(const RunDatabase& db, int64_t process_id);
+// A process's GPU activity (kernel, copy, memset), its kernel's name as recorded.
+struct GpuActivityRow {
+  int64_t api = 0, start_ns = 0, end_ns = 0, device = 0, stream = 0, bytes = 0;
+  Direction direction = Direction::None;
+  HostMemory host_memory = HostMemory::Unknown;
+  std::string name;
+  int64_t correlation = 0;
+};
+// A process's GPU activities, by start then end.
+void for_each_gpu_activity(const RunDatabase& db, int64_t process_id,
+                           const std::function<void(const GpuActivityRow&)>& fn);
+// A process's kernels' totals by name (the name's text: one published twice is one kernel).
 struct KernelTotalRow {
   std::string name;
   int64_t launches = 0, total_ns = 0;

@@ -75,29 +75,6 @@ void for_each_collective_gpu_time(const RunDatabase& db, const std::function<voi
   while (q.step()) fn({q.integer(0), q.integer(1), q.integer(2), q.integer(3)});
 }
 
-void for_each_gpu_activity(const RunDatabase& db, int64_t process_id,
-                           const std::function<void(const GpuActivityRow&)>& fn) {
-  Statement q(db, "SELECT g.api, g.start_ns, g.end_ns, g.device, g.stream, g.bytes, g.direction, g.host_memory, "
-                  "coalesce(s.text, ''), g.correlation FROM gpu_activities g LEFT JOIN python_strings s ON "
-                  "s.process_id = g.process_id AND s.id = g.name WHERE g.process_id = ? ORDER BY g.start_ns");
-  q.bind(1, process_id);
-  const Vocabulary& names = db.vocabulary();
-  GpuActivityRow row;
-  while (q.step()) {
-    row.api = q.integer(0);
-    row.start_ns = q.integer(1);
-    row.end_ns = q.integer(2);
-    row.device = q.integer(3);
-    row.stream = q.integer(4);
-    row.bytes = q.integer(5);
-    row.direction = names.direction(q.integer(6));
-    row.host_memory = names.host_memory(q.integer(7));
-    row.name = q.text(8);
-    row.correlation = q.integer(9);
-    fn(row);
-  }
-}
-
 std::vector<std::pair<int64_t, int64_t>> read_gpu_streams(const RunDatabase& db, int64_t process_id) {
   std::vector<std::pair<int64_t, int64_t>> out;
   Statement q(db, "SELECT DISTINCT device, stream FROM gpu_activities WHERE process_id = ? ORDER BY device, stream");

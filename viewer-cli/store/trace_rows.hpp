@@ -40,17 +40,7 @@ struct CollectiveGpuRow {
 };
 void for_each_collective_gpu_time(const RunDatabase& db, const std::function<void(const CollectiveGpuRow&)>& fn);
 
-// A process's GPU activity (kernel, copy, memset), its kernel's name as recorded.
-struct GpuActivityRow {
-  int64_t api = 0, start_ns = 0, end_ns = 0, device = 0, stream = 0, bytes = 0;
-  Direction direction = Direction::None;
-  HostMemory host_memory = HostMemory::Unknown;
-  std::string name;
-  int64_t correlation = 0;
-};
-// A process's GPU activities, by start; and its (device, stream) pairs, in order.
-void for_each_gpu_activity(const RunDatabase& db, int64_t process_id,
-                           const std::function<void(const GpuActivityRow&)>& fn);
+// A process's (device, stream) pairs, in order.
 std::vector<std::pair<int64_t, int64_t>> read_gpu_streams(const RunDatabase& db, int64_t process_id);
 // Whether any process recorded a GPU timeline.
 bool has_gpu_activities(const RunDatabase& db);
