@@ -8,8 +8,6 @@
 
 namespace trainshim::collector {
 
-std::string_view hang_kind_name(HangKind kind) { return kind == HangKind::Collective ? "collective" : "no_progress"; }
-
 std::string thread_doing(const ThreadNow& t, int64_t now_ns) {
   const std::string_view state = thread_state_words(t.state);
   std::string out = state.empty() ? "in an unknown state" : std::string(state);

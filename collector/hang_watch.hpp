@@ -13,12 +13,12 @@
 
 #include "ingest.hpp"
 #include "trainshim/protocol.hpp"
+#include "trainshim/schema.hpp"
 
 namespace trainshim::collector {
 
-enum class HangKind { Collective, NoProgress };
-// As hangs.kind says it: `collective`, `no_progress`.
-std::string_view hang_kind_name(HangKind kind);
+using schema::hang_kind_name;
+using schema::HangKind;
 
 struct Hang {
   HangKind kind = HangKind::Collective;

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -20,6 +21,18 @@ inline constexpr int kOldestReadableSchema = 8;
 inline constexpr std::string_view kWriterVersion = kTrainshimVersion;
 
 enum class Role : uint8_t { Id, Key, Value, Replace, Sum, Min, Max };
+
+// hangs.kind: a collective some ranks never entered, or no rank progressing with none pending.
+enum class HangKind : uint8_t { Collective, NoProgress };
+inline constexpr std::string_view hang_kind_name(HangKind kind) {
+  return kind == HangKind::Collective ? "collective" : "no_progress";
+}
+// nullopt for a word this build does not know.
+inline constexpr std::optional<HangKind> hang_kind_named(std::string_view name) {
+  if (name == hang_kind_name(HangKind::Collective)) return HangKind::Collective;
+  if (name == hang_kind_name(HangKind::NoProgress)) return HangKind::NoProgress;
+  return std::nullopt;
+}
 
 struct Table {
   std::string_view name, row;

@@ -14,9 +14,9 @@ namespace {
 
 constexpr int64_t kMs = 1'000'000;
 
-RootCause cause(const std::string& kind, const std::string& title, int64_t cost, std::vector<int> ranks) {
+RootCause cause(CauseKind kind, const std::string& title, int64_t cost, std::vector<int> ranks) {
   RootCause c;
-  c.cause = kind;
+  c.kind = kind;
   c.title = title;
   c.cost_ns_per_step = cost;
   c.share = double(cost) / double(50 * kMs);
@@ -41,10 +41,13 @@ Report job() {
     r.processes.push_back(p);
   }
   r.diagnosis.step_ns = 50 * kMs;
-  r.diagnosis.causes = {cause("input_pipeline", "rank 1's input pipeline", 30 * kMs, {0, 1}),
-                        cause("hidden_sync", "Tensor.item() at /src/train.py:73 in main", 8 * kMs, {0, 1}),
-                        cause("pageable_input", "blocking uploads", 2 * kMs, {0}),
-                        cause("fp32_gemm", "FP32 GEMMs", 0, {0})};
+  r.diagnosis.causes = {cause(CauseKind::InputPipeline, "rank 1's input pipeline", 30 * kMs, {0, 1}),
+                        cause(CauseKind::HiddenSync, "Tensor.item() at /src/train.py:73 in main", 8 * kMs, {0, 1}),
+                        cause(CauseKind::PageableInput, "blocking uploads", 2 * kMs, {0}),
+                        cause(CauseKind::Finding, "FP32 GEMMs", 0, {0})};
+  r.diagnosis.causes[1].site = "/src/train.py:73 in main";
+  r.diagnosis.causes[1].operation = "Tensor.item()";
+  r.diagnosis.causes.back().finding = FindingKind::Fp32Gemm;
   r.diagnosis.causes.back().predicted_step_ns = 0;  // advice: not measured
   return r;
 }

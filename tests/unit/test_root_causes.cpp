@@ -28,6 +28,13 @@ Finding finding(FindingKind kind, int rank, const std::string& message, const st
   return f;
 }
 
+Finding pageable_finding(int rank, Direction direction, const std::string& message) {
+  Finding f = finding(FindingKind::PageableCopy, rank, message, "",
+                      direction == Direction::HostToDevice ? "pageable H2D copy" : "pageable D2H copy");
+  f.copy_direction = direction;
+  return f;
+}
+
 Finding setup_finding(SetupItemKind item, int rank, const std::string& message) {
   Finding f = finding(FindingKind::Setup, rank, message);
   f.setup_item = item;
@@ -86,24 +93,24 @@ Report job() {
                                  {StepPart::Sync, kItem, -1, 2 * kMs, 0.02},
                                  {StepPart::LaunchBound, "", -1, 5 * kMs, 0.05}}));
   r.waits.analysis.straggler = 1;
-  r.findings = {
-      finding(FindingKind::Straggler, 1, "rank 1 arrives last"),
-      finding(FindingKind::HiddenSync, 0, "rank 0: item", kItem, "Tensor.item()"),
-      finding(FindingKind::DataStarvation, 1, "rank 1: GPU idle for input"),
-      finding(FindingKind::PageableCopy, 0, "rank 0 copied H2D from pageable memory", "", "pageable H2D copy"),
-      finding(FindingKind::HiddenSync, 1, "rank 1: item", kItem, "Tensor.item()"),
-      finding(FindingKind::HiddenSync, 0, "rank 0: blocking upload", kUpload,
-              "Tensor.to('cuda') / .cuda() (blocking upload)"),
-      finding(FindingKind::InputBound, 1, "rank 1: main thread waits for the DataLoader"),
-      finding(FindingKind::PageableCopy, 0, "rank 0 copied D2H into pageable memory", "", "pageable D2H copy"),
-      setup_finding(SetupItemKind::PinnedMemory, -1, "pinned memory: off"),
-      finding(FindingKind::Fp32Gemm, 0, "rank 0: FP32 GEMMs"),
-      finding(FindingKind::Hang, 1, "rank 1 never arrived")};
+  r.findings = {finding(FindingKind::Straggler, 1, "rank 1 arrives last"),
+                finding(FindingKind::HiddenSync, 0, "rank 0: item", kItem, "Tensor.item()"),
+                finding(FindingKind::DataStarvation, 1, "rank 1: GPU idle for input"),
+                pageable_finding(0, Direction::HostToDevice, "rank 0 copied H2D from pageable memory"),
+                finding(FindingKind::HiddenSync, 1, "rank 1: item", kItem, "Tensor.item()"),
+                finding(FindingKind::HiddenSync, 0, "rank 0: blocking upload", kUpload,
+                        "Tensor.to('cuda') / .cuda() (blocking upload)"),
+                finding(FindingKind::InputBound, 1, "rank 1: main thread waits for the DataLoader"),
+                pageable_finding(0, Direction::DeviceToHost, "rank 0 copied D2H into pageable memory"),
+                setup_finding(SetupItemKind::PinnedMemory, -1, "pinned memory: off"),
+                finding(FindingKind::Fp32Gemm, 0, "rank 0: FP32 GEMMs"),
+                finding(FindingKind::Hang, 1, "rank 1 never arrived")};
   return r;
 }
 
 const RootCause& cause(const Diagnosis& d, const std::string& kind) {
-  const auto it = std::find_if(d.causes.begin(), d.causes.end(), [&](const RootCause& c) { return c.cause == kind; });
+  const auto it =
+      std::find_if(d.causes.begin(), d.causes.end(), [&](const RootCause& c) { return cause_name(c) == kind; });
   EXPECT_NE(it, d.causes.end()) << kind;
   return *it;
 }
@@ -130,13 +137,16 @@ TEST(RootCauses, ASyncLineOnEveryRankIsOneCauseCostedByItsBubbles) {
   const Diagnosis d = diagnose(job());
   const RootCause& item = cause(d, "hidden_sync");
   EXPECT_EQ(item.title, "Tensor.item() at " + kItem);
+  EXPECT_EQ(item.site, kItem);
+  EXPECT_EQ(item.operation, "Tensor.item()");
   EXPECT_EQ(item.evidence, (std::vector<std::string>{"rank 0: item", "rank 1: item"}));
   EXPECT_EQ(item.ranks, (std::vector<int>{0, 1}));
   EXPECT_EQ(item.predicted_step_ns, 98 * kMs);
   EXPECT_EQ(item.cost_ns_per_step, 2 * kMs);
   EXPECT_STREQ(cause_severity_name(item.severity), "medium");
-  EXPECT_EQ(
-      std::count_if(d.causes.begin(), d.causes.end(), [](const RootCause& c) { return c.cause == "hidden_sync"; }), 1);
+  EXPECT_EQ(std::count_if(d.causes.begin(), d.causes.end(),
+                          [](const RootCause& c) { return c.kind == CauseKind::HiddenSync; }),
+            1);
 }
 
 // Without the item() the host no longer waits in it: its time blocked there in the steps leaves
@@ -197,8 +207,7 @@ TEST(RootCauses, PinningSavesTheHostsTimeInPageableUploadsWithinTheSteps) {
   for (int k = 0; k <= 10; ++k) syncs.steps.starts_ns.push_back(1000 * kMs + k * 100 * kMs);
   syncs.steps.count = 10;
   syncs.pageable_upload_ns_in_steps = 60 * kMs;
-  r.findings = {
-      finding(FindingKind::PageableCopy, 0, "rank 0 copied H2D from pageable memory", "", "pageable H2D copy")};
+  r.findings = {pageable_finding(0, Direction::HostToDevice, "rank 0 copied H2D from pageable memory")};
   EXPECT_EQ(cause(diagnose(r), "pageable_input").predicted_step_ns, 94 * kMs);
   EXPECT_EQ(cause(diagnose(r), "pageable_input").cost_ns_per_step, 6 * kMs);
   r.processes[0].step_breakdown->parts[2].ns_per_step = 8 * kMs;
@@ -224,7 +233,7 @@ TEST(RootCauses, EveryFindingOnceTheRestAlone) {
   EXPECT_EQ(cause(d, "pageable_copy").title, "rank 0 copied D2H into pageable memory");
   // By cost, then severity: the hang leads the causes that cost the step nothing measured.
   std::vector<std::string> order;
-  for (const RootCause& c : d.causes) order.push_back(c.cause);
+  for (const RootCause& c : d.causes) order.push_back(cause_name(c));
   EXPECT_EQ(order, (std::vector<std::string>{"input_pipeline", "hidden_sync", "hang", "pageable_input", "pageable_copy",
                                              "fp32_gemm"}));
 }
@@ -258,7 +267,7 @@ TEST(RootCauses, AOneProcessJobsInputIsACause) {
                 finding(FindingKind::InputBound, -1, "the main thread waits")};
   const Diagnosis d = diagnose(r);
   ASSERT_EQ(d.causes.size(), 1u);
-  EXPECT_EQ(d.causes[0].cause, "input");
+  EXPECT_EQ(d.causes[0].kind, CauseKind::Input);
   EXPECT_EQ(d.causes[0].title, "the input pipeline");
   EXPECT_EQ(d.causes[0].evidence, (std::vector<std::string>{"the GPU idle for input", "the main thread waits"}));
   EXPECT_EQ(d.causes[0].predicted_step_ns, 40 * kMs);
@@ -272,9 +281,9 @@ TEST(RootCauses, WithoutStepsNothingIsCosted) {
   const Diagnosis d = diagnose(r);
   EXPECT_EQ(d.step_ns, 0);
   for (const RootCause& c : d.causes) {
-    EXPECT_EQ(c.cost_ns_per_step, 0) << c.cause;
-    EXPECT_EQ(c.predicted_step_ns, 0) << c.cause;
-    EXPECT_STREQ(cause_severity_name(c.severity), c.cause == "hang" ? "high" : "advice") << c.cause;
+    EXPECT_EQ(c.cost_ns_per_step, 0) << cause_name(c);
+    EXPECT_EQ(c.predicted_step_ns, 0) << cause_name(c);
+    EXPECT_STREQ(cause_severity_name(c.severity), cause_name(c) == "hang" ? "high" : "advice") << cause_name(c);
   }
 }
 
@@ -282,8 +291,8 @@ TEST(RootCauses, OneRanksReportKeepsTheCausesThatTouchIt) {
   Report r = job();
   r.diagnosis = diagnose(r);
   ASSERT_TRUE(keep_only_rank(r, 1));
-  for (const RootCause& c : r.diagnosis.causes) EXPECT_NE(c.cause, "pageable_input");
-  EXPECT_EQ(r.diagnosis.causes.front().cause, "input_pipeline");
+  for (const RootCause& c : r.diagnosis.causes) EXPECT_NE(c.kind, CauseKind::PageableInput);
+  EXPECT_EQ(r.diagnosis.causes.front().kind, CauseKind::InputPipeline);
 }
 
 }  // namespace

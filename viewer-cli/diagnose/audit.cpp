@@ -94,10 +94,10 @@ nlohmann::ordered_json baseline_of(const Report& report) {
 
 // Whether a root cause is a sync the policy allows: one of its sites ("operation at location") is.
 bool allowed_cause(const RootCause& cause, const Report& report, const Policy& policy) {
-  if (cause.cause != "hidden_sync") return false;
+  if (cause.kind != CauseKind::HiddenSync) return false;
   for (const ProcessReport& p : report.processes)
     for (const SyncSite& s : p.sync_sites.hidden)
-      if (fmt::format("{} at {}", s.classification.operation, site_location(s)) == cause.title && allowed(s, policy))
+      if (site_location(s) == cause.site && s.classification.operation == cause.operation && allowed(s, policy))
         return true;
   return false;
 }

@@ -248,7 +248,7 @@ void add_findings(Report& report) {
     f.message = h.message;
     f.hang_kind = h.kind;
     f.stacks = h.stacks;
-    if (h.kind == "no_progress") {
+    if (h.kind == schema::HangKind::NoProgress) {
       if (!h.message.starts_with("no rank progressed"))
         f.message = fmt::format("no rank progressed for {} with no collective pending: {}", human_duration(h.waited_ns),
                                 h.message);
@@ -278,6 +278,7 @@ void add_findings(Report& report) {
                               rank_words(p.rank, p.pid), human_bytes(c.bytes), h2d ? "H2D" : "D2H",
                               h2d ? "from" : "into", with_thousands(c.calls), human_duration(c.host_ns));
       f.operation = h2d ? "pageable H2D copy" : "pageable D2H copy";
+      f.copy_direction = c.direction;
       f.advice = h2d ? "pin the host buffer (DataLoader pin_memory=True, or tensor.pin_memory()) and copy "
                        "with non_blocking=True so the copy overlaps compute"
                      : "copy into a pinned buffer with non_blocking=True; into pageable memory every D2H copy "

@@ -64,9 +64,11 @@ std::vector<Row> merge(const std::vector<ProcessReport>& processes, std::vector<
 
 }  // namespace
 
-std::string finding_kind_name(const Finding& finding) {
-  if (finding.kind == FindingKind::Setup) return fmt::format("setup_{}", setup_item_name(finding.setup_item));
-  switch (finding.kind) {
+std::string finding_kind_name(const Finding& finding) { return finding_kind_name(finding.kind, finding.setup_item); }
+
+std::string finding_kind_name(FindingKind kind, SetupItemKind setup_item) {
+  if (kind == FindingKind::Setup) return fmt::format("setup_{}", setup_item_name(setup_item));
+  switch (kind) {
 #define TS_FINDING(value, name) \
   case FindingKind::value:      \
     return name;

@@ -10,6 +10,7 @@
 #include "analyse/host.hpp"
 #include "analyse/syncs.hpp"
 #include "analyse/waits.hpp"
+#include "diagnose/finding_kind.hpp"
 #include "diagnose/root_causes.hpp"
 #include "diagnose/setup.hpp"
 #include "diagnose/step_breakdown.hpp"
@@ -40,12 +41,6 @@ struct ProcessReport {
   std::optional<StepBreakdown> step_breakdown;  // none without steps
 };
 
-enum class FindingKind {
-#define TS_FINDING(value, name) value,
-#include "diagnose/finding_kinds.def"
-#undef TS_FINDING
-};
-
 // Warning: a setup item that is off (a recommendation, no measured cost); error: the rest.
 enum class FindingSeverity { Error, Warning };
 
@@ -55,8 +50,10 @@ struct Finding {
   int64_t calls = 0, bytes = 0, cost_ns = 0;
   std::string message, advice;
   FindingSeverity severity = FindingSeverity::Error;
-  std::string hang_kind, stacks;    // a hang's kind ("collective", "no_progress") and its ranks' stacks
+  schema::HangKind hang_kind{};     // a hang's kind
+  std::string stacks;               // a hang's ranks' stacks
   std::string site{}, operation{};  // hidden_sync: the site's location and its operation
+  Direction copy_direction{};       // pageable_copy: the copies' direction
   SetupItemKind setup_item{};       // Setup: the item that is off
 };
 

@@ -18,6 +18,24 @@ CauseSeverity severity_of(double share) {
   return CauseSeverity::Low;
 }
 
+std::string cause_name(const RootCause& cause) {
+  switch (cause.kind) {
+    case CauseKind::InputPipeline:
+      return "input_pipeline";
+    case CauseKind::Straggler:
+      return "straggler";
+    case CauseKind::Input:
+      return "input";
+    case CauseKind::PageableInput:
+      return "pageable_input";
+    case CauseKind::HiddenSync:
+      return "hidden_sync";
+    case CauseKind::Finding:
+      break;
+  }
+  return finding_kind_name(cause.finding, cause.setup_item);
+}
+
 const char* cause_severity_name(CauseSeverity severity) {
   switch (severity) {
     case CauseSeverity::High:
@@ -121,7 +139,7 @@ class Diagnoser {
   // compute and communication. The collectives tie the ranks' steps: the job's step is the longest.
   void add(RootCause cause, const std::vector<const Finding*>& evidence, const Removal& removed) {
     for (const Finding* f : evidence) cause.evidence.push_back(f->message);
-    if (cause.identity.empty()) cause.identity = fmt::format("{} rank {}", cause.cause, cause.rank);
+    if (cause.identity.empty()) cause.identity = fmt::format("{} rank {}", cause_name(cause), cause.rank);
     if (out_.step_ns > 0) {
       int64_t predicted = 0;
       for (const ProcessReport& p : report_.processes) {
@@ -158,7 +176,7 @@ class Diagnoser {
                            own->ns_per_step(StepPart::Input) >= own->ns_per_step(StepPart::LaunchBound));
     RootCause cause;
     cause.rank = s;
-    cause.cause = waits_for_input ? "input_pipeline" : "straggler";
+    cause.kind = waits_for_input ? CauseKind::InputPipeline : CauseKind::Straggler;
     cause.title = waits_for_input ? fmt::format("rank {}'s input pipeline, which the other ranks wait for", s)
                                   : fmt::format("rank {} comes late to the collectives", s);
     cause.advice = !input.empty() ? input.front()->advice : evidence.empty() ? "" : evidence.front()->advice;
@@ -185,7 +203,7 @@ class Diagnoser {
     std::vector<const Finding*> workers = take({kWorkers}, p.rank);
     RootCause cause;
     cause.rank = p.rank;
-    cause.cause = "input";
+    cause.kind = CauseKind::Input;
     cause.title = p.rank >= 0 ? fmt::format("rank {}'s input pipeline", p.rank) : "the input pipeline";
     cause.advice = evidence.front()->advice;
     std::vector<const Finding*> all = evidence;
@@ -203,7 +221,7 @@ class Diagnoser {
     std::vector<const Finding*> evidence;
     for (std::size_t i = 0; i < report_.findings.size(); ++i) {
       const Finding& f = report_.findings[i];
-      if (!used_[i] && f.kind == FindingKind::PageableCopy && f.operation == "pageable H2D copy") {
+      if (!used_[i] && f.kind == FindingKind::PageableCopy && f.copy_direction == Direction::HostToDevice) {
         used_[i] = true;
         evidence.push_back(&f);
       }
@@ -230,7 +248,7 @@ class Diagnoser {
     evidence.insert(evidence.end(), pinning.begin(), pinning.end());
     if (evidence.empty()) return;
     RootCause cause;
-    cause.cause = "pageable_input";
+    cause.kind = CauseKind::PageableInput;
     cause.title = "blocking uploads of the input from pageable memory";
     cause.advice = !pinning.empty() ? pinning.front()->advice : evidence.front()->advice;
     add(std::move(cause), evidence, removed);
@@ -256,7 +274,9 @@ class Diagnoser {
       const std::string& site = key.first;
       const std::vector<const Finding*>& evidence = by_site[key];
       RootCause cause;
-      cause.cause = "hidden_sync";
+      cause.kind = CauseKind::HiddenSync;
+      cause.site = site;
+      cause.operation = key.second;
       cause.rank = evidence.size() == 1 ? evidence.front()->rank : -1;
       cause.title = fmt::format("{} at {}", evidence.front()->operation, site);
       cause.identity = "hidden_sync: " + identity_of(key);
@@ -290,10 +310,12 @@ class Diagnoser {
   // A finding with no step part to remove: a hang, a setup item, lost records, a kernel precision.
   void add_alone(const Finding& f) {
     RootCause cause;
-    cause.cause = finding_kind_name(f);
+    cause.kind = CauseKind::Finding;
+    cause.finding = f.kind;
+    cause.setup_item = f.setup_item;
     cause.rank = f.rank;
     cause.title = f.message;
-    cause.identity = fmt::format("{} rank {}", cause.cause, f.rank);
+    cause.identity = fmt::format("{} rank {}", cause_name(cause), f.rank);
     cause.advice = f.advice;
     cause.severity = f.kind == FindingKind::Hang ? CauseSeverity::High : severity_of(-1);
     if (f.rank >= 0) cause.ranks.push_back(f.rank);

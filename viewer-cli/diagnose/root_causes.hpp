@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "diagnose/finding_kind.hpp"
+#include "diagnose/setup.hpp"
+
 namespace trainshim::cli {
 
 struct Report;
@@ -15,12 +18,16 @@ struct Report;
 // High: >= 10 % of the job's step; medium: >= 2 %; low: less; advice: no measured cost.
 enum class CauseSeverity { High, Medium, Low, Advice };
 
+// What a root cause is: the straggler's input pipeline, a straggler late for another reason, a
+// rank (not the straggler) waiting for its input, pageable copies with the blocking uploads, one
+// sync line on every rank it is on, or one finding alone (a hang, a setup item, lost records, ...).
+enum class CauseKind { InputPipeline, Straggler, Input, PageableInput, HiddenSync, Finding };
+
 struct RootCause {
-  // input_pipeline (the straggler's input), straggler (late for another reason), input (a rank
-  // waiting for input, not the straggler), pageable_input (pageable copies and blocking uploads),
-  // hidden_sync (one sync line on every rank it is on), launch_bound, hang, or a finding's kind
-  // (fp32_gemm, setup_<item>, dropped_events, stripped_library, gpu_timeline).
-  std::string cause;
+  CauseKind kind = CauseKind::Finding;
+  FindingKind finding{};          // Finding: the finding's kind
+  SetupItemKind setup_item{};     // a Setup finding's item
+  std::string site, operation;    // HiddenSync: the sync's location ("file:line in function") and operation
   std::string title;              // "rank 1's input pipeline", "Tensor.item() at train.py:66 in main"
   int rank = -1;                  // the rank it is on, -1 when several or none
   std::vector<int> ranks;         // the ranks whose step it lengthens (the waiting ones too)
@@ -40,6 +47,10 @@ struct Diagnosis {
   int step_rank = -1;             // that rank
   std::vector<RootCause> causes;  // by cost, then severity
 };
+
+// "input_pipeline", "straggler", "input", "pageable_input", "hidden_sync", or the finding's kind
+// ("hang", "fp32_gemm", "setup_pinned_memory"): the cause's name in JSON and in its identity.
+std::string cause_name(const RootCause& cause);
 
 // Needs the report's findings and step breakdowns.
 Diagnosis diagnose(const Report& report);

@@ -156,7 +156,7 @@ nlohmann::ordered_json step_breakdown_json(const std::optional<StepBreakdown>& b
 nlohmann::ordered_json root_causes_json(const Diagnosis& d) {
   nlohmann::ordered_json causes = nlohmann::ordered_json::array();
   for (const RootCause& c : d.causes)
-    causes.push_back({{"cause", c.cause},
+    causes.push_back({{"cause", cause_name(c)},
                       {"title", c.title},
                       {"rank", rank_json(c.rank)},
                       {"ranks", c.ranks},
@@ -305,7 +305,7 @@ nlohmann::ordered_json render_json(const Report& report) {
                             {"missing_ranks", h.missing},
                             {"waited_ns", h.waited_ns},
                             {"message", h.message},
-                            {"kind", h.kind},
+                            {"kind", schema::hang_kind_name(h.kind)},
                             {"stacks", h.stacks}});
   doc["setup"] = setup_json(report.setup);
   doc["findings"] = nlohmann::ordered_json::array();
@@ -319,7 +319,7 @@ nlohmann::ordered_json render_json(const Report& report) {
                                       {"advice", f.advice},
                                       {"severity", finding_severity_name(f.severity)}};
     if (f.kind == FindingKind::Hang) {
-      finding["hang_kind"] = f.hang_kind;
+      finding["hang_kind"] = schema::hang_kind_name(f.hang_kind);
       finding["stacks"] = f.stacks;
     }
     doc["findings"].push_back(std::move(finding));

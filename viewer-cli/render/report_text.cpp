@@ -133,7 +133,8 @@ void render_straggler(std::string& out, const Report& report, std::size_t shown)
   if (a.straggler < 0) return;
   const auto& causes = report.diagnosis.causes;
   for (std::size_t i = 0; i < causes.size() && i < shown; ++i)
-    if (causes[i].rank == a.straggler && (causes[i].cause == "input_pipeline" || causes[i].cause == "straggler"))
+    if (causes[i].rank == a.straggler &&
+        (causes[i].kind == CauseKind::InputPipeline || causes[i].kind == CauseKind::Straggler))
       return;
   const RankWaits* straggler = a.waits_of(a.straggler);
   if (!straggler) return;

@@ -40,8 +40,8 @@ void for_each_call_event(const RunDatabase& db, int64_t process_id, bool (*from_
                          bool (*from_recent)(ApiClass), const std::function<void(const CallEventRow&)>& fn) {
   constexpr const char* kColumns =
       "tid, begin_ns, end_ns, api, direction, host_memory, native_stack, python_stack, object, follows_copy";
-  std::string sql = fmt::format("SELECT {} FROM events WHERE process_id = ?1 AND api IN {}", kColumns,
-                                apis_of(from_events));
+  std::string sql =
+      fmt::format("SELECT {} FROM events WHERE process_id = ?1 AND api IN {}", kColumns, apis_of(from_events));
   if (from_recent)
     sql += fmt::format(" UNION SELECT {} FROM recent_events WHERE process_id = ?1 AND api IN {}", kColumns,
                        apis_of(from_recent));

@@ -102,9 +102,11 @@ std::vector<HangRow> read_hangs(const RunDatabase& db) {
   std::vector<HangRow> out;
   Statement q(db, "SELECT communicator, sequence, op, waiting_ranks, missing_ranks, waited_ns, message, kind, "
                   "stacks FROM hangs ORDER BY detected_unix, communicator, sequence");
+  // A kind this build does not know is read as a collective's: its message and stacks say what it is.
   while (q.step())
     out.push_back({q.text(0), q.text(2), q.text(6), q.integer(1), q.integer(5), rank_list(q.text(3)),
-                   rank_list(q.text(4)), q.text(7), q.text(8)});
+                   rank_list(q.text(4)), schema::hang_kind_named(q.text(7)).value_or(schema::HangKind::Collective),
+                   q.text(8)});
   return out;
 }
 

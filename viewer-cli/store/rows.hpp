@@ -10,6 +10,7 @@
 
 #include "store/counters.hpp"
 #include "store/run_database.hpp"
+#include "trainshim/schema.hpp"
 
 namespace trainshim::cli {
 
@@ -64,8 +65,8 @@ struct HangRow {
   std::string communicator, op, message;
   int64_t sequence = 0, waited_ns = 0;
   std::vector<int> waiting, missing;
-  std::string kind = "collective";  // or "no_progress": no rank progressed, no collective pending
-  std::string stacks;               // the ranks' latest stacks, as the collector wrote them
+  schema::HangKind kind = schema::HangKind::Collective;
+  std::string stacks;  // the ranks' latest stacks, as the collector wrote them
 };
 std::vector<HangRow> read_hangs(const RunDatabase& db);
 
