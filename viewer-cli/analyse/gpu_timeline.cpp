@@ -1,6 +1,7 @@
 #include "analyse/gpu_timeline.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <map>
@@ -274,56 +275,44 @@ std::string gpu_timeline_state_advice(const std::string& timeline) {
   return "";
 }
 
-GpuTimelineReport load_gpu_timeline(const RunDatabase& db, int64_t process_id, const std::string& timeline,
-                                    RankSyncs& syncs, int64_t idle_gap_ns) {
-  GpuTimelineReport out;
-  out.timeline = timeline;
-  Loader load(db, process_id);
-  const std::vector<Activity> activities = load.activities();
-  const std::vector<Span> busy = union_of(activities, [](const Activity&) { return true; });
-  const std::vector<Span> compute = union_of(activities, [](const Activity& a) { return !a.communication; });
+namespace {
 
-  // The steps, from their starts: step k runs from starts[k] to starts[k + 1].
-  const std::vector<int64_t>& starts = syncs.steps.starts_ns;
-  std::vector<int64_t> lengths;
-  for (std::size_t k = 0; k + 1 < starts.size(); ++k) lengths.push_back(starts[k + 1] - starts[k]);
-  int64_t median_step_ns = 0;
-  if (!lengths.empty()) {
-    std::vector<int64_t> sorted = lengths;
-    std::nth_element(sorted.begin(), sorted.begin() + std::ptrdiff_t(sorted.size() / 2), sorted.end());
-    median_step_ns = sorted[sorted.size() / 2];
-  }
-  auto threshold_of = [&](int64_t step_ns) {
-    return idle_gap_ns > 0 ? idle_gap_ns : std::max(kMinimumGapNs, step_ns / 20);
-  };
-  out.gap_threshold_ns = threshold_of(median_step_ns);
-  // A step with no GPU activity at all in it is the timeline off (or the job stalled): a silence
-  // of two steps splits the windows; without steps, one of a second (the duty cycle's default off
-  // time is 18 s).
-  std::vector<int64_t> sync_return_times;
-  for (const SyncCall& c : syncs.calls) sync_return_times.push_back(c.end_ns);
-  std::sort(sync_return_times.begin(), sync_return_times.end());
-  const int64_t silence_ns = median_step_ns ? 2 * median_step_ns : kSilenceWithoutSteps;
-  // Where the shim recorded its edges, the windows are those; a database without them (an older
-  // trainshim's) has its windows inferred from the activity.
+// The median of the steps' lengths (0 without steps).
+int64_t median_of(std::vector<int64_t> lengths) {
+  if (lengths.empty()) return 0;
+  std::nth_element(lengths.begin(), lengths.begin() + std::ptrdiff_t(lengths.size() / 2), lengths.end());
+  return lengths[lengths.size() / 2];
+}
+
+// The windows the timeline was on: those the shim recorded with its edges; in a database without
+// them (an older trainshim's), inferred from the activity. An inferred first window opens with the
+// recording: it goes back to the host's first call that gave the GPU work (a copy, launch or
+// collective) shortly before its first activity, for the GPU was idle until that work reached it.
+// A later window opens on a GPU that may have been busy unrecorded, so it starts at its first
+// activity.
+std::vector<Span> timeline_windows(Loader& load, const std::vector<Span>& busy, int64_t silence_ns,
+                                   const RankSyncs& syncs) {
+  std::vector<int64_t> sync_returns;
+  for (const SyncCall& c : syncs.calls) sync_returns.push_back(c.end_ns);
+  std::sort(sync_returns.begin(), sync_returns.end());
   const std::vector<std::pair<int64_t, bool>> edges = load.edges();
-  std::vector<Span> windows = edges.empty() ? windows_of(busy, silence_ns, sync_return_times)
-                                            : recorded_windows(edges, busy, silence_ns, sync_return_times);
-  // An inferred first window opens with the recording: it goes back to the host's first call that
-  // gave the GPU work (a copy, launch or collective) shortly before its first activity, for the
-  // GPU was idle until that work reached it. A later window opens on a GPU that may have been busy
-  // unrecorded, so it starts at its first activity.
-  if (edges.empty() && !windows.empty()) {
+  if (!edges.empty()) return recorded_windows(edges, busy, silence_ns, sync_returns);
+  std::vector<Span> windows = windows_of(busy, silence_ns, sync_returns);
+  if (!windows.empty()) {
     const std::vector<HostCall> enqueues = load.calls(
         [](ApiClass c) { return c == ApiClass::Copy || c == ApiClass::Launch || c == ApiClass::Collective; });
     if (const HostCall* first = first_begun(enqueues, windows.front().start_ns - silence_ns, windows.front().start_ns))
       windows.front().start_ns = first->begin_ns;
   }
+  return windows;
+}
 
-  // Each sync call's bubble: on the GPU timeline, the GPU idle time from its return to the next
-  // activity; without it, the host's time from its return to its thread's next launch (the GPU
-  // had nothing queued by that thread then). Either ends at the thread's next sync at the latest:
-  // a second sync before any new work shares the first one's bubble, not adds to it.
+// Each sync call's bubble: on the GPU timeline, the GPU idle time from its return to the next
+// activity; without it, the host's time from its return to its thread's next launch (the GPU had
+// nothing queued by that thread then). Either ends at the thread's next sync at the latest: a
+// second sync before any new work shares the first one's bubble, not adds to it.
+void charge_sync_bubbles(Loader& load, const std::vector<Span>& busy, const std::vector<Span>& windows,
+                         RankSyncs& syncs) {
   std::map<int64_t, std::vector<int64_t>> sync_begins;  // by thread, in order
   for (const SyncCall& c : syncs.calls) sync_begins[c.tid].push_back(c.begin_ns);
   auto next_sync = [&](const SyncCall& c) {
@@ -355,96 +344,111 @@ GpuTimelineReport load_gpu_timeline(const RunDatabase& db, int64_t process_id, c
     site.bubble_on_gpu = on_gpu;
   }
   rank_by_bubble(syncs);
+}
 
-  if (!activities.empty()) out.kernels = summarize_kernels(db, process_id);
-  if (activities.empty()) {
-    out.why_none =
-        timeline == "on" || timeline == "yielded" ? "no GPU activity was recorded" : gpu_timeline_state_words(timeline);
-    return out;
+// Why the GPU sat idle in a gap, from what the host was doing then: the step's input upload
+// arriving, a sync's return, a pageable copy, a collective call, or the host's own work.
+class GapClassifier {
+ public:
+  GapClassifier(Loader& load, const std::vector<Activity>& activities, const RankSyncs& syncs, int64_t median_step_ns)
+      : syncs_(syncs),
+        starts_(syncs.steps.starts_ns),
+        median_step_ns_(median_step_ns),
+        input_copies_(load.calls([](ApiClass c) { return c == ApiClass::Copy; },
+                                 [](Direction d, HostMemory) { return d == Direction::HostToDevice; })),
+        pageable_copies_(load.calls([](ApiClass c) { return c == ApiClass::Copy; },
+                                    [](Direction d, HostMemory m) {
+                                      return m == HostMemory::Pageable &&
+                                             (d == Direction::HostToDevice || d == Direction::DeviceToHost);
+                                    })),
+        collectives_(load.calls([](ApiClass c) { return c == ApiClass::Collective; })),
+        launches_(load.calls([](ApiClass c) { return c == ApiClass::Launch; })) {
+    for (const SyncCall& c : syncs.calls) sync_returns_.emplace_back(c.end_ns, &c);
+    std::stable_sort(sync_returns_.begin(), sync_returns_.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const Activity& a : activities)
+      if (a.kind == ApiClass::GpuCopy && a.direction == Direction::HostToDevice) gpu_uploads_.push_back(&a);
   }
-  if (lengths.empty()) {
-    out.why_none = "no steps were found to cut the timeline into";
-    return out;
-  }
 
-  // What the host was doing, for the gaps' causes.
-  const std::vector<HostCall> input_copies =
-      load.calls([](ApiClass c) { return c == ApiClass::Copy; },
-                 [](Direction d, HostMemory) { return d == Direction::HostToDevice; });
-  const std::vector<HostCall> pageable_copies =
-      load.calls([](ApiClass c) { return c == ApiClass::Copy; },
-                 [](Direction d, HostMemory m) {
-                   return m == HostMemory::Pageable && (d == Direction::HostToDevice || d == Direction::DeviceToHost);
-                 });
-  const std::vector<HostCall> collectives = load.calls([](ApiClass c) { return c == ApiClass::Collective; });
-  const std::vector<HostCall> launch_calls = load.calls([](ApiClass c) { return c == ApiClass::Launch; });
-  std::vector<std::pair<int64_t, const SyncCall*>> sync_returns;  // by return
-  for (const SyncCall& c : syncs.calls) sync_returns.emplace_back(c.end_ns, &c);
-  std::stable_sort(sync_returns.begin(), sync_returns.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-
-  // The start of the step that holds `t` (the first step's start before it all).
-  auto step_start = [&](int64_t t) {
-    const auto it = std::upper_bound(starts.begin(), starts.end(), t);
-    return it == starts.begin() ? std::numeric_limits<int64_t>::min() : *(it - 1);
-  };
-  // The earliest GPU H2D copy that started in [from, to], if any.
-  std::vector<const Activity*> gpu_uploads;
-  for (const Activity& a : activities)
-    if (a.kind == ApiClass::GpuCopy && a.direction == Direction::HostToDevice) gpu_uploads.push_back(&a);
-  auto upload_in = [&](int64_t from, int64_t to) -> const Activity* {
-    const auto it = std::lower_bound(gpu_uploads.begin(), gpu_uploads.end(), from,
-                                     [](const Activity* a, int64_t t) { return a->start_ns < t; });
-    return it != gpu_uploads.end() && (*it)->start_ns <= to ? *it : nullptr;
-  };
-
-  auto sync_cause = [&](const SyncCall& call) {
-    Classified c;
-    c.cause = IdleCause::Sync;
-    c.site = site_location((call.kind == SiteKind::HiddenSync ? syncs.hidden : syncs.explicit_)[call.site]);
-    return c;
-  };
-  // The last sync that returned inside (from, to); nullptr if none.
-  auto last_return_in = [&](int64_t from, int64_t to) -> const SyncCall* {
-    auto it = std::lower_bound(sync_returns.begin(), sync_returns.end(), to,
-                               [](const auto& r, int64_t t) { return r.first < t; });
-    if (it == sync_returns.begin()) return nullptr;
-    --it;
-    return it->first > from ? it->second : nullptr;
-  };
-
-  auto classify_gap = [&](int64_t from, int64_t to) {
+  Classified classify(int64_t from, int64_t to) const {
     Classified c;
     // The step's first input copy starts the GPU's work again.
     if (const Activity* upload = upload_in(to, to); upload && upload_in(step_start(to), to) == upload) {
       c.cause = IdleCause::DataLoading;
-      const HostCall* host = last_begun(input_copies, from, to);
+      const HostCall* host = last_begun(input_copies_, from, to);
       if (host) c.site = host->site;
       c.pageable_input = upload->host_memory == HostMemory::Pageable || (host && host->pageable);
       return c;
     }
-    const auto returned = std::lower_bound(sync_returns.begin(), sync_returns.end(), from,
+    const auto returned = std::lower_bound(sync_returns_.begin(), sync_returns_.end(), from,
                                            [](const auto& r, int64_t t) { return r.first < t; });
-    if (returned != sync_returns.end() && returned->first < to) return sync_cause(*returned->second);
-    if (const HostCall* copy = overlapping(pageable_copies, from, to, median_step_ns)) {
+    if (returned != sync_returns_.end() && returned->first < to) return sync_cause(*returned->second);
+    if (const HostCall* copy = overlapping(pageable_copies_, from, to, median_step_ns_)) {
       c.cause = IdleCause::PageableCopy;
       c.site = copy->site;
       return c;
     }
-    if (const HostCall* collective = overlapping(collectives, from, to, median_step_ns)) {
+    if (const HostCall* collective = overlapping(collectives_, from, to, median_step_ns_)) {
       c.cause = IdleCause::Collective;
       c.site = collective->site;
       return c;
     }
-    if (const HostCall* launch = first_begun(launch_calls, from, to)) c.site = launch->site;
+    if (const HostCall* launch = first_begun(launches_, from, to)) c.site = launch->site;
     return c;
-  };
+  }
 
-  std::map<std::string, int64_t> input_sites;       // data-loading idle above the threshold, by the upload's line
-  std::map<std::string, int64_t> sync_sites;        // sync idle, by the sync's line
+  Classified sync_cause(const SyncCall& call) const {
+    Classified c;
+    c.cause = IdleCause::Sync;
+    c.site = site_location((call.kind == SiteKind::HiddenSync ? syncs_.hidden : syncs_.explicit_)[call.site]);
+    return c;
+  }
+
+  // The last sync that returned inside (from, to); nullptr if none.
+  const SyncCall* last_return_in(int64_t from, int64_t to) const {
+    auto it = std::lower_bound(sync_returns_.begin(), sync_returns_.end(), to,
+                               [](const auto& r, int64_t t) { return r.first < t; });
+    if (it == sync_returns_.begin()) return nullptr;
+    --it;
+    return it->first > from ? it->second : nullptr;
+  }
+
+ private:
+  // The start of the step that holds `t` (the first step's start before it all).
+  int64_t step_start(int64_t t) const {
+    const auto it = std::upper_bound(starts_.begin(), starts_.end(), t);
+    return it == starts_.begin() ? std::numeric_limits<int64_t>::min() : *(it - 1);
+  }
+  // The earliest GPU H2D copy that started in [from, to], if any.
+  const Activity* upload_in(int64_t from, int64_t to) const {
+    const auto it = std::lower_bound(gpu_uploads_.begin(), gpu_uploads_.end(), from,
+                                     [](const Activity* a, int64_t t) { return a->start_ns < t; });
+    return it != gpu_uploads_.end() && (*it)->start_ns <= to ? *it : nullptr;
+  }
+
+  const RankSyncs& syncs_;
+  const std::vector<int64_t>& starts_;
+  int64_t median_step_ns_;
+  std::vector<HostCall> input_copies_, pageable_copies_, collectives_, launches_;
+  std::vector<std::pair<int64_t, const SyncCall*>> sync_returns_;  // by return
+  std::vector<const Activity*> gpu_uploads_;                       // by start
+};
+
+// The idle time of the covered steps, by line, and their gaps above the threshold.
+struct IdleBySite {
+  std::map<std::string, int64_t> input;             // data-loading idle above the threshold, by the upload's line
+  std::map<std::string, int64_t> sync;              // sync idle, by the sync's line
   std::map<std::string, int64_t> input_after_sync;  // input idle after a sync's return, by its line
   std::vector<IdleGap> gaps;
-  for (std::size_t k = 0; k < lengths.size(); ++k) {
+};
+
+// Cuts the GPU's busy and idle time into the steps that lie wholly inside a window, the idle
+// stretches classified, into `out`.
+IdleBySite cut_into_steps(GpuTimelineReport& out, const std::vector<int64_t>& starts, const std::vector<Span>& windows,
+                          const std::vector<Span>& busy, const std::vector<Span>& compute,
+                          const GapClassifier& classifier, const std::function<int64_t(int64_t)>& threshold_of) {
+  IdleBySite idle;
+  for (std::size_t k = 0; k + 1 < starts.size(); ++k) {
     const int64_t from = starts[k], to = starts[k + 1];
     if (!in_some(windows, from, to)) continue;
     ++out.covered_steps;
@@ -458,41 +462,43 @@ GpuTimelineReport load_gpu_timeline(const RunDatabase& db, int64_t process_id, c
     out.communication_ns += step.communication_ns;
     const int64_t threshold = threshold_of(to - from);
     bool data_loading = false;
+    auto count = [&](int64_t piece_from, int64_t piece_to, const Classified& c) {
+      const int64_t a = std::max(piece_from, from), b = std::min(piece_to, to);
+      if (b <= a) return;
+      out.idle_by_cause_ns[int(c.cause)] += b - a;
+      step.idle_by_cause_ns[int(c.cause)] += b - a;
+      if (c.cause == IdleCause::Sync) idle.sync[c.site] += b - a;
+      if (b - a < threshold) return;
+      ++out.gaps_above_threshold;
+      idle.gaps.push_back({int64_t(k), a - from, b - a, c.cause, c.site});
+      if (c.cause == IdleCause::DataLoading) {
+        data_loading = true;
+        out.pageable_input = out.pageable_input || c.pageable_input;
+        idle.input[c.site] += b - a;
+      }
+    };
     // The idle stretches between the busy spans, each classified whole (a gap across the step's
     // start is the same gap on both sides), counted inside the step.
     auto it = first_ending_after(busy, from);
     int64_t idle_from = it != busy.begin() ? std::prev(it)->end_ns : from;
     for (;; ++it) {
       const int64_t idle_to = it == busy.end() ? to : it->start_ns;
-      auto count = [&](int64_t piece_from, int64_t piece_to, const Classified& c) {
-        const int64_t a = std::max(piece_from, from), b = std::min(piece_to, to);
-        if (b <= a) return;
-        out.idle_by_cause_ns[int(c.cause)] += b - a;
-        step.idle_by_cause_ns[int(c.cause)] += b - a;
-        if (c.cause == IdleCause::Sync) sync_sites[c.site] += b - a;
-        if (b - a < threshold) return;
-        ++out.gaps_above_threshold;
-        gaps.push_back({int64_t(k), a - from, b - a, c.cause, c.site});
-        if (c.cause == IdleCause::DataLoading) {
-          data_loading = true;
-          out.pageable_input = out.pageable_input || c.pageable_input;
-          input_sites[c.site] += b - a;
-        }
-      };
       if (std::max(idle_from, from) < std::min(idle_to, to)) {
-        const Classified c = classify_gap(idle_from, idle_to);
+        const Classified c = classifier.classify(idle_from, idle_to);
         // The host loads the next batch only once its last sync has returned: until then the
         // GPU waited on the sync's wake-up, not on the loader. The rest, to the upload's start on
         // the GPU, is the loading and the upload's own latency: what the input costs.
-        const SyncCall* back = c.cause == IdleCause::DataLoading ? last_return_in(idle_from, idle_to) : nullptr;
+        const SyncCall* back =
+            c.cause == IdleCause::DataLoading ? classifier.last_return_in(idle_from, idle_to) : nullptr;
         if (back) {
-          count(idle_from, back->end_ns, sync_cause(*back));
+          const Classified after = classifier.sync_cause(*back);
+          count(idle_from, back->end_ns, after);
           count(back->end_ns, idle_to, c);
           // The input's time after that sync: what the host did from its return to the upload,
           // loading the batch or work of its own (logging); the step breakdown tells them apart.
           if (const int64_t a = std::max(back->end_ns, from), b = std::min(idle_to, to); b > a) {
             step.input_after_sync_ns += b - a;
-            input_after_sync[sync_cause(*back).site] += b - a;
+            idle.input_after_sync[after.site] += b - a;
           }
         } else {
           count(idle_from, idle_to, c);
@@ -503,22 +509,68 @@ GpuTimelineReport load_gpu_timeline(const RunDatabase& db, int64_t process_id, c
     }
     out.data_loading_steps += data_loading;
   }
+  return idle;
+}
+
+// The report's totals, lists and input line from the steps' idle time.
+void summarize_idle(GpuTimelineReport& out, IdleBySite idle) {
   for (const int64_t ns : out.idle_by_cause_ns) out.idle_ns += ns;
-  out.sync_idle_by_site.assign(sync_sites.begin(), sync_sites.end());
-  out.input_after_sync_by_site.assign(input_after_sync.begin(), input_after_sync.end());
+  out.sync_idle_by_site.assign(idle.sync.begin(), idle.sync.end());
+  out.input_after_sync_by_site.assign(idle.input_after_sync.begin(), idle.input_after_sync.end());
   std::stable_sort(out.sync_idle_by_site.begin(), out.sync_idle_by_site.end(),
                    [](const auto& a, const auto& b) { return a.second > b.second; });
-  out.gap_groups = group_gaps(gaps);
-  std::stable_sort(gaps.begin(), gaps.end(),
+  out.gap_groups = group_gaps(idle.gaps);
+  std::stable_sort(idle.gaps.begin(), idle.gaps.end(),
                    [](const IdleGap& a, const IdleGap& b) { return a.duration_ns > b.duration_ns; });
-  if (gaps.size() > kGapsListed) gaps.resize(kGapsListed);
-  out.gaps = std::move(gaps);
+  if (idle.gaps.size() > kGapsListed) idle.gaps.resize(kGapsListed);
+  out.gaps = std::move(idle.gaps);
   int64_t best = -1;
-  for (const auto& [site, ns] : input_sites)
+  for (const auto& [site, ns] : idle.input)
     if (!site.empty() && ns > best) {
       out.input_site = site;
       best = ns;
     }
+}
+
+}  // namespace
+
+GpuTimelineReport load_gpu_timeline(const RunDatabase& db, int64_t process_id, const std::string& timeline,
+                                    RankSyncs& syncs, int64_t idle_gap_ns) {
+  GpuTimelineReport out;
+  out.timeline = timeline;
+  Loader load(db, process_id);
+  const std::vector<Activity> activities = load.activities();
+  const std::vector<Span> busy = union_of(activities, [](const Activity&) { return true; });
+  const std::vector<Span> compute = union_of(activities, [](const Activity& a) { return !a.communication; });
+
+  // The steps, from their starts: step k runs from starts[k] to starts[k + 1].
+  const std::vector<int64_t>& starts = syncs.steps.starts_ns;
+  std::vector<int64_t> lengths;
+  for (std::size_t k = 0; k + 1 < starts.size(); ++k) lengths.push_back(starts[k + 1] - starts[k]);
+  const int64_t median_step_ns = median_of(lengths);
+  const auto threshold_of = [&](int64_t step_ns) {
+    return idle_gap_ns > 0 ? idle_gap_ns : std::max(kMinimumGapNs, step_ns / 20);
+  };
+  out.gap_threshold_ns = threshold_of(median_step_ns);
+  // A step with no GPU activity at all in it is the timeline off (or the job stalled): a silence
+  // of two steps splits the windows; without steps, one of a second (the duty cycle's default off
+  // time is 18 s).
+  const int64_t silence_ns = median_step_ns ? 2 * median_step_ns : kSilenceWithoutSteps;
+  const std::vector<Span> windows = timeline_windows(load, busy, silence_ns, syncs);
+  charge_sync_bubbles(load, busy, windows, syncs);
+
+  if (!activities.empty()) out.kernels = summarize_kernels(db, process_id);
+  if (activities.empty()) {
+    out.why_none =
+        timeline == "on" || timeline == "yielded" ? "no GPU activity was recorded" : gpu_timeline_state_words(timeline);
+    return out;
+  }
+  if (lengths.empty()) {
+    out.why_none = "no steps were found to cut the timeline into";
+    return out;
+  }
+  const GapClassifier classifier(load, activities, syncs, median_step_ns);
+  summarize_idle(out, cut_into_steps(out, starts, windows, busy, compute, classifier, threshold_of));
   if (out.covered_steps == 0)
     out.why_none = "no step lay wholly inside a window the GPU timeline was on (TRAINSHIM_GPU_ON_MS of every "
                    "TRAINSHIM_GPU_PERIOD_MS)";
