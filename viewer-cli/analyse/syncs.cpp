@@ -110,38 +110,64 @@ std::string site_identity(const SyncSite& site) { return identity_with(site.clas
 
 std::string worded_site_identity(const SyncSite& site) { return identity_with(site.classification.operation, site); }
 
-RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::string& step_name,
-                     std::vector<CollectiveCall> collectives) {
-  RankSyncs out;
-  out.span_ns = read_call_span_ns(db, process_id);
-  const Vocabulary& names = db.vocabulary();
-  std::map<std::pair<int64_t, int64_t>, SyncShape> shapes;  // by (native, python) stack id
-  std::map<int64_t, bool> borrowed;                         // by python stack id
-  // The stacks of a call and where they put it, loaded once per pair of stack ids.
-  auto shape_of = [&](int64_t native_id, int64_t python_id) -> SyncShape& {
-    auto [it, fresh] = shapes.try_emplace({native_id, python_id});
+namespace {
+
+// A process's stored stacks and where they put a call, each loaded once per pair of stack ids.
+class StackCache {
+ public:
+  StackCache(const RunDatabase& db, int64_t process_id) : db_(db), process_id_(process_id) {}
+
+  SyncShape& shape_of(int64_t native_id, int64_t python_id) {
+    auto [it, fresh] = shapes_.try_emplace({native_id, python_id});
     if (fresh) {
-      if (native_id) it->second.native = read_native_stack(db, process_id, native_id);
-      if (python_id) it->second.python = read_python_stack(db, process_id, python_id);
+      if (native_id) it->second.native = read_native_stack(db_, process_id_, native_id);
+      if (python_id) it->second.python = read_python_stack(db_, process_id_, python_id);
     }
     return it->second;
-  };
-  auto in_backward = [&](int64_t python_id) {
-    if (!python_id) return false;
-    auto [known, fresh] = borrowed.try_emplace(python_id, false);
-    if (fresh) known->second = python_stack_borrowed(db, process_id, python_id);
-    return known->second;
-  };
+  }
 
-  // Every aggregate of a wait, a poll or a copy (a blocking copy is a wait too), earliest first:
-  // a site shows the stacks of its first call. The collector paired each wait with the copy it
-  // follows and gave stackless polls the stacks of their thread's last sampled poll.
-  // One site per (operation, user frame); a site counts its waits, or its copies if it has no wait.
+  // Whether an autograd engine thread borrowed this Python stack from the thread in backward.
+  bool in_backward(int64_t python_id) {
+    if (!python_id) return false;
+    auto [known, fresh] = borrowed_.try_emplace(python_id, false);
+    if (fresh) known->second = python_stack_borrowed(db_, process_id_, python_id);
+    return known->second;
+  }
+
+  // The call's shape: its API, its copy's direction and memory, its stacks.
+  SyncShape shape_of_call(const Vocabulary::ApiWord& api, int64_t native_id, int64_t python_id, Direction direction,
+                          HostMemory host_memory, bool null_object, Direction follows_copy) {
+    SyncShape shape = shape_of(native_id, python_id);
+    shape.api = api.name;
+    shape.api_class = *api.api_class;
+    shape.direction = direction;
+    shape.host_memory = host_memory;
+    shape.null_object = null_object;
+    shape.follows_copy = follows_copy;
+    return shape;
+  }
+
+ private:
+  const RunDatabase& db_;
+  int64_t process_id_;
+  std::map<std::pair<int64_t, int64_t>, SyncShape> shapes_;  // by (native, python) stack id
+  std::map<int64_t, bool> borrowed_;                         // by python stack id
+};
+
+// A sync site's key: its operation, its kind and the user's frame.
+using SiteKey = std::tuple<std::string, int, std::string, std::string, int>;
+
+// The hidden, explicit and polling sites, from every aggregate of a wait, a poll or a copy (a
+// blocking copy is a wait too), earliest first: a site shows the stacks of its first call. The
+// collector paired each wait with the copy it follows and gave stackless polls the stacks of their
+// thread's last sampled poll. One site per (operation, user frame); a site counts its waits, or its
+// copies if it has no wait.
+void collect_sites(const RunDatabase& db, int64_t process_id, StackCache& stacks, RankSyncs& out) {
+  const Vocabulary& names = db.vocabulary();
   struct Accumulated {
     SyncSite site;
     int64_t waits = 0, copies = 0;
   };
-  using SiteKey = std::tuple<std::string, int, std::string, std::string, int>;
   std::map<SiteKey, Accumulated> sites;
   std::map<SiteKey, SyncSite> polls;
   // A blocking copy's name, by the native frame that made it and its user frame: the stream sync
@@ -155,20 +181,14 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
     return CallerKey{caller.module, caller.function, where.file, where.function, where.line};
   };
   for (const CallAggregateRow& row : read_call_aggregates(db, process_id, may_wait_or_poll)) {
-    SyncShape& shape = shape_of(row.native_stack, row.python_stack);
     const Vocabulary::ApiWord& api = names.api(row.api);
     if (!api.api_class) continue;
-    shape.api = api.name;
-    shape.api_class = *api.api_class;
-    shape.direction = row.direction;
-    shape.host_memory = row.host_memory;
-    shape.null_object = row.null_object;
-    shape.follows_copy = row.follows_copy;
-    const int64_t count = row.count, blocked_ns = row.total_ns;
+    const SyncShape shape = stacks.shape_of_call(api, row.native_stack, row.python_stack, row.direction,
+                                                 row.host_memory, row.null_object, row.follows_copy);
     const bool poll = is_poll(shape);
     if (!poll && !is_sync(shape)) continue;
     SyncSite where = user_frame(shape);
-    where.in_backward = in_backward(row.python_stack);
+    where.in_backward = stacks.in_backward(row.python_stack);
     if (poll) {
       const std::string operation = poll_operation(shape);
       auto [site, first] = polls.try_emplace({operation, 0, where.file, where.function, where.line}, where);
@@ -183,8 +203,8 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
             "poll",
             "poll/" + shape.api};
       }
-      site->second.calls += count;
-      site->second.blocked_ns += blocked_ns;
+      site->second.calls += row.count;
+      site->second.blocked_ns += row.total_ns;
       continue;
     }
     Classification c = classify(shape);
@@ -203,60 +223,63 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
       acc.site.kind = c.kind == SyncKind::Hidden ? SiteKind::HiddenSync : SiteKind::ExplicitSync;
     }
     acc.site.in_backward = acc.site.in_backward || where.in_backward;
-    (shape.api_class == ApiClass::Copy ? acc.copies : acc.waits) += count;
-    acc.site.blocked_ns += blocked_ns;
+    (shape.api_class == ApiClass::Copy ? acc.copies : acc.waits) += row.count;
+    acc.site.blocked_ns += row.total_ns;
   }
-
-  // The waits one by one, in time order, for the steps: a repeating sync site marks a step.
-  StepInput steps;
-  {
-    std::map<std::pair<int64_t, int64_t>, StepInput::Sync> interned;  // by (native, python) stack id
-    for_each_call_event(db, process_id, waits_by_class, nullptr, [&](const CallEventRow& wait) {
-      // cudaFree(nullptr) waits for nothing.
-      const std::optional<ApiClass> api_class = names.api(wait.api).api_class;
-      if (!api_class || !is_host_sync(*api_class, Direction::None, HostMemory::Unknown, false, wait.object == 0))
-        return;
-      const std::pair<int64_t, int64_t> stacks{wait.native_stack, wait.python_stack};
-      auto [it, fresh] = interned.try_emplace(stacks);
-      if (fresh) {
-        const SyncShape& shape = shape_of(stacks.first, stacks.second);
-        const SyncSite where = user_frame(shape);
-        std::vector<std::string> functions;
-        for (const auto& f : shape.python) functions.push_back(f.function);
-        it->second =
-            steps.intern(where.file.empty() ? where.function : fmt::format("{}:{}", where.file, where.line), functions);
-      }
-      steps.syncs.push_back({it->second.site, it->second.functions, wait.end_ns});
-    });
-  }
-  steps.collectives = std::move(collectives);
-  steps.span_ns = out.span_ns;
-  out.steps = find_steps(steps, step_name);
-
   for (auto& [key, acc] : sites) {
     acc.site.calls = acc.waits ? acc.waits : acc.copies;
     (acc.site.kind == SiteKind::HiddenSync ? out.hidden : out.explicit_).push_back(std::move(acc.site));
   }
-  out.pageable_copies = pageable_sites(db, process_id);
-  out.pageable_upload_ns_in_steps = pageable_upload_ns_in(db, process_id, out.steps.starts_ns);
   for (auto& [key, site] : polls) out.polls.push_back(std::move(site));
   std::stable_sort(out.polls.begin(), out.polls.end(),
                    [](const SyncSite& a, const SyncSite& b) { return a.calls > b.calls; });
   for (auto* list : {&out.hidden, &out.explicit_})
     std::stable_sort(list->begin(), list->end(),
                      [](const SyncSite& a, const SyncSite& b) { return a.blocked_ns > b.blocked_ns; });
+}
 
-  // Each sync call one by one, with its site, for the GPU idle time that follows it.
+// The steps, from the waits one by one in time order (a repeating sync site marks a step) and the
+// collectives.
+Steps steps_of(const RunDatabase& db, int64_t process_id, StackCache& stacks, const std::string& step_name,
+               std::vector<CollectiveCall> collectives, int64_t span_ns) {
+  const Vocabulary& names = db.vocabulary();
+  StepInput steps;
+  std::map<std::pair<int64_t, int64_t>, StepInput::Sync> interned;  // by (native, python) stack id
+  for_each_call_event(db, process_id, waits_by_class, nullptr, [&](const CallEventRow& wait) {
+    // cudaFree(nullptr) waits for nothing.
+    const std::optional<ApiClass> api_class = names.api(wait.api).api_class;
+    if (!api_class || !is_host_sync(*api_class, Direction::None, HostMemory::Unknown, false, wait.object == 0)) return;
+    const std::pair<int64_t, int64_t> ids{wait.native_stack, wait.python_stack};
+    auto [it, fresh] = interned.try_emplace(ids);
+    if (fresh) {
+      const SyncShape& shape = stacks.shape_of(ids.first, ids.second);
+      const SyncSite where = user_frame(shape);
+      std::vector<std::string> functions;
+      for (const auto& f : shape.python) functions.push_back(f.function);
+      it->second =
+          steps.intern(where.file.empty() ? where.function : fmt::format("{}:{}", where.file, where.line), functions);
+    }
+    steps.syncs.push_back({it->second.site, it->second.functions, wait.end_ns});
+  });
+  steps.collectives = std::move(collectives);
+  steps.span_ns = span_ns;
+  return find_steps(steps, step_name);
+}
+
+// Each call of a hidden or explicit site one by one, in time order, with its site: for the GPU's
+// idle time that follows it. A blocking copy is a sync too: copies are kept in recent_events.
+std::vector<SyncCall> sync_calls(const RunDatabase& db, int64_t process_id, StackCache& stacks, const RankSyncs& out) {
+  const Vocabulary& names = db.vocabulary();
   std::map<SiteKey, std::pair<SiteKind, std::size_t>> site_index;
-  for (auto* list : {&out.hidden, &out.explicit_})
+  for (const auto* list : {&out.hidden, &out.explicit_})
     for (std::size_t i = 0; i < list->size(); ++i) {
       const SyncSite& site = (*list)[i];
       site_index[{site.classification.operation, int(site.classification.kind), site.file, site.function, site.line}] =
           {site.kind, i};
     }
-  // A blocking copy is a sync too: copies are kept in recent_events.
   using ShapeKey = std::tuple<int64_t, Direction, HostMemory, int64_t, int64_t, Direction, bool>;
   std::map<ShapeKey, std::optional<std::pair<SiteKind, std::size_t>>> site_of;
+  std::vector<SyncCall> calls;
   for_each_call_event(
       db, process_id, can_host_sync, [](ApiClass c) { return c == ApiClass::Copy; },
       [&](const CallEventRow& call) {
@@ -266,13 +289,8 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
         if (fresh) {
           const Vocabulary::ApiWord& api = names.api(call.api);
           if (!api.api_class) return;
-          SyncShape shape = shape_of(call.native_stack, call.python_stack);
-          shape.api = api.name;
-          shape.api_class = *api.api_class;
-          shape.direction = call.direction;
-          shape.host_memory = call.host_memory;
-          shape.null_object = call.object == 0;
-          shape.follows_copy = call.follows_copy;
+          const SyncShape shape = stacks.shape_of_call(api, call.native_stack, call.python_stack, call.direction,
+                                                       call.host_memory, call.object == 0, call.follows_copy);
           if (is_poll(shape) || !is_sync(shape)) return;
           const Classification cl = classify(shape);
           const SyncSite where = user_frame(shape);
@@ -280,8 +298,23 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
           if (found != site_index.end()) known->second = found->second;
         }
         if (!known->second) return;
-        out.calls.push_back({call.begin_ns, call.end_ns, call.tid, known->second->first, known->second->second});
+        calls.push_back({call.begin_ns, call.end_ns, call.tid, known->second->first, known->second->second});
       });
+  return calls;
+}
+
+}  // namespace
+
+RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::string& step_name,
+                     std::vector<CollectiveCall> collectives) {
+  RankSyncs out;
+  out.span_ns = read_call_span_ns(db, process_id);
+  StackCache stacks(db, process_id);
+  collect_sites(db, process_id, stacks, out);
+  out.steps = steps_of(db, process_id, stacks, step_name, std::move(collectives), out.span_ns);
+  out.pageable_copies = pageable_sites(db, process_id);
+  out.pageable_upload_ns_in_steps = pageable_upload_ns_in(db, process_id, out.steps.starts_ns);
+  out.calls = sync_calls(db, process_id, stacks, out);
   return out;
 }
 
