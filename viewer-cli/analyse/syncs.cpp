@@ -32,19 +32,58 @@ SyncSite user_frame(const SyncShape& shape) {
 
 namespace {
 
+// A process's stored stacks and where they put a call, each loaded once per pair of stack ids.
+class StackCache {
+ public:
+  StackCache(const RunDatabase& db, int64_t process_id) : db_(db), process_id_(process_id) {}
+
+  SyncShape& shape_of(int64_t native_id, int64_t python_id) {
+    auto [it, fresh] = shapes_.try_emplace({native_id, python_id});
+    if (fresh) {
+      if (native_id) it->second.native = read_native_stack(db_, process_id_, native_id);
+      if (python_id) it->second.python = read_python_stack(db_, process_id_, python_id);
+    }
+    return it->second;
+  }
+
+  // Whether an autograd engine thread borrowed this Python stack from the thread in backward.
+  bool in_backward(int64_t python_id) {
+    if (!python_id) return false;
+    auto [known, fresh] = borrowed_.try_emplace(python_id, false);
+    if (fresh) known->second = python_stack_borrowed(db_, process_id_, python_id);
+    return known->second;
+  }
+
+  // The call's shape: its API, its copy's direction and memory, its stacks.
+  SyncShape shape_of_call(const Vocabulary::ApiWord& api, int64_t native_id, int64_t python_id, Direction direction,
+                          HostMemory host_memory, bool null_object, Direction follows_copy) {
+    SyncShape shape = shape_of(native_id, python_id);
+    shape.api = api.name;
+    shape.api_class = *api.api_class;
+    shape.direction = direction;
+    shape.host_memory = host_memory;
+    shape.null_object = null_object;
+    shape.follows_copy = follows_copy;
+    return shape;
+  }
+
+ private:
+  const RunDatabase& db_;
+  int64_t process_id_;
+  std::map<std::pair<int64_t, int64_t>, SyncShape> shapes_;  // by (native, python) stack id
+  std::map<int64_t, bool> borrowed_;                         // by python stack id
+};
+
 // Copies from or into pageable memory, grouped by direction and the user's line.
-std::vector<SyncSite> pageable_sites(const RunDatabase& db, int64_t process_id) {
+std::vector<SyncSite> pageable_sites(const RunDatabase& db, int64_t process_id, StackCache& stacks) {
   std::map<std::tuple<std::string, std::string, std::string, int>, SyncSite> sites;
   for (const CallAggregateRow& row :
        read_call_aggregates(db, process_id, [](ApiClass c) { return c == ApiClass::Copy; })) {
     if (row.host_memory != HostMemory::Pageable ||
         (row.direction != Direction::HostToDevice && row.direction != Direction::DeviceToHost))
       continue;
-    SyncShape shape;
-    if (row.native_stack) shape.native = read_native_stack(db, process_id, row.native_stack);
-    if (row.python_stack) shape.python = read_python_stack(db, process_id, row.python_stack);
-    SyncSite where = user_frame(shape);
-    where.in_backward = row.python_stack && python_stack_borrowed(db, process_id, row.python_stack);
+    SyncSite where = user_frame(stacks.shape_of(row.native_stack, row.python_stack));
+    where.in_backward = stacks.in_backward(row.python_stack);
     where.kind = SiteKind::PageableCopy;
     where.copy_direction = row.direction;
     where.classification.operation =
@@ -111,48 +150,6 @@ std::string site_identity(const SyncSite& site) { return identity_with(site.clas
 std::string worded_site_identity(const SyncSite& site) { return identity_with(site.classification.operation, site); }
 
 namespace {
-
-// A process's stored stacks and where they put a call, each loaded once per pair of stack ids.
-class StackCache {
- public:
-  StackCache(const RunDatabase& db, int64_t process_id) : db_(db), process_id_(process_id) {}
-
-  SyncShape& shape_of(int64_t native_id, int64_t python_id) {
-    auto [it, fresh] = shapes_.try_emplace({native_id, python_id});
-    if (fresh) {
-      if (native_id) it->second.native = read_native_stack(db_, process_id_, native_id);
-      if (python_id) it->second.python = read_python_stack(db_, process_id_, python_id);
-    }
-    return it->second;
-  }
-
-  // Whether an autograd engine thread borrowed this Python stack from the thread in backward.
-  bool in_backward(int64_t python_id) {
-    if (!python_id) return false;
-    auto [known, fresh] = borrowed_.try_emplace(python_id, false);
-    if (fresh) known->second = python_stack_borrowed(db_, process_id_, python_id);
-    return known->second;
-  }
-
-  // The call's shape: its API, its copy's direction and memory, its stacks.
-  SyncShape shape_of_call(const Vocabulary::ApiWord& api, int64_t native_id, int64_t python_id, Direction direction,
-                          HostMemory host_memory, bool null_object, Direction follows_copy) {
-    SyncShape shape = shape_of(native_id, python_id);
-    shape.api = api.name;
-    shape.api_class = *api.api_class;
-    shape.direction = direction;
-    shape.host_memory = host_memory;
-    shape.null_object = null_object;
-    shape.follows_copy = follows_copy;
-    return shape;
-  }
-
- private:
-  const RunDatabase& db_;
-  int64_t process_id_;
-  std::map<std::pair<int64_t, int64_t>, SyncShape> shapes_;  // by (native, python) stack id
-  std::map<int64_t, bool> borrowed_;                         // by python stack id
-};
 
 // A sync site's key: its operation, its kind and the user's frame.
 using SiteKey = std::tuple<std::string, int, std::string, std::string, int>;
@@ -312,7 +309,7 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
   StackCache stacks(db, process_id);
   collect_sites(db, process_id, stacks, out);
   out.steps = steps_of(db, process_id, stacks, step_name, std::move(collectives), out.span_ns);
-  out.pageable_copies = pageable_sites(db, process_id);
+  out.pageable_copies = pageable_sites(db, process_id, stacks);
   out.pageable_upload_ns_in_steps = pageable_upload_ns_in(db, process_id, out.steps.starts_ns);
   out.calls = sync_calls(db, process_id, stacks, out);
   return out;
