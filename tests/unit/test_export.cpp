@@ -491,6 +491,11 @@ TEST_F(ExportTest, RecentWindowOfCopiesAndPollsIsShownAndSaidToBeAWindow) {
     test::Records records(db, 4);
     records.add(p, copy(Api::cudaMemcpyAsync, 100, 512, Direction::DeviceToHost, HostMemory::Pinned), 1'000'000,
                 1'000'100);
+    // A blocking copy into pageable memory with its stack: kept in `events`, outside the window, and shown.
+    EventRecord blocking = copy(Api::cudaMemcpy, 100, 256, Direction::DeviceToHost, HostMemory::Pageable);
+    blocking.native_stack = 6;
+    records.add(p, blocking, 1'001'000, 1'001'050);
+    db.add_native_frame(p, 6, 0, {0x2000, "/x/train", "read_result()", "train.cpp", 12});
     EventRecord to_cpu = record(Api::cudaStreamSynchronize, 100);
     to_cpu.stream = 0x7f00;
     to_cpu.native_stack = 5;
@@ -501,26 +506,24 @@ TEST_F(ExportTest, RecentWindowOfCopiesAndPollsIsShownAndSaidToBeAWindow) {
                   1'003'000 + i * 1000, 1'003'100 + i * 1000);
     for (uint64_t i = 0; i < 3; ++i)
       records.add(p, record(Api::cudaStreamQuery, 100), 1'020'000 + i * 1000, 1'020'010 + i * 1000);
-    db.update_process(p, {.events = 14, .ended = true});
+    db.update_process(p, {.events = 15, .ended = true});
     records.store();
     db.commit();
   }
   const Json trace = export_json();
-  EXPECT_EQ(trace["otherData"]["copies_shown"], 1);
-  EXPECT_EQ(trace["otherData"]["copies_recorded"], 10);
+  EXPECT_EQ(trace["otherData"]["copies_shown"], 2);
+  EXPECT_EQ(trace["otherData"]["copies_recorded"], 11);
   EXPECT_EQ(trace["otherData"]["polls_shown"], 3);
   EXPECT_EQ(trace["otherData"]["polls_recorded"], 3);
   EXPECT_EQ(trace["otherData"]["window"],
-            "shows 1 of the 10 copies and 3 of the 3 polls recorded (the most recent of each process, "
-            "TRAINSHIM_RECENT_EVENTS per process); every other call is shown");
+            "shows 2 of the 11 copies and 3 of the 3 polls recorded (the most recent of each process, "
+            "TRAINSHIM_RECENT_EVENTS per process); all other calls are shown");
 
   std::vector<std::pair<std::string, double>> slices;
   for (const Json& x : with_phase(trace, "X")) slices.emplace_back(x["name"], x["ts"].get<double>());
-  const std::vector<std::pair<std::string, double>> expected = {{"Tensor.cpu() / .to('cpu')", 2.0},
-                                                                {"memcpy h2d pinned", 11.0},
-                                                                {"cudaStreamQuery", 20.0},
-                                                                {"cudaStreamQuery", 21.0},
-                                                                {"cudaStreamQuery", 22.0}};
+  const std::vector<std::pair<std::string, double>> expected = {
+      {"cudaMemcpy()", 1.0},     {"Tensor.cpu() / .to('cpu')", 2.0}, {"memcpy h2d pinned", 11.0},
+      {"cudaStreamQuery", 20.0}, {"cudaStreamQuery", 21.0},          {"cudaStreamQuery", 22.0}};
   EXPECT_EQ(slices, expected) << text_;
 
   RunDatabase db(path_);
@@ -528,7 +531,8 @@ TEST_F(ExportTest, RecentWindowOfCopiesAndPollsIsShownAndSaidToBeAWindow) {
   ASSERT_EQ(report["ranks"].size(), 1u);
   EXPECT_EQ(report["ranks"][0]["copies"], Json::parse(R"([
       {"direction": "h2d", "host_memory": "pinned", "calls": 9, "bytes": 36864, "host_ns": 900},
-      {"direction": "d2h", "host_memory": "pinned", "calls": 1, "bytes": 512, "host_ns": 100}])"));
+      {"direction": "d2h", "host_memory": "pinned", "calls": 1, "bytes": 512, "host_ns": 100},
+      {"direction": "d2h", "host_memory": "pageable", "calls": 1, "bytes": 256, "host_ns": 50}])"));
   EXPECT_EQ(report["ranks"][0]["polls"][0]["calls"], 3);
   EXPECT_EQ(report["ranks"][0]["hidden_syncs"][0]["operation"], "Tensor.cpu() / .to('cpu')");
 }

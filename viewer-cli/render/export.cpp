@@ -427,7 +427,7 @@ class ProcessExporter {
 
 std::string window_words(const RecentWindow& w) {
   return fmt::format("shows {} of the {} copies and {} of the {} polls recorded (the most recent of each process, "
-                     "TRAINSHIM_RECENT_EVENTS per process); every other call is shown",
+                     "TRAINSHIM_RECENT_EVENTS per process); all other calls are shown",
                      with_thousands(w.copies_shown), with_thousands(w.copies_recorded), with_thousands(w.polls_shown),
                      with_thousands(w.polls_recorded));
 }

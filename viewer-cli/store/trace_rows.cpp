@@ -96,12 +96,18 @@ int64_t read_first_call_ns(const RunDatabase& db) {
 RecentWindow read_recent_window(const RunDatabase& db) {
   RecentWindow w;
   const auto is_copy = [](const Statement& row) { return api_class_named(row.text(0)) == ApiClass::Copy; };
-  Statement shown(db, "SELECT a.class, count(*) FROM recent_events r JOIN apis a ON a.id = r.api GROUP BY a.class");
+  const std::string copies_and_polls =
+      api_classes_sql([](ApiClass c) { return c == ApiClass::Copy || c == ApiClass::Poll; });
+  // Shown: the window's, and those kept in `events` with their stacks (the copies a sync waited
+  // for, the polls a sampled stack names), as the trace's host calls read both tables.
+  Statement shown(db, fmt::format("SELECT a.class, count(*) FROM (SELECT api FROM recent_events UNION ALL SELECT api "
+                                  "FROM events) r JOIN apis a ON a.id = r.api WHERE a.class IN {} GROUP BY a.class",
+                                  copies_and_polls)
+                          .c_str());
   while (shown.step()) (is_copy(shown) ? w.copies_shown : w.polls_shown) += shown.integer(1);
-  Statement recorded(
-      db, ("SELECT a.class, sum(c.count) FROM calls c JOIN apis a ON a.id = c.api WHERE a.class IN " +
-           api_classes_sql([](ApiClass c) { return c == ApiClass::Copy || c == ApiClass::Poll; }) + " GROUP BY a.class")
-              .c_str());
+  Statement recorded(db, ("SELECT a.class, sum(c.count) FROM calls c JOIN apis a ON a.id = c.api WHERE a.class IN " +
+                          copies_and_polls + " GROUP BY a.class")
+                             .c_str());
   while (recorded.step()) (is_copy(recorded) ? w.copies_recorded : w.polls_recorded) += recorded.integer(1);
   return w;
 }

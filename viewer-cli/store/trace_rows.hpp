@@ -48,8 +48,8 @@ bool has_gpu_activities(const RunDatabase& db);
 // The first recorded call's begin (0 when none): the trace's time origin.
 int64_t read_first_call_ns(const RunDatabase& db);
 
-// Copies and polls are kept one by one only in a window of each process's most recent ones; every
-// one of them is counted in `calls`.
+// Copies and polls are kept one by one only in a window of each process's most recent ones (and
+// where a sync or a sampled stack needs them, in `events`); every one of them is counted in `calls`.
 struct RecentWindow {
   int64_t copies_shown = 0, copies_recorded = 0, polls_shown = 0, polls_recorded = 0;
 };
