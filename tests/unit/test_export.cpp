@@ -472,13 +472,45 @@ TEST_F(ExportTest, GpuTimelineTracksPerStreamAndIdleGapsPerDevice) {
   }
   EXPECT_EQ(trace["otherData"]["gpu_idle"],
             "each device's idle track marks the stretches above 1 ms between its kernels, copies and memsets; with a "
-            "duty-cycled GPU timeline (TRAINSHIM_GPU_PERIOD_MS) the stretch between two windows is marked too; the "
-            "causes of the idle time are in `trainshim report`");
+            "duty-cycled GPU timeline (TRAINSHIM_GPU_PERIOD_MS) the stretch between two windows is marked 'not "
+            "recorded' there, never idle; the causes of the idle time are in `trainshim report`");
   // The process's span ends with its last GPU activity.
   std::vector<double> dropped_at;
   for (const Json& c : with_phase(trace, "C"))
     if (c["name"] == "dropped events") dropped_at.push_back(c["ts"].get<double>());
   EXPECT_EQ(dropped_at, (std::vector<double>{0.0, 20000.0}));
+}
+
+// With the duty cycle, the timeline is off between its windows: a gap that runs past an off edge is
+// idle up to it and not recorded from it to the next window's first activity, never idle.
+TEST_F(ExportTest, TimeBetweenTheTimelinesWindowsIsNotRecordedNotIdle) {
+  int64_t p = 0;
+  {
+    Database db(path_, "unitjob");
+    p = db.add_process("seg-100", *header_for(0, 100, "nodeA"));
+    test::Records records(db);
+    records.add(p, record(Api::gpuTimelineOn, 100), 500'000, 500'000);
+    records.add(p, record(Api::gpuTimelineOff, 100), 10'000'000, 10'000'000);
+    records.add(p, record(Api::gpuTimelineOn, 100), 40'000'000, 40'000'000);
+    test::add_gpu_rows(db, records, p,
+                       {{.start_ns = 1'000'000, .end_ns = 2'000'000, .stream = 7, .name = "k", .correlation = 1},
+                        {.start_ns = 5'000'000, .end_ns = 6'000'000, .stream = 7, .name = "k", .correlation = 2},
+                        {.start_ns = 50'000'000, .end_ns = 51'000'000, .stream = 7, .name = "k", .correlation = 3}});
+    db.update_process(p, {.events = 6, .gpu_timeline = uint32_t(GpuTimeline::On), .ended = true});
+    records.store();
+    db.commit();
+  }
+  const Json trace = export_json();
+  std::vector<std::tuple<std::string, std::string, double, double>> marks;  // cat, name, ts, dur
+  for (const Json& x : with_phase(trace, "X"))
+    if (x["cat"] == "gpu_idle" || x["cat"] == "gpu_not_recorded")
+      marks.emplace_back(x["cat"], x["name"], x["ts"].get<double>(), x["dur"].get<double>());
+  // Times from the first recorded call, the first edge at 0.5 ms.
+  EXPECT_EQ(marks, (std::vector<std::tuple<std::string, std::string, double, double>>{
+                       {"gpu_idle", "GPU idle", 1500.0, 3000.0},
+                       {"gpu_idle", "GPU idle", 5500.0, 4000.0},
+                       {"gpu_not_recorded", "not recorded (GPU timeline off)", 9500.0, 40000.0}}))
+      << text_;
 }
 
 // Copies and polls are kept one by one only in a window of each process's most recent ones: the

@@ -106,16 +106,7 @@ class Loader {
   }
 
   // The timeline's edges, in order: when it was turned on (true) or off.
-  std::vector<std::pair<int64_t, bool>> edges() {
-    const Vocabulary& names = db_.vocabulary();
-    std::vector<std::pair<int64_t, bool>> out;
-    for_each_call_event(
-        db_, process_id_, [](ApiClass c) { return c == ApiClass::GpuWindow; }, nullptr,
-        [&](const CallEventRow& edge) {
-          out.emplace_back(edge.begin_ns, names.api(edge.api).name == api_info(Api::gpuTimelineOn).name);
-        });
-    return out;
-  }
+  std::vector<std::pair<int64_t, bool>> edges() { return read_gpu_timeline_edges(db_, process_id_); }
 
   // The process's calls of the classes `keep` selects, from `events` and (copies) `recent_events`,
   // in order of begin; `only` (optional) filters them further.

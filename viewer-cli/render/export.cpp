@@ -19,6 +19,7 @@
 #include "analyse/classifier.hpp"
 #include "analyse/kernels.hpp"
 #include "analyse/syncs.hpp"
+#include "store/call_rows.hpp"
 #include "store/counters.hpp"
 #include "store/rows.hpp"
 #include "store/trace_rows.hpp"
@@ -337,6 +338,9 @@ class ProcessExporter {
       track_metadata(track, fmt::format("GPU {} idle", device));
     }
 
+    std::vector<int64_t> offs;  // when the duty cycle turned the timeline off, in order
+    for (const auto& [at, on] : read_gpu_timeline_edges(db_, p_.id))
+      if (!on) offs.push_back(at);
     GpuBusyUnion busy;
     std::vector<GpuBusyUnion::Gap> gaps;
     for_each_gpu_activity(db_, p_.id, [&](const GpuActivityRow& row) {
@@ -344,8 +348,7 @@ class ProcessExporter {
       const std::optional<ApiClass> cls = names_.api(row.api).api_class;
       seen(start, end);
       busy.add(device, start, end, &gaps);
-      for (const GpuBusyUnion::Gap& gap : gaps)
-        if (gap.end_ns - gap.start_ns > kExportIdleGapNs) idle_gap(idle_tids.at(gap.device), gap);
+      for (const GpuBusyUnion::Gap& gap : gaps) gap_slices(idle_tids.at(gap.device), gap, offs);
       gaps.clear();
 
       std::string name;
@@ -382,6 +385,34 @@ class ProcessExporter {
   void track_metadata(int64_t tid, const std::string& name) {
     writer_.event(metadata("thread_name", p_.id, tid, {{"name", name}}));
     writer_.event(metadata("thread_sort_index", p_.id, tid, {{"sort_index", tid}}));
+  }
+
+  // A gap between two activities: idle up to the first off edge in it, if any, and not recorded
+  // from that edge to its end, the next window's first activity (until which the GPU may have run
+  // work launched while the timeline was off).
+  void gap_slices(int64_t tid, GpuBusyUnion::Gap gap, const std::vector<int64_t>& offs) {
+    const auto off = std::upper_bound(offs.begin(), offs.end(), gap.start_ns);
+    const bool leaves_window = off != offs.end() && *off < gap.end_ns;
+    if (leaves_window) {
+      const GpuBusyUnion::Gap recorded{gap.device, gap.start_ns, *off};
+      if (recorded.end_ns - recorded.start_ns > kExportIdleGapNs) idle_gap(tid, recorded);
+      gap.start_ns = *off;
+      not_recorded(tid, gap);
+    } else if (gap.end_ns - gap.start_ns > kExportIdleGapNs) {
+      idle_gap(tid, gap);
+    }
+  }
+
+  void not_recorded(int64_t tid, const GpuBusyUnion::Gap& gap) {
+    writer_.event(Json{{"ph", "X"},
+                       {"cat", "gpu_not_recorded"},
+                       {"name", "not recorded (GPU timeline off)"},
+                       {"cname", "white"},
+                       {"pid", p_.id},
+                       {"tid", tid},
+                       {"ts", us(gap.start_ns)},
+                       {"dur", duration_us(gap.end_ns - gap.start_ns)},
+                       {"args", {{"device", gap.device}, {"not_recorded_ns", gap.end_ns - gap.start_ns}}}});
   }
 
   // Its cause is the report's (`trainshim report`): the trace marks where the GPU waited.
@@ -479,8 +510,8 @@ void export_chrome_trace(const RunDatabase& db, std::ostream& out) {
   if (has_gpu_activities(db))
     other["gpu_idle"] = fmt::format(
         "each device's idle track marks the stretches above {} ms between its kernels, copies and memsets; with a "
-        "duty-cycled GPU timeline (TRAINSHIM_GPU_PERIOD_MS) the stretch between two windows is marked too; the causes "
-        "of the idle time are in `trainshim report`",
+        "duty-cycled GPU timeline (TRAINSHIM_GPU_PERIOD_MS) the stretch between two windows is marked 'not recorded' "
+        "there, never idle; the causes of the idle time are in `trainshim report`",
         kExportIdleGapNs / 1'000'000);
   writer.open(other);
   for (std::size_t i = 0; i < processes.size(); ++i)

@@ -65,6 +65,17 @@ void for_each_call_event(const RunDatabase& db, int64_t process_id, bool (*from_
   }
 }
 
+std::vector<std::pair<int64_t, bool>> read_gpu_timeline_edges(const RunDatabase& db, int64_t process_id) {
+  const Vocabulary& names = db.vocabulary();
+  std::vector<std::pair<int64_t, bool>> out;
+  for_each_call_event(
+      db, process_id, [](ApiClass c) { return c == ApiClass::GpuWindow; }, nullptr,
+      [&](const CallEventRow& edge) {
+        out.emplace_back(edge.begin_ns, names.api(edge.api).name == api_info(Api::gpuTimelineOn).name);
+      });
+  return out;
+}
+
 void for_each_collective_event(const RunDatabase& db, const std::function<void(const CollectiveEventRow&)>& fn) {
   Statement q(db, ("SELECT process_id, api, begin_ns, bytes, flags, object, rank_in_comm, comm_size, peer, sequence, "
                    "gpu_ns, exchange FROM events NOT INDEXED WHERE api IN " +

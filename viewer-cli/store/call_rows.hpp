@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "store/run_database.hpp"
@@ -39,6 +40,10 @@ struct CallEventRow {
 // selects in `recent_events` (none when null), by begin then end; a call in both is seen once.
 void for_each_call_event(const RunDatabase& db, int64_t process_id, bool (*from_events)(ApiClass),
                          bool (*from_recent)(ApiClass), const std::function<void(const CallEventRow&)>& fn);
+
+// A process's GPU timeline edges, in order: when the shim turned its timeline on (true) or off
+// (empty for a database of a trainshim that did not record them).
+std::vector<std::pair<int64_t, bool>> read_gpu_timeline_edges(const RunDatabase& db, int64_t process_id);
 
 // A collective call (NCCL's, point-to-point included) with its GPU timing when it has one.
 struct CollectiveEventRow {
