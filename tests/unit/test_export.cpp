@@ -41,7 +41,8 @@ using Json = nlohmann::json;
 
 constexpr uint64_t kComm = 0xABCDEF0123456789ULL;  // above 2^63: stored as a negative integer
 constexpr uint64_t kOtherComm = 0x42;
-constexpr int64_t kOrigin = 1'000'000;  // the earliest begin_ns of the scenario
+constexpr int64_t kOrigin = 1'000'000;       // the earliest begin_ns of the scenario
+constexpr int64_t kPid0 = 100, kPid1 = 101;  // the ranks' pids: their processes' pids in the trace
 
 EventRecord record(Api api, uint32_t tid) {
   EventRecord r{};
@@ -167,15 +168,16 @@ TEST_F(ExportTest, DocumentProcessesAndThreads) {
   EXPECT_EQ(trace["otherData"]["job"], "unitjob");
   EXPECT_FALSE(trace["otherData"].contains("gpu_idle"));  // no GPU timeline recorded
 
-  EXPECT_EQ(metadata(trace, "process_name", r0_), R"j({"name":"rank 0 (nodeA, pid 100)"})j");
-  EXPECT_EQ(metadata(trace, "process_name", r1_), R"j({"name":"rank 1 (nodeB, pid 101)"})j");
-  EXPECT_EQ(metadata(trace, "process_sort_index", r0_), R"({"sort_index":0})");
-  EXPECT_EQ(metadata(trace, "process_sort_index", r1_), R"({"sort_index":1})");
-  EXPECT_EQ(metadata(trace, "thread_name", r0_, 100), R"j({"name":"main thread (tid 100)"})j");
-  EXPECT_EQ(metadata(trace, "thread_name", r1_, 102), R"j({"name":"tid 102"})j");
-  EXPECT_EQ(metadata(trace, "thread_name", r0_, kGpuTrackBase), R"j({"name":"GPU collectives abcdef0123456789"})j");
-  EXPECT_EQ(metadata(trace, "thread_name", r0_, kGpuTrackBase + 1), R"j({"name":"GPU collectives 0000000000000042"})j");
-  EXPECT_EQ(metadata(trace, "thread_name", r1_, kGpuTrackBase), R"j({"name":"GPU collectives abcdef0123456789"})j");
+  EXPECT_EQ(metadata(trace, "process_name", kPid0), R"j({"name":"rank 0 (nodeA, pid 100)"})j");
+  EXPECT_EQ(metadata(trace, "process_name", kPid1), R"j({"name":"rank 1 (nodeB, pid 101)"})j");
+  EXPECT_EQ(metadata(trace, "process_sort_index", kPid0), R"({"sort_index":0})");
+  EXPECT_EQ(metadata(trace, "process_sort_index", kPid1), R"({"sort_index":1})");
+  EXPECT_EQ(metadata(trace, "thread_name", kPid0, 100), R"j({"name":"main thread (tid 100)"})j");
+  EXPECT_EQ(metadata(trace, "thread_name", kPid1, 102), R"j({"name":"tid 102"})j");
+  EXPECT_EQ(metadata(trace, "thread_name", kPid0, kGpuTrackBase), R"j({"name":"GPU collectives abcdef0123456789"})j");
+  EXPECT_EQ(metadata(trace, "thread_name", kPid0, kGpuTrackBase + 1),
+            R"j({"name":"GPU collectives 0000000000000042"})j");
+  EXPECT_EQ(metadata(trace, "thread_name", kPid1, kGpuTrackBase), R"j({"name":"GPU collectives abcdef0123456789"})j");
 
   // Every call is one slice on its thread; timing rows are GPU slices only.
   int host = 0, gpu = 0;
@@ -184,11 +186,34 @@ TEST_F(ExportTest, DocumentProcessesAndThreads) {
   EXPECT_EQ(gpu, 5);
 }
 
+// Each process is shown under its own pid; two nodes' processes that share one stay apart, each
+// under kSharedPidBase plus its row id, with its own pid still in its name.
+TEST_F(ExportTest, ProcessesOfTwoNodesSharingAPidStayApart) {
+  int64_t p[2] = {};
+  {
+    Database db(path_, "unitjob");
+    p[0] = db.add_process("seg-a", *header_for(0, 100, "nodeA"));
+    p[1] = db.add_process("seg-b", *header_for(1, 100, "nodeB"));
+    test::Records records(db);
+    for (int k = 0; k < 2; ++k)
+      records.add(p[k], copy(Api::cudaMemcpyAsync, 100, 64, Direction::HostToDevice, HostMemory::Pinned),
+                  1'000'000 + uint64_t(k) * 1000, 1'000'100 + uint64_t(k) * 1000);
+    records.store();
+    db.commit();
+  }
+  const Json trace = export_json();
+  EXPECT_EQ(metadata(trace, "process_name", kSharedPidBase + p[0]), R"j({"name":"rank 0 (nodeA, pid 100)"})j");
+  EXPECT_EQ(metadata(trace, "process_name", kSharedPidBase + p[1]), R"j({"name":"rank 1 (nodeB, pid 100)"})j");
+  EXPECT_EQ(metadata(trace, "process_name", 100), "");
+  EXPECT_NE(find_slice(trace, kSharedPidBase + p[0], "memcpy h2d pinned", 0.0), nullptr) << text_;
+  EXPECT_NE(find_slice(trace, kSharedPidBase + p[1], "memcpy h2d pinned", 1.0), nullptr) << text_;
+}
+
 TEST_F(ExportTest, SyncsNamedByOperationWithTheirSite) {
   write_two_rank_run();
   const Json trace = export_json();
 
-  const Json* item = find_slice(trace, r0_, "Tensor.item()", (1'010'250 - kOrigin) / 1000.0);
+  const Json* item = find_slice(trace, kPid0, "Tensor.item()", (1'010'250 - kOrigin) / 1000.0);
   ASSERT_NE(item, nullptr) << text_;
   EXPECT_EQ((*item)["tid"], 100);
   EXPECT_EQ((*item)["ts"].get<double>(), 10.25);
@@ -202,14 +227,14 @@ TEST_F(ExportTest, SyncsNamedByOperationWithTheirSite) {
   EXPECT_EQ(args["bytes"], 0);
   EXPECT_EQ(args["direction"], "none");
 
-  const Json* h2d = find_slice(trace, r0_, "memcpy h2d pageable", 0.0);
+  const Json* h2d = find_slice(trace, kPid0, "memcpy h2d pageable", 0.0);
   ASSERT_NE(h2d, nullptr) << text_;
   EXPECT_EQ((*h2d)["dur"].get<double>(), 3.5);
   EXPECT_EQ((*h2d)["args"]["bytes"], 4096);
   EXPECT_EQ((*h2d)["args"]["host_memory"], "pageable");
 
   // A D2H copy into pageable memory is a sync: named by its shape, with no stack to name a site.
-  const Json* d2h = find_slice(trace, r1_, "blocking D2H copy into pageable memory", 1020.0);
+  const Json* d2h = find_slice(trace, kPid1, "blocking D2H copy into pageable memory", 1020.0);
   ASSERT_NE(d2h, nullptr) << text_;
   EXPECT_EQ((*d2h)["tid"], 102);
   EXPECT_EQ((*d2h)["dur"].get<double>(), 2.0);
@@ -218,7 +243,7 @@ TEST_F(ExportTest, SyncsNamedByOperationWithTheirSite) {
   EXPECT_EQ((*d2h)["args"]["bytes"], 300);
   EXPECT_FALSE((*d2h)["args"].contains("python_site"));
 
-  const Json* reduce = find_slice(trace, r0_, "ncclAllReduce", 20.0);
+  const Json* reduce = find_slice(trace, kPid0, "ncclAllReduce", 20.0);
   ASSERT_NE(reduce, nullptr) << text_;
   EXPECT_EQ((*reduce)["tid"], 100);
   EXPECT_EQ((*reduce)["dur"].get<double>(), 1.0);
@@ -239,11 +264,11 @@ TEST_F(ExportTest, GpuCollectivesWithWaitsAndFlows) {
   };
   // Rank 0's second all-reduce starts on the GPU when its first ends (25 µs), not at its call (22 µs).
   const Expected expected[] = {
-      {r0_, kGpuTrackBase, 20.0, 5.0, 1, 4000, 0, "ncclAllReduce"},
-      {r0_, kGpuTrackBase, 25.0, 0.8, 2, 0, 3000, "ncclAllReduce"},
-      {r0_, kGpuTrackBase + 1, 30.0, 0.7, 1, 0, 0, "ncclBroadcast"},
-      {r1_, kGpuTrackBase, 1000.0, 1.0, 1, 0, 0, "ncclAllReduce"},
-      {r1_, kGpuTrackBase, 1010.0, 3.0, 2, 2200, 0, "ncclAllReduce"},
+      {kPid0, kGpuTrackBase, 20.0, 5.0, 1, 4000, 0, "ncclAllReduce"},
+      {kPid0, kGpuTrackBase, 25.0, 0.8, 2, 0, 3000, "ncclAllReduce"},
+      {kPid0, kGpuTrackBase + 1, 30.0, 0.7, 1, 0, 0, "ncclBroadcast"},
+      {kPid1, kGpuTrackBase, 1000.0, 1.0, 1, 0, 0, "ncclAllReduce"},
+      {kPid1, kGpuTrackBase, 1010.0, 3.0, 2, 2200, 0, "ncclAllReduce"},
   };
   for (const auto& x : expected) {
     const Json* s = find_slice(trace, x.pid, x.name, x.ts, true);
@@ -264,7 +289,7 @@ TEST_F(ExportTest, GpuCollectivesWithWaitsAndFlows) {
   std::set<int64_t> ids;
   for (std::size_t i = 0; i < 2; ++i) {
     const Json& s = starts[i];
-    EXPECT_EQ(s["pid"], r0_);
+    EXPECT_EQ(s["pid"], kPid0);
     EXPECT_EQ(s["tid"], kGpuTrackBase);
     EXPECT_EQ(s["cat"], "collective");
     EXPECT_EQ(s["bp"], "e");
@@ -272,7 +297,7 @@ TEST_F(ExportTest, GpuCollectivesWithWaitsAndFlows) {
     for (const Json& f : finishes)
       if (f["id"] == s["id"]) {
         ++matches;
-        EXPECT_EQ(f["pid"], r1_);
+        EXPECT_EQ(f["pid"], kPid1);
         EXPECT_EQ(f["cat"], "collective");
         EXPECT_EQ(f["name"], s["name"]);
         EXPECT_EQ(f["bp"], "e");
@@ -299,16 +324,16 @@ TEST_F(ExportTest, DroppedEventCountersAtStartAndEnd) {
   std::map<int64_t, std::vector<Json>> dropped;
   for (const Json& c : with_phase(trace, "C"))
     if (c["name"] == "dropped events") dropped[c["pid"].get<int64_t>()].push_back(c);
-  ASSERT_EQ(dropped[r0_].size(), 2u);
-  ASSERT_EQ(dropped[r1_].size(), 2u);
-  EXPECT_EQ(dropped[r0_][0]["ts"].get<double>(), 0.0);
-  EXPECT_EQ(dropped[r0_][1]["ts"].get<double>(), 30.7);  // the end of its last GPU slice
-  EXPECT_EQ(dropped[r0_][0]["args"],
+  ASSERT_EQ(dropped[kPid0].size(), 2u);
+  ASSERT_EQ(dropped[kPid1].size(), 2u);
+  EXPECT_EQ(dropped[kPid0][0]["ts"].get<double>(), 0.0);
+  EXPECT_EQ(dropped[kPid0][1]["ts"].get<double>(), 30.7);  // the end of its last GPU slice
+  EXPECT_EQ(dropped[kPid0][0]["args"],
             (Json{{"ring_full", 5}, {"not_ready", 1}, {"unpublished", 0}, {"malformed", 2}, {"side_ring_full", 0}}));
-  EXPECT_EQ(dropped[r0_][1]["args"], dropped[r0_][0]["args"]);
-  EXPECT_EQ(dropped[r1_][0]["ts"].get<double>(), 1000.0);
-  EXPECT_EQ(dropped[r1_][1]["ts"].get<double>(), 1022.0);
-  EXPECT_EQ(dropped[r1_][1]["args"]["ring_full"], 6200);
+  EXPECT_EQ(dropped[kPid0][1]["args"], dropped[kPid0][0]["args"]);
+  EXPECT_EQ(dropped[kPid1][0]["ts"].get<double>(), 1000.0);
+  EXPECT_EQ(dropped[kPid1][1]["ts"].get<double>(), 1022.0);
+  EXPECT_EQ(dropped[kPid1][1]["args"]["ring_full"], 6200);
 }
 
 TEST_F(ExportTest, EmptyDatabaseIsAValidTraceWithoutSlices) {
@@ -425,13 +450,13 @@ TEST_F(ExportTest, GpuTimelineTracksPerStreamAndIdleGapsPerDevice) {
   const Json trace = export_json();
 
   constexpr int64_t kBase = kGpuActivityTrackBase;
-  EXPECT_EQ(metadata(trace, "thread_name", p, kBase), R"({"name":"GPU 0 stream 7"})");
-  EXPECT_EQ(metadata(trace, "thread_name", p, kBase + 1), R"({"name":"GPU 0 stream 13"})");
-  EXPECT_EQ(metadata(trace, "thread_name", p, kBase + 2), R"({"name":"GPU 1 stream 20"})");
-  EXPECT_EQ(metadata(trace, "thread_name", p, kBase + 3), R"({"name":"GPU 0 idle"})");
-  EXPECT_EQ(metadata(trace, "thread_name", p, kBase + 4), R"({"name":"GPU 1 idle"})");
-  EXPECT_EQ(metadata(trace, "thread_sort_index", p, kBase + 4), fmt::format(R"({{"sort_index":{}}})", kBase + 4));
-  EXPECT_EQ(metadata(trace, "thread_name", p, kBase + 5), "");
+  EXPECT_EQ(metadata(trace, "thread_name", kPid0, kBase), R"({"name":"GPU 0 stream 7"})");
+  EXPECT_EQ(metadata(trace, "thread_name", kPid0, kBase + 1), R"({"name":"GPU 0 stream 13"})");
+  EXPECT_EQ(metadata(trace, "thread_name", kPid0, kBase + 2), R"({"name":"GPU 1 stream 20"})");
+  EXPECT_EQ(metadata(trace, "thread_name", kPid0, kBase + 3), R"({"name":"GPU 0 idle"})");
+  EXPECT_EQ(metadata(trace, "thread_name", kPid0, kBase + 4), R"({"name":"GPU 1 idle"})");
+  EXPECT_EQ(metadata(trace, "thread_sort_index", kPid0, kBase + 4), fmt::format(R"({{"sort_index":{}}})", kBase + 4));
+  EXPECT_EQ(metadata(trace, "thread_name", kPid0, kBase + 5), "");
 
   struct Expected {
     int64_t tid;
@@ -462,7 +487,7 @@ TEST_F(ExportTest, GpuTimelineTracksPerStreamAndIdleGapsPerDevice) {
   ASSERT_EQ(gpu.size(), std::size(expected)) << text_;
   for (std::size_t i = 0; i < gpu.size(); ++i) {
     const Expected& x = expected[i];
-    EXPECT_EQ(gpu[i]["pid"], p);
+    EXPECT_EQ(gpu[i]["pid"], kPid0);
     EXPECT_EQ(gpu[i]["tid"], x.tid) << i;
     EXPECT_EQ(gpu[i]["cat"], x.cat) << i;
     EXPECT_EQ(gpu[i]["name"], x.name) << i;

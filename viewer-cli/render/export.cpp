@@ -78,6 +78,7 @@ struct TraceProcess {
   std::string host, command;
   LostEvents lost;
   UntimedCollectives untimed;
+  int64_t trace_pid = 0;  // its pid, or where two nodes' processes share one, kSharedPidBase + id
 };
 
 struct CollectiveKey {
@@ -126,10 +127,10 @@ class ProcessExporter {
         ordinal_(ordinal) {}
 
   void run() {
-    writer_.event(metadata("process_name", p_.id, 0, {{"name", process_name(p_)}}));
-    writer_.event(metadata("process_sort_index", p_.id, 0,
+    writer_.event(metadata("process_name", p_.trace_pid, 0, {{"name", process_name(p_)}}));
+    writer_.event(metadata("process_sort_index", p_.trace_pid, 0,
                            {{"sort_index", p_.rank >= 0 ? p_.rank : kUnrankedSortBase + ordinal_}}));
-    if (!p_.command.empty()) writer_.event(metadata("process_labels", p_.id, 0, {{"labels", p_.command}}));
+    if (!p_.command.empty()) writer_.event(metadata("process_labels", p_.trace_pid, 0, {{"labels", p_.command}}));
     host_calls();
     gpu_collectives();
     gpu_activities();
@@ -192,7 +193,7 @@ class ProcessExporter {
   void thread(int64_t tid) {
     if (!tids_.insert(tid).second) return;
     const std::string name = tid == p_.pid ? fmt::format("main thread (tid {})", tid) : fmt::format("tid {}", tid);
-    writer_.event(metadata("thread_name", p_.id, tid, {{"name", name}}));
+    writer_.event(metadata("thread_name", p_.trace_pid, tid, {{"name", name}}));
   }
 
   void host_calls() {
@@ -259,7 +260,7 @@ class ProcessExporter {
     writer_.event(Json{{"ph", "X"},
                        {"cat", cls ? api_class_name(*cls) : "unknown"},
                        {"name", std::move(name)},
-                       {"pid", p_.id},
+                       {"pid", p_.trace_pid},
                        {"tid", call.tid},
                        {"ts", us(call.begin_ns)},
                        {"dur", duration_us(call.end_ns - call.begin_ns)},
@@ -279,8 +280,8 @@ class ProcessExporter {
         track_comm = key.comm;
         ++track_tid;
         track_end = std::numeric_limits<int64_t>::min();
-        writer_.event(metadata("thread_name", p_.id, track_tid, {{"name", "GPU collectives " + hex(key.comm)}}));
-        writer_.event(metadata("thread_sort_index", p_.id, track_tid, {{"sort_index", track_tid}}));
+        writer_.event(metadata("thread_name", p_.trace_pid, track_tid, {{"name", "GPU collectives " + hex(key.comm)}}));
+        writer_.event(metadata("thread_sort_index", p_.trace_pid, track_tid, {{"sort_index", track_tid}}));
       }
       const int64_t start = std::max(host_begin, track_end);
       track_end = start + gpu_ns;
@@ -292,7 +293,7 @@ class ProcessExporter {
       writer_.event(Json{{"ph", "X"},
                          {"cat", "gpu_collective"},
                          {"name", names_.api(row.api).name},
-                         {"pid", p_.id},
+                         {"pid", p_.trace_pid},
                          {"tid", track_tid},
                          {"ts", ts},
                          {"dur", dur},
@@ -312,7 +313,7 @@ class ProcessExporter {
                            {"cat", "collective"},
                            {"name", "collective"},
                            {"id", info->second.flow_id},
-                           {"pid", p_.id},
+                           {"pid", p_.trace_pid},
                            {"tid", track_tid},
                            {"ts", ts + dur / 2},
                            {"bp", "e"}});
@@ -374,7 +375,7 @@ class ProcessExporter {
       writer_.event(Json{{"ph", "X"},
                          {"cat", cls ? api_class_name(*cls) : "unknown"},
                          {"name", std::move(name)},
-                         {"pid", p_.id},
+                         {"pid", p_.trace_pid},
                          {"tid", stream_tids.at({device, row.stream})},
                          {"ts", us(start)},
                          {"dur", duration_us(end - start)},
@@ -383,8 +384,8 @@ class ProcessExporter {
   }
 
   void track_metadata(int64_t tid, const std::string& name) {
-    writer_.event(metadata("thread_name", p_.id, tid, {{"name", name}}));
-    writer_.event(metadata("thread_sort_index", p_.id, tid, {{"sort_index", tid}}));
+    writer_.event(metadata("thread_name", p_.trace_pid, tid, {{"name", name}}));
+    writer_.event(metadata("thread_sort_index", p_.trace_pid, tid, {{"sort_index", tid}}));
   }
 
   // A gap between two activities: idle up to the first off edge in it, if any, and not recorded
@@ -408,7 +409,7 @@ class ProcessExporter {
                        {"cat", "gpu_not_recorded"},
                        {"name", "not recorded (GPU timeline off)"},
                        {"cname", "white"},
-                       {"pid", p_.id},
+                       {"pid", p_.trace_pid},
                        {"tid", tid},
                        {"ts", us(gap.start_ns)},
                        {"dur", duration_us(gap.end_ns - gap.start_ns)},
@@ -421,7 +422,7 @@ class ProcessExporter {
                        {"cat", "gpu_idle"},
                        {"name", "GPU idle"},
                        {"cname", "grey"},
-                       {"pid", p_.id},
+                       {"pid", p_.trace_pid},
                        {"tid", tid},
                        {"ts", us(gap.start_ns)},
                        {"dur", duration_us(gap.end_ns - gap.start_ns)},
@@ -432,11 +433,11 @@ class ProcessExporter {
     const bool any = first_ns_ <= last_ns_;
     const double at[] = {any ? us(first_ns_) : 0.0, any ? us(last_ns_) : 0.0};
     for (const double ts : at) {
-      writer_.event(
-          Json{{"ph", "C"}, {"name", "dropped events"}, {"pid", p_.id}, {"ts", ts}, {"args", lost_json(p_.lost)}});
+      writer_.event(Json{
+          {"ph", "C"}, {"name", "dropped events"}, {"pid", p_.trace_pid}, {"ts", ts}, {"args", lost_json(p_.lost)}});
       writer_.event(Json{{"ph", "C"},
                          {"name", "untimed collectives"},
-                         {"pid", p_.id},
+                         {"pid", p_.trace_pid},
                          {"ts", ts},
                          {"args", untimed_json(p_.untimed)}});
     }
@@ -475,6 +476,9 @@ void export_chrome_trace(const RunDatabase& db, std::ostream& out) {
   std::sort(processes.begin(), processes.end(), [](const TraceProcess& a, const TraceProcess& b) {
     return std::tuple(a.rank < 0, a.rank, a.pid, a.id) < std::tuple(b.rank < 0, b.rank, b.pid, b.id);
   });
+  std::unordered_map<int64_t, int> sharing;  // processes per pid
+  for (const TraceProcess& p : processes) ++sharing[p.pid];
+  for (TraceProcess& p : processes) p.trace_pid = sharing[p.pid] == 1 ? p.pid : kSharedPidBase + p.id;
   std::unordered_map<int64_t, uint32_t> ordinal;
   for (std::size_t i = 0; i < processes.size(); ++i) ordinal.emplace(processes[i].id, uint32_t(i));
   const int64_t origin = read_first_call_ns(db);

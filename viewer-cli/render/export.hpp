@@ -15,6 +15,10 @@ namespace trainshim::cli {
 inline constexpr int64_t kGpuTrackBase = 1'000'000'000;
 inline constexpr int64_t kGpuActivityTrackBase = 1'500'000'000;
 
+// A process's `pid` in the trace is its own, unless processes of two nodes share it: then this plus
+// its row id in the database (above every Linux pid, PID_MAX_LIMIT 2^22).
+inline constexpr int64_t kSharedPidBase = 10'000'000;
+
 // An idle stretch of a device longer than this is marked on its idle track.
 inline constexpr int64_t kExportIdleGapNs = 1'000'000;
 
