@@ -1,10 +1,9 @@
 #pragma once
-// The rows `trainshim export` streams into the trace, typed: each process's host calls, its timed
-// collectives and its GPU activities, one row at a time (a trace is never held whole), and the
-// run's totals the trace's header states.
+// The rows `trainshim export` streams into the trace, typed: each process's host calls and its timed
+// collectives, one row at a time (a trace is never held whole), its GPU streams, and the run's
+// totals the trace's header states. Its GPU activities are read with rows.hpp's reader.
 #include <cstdint>
 #include <functional>
-#include <string>
 #include <utility>
 #include <vector>
 
