@@ -396,37 +396,27 @@ class ProcessExporter {
     const bool leaves_window = off != offs.end() && *off < gap.end_ns;
     if (leaves_window) {
       const GpuBusyUnion::Gap recorded{gap.device, gap.start_ns, *off};
-      if (recorded.end_ns - recorded.start_ns > kExportIdleGapNs) idle_gap(tid, recorded);
+      if (recorded.end_ns - recorded.start_ns > kExportIdleGapNs) gap_slice(tid, recorded, true);
       gap.start_ns = *off;
-      not_recorded(tid, gap);
+      gap_slice(tid, gap, false);
     } else if (gap.end_ns - gap.start_ns > kExportIdleGapNs) {
-      idle_gap(tid, gap);
+      gap_slice(tid, gap, true);
     }
   }
 
-  void not_recorded(int64_t tid, const GpuBusyUnion::Gap& gap) {
+  // A stretch of a device's idle track: the GPU idle (its cause is the report's, `trainshim
+  // report`), or nothing recorded while the timeline was off.
+  void gap_slice(int64_t tid, const GpuBusyUnion::Gap& gap, bool recorded) {
+    const int64_t ns = gap.end_ns - gap.start_ns;
     writer_.event(Json{{"ph", "X"},
-                       {"cat", "gpu_not_recorded"},
-                       {"name", "not recorded (GPU timeline off)"},
-                       {"cname", "white"},
+                       {"cat", recorded ? "gpu_idle" : "gpu_not_recorded"},
+                       {"name", recorded ? "GPU idle" : "not recorded (GPU timeline off)"},
+                       {"cname", recorded ? "grey" : "white"},
                        {"pid", p_.trace_pid},
                        {"tid", tid},
                        {"ts", us(gap.start_ns)},
-                       {"dur", duration_us(gap.end_ns - gap.start_ns)},
-                       {"args", {{"device", gap.device}, {"not_recorded_ns", gap.end_ns - gap.start_ns}}}});
-  }
-
-  // Its cause is the report's (`trainshim report`): the trace marks where the GPU waited.
-  void idle_gap(int64_t tid, const GpuBusyUnion::Gap& gap) {
-    writer_.event(Json{{"ph", "X"},
-                       {"cat", "gpu_idle"},
-                       {"name", "GPU idle"},
-                       {"cname", "grey"},
-                       {"pid", p_.trace_pid},
-                       {"tid", tid},
-                       {"ts", us(gap.start_ns)},
-                       {"dur", duration_us(gap.end_ns - gap.start_ns)},
-                       {"args", {{"device", gap.device}, {"idle_ns", gap.end_ns - gap.start_ns}}}});
+                       {"dur", duration_us(ns)},
+                       {"args", {{"device", gap.device}, {recorded ? "idle_ns" : "not_recorded_ns", ns}}}});
   }
 
   void counters() {
