@@ -68,21 +68,24 @@ TEST(CollectiveWaits, TheSlowRankIsNamedWithWhatItsHostWasDoing) {
   ASSERT_EQ(run(trainshim_cli() + " export " + s.db() + " --format chrome -o " + s.dir + "/trace.json").exit_code, 0);
   std::ifstream trace_file(s.dir + "/trace.json");
   const json trace = json::parse(trace_file);
-  int ranks_named = 0, gpu_slices = 0, flow_starts = 0, flow_steps = 0, flow_ends = 0;
+  int ranks_named = 0, gpu_slices = 0, flow_starts = 0, flow_steps = 0, flow_ends = 0, host_flows = 0;
   for (const auto& e : trace.at("traceEvents")) {
     const std::string ph = e.at("ph");
     if (ph == "M" && e.at("name") == "process_name" && e.at("args").at("name").get<std::string>().starts_with("rank "))
       ++ranks_named;
-    if (ph == "X" && e.contains("args") && e.at("args").contains("wait_ns")) ++gpu_slices;
-    flow_starts += ph == "s";
-    flow_steps += ph == "t";
-    flow_ends += ph == "f";
+    if (ph == "X" && e.at("cat") == "gpu_collective") ++gpu_slices;
+    const bool across_ranks = e.contains("cat") && e.at("cat") == "collective";
+    flow_starts += ph == "s" && across_ranks;
+    flow_steps += ph == "t" && across_ranks;
+    flow_ends += ph == "f" && across_ranks;
+    host_flows += ph == "s" && e.contains("cat") && e.at("cat") == "host_to_gpu";
   }
   EXPECT_EQ(ranks_named, 4);
   EXPECT_EQ(gpu_slices, 4 * 30);
   EXPECT_EQ(flow_starts, 30);
   EXPECT_EQ(flow_steps, 2 * 30);
   EXPECT_EQ(flow_ends, 30);
+  EXPECT_EQ(host_flows, 4 * 30);  // each rank's call to its GPU slice
 }
 
 // Four ranks share this machine's two cores with the other tests: a rank the scheduler holds

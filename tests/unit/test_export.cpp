@@ -179,11 +179,13 @@ TEST_F(ExportTest, DocumentProcessesAndThreads) {
             R"j({"name":"GPU collectives 0000000000000042"})j");
   EXPECT_EQ(metadata(trace, "thread_name", kPid1, kGpuTrackBase), R"j({"name":"GPU collectives abcdef0123456789"})j");
 
-  // Every call is one slice on its thread; timing rows are GPU slices only.
-  int host = 0, gpu = 0;
-  for (const auto& e : with_phase(trace, "X")) (e["tid"].get<int64_t>() >= kGpuTrackBase ? gpu : host) += 1;
+  // Every call is one slice on its thread; timing rows are GPU slices only, two of them with a wait.
+  int host = 0, gpu = 0, waits = 0;
+  for (const auto& e : with_phase(trace, "X"))
+    (e["tid"].get<int64_t>() < kGpuTrackBase ? host : e["cat"] == "gpu_collective" ? gpu : waits) += 1;
   EXPECT_EQ(host, 8);
   EXPECT_EQ(gpu, 5);
+  EXPECT_EQ(waits, 2);
 }
 
 // Each process is shown under its own pid; two nodes' processes that share one stay apart, each
@@ -248,41 +250,60 @@ TEST_F(ExportTest, SyncsNamedByOperationWithTheirSite) {
   EXPECT_EQ((*reduce)["tid"], 100);
   EXPECT_EQ((*reduce)["dur"].get<double>(), 1.0);
   EXPECT_EQ((*reduce)["args"]["communicator"], "abcdef0123456789");
-  EXPECT_EQ((*reduce)["args"]["sequence"], 1);
   EXPECT_EQ((*reduce)["args"]["bytes"], 1 << 20);
+  EXPECT_FALSE((*reduce)["args"].contains("sequence"));  // a per-call number: in the flows only
 }
 
+// The GPU slices' arguments are the same for every call of one communicator and size (viewers that
+// group by name and arguments group them); each rank's wait is a nested slice, each call's number
+// is in its flows.
 TEST_F(ExportTest, GpuCollectivesWithWaitsAndFlows) {
   write_two_rank_run();
   const Json trace = export_json();
   struct Expected {
     int64_t pid, tid;
     double ts, dur;
-    uint32_t sequence;
-    int64_t wait_ns, queued_ns;
+    double wait_us;
     const char* name;
+    const char* comm;
   };
   // Rank 0's second all-reduce starts on the GPU when its first ends (25 µs), not at its call (22 µs).
   const Expected expected[] = {
-      {kPid0, kGpuTrackBase, 20.0, 5.0, 1, 4000, 0, "ncclAllReduce"},
-      {kPid0, kGpuTrackBase, 25.0, 0.8, 2, 0, 3000, "ncclAllReduce"},
-      {kPid0, kGpuTrackBase + 1, 30.0, 0.7, 1, 0, 0, "ncclBroadcast"},
-      {kPid1, kGpuTrackBase, 1000.0, 1.0, 1, 0, 0, "ncclAllReduce"},
-      {kPid1, kGpuTrackBase, 1010.0, 3.0, 2, 2200, 0, "ncclAllReduce"},
+      {kPid0, kGpuTrackBase, 20.0, 5.0, 4.0, "ncclAllReduce", "abcdef0123456789"},
+      {kPid0, kGpuTrackBase, 25.0, 0.8, 0.0, "ncclAllReduce", "abcdef0123456789"},
+      {kPid0, kGpuTrackBase + 1, 30.0, 0.7, 0.0, "ncclBroadcast", "0000000000000042"},
+      {kPid1, kGpuTrackBase, 1000.0, 1.0, 0.0, "ncclAllReduce", "abcdef0123456789"},
+      {kPid1, kGpuTrackBase, 1010.0, 3.0, 2.2, "ncclAllReduce", "abcdef0123456789"},
   };
+  std::vector<Json> waits;
+  for (const Json& x : with_phase(trace, "X"))
+    if (x["cat"] == "gpu_collective_wait") waits.push_back(x);
+  std::size_t waited = 0;
   for (const auto& x : expected) {
     const Json* s = find_slice(trace, x.pid, x.name, x.ts, true);
     ASSERT_NE(s, nullptr) << x.pid << " " << x.ts << "\n" << text_;
     EXPECT_EQ((*s)["tid"], x.tid);
     EXPECT_EQ((*s)["dur"].get<double>(), x.dur);
-    EXPECT_EQ((*s)["args"]["sequence"], x.sequence);
-    EXPECT_EQ((*s)["args"]["wait_ns"], x.wait_ns) << x.pid << " " << x.ts;
-    EXPECT_EQ((*s)["args"]["queued_ns"], x.queued_ns);
+    EXPECT_EQ((*s)["args"], (Json{{"communicator", x.comm}, {"bytes", 1 << 20}})) << x.pid << " " << x.ts;
+    if (x.wait_us == 0) continue;
+    ++waited;
+    const Json* w = find_slice(trace, x.pid, "waiting for the other ranks", x.ts, true);
+    ASSERT_NE(w, nullptr) << x.pid << " " << x.ts << "\n" << text_;
+    EXPECT_EQ((*w)["tid"], x.tid);
+    EXPECT_DOUBLE_EQ((*w)["dur"].get<double>(), x.wait_us);
+    EXPECT_FALSE(w->contains("args"));
   }
+  EXPECT_EQ(waits.size(), waited);
 
-  // One flow per all-reduce: started on rank 0, finished on rank 1, inside the GPU slices. The
-  // broadcast, timed by one rank only, has none.
-  const auto starts = with_phase(trace, "s"), finishes = with_phase(trace, "f");
+  auto flows = [&](const char* phase, const char* cat) {
+    std::vector<Json> out;
+    for (const Json& e : with_phase(trace, phase))
+      if (e["cat"] == cat) out.push_back(e);
+    return out;
+  };
+  // One flow per all-reduce: started on rank 0, finished on rank 1, inside the GPU slices, named
+  // by the call's number. The broadcast, timed by one rank only, has none.
+  const auto starts = flows("s", "collective"), finishes = flows("f", "collective");
   EXPECT_TRUE(with_phase(trace, "t").empty());
   ASSERT_EQ(starts.size(), 2u) << text_;
   ASSERT_EQ(finishes.size(), 2u) << text_;
@@ -291,14 +312,13 @@ TEST_F(ExportTest, GpuCollectivesWithWaitsAndFlows) {
     const Json& s = starts[i];
     EXPECT_EQ(s["pid"], kPid0);
     EXPECT_EQ(s["tid"], kGpuTrackBase);
-    EXPECT_EQ(s["cat"], "collective");
+    EXPECT_EQ(s["name"], fmt::format("ncclAllReduce #{}", i + 1));
     EXPECT_EQ(s["bp"], "e");
     int matches = 0;
     for (const Json& f : finishes)
       if (f["id"] == s["id"]) {
         ++matches;
         EXPECT_EQ(f["pid"], kPid1);
-        EXPECT_EQ(f["cat"], "collective");
         EXPECT_EQ(f["name"], s["name"]);
         EXPECT_EQ(f["bp"], "e");
       }
@@ -306,8 +326,32 @@ TEST_F(ExportTest, GpuCollectivesWithWaitsAndFlows) {
     ids.insert(s["id"].get<int64_t>());
   }
   EXPECT_EQ(ids.size(), 2u);
-  // Each flow point lies inside a GPU slice of its own track.
-  for (const auto* list : {&starts, &finishes})
+
+  // Each timed call's host slice starts a flow that ends at its GPU slice's start: three on rank 0,
+  // two on rank 1, each id once in the trace.
+  const auto host_starts = flows("s", "host_to_gpu"), host_ends = flows("f", "host_to_gpu");
+  ASSERT_EQ(host_starts.size(), 5u) << text_;
+  ASSERT_EQ(host_ends.size(), 5u) << text_;
+  const std::pair<int64_t, double> gpu_starts[] = {
+      {kPid0, 20.0}, {kPid0, 25.0}, {kPid0, 30.0}, {kPid1, 1000.0}, {kPid1, 1010.0}};
+  std::set<int64_t> host_ids;
+  for (const auto& [pid, ts] : gpu_starts) {
+    const auto end = std::find_if(host_ends.begin(), host_ends.end(),
+                                  [&](const Json& f) { return f["pid"] == pid && f["ts"].get<double>() == ts; });
+    ASSERT_NE(end, host_ends.end()) << pid << " " << ts;
+    EXPECT_GE((*end)["tid"].get<int64_t>(), kGpuTrackBase);
+    const auto start =
+        std::find_if(host_starts.begin(), host_starts.end(), [&](const Json& s) { return s["id"] == (*end)["id"]; });
+    ASSERT_NE(start, host_starts.end()) << *end;
+    EXPECT_EQ((*start)["pid"], pid);
+    EXPECT_LT((*start)["tid"].get<int64_t>(), kGpuTrackBase);
+    EXPECT_EQ((*start)["name"], (*end)["name"]);
+    host_ids.insert((*end)["id"].get<int64_t>());
+  }
+  EXPECT_EQ(host_ids.size(), 5u);
+
+  // Each flow point lies inside a slice of its own track.
+  for (const auto* list : {&starts, &finishes, &host_starts, &host_ends})
     for (const Json& p : *list) {
       bool inside = false;
       for (const Json& x : with_phase(trace, "X"))
@@ -350,7 +394,7 @@ TEST_F(ExportTest, CommandWritesTheFileAndRefusesBadArguments) {
   export_trace(path_, out);
   std::ifstream in(out);
   const Json trace = Json::parse(in);
-  EXPECT_EQ(with_phase(trace, "X").size(), 13u);
+  EXPECT_EQ(with_phase(trace, "X").size(), 15u);  // 8 host calls, 5 GPU collectives, 2 waits
   // Written beside its name, then renamed into place: nothing else is left in the directory.
   std::set<std::string> names;
   for (const auto& entry : fs::directory_iterator(dir_)) names.insert(entry.path().filename().string());
@@ -470,16 +514,16 @@ TEST_F(ExportTest, GpuTimelineTracksPerStreamAndIdleGapsPerDevice) {
       "bf16_64x64_64x6_tn_align8::Params)";
   const Expected expected[] = {
       {kBase, "gpu_copy", "memcpy h2d", 500.0, 3000.0,
-       Json{{"bytes", 4096}, {"direction", "h2d"}, {"host_memory", "pageable"}, {"correlation", 10}}},
-      {kBase + 2, "gpu_kernel", "triton_poi_fused_mul_silu_2", 1000.0, 500.0, Json{{"correlation", 15}}},
-      {kBase + 2, "gpu_kernel", "triton_poi_fused_mul_silu_2", 1600.0, 100.0, Json{{"correlation", 16}}},
-      {kBase + 2, "gpu_kernel", "triton_poi_fused_mul_silu_2", 2700.0, 100.0, Json{{"correlation", 17}}},
+       Json{{"bytes", 4096}, {"direction", "h2d"}, {"host_memory", "pageable"}}},
+      {kBase + 2, "gpu_kernel", "triton_poi_fused_mul_silu_2", 1000.0, 500.0, Json::object()},
+      {kBase + 2, "gpu_kernel", "triton_poi_fused_mul_silu_2", 1600.0, 100.0, Json::object()},
+      {kBase + 2, "gpu_kernel", "triton_poi_fused_mul_silu_2", 2700.0, 100.0, Json::object()},
       {kBase + 3, "gpu_idle", "GPU idle", 3500.0, 5500.0, Json{{"device", 0}, {"idle_ns", 5'500'000}}},
-      {kBase, "gpu_kernel", sgemm, 9000.0, 4000.0, Json{{"gemm_precision", "fp32"}, {"correlation", 11}}},
-      {kBase + 1, "gpu_kernel", bf16_shown, 11000.0, 1000.0, Json{{"gemm_precision", "bf16"}, {"correlation", 12}}},
-      {kBase + 1, "gpu_memset", "memset", 13500.0, 200.0, Json{{"bytes", 256}, {"correlation", 13}}},
+      {kBase, "gpu_kernel", sgemm, 9000.0, 4000.0, Json{{"gemm_precision", "fp32"}}},
+      {kBase + 1, "gpu_kernel", bf16_shown, 11000.0, 1000.0, Json{{"gemm_precision", "bf16"}}},
+      {kBase + 1, "gpu_memset", "memset", 13500.0, 200.0, Json{{"bytes", 256}}},
       {kBase + 3, "gpu_idle", "GPU idle", 13700.0, 5300.0, Json{{"device", 0}, {"idle_ns", 5'300'000}}},
-      {kBase, "gpu_kernel", sgemm, 19000.0, 1000.0, Json{{"gemm_precision", "fp32"}, {"correlation", 14}}},
+      {kBase, "gpu_kernel", sgemm, 19000.0, 1000.0, Json{{"gemm_precision", "fp32"}}},
   };
   std::vector<Json> gpu;
   for (const Json& x : with_phase(trace, "X"))

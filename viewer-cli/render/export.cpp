@@ -102,6 +102,9 @@ struct CollectiveInfo {
 
 using CollectiveMap = std::unordered_map<CollectiveKey, CollectiveInfo, CollectiveKeyHash>;
 
+// The flows from a collective's host call to its GPU slice, apart from those across ranks.
+constexpr const char* kHostToGpuFlow = "host_to_gpu";
+
 std::string hex(int64_t id) { return fmt::format("{:016x}", uint64_t(id)); }
 
 std::string process_name(const TraceProcess& p) {
@@ -117,20 +120,24 @@ Json metadata(const char* name, int64_t pid, int64_t tid, Json args) {
 class ProcessExporter {
  public:
   ProcessExporter(const RunDatabase& db, const Vocabulary& names, const CollectiveMap& collectives, TraceWriter& writer,
-                  int64_t origin_ns, const TraceProcess& process, uint32_t ordinal)
+                  int64_t origin_ns, const TraceProcess& process, uint32_t ordinal, std::size_t process_count)
       : db_(db),
         names_(names),
         collectives_(collectives),
         writer_(writer),
         origin_(origin_ns),
         p_(process),
-        ordinal_(ordinal) {}
+        ordinal_(ordinal),
+        process_count_(process_count) {}
 
   void run() {
     writer_.event(metadata("process_name", p_.trace_pid, 0, {{"name", process_name(p_)}}));
     writer_.event(metadata("process_sort_index", p_.trace_pid, 0,
                            {{"sort_index", p_.rank >= 0 ? p_.rank : kUnrankedSortBase + ordinal_}}));
     if (!p_.command.empty()) writer_.event(metadata("process_labels", p_.trace_pid, 0, {{"labels", p_.command}}));
+    for_each_timed_collective(db_, p_.id, [this](const TimedCollectiveRow& row) {
+      timed_.insert({row.communicator, row.sequence});
+    });
     host_calls();
     gpu_collectives();
     gpu_activities();
@@ -242,7 +249,6 @@ class ProcessExporter {
     } else if (cls == ApiClass::Collective) {
       name = api_name;
       args["communicator"] = hex(call.object);
-      args["sequence"] = call.sequence;
       args["bytes"] = call.bytes;
       args["rank_in_comm"] = call.rank_in_comm;
       args["comm_size"] = call.comm_size;
@@ -257,14 +263,33 @@ class ProcessExporter {
       if (call.bytes) args["bytes"] = call.bytes;
     }
     if (call.result != 0) args["result"] = call.result;
+    const double ts = us(call.begin_ns), dur = duration_us(call.end_ns - call.begin_ns);
     writer_.event(Json{{"ph", "X"},
                        {"cat", cls ? api_class_name(*cls) : "unknown"},
-                       {"name", std::move(name)},
+                       {"name", name},
                        {"pid", p_.trace_pid},
                        {"tid", call.tid},
-                       {"ts", us(call.begin_ns)},
-                       {"dur", duration_us(call.end_ns - call.begin_ns)},
+                       {"ts", ts},
+                       {"dur", dur},
                        {"args", std::move(args)}});
+    if (cls == ApiClass::Collective)
+      if (const std::optional<int64_t> id = host_flow_id({call.object, call.sequence}))
+        writer_.event(flow_point("s", *id, kHostToGpuFlow, name, call.tid, ts + dur / 2));
+  }
+
+  // The flow from a collective's host call to its GPU slice: only for a (communicator, number)
+  // this process timed, once (a group's calls share their operation's timing); its id is unique
+  // in the trace, one per process and collective.
+  std::optional<int64_t> host_flow_id(const CollectiveKey& key) {
+    const auto info = collectives_.find(key);
+    if (info == collectives_.end() || !timed_.count(key) || !host_flows_.insert(key).second) return std::nullopt;
+    return info->second.flow_id * int64_t(process_count_) + ordinal_;
+  }
+
+  Json flow_point(const char* phase, int64_t id, const char* cat, const std::string& name, int64_t tid,
+                  double ts) const {
+    return Json{{"ph", phase},         {"cat", cat}, {"name", name}, {"id", id},
+                {"pid", p_.trace_pid}, {"tid", tid}, {"ts", ts},     {"bp", "e"}};
   }
 
   // Each timed collective on its communicator's GPU track, from its own row (a call in a group
@@ -290,33 +315,39 @@ class ProcessExporter {
       const auto info = collectives_.find(key);
       const int64_t wait = info == collectives_.end() ? 0 : gpu_ns - info->second.min_gpu_ns;
       const double ts = us(start), dur = duration_us(gpu_ns);
+      const std::string& name = names_.api(row.api).name;
+      // The arguments are the same for every call of one communicator and size, so that viewers
+      // that group slices by name and arguments group them; what is per call (its number, its
+      // wait) is in the flows and in the nested wait slice.
       writer_.event(Json{{"ph", "X"},
                          {"cat", "gpu_collective"},
-                         {"name", names_.api(row.api).name},
+                         {"name", name},
                          {"pid", p_.trace_pid},
                          {"tid", track_tid},
                          {"ts", ts},
                          {"dur", dur},
-                         {"args",
-                          {{"communicator", hex(key.comm)},
-                           {"sequence", key.sequence},
-                           {"bytes", bytes},
-                           {"gpu_ns", gpu_ns},
-                           {"wait_ns", wait},
-                           {"queued_ns", start - host_begin}}}});
-
-      // One flow point per process and (communicator, sequence), inside the slice it binds to.
-      if (info != collectives_.end() && info->second.first != info->second.last && flow_key != key) {
-        flow_key = key;
-        const char* phase = ordinal_ == info->second.first ? "s" : ordinal_ == info->second.last ? "f" : "t";
-        writer_.event(Json{{"ph", phase},
-                           {"cat", "collective"},
-                           {"name", "collective"},
-                           {"id", info->second.flow_id},
+                         {"args", {{"communicator", hex(key.comm)}, {"bytes", bytes}}}});
+      // The rank's wait for the others: its time beyond the shortest rank's, at the start, where
+      // the kernel waits for the late rank's data.
+      if (wait > 0)
+        writer_.event(Json{{"ph", "X"},
+                           {"cat", "gpu_collective_wait"},
+                           {"name", "waiting for the other ranks"},
                            {"pid", p_.trace_pid},
                            {"tid", track_tid},
-                           {"ts", ts + dur / 2},
-                           {"bp", "e"}});
+                           {"ts", ts},
+                           {"dur", duration_us(wait)}});
+
+      if (info == collectives_.end() || flow_key == key) return;
+      flow_key = key;
+      const std::string flow_name = fmt::format("{} #{}", name, key.sequence);
+      if (host_flows_.count(key))
+        writer_.event(flow_point("f", info->second.flow_id * int64_t(process_count_) + ordinal_, kHostToGpuFlow, name,
+                                 track_tid, ts));
+      // One flow point per process and (communicator, sequence), inside the slice it binds to.
+      if (info->second.first != info->second.last) {
+        const char* phase = ordinal_ == info->second.first ? "s" : ordinal_ == info->second.last ? "f" : "t";
+        writer_.event(flow_point(phase, info->second.flow_id, "collective", flow_name, track_tid, ts + dur / 2));
       }
     });
   }
@@ -371,7 +402,6 @@ class ProcessExporter {
       } else {
         name = names_.api(row.api).name;
       }
-      args["correlation"] = row.correlation;
       writer_.event(Json{{"ph", "X"},
                          {"cat", cls ? api_class_name(*cls) : "unknown"},
                          {"name", std::move(name)},
@@ -440,6 +470,9 @@ class ProcessExporter {
   const int64_t origin_;
   const TraceProcess& p_;
   const uint32_t ordinal_;
+  const std::size_t process_count_;
+  std::unordered_set<CollectiveKey, CollectiveKeyHash> timed_;       // the collectives it timed on the GPU
+  std::unordered_set<CollectiveKey, CollectiveKeyHash> host_flows_;  // those whose host call starts a flow
   int64_t first_ns_ = std::numeric_limits<int64_t>::max(), last_ns_ = std::numeric_limits<int64_t>::min();
   std::unordered_set<int64_t> tids_;
   std::unordered_map<int64_t, std::vector<NativeFrameView>> native_cache_;
@@ -509,7 +542,7 @@ void export_chrome_trace(const RunDatabase& db, std::ostream& out) {
         kExportIdleGapNs / 1'000'000);
   writer.open(other);
   for (std::size_t i = 0; i < processes.size(); ++i)
-    ProcessExporter(db, names, collectives, writer, origin, processes[i], uint32_t(i)).run();
+    ProcessExporter(db, names, collectives, writer, origin, processes[i], uint32_t(i), processes.size()).run();
   writer.close();
 }
 
