@@ -362,6 +362,50 @@ TEST_F(ExportTest, GpuCollectivesWithWaitsAndFlows) {
     }
 }
 
+// The step track numbers the steps as `trainshim report` does: step k from the k-th return of the
+// sync that marks steps to the next; `--step` names that sync.
+TEST_F(ExportTest, StepTrackNumbersTheReportsSteps) {
+  {
+    Database db(path_, "unitjob");
+    const int64_t p = db.add_process("seg-100", *header_for(0, 100, "nodeA"));
+    db.add_python_frame(p, 1, 0, "train.py", "train_step", 57, "loss.item()");
+    test::Records records(db);
+    for (const uint64_t at : {1'000'000, 3'000'000, 6'000'000, 10'000'000}) {
+      EventRecord r = record(Api::cudaStreamSynchronize, 100);
+      r.python_stack = 1;
+      records.add(p, r, at, at + 500'000);
+    }
+    records.store();
+    db.commit();
+  }
+  const std::pair<std::string, double> expected[] = {{"step 0", 500.0}, {"step 1", 2500.0}, {"step 2", 5500.0}};
+  const double lengths[] = {2000.0, 3000.0, 4000.0};
+  for (const std::string step : {"", "train.py:57", "train_step"}) {
+    RunDatabase db(path_);
+    std::ostringstream out;
+    export_chrome_trace(db, out, step);
+    const Json trace = Json::parse(out.str());
+    EXPECT_EQ(metadata(trace, "thread_name", kPid0, kStepTrackTid), R"({"name":"steps"})") << step;
+    std::vector<Json> steps;
+    for (const Json& x : with_phase(trace, "X"))
+      if (x["cat"] == "step") steps.push_back(x);
+    ASSERT_EQ(steps.size(), std::size(expected)) << step << "\n" << out.str();
+    for (std::size_t k = 0; k < steps.size(); ++k) {
+      EXPECT_EQ(steps[k]["name"], expected[k].first);
+      EXPECT_EQ(steps[k]["tid"], kStepTrackTid);
+      EXPECT_EQ(steps[k]["ts"].get<double>(), expected[k].second) << step << " " << k;
+      EXPECT_EQ(steps[k]["dur"].get<double>(), lengths[k]) << step << " " << k;
+    }
+  }
+  // A step named by a sync that never ran: no step is found, and there is no step track.
+  RunDatabase db(path_);
+  std::ostringstream out;
+  export_chrome_trace(db, out, "other.py:1");
+  const Json trace = Json::parse(out.str());
+  EXPECT_EQ(metadata(trace, "thread_name", kPid0, kStepTrackTid), "");
+  for (const Json& x : with_phase(trace, "X")) EXPECT_NE(x["cat"], "step");
+}
+
 TEST_F(ExportTest, DroppedEventCountersAtStartAndEnd) {
   write_two_rank_run();
   const Json trace = export_json();
@@ -715,7 +759,8 @@ TEST_F(ExportTest, HundredThousandEventsAreWrittenWhileRead) {
   export_chrome_trace(db, out);
   sqlite3_trace_v2(db.handle(), 0, nullptr, nullptr);
 
-  EXPECT_EQ(buffer.slices, kEvents);
+  // Every call, and each process's steps between its 16,667 syncs.
+  EXPECT_EQ(buffer.slices, kEvents + 2 * 16'666);
   ASSERT_GT(buffer.samples.size(), 20u);
   // Half of the trace was out while at most about half of the rows had been read (each process's
   // rows come sorted, so a process's rows are produced as its slices are written).

@@ -315,6 +315,12 @@ RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::strin
   return out;
 }
 
+Steps load_steps(const RunDatabase& db, int64_t process_id, const std::string& step_name,
+                 std::vector<CollectiveCall> collectives) {
+  StackCache stacks(db, process_id);
+  return steps_of(db, process_id, stacks, step_name, std::move(collectives), read_call_span_ns(db, process_id));
+}
+
 void rank_by_bubble(RankSyncs& rs) {
   for (SiteKind kind : {SiteKind::HiddenSync, SiteKind::ExplicitSync}) {
     std::vector<SyncSite>& list = kind == SiteKind::HiddenSync ? rs.hidden : rs.explicit_;

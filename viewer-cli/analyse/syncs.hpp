@@ -77,6 +77,10 @@ bool may_wait_or_poll(ApiClass c);
 RankSyncs load_syncs(const RunDatabase& db, int64_t process_id, const std::string& step_name,
                      std::vector<CollectiveCall> collectives);
 
+// The process's steps alone, as load_syncs finds them.
+Steps load_steps(const RunDatabase& db, int64_t process_id, const std::string& step_name,
+                 std::vector<CollectiveCall> collectives);
+
 // Orders the hidden and the explicit sites by their bubbles, largest first, in a list where some
 // were measured (the blocked time between equals); the calls follow their sites.
 void rank_by_bubble(RankSyncs& rs);

@@ -63,6 +63,17 @@ std::vector<HostActivity> host_activity(const ProcessCollectives& p, const std::
   return out;
 }
 
+// Calls by their begins; equal begins keep the order of the calls' APIs, as the index would give them.
+std::vector<CollectiveCall> in_call_order(std::vector<std::pair<int64_t, CollectiveCall>>& list) {
+  std::stable_sort(list.begin(), list.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.first, a.second.api) < std::tie(b.first, b.second.api);
+  });
+  std::vector<CollectiveCall> sequence;
+  sequence.reserve(list.size());
+  for (const auto& [begin, call] : list) sequence.push_back(call);
+  return sequence;
+}
+
 }  // namespace
 
 std::map<int64_t, CollectiveCalls> load_collective_calls(const RunDatabase& db, const std::map<int64_t, int>& ranks) {
@@ -114,16 +125,16 @@ std::map<int64_t, CollectiveCalls> load_collective_calls(const RunDatabase& db, 
     c.timings.push_back(
         {rank >= 0 ? rank : int32_t(rank_in_comm), series, uint32_t(row.comm_size), number, gpu_ns, row.begin_ns});
   });
-  for (auto& [process_id, list] : calls) {
-    // Equal begins keep the order of the calls' APIs, as the index would give them.
-    std::stable_sort(list.begin(), list.end(), [](const auto& a, const auto& b) {
-      return std::tie(a.first, a.second.api) < std::tie(b.first, b.second.api);
-    });
-    std::vector<CollectiveCall>& sequence = out[process_id].sequence;
-    sequence.reserve(list.size());
-    for (const auto& [begin, call] : list) sequence.push_back(call);
-  }
+  for (auto& [process_id, list] : calls) out[process_id].sequence = in_call_order(list);
   return out;
+}
+
+std::vector<CollectiveCall> load_collective_sequence(const RunDatabase& db, int64_t process_id) {
+  std::vector<std::pair<int64_t, CollectiveCall>> list;
+  for_each_collective_event(db, process_id, [&](const CollectiveEventRow& row) {
+    list.emplace_back(row.begin_ns, CollectiveCall{row.api, row.bytes, row.begin_ns});
+  });
+  return in_call_order(list);
 }
 
 nlohmann::ordered_json untimed_json(const WaitReport& waits) {

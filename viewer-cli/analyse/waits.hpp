@@ -45,6 +45,8 @@ struct CollectiveCalls {
 // The calls of the processes of one database, by process id. ranks: each process's global rank, -1
 // when no launcher numbered it (its rank in each communicator stands in).
 std::map<int64_t, CollectiveCalls> load_collective_calls(const RunDatabase& db, const std::map<int64_t, int>& ranks);
+// One process's collective calls in time order (its CollectiveCalls::sequence), through the index.
+std::vector<CollectiveCall> load_collective_sequence(const RunDatabase& db, int64_t process_id);
 
 // One process's collective calls, with the database and rank they belong to, handed to load_waits.
 struct ProcessCollectives {

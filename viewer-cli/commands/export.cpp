@@ -1,5 +1,5 @@
-// `trainshim export [DB] [--format chrome] -o FILE`, and the file it writes: under a name of its
-// own first, renamed into place once complete; a FIFO or a device is written where it is.
+// `trainshim export [DB] [--format chrome] [--step STEP] -o FILE`, and the file it writes: under a
+// name of its own first, renamed into place once complete; a FIFO or a device is written where it is.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -27,7 +27,7 @@ namespace trainshim::cli {
 namespace {
 
 struct ExportArguments {
-  std::string database, format, output;
+  std::string database, format, output, step;
 };
 
 // The file a trace is written to, through a descriptor of its own: close() tells whether every byte
@@ -108,18 +108,18 @@ class TraceFile : public std::streambuf {
 
 }  // namespace
 
-void export_trace(const std::string& database, const std::string& output) {
+void export_trace(const std::string& database, const std::string& output, const std::string& step) {
   if (output.empty()) throw UsageError("no output: pass -o trace.json (or -o - for standard output)");
   RunDatabase db(database);
   if (output == "-") {
-    export_chrome_trace(db, std::cout);
+    export_chrome_trace(db, std::cout, step);
     return;
   }
   struct stat existing;
   if (stat(output.c_str(), &existing) == 0 && !S_ISREG(existing.st_mode)) {
     const std::unique_ptr<TraceFile> device = TraceFile::in_place(output);
     std::ostream file(device.get());
-    export_chrome_trace(db, file);
+    export_chrome_trace(db, file, step);
     file.flush();
     if (!file || !device->close())
       throw std::runtime_error(fmt::format("{}: cannot write the trace: pass another path with -o", output));
@@ -128,7 +128,7 @@ void export_trace(const std::string& database, const std::string& output) {
   const std::unique_ptr<TraceFile> partial = TraceFile::beside(output);
   std::ostream file(partial.get());
   try {
-    export_chrome_trace(db, file);
+    export_chrome_trace(db, file, step);
     file.flush();
     // Not the user's mistake: the disk filled up (exit code 1).
     if (!file || !partial->close())
@@ -152,8 +152,9 @@ Command add_export_command(CLI::App& app) {
   command->add_option("database", args->database, "run database (default: the newest ./trainshim-*.db)");
   add_format_option(*command, args->format, {"chrome"});
   command->add_option("-o,--output", args->output, "trace file to write (- for standard output)")->required();
+  add_step_option(*command, args->step);
   return {command, [args] {
-            export_trace(database_argument(args->database), args->output);
+            export_trace(database_argument(args->database), args->output, step_name(args->step));
             return 0;
           }};
 }

@@ -18,7 +18,9 @@
 
 #include "analyse/classifier.hpp"
 #include "analyse/kernels.hpp"
+#include "analyse/steps.hpp"
 #include "analyse/syncs.hpp"
+#include "analyse/waits.hpp"
 #include "store/call_rows.hpp"
 #include "store/counters.hpp"
 #include "store/rows.hpp"
@@ -120,7 +122,8 @@ Json metadata(const char* name, int64_t pid, int64_t tid, Json args) {
 class ProcessExporter {
  public:
   ProcessExporter(const RunDatabase& db, const Vocabulary& names, const CollectiveMap& collectives, TraceWriter& writer,
-                  int64_t origin_ns, const TraceProcess& process, uint32_t ordinal, std::size_t process_count)
+                  int64_t origin_ns, const TraceProcess& process, uint32_t ordinal, std::size_t process_count,
+                  const std::string& step_name)
       : db_(db),
         names_(names),
         collectives_(collectives),
@@ -128,7 +131,8 @@ class ProcessExporter {
         origin_(origin_ns),
         p_(process),
         ordinal_(ordinal),
-        process_count_(process_count) {}
+        process_count_(process_count),
+        step_name_(step_name) {}
 
   void run() {
     writer_.event(metadata("process_name", p_.trace_pid, 0, {{"name", process_name(p_)}}));
@@ -139,6 +143,7 @@ class ProcessExporter {
       timed_.insert({row.communicator, row.sequence});
     });
     host_calls();
+    step_track();
     gpu_collectives();
     gpu_activities();
     counters();
@@ -290,6 +295,23 @@ class ProcessExporter {
                   double ts) const {
     return Json{{"ph", phase},         {"cat", cat}, {"name", name}, {"id", id},
                 {"pid", p_.trace_pid}, {"tid", tid}, {"ts", ts},     {"bp", "e"}};
+  }
+
+  // The process's steps as `trainshim report` finds them, numbered as its steps and gaps are: step
+  // k from the k-th step start to the next (the last start's end is not known).
+  void step_track() {
+    const Steps steps = load_steps(db_, p_.id, step_name_, load_collective_sequence(db_, p_.id));
+    if (steps.starts_ns.size() < 2) return;
+    track_metadata(kStepTrackTid, "steps");
+    for (std::size_t k = 0; k + 1 < steps.starts_ns.size(); ++k)
+      writer_.event(Json{{"ph", "X"},
+                         {"cat", "step"},
+                         {"name", fmt::format("step {}", k)},
+                         {"pid", p_.trace_pid},
+                         {"tid", kStepTrackTid},
+                         {"ts", us(steps.starts_ns[k])},
+                         {"dur", duration_us(steps.starts_ns[k + 1] - steps.starts_ns[k])},
+                         {"args", {{"found", steps.rule}}}});
   }
 
   // Each timed collective on its communicator's GPU track, from its own row (a call in a group
@@ -471,6 +493,7 @@ class ProcessExporter {
   const TraceProcess& p_;
   const uint32_t ordinal_;
   const std::size_t process_count_;
+  const std::string& step_name_;
   std::unordered_set<CollectiveKey, CollectiveKeyHash> timed_;       // the collectives it timed on the GPU
   std::unordered_set<CollectiveKey, CollectiveKeyHash> host_flows_;  // those whose host call starts a flow
   int64_t first_ns_ = std::numeric_limits<int64_t>::max(), last_ns_ = std::numeric_limits<int64_t>::min();
@@ -489,7 +512,7 @@ std::string window_words(const RecentWindow& w) {
 
 }  // namespace
 
-void export_chrome_trace(const RunDatabase& db, std::ostream& out) {
+void export_chrome_trace(const RunDatabase& db, std::ostream& out, const std::string& step_name) {
   const Vocabulary& names = db.vocabulary();
 
   std::vector<TraceProcess> processes;
@@ -542,7 +565,8 @@ void export_chrome_trace(const RunDatabase& db, std::ostream& out) {
         kExportIdleGapNs / 1'000'000);
   writer.open(other);
   for (std::size_t i = 0; i < processes.size(); ++i)
-    ProcessExporter(db, names, collectives, writer, origin, processes[i], uint32_t(i), processes.size()).run();
+    ProcessExporter(db, names, collectives, writer, origin, processes[i], uint32_t(i), processes.size(), step_name)
+        .run();
   writer.close();
 }
 

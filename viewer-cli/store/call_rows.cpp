@@ -76,11 +76,12 @@ std::vector<std::pair<int64_t, bool>> read_gpu_timeline_edges(const RunDatabase&
   return out;
 }
 
-void for_each_collective_event(const RunDatabase& db, const std::function<void(const CollectiveEventRow&)>& fn) {
-  Statement q(db, ("SELECT process_id, api, begin_ns, bytes, flags, object, rank_in_comm, comm_size, peer, sequence, "
-                   "gpu_ns, exchange FROM events NOT INDEXED WHERE api IN " +
-                   apis_of(ApiClass::Collective))
-                      .c_str());
+namespace {
+
+constexpr const char* kCollectiveColumns =
+    "process_id, api, begin_ns, bytes, flags, object, rank_in_comm, comm_size, peer, sequence, gpu_ns, exchange";
+
+void collective_rows(Statement& q, const std::function<void(const CollectiveEventRow&)>& fn) {
   CollectiveEventRow row;
   while (q.step()) {
     row.process_id = q.integer(0);
@@ -97,6 +98,24 @@ void for_each_collective_event(const RunDatabase& db, const std::function<void(c
     row.exchange = q.integer(11);
     fn(row);
   }
+}
+
+}  // namespace
+
+void for_each_collective_event(const RunDatabase& db, const std::function<void(const CollectiveEventRow&)>& fn) {
+  Statement q(db, fmt::format("SELECT {} FROM events NOT INDEXED WHERE api IN {}", kCollectiveColumns,
+                              apis_of(ApiClass::Collective))
+                      .c_str());
+  collective_rows(q, fn);
+}
+
+void for_each_collective_event(const RunDatabase& db, int64_t process_id,
+                               const std::function<void(const CollectiveEventRow&)>& fn) {
+  Statement q(db, fmt::format("SELECT {} FROM events WHERE process_id = ?1 AND api IN {}", kCollectiveColumns,
+                              apis_of(ApiClass::Collective))
+                      .c_str());
+  q.bind(1, process_id);
+  collective_rows(q, fn);
 }
 
 }  // namespace trainshim::cli

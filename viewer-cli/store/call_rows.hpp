@@ -54,5 +54,8 @@ struct CollectiveEventRow {
 // Every process's collective calls in one pass, in the table's order (not by process or time): a
 // large job's ranks have tens of thousands each, which an index would make one lookup each.
 void for_each_collective_event(const RunDatabase& db, const std::function<void(const CollectiveEventRow&)>& fn);
+// One process's collective calls, through the index, unsorted.
+void for_each_collective_event(const RunDatabase& db, int64_t process_id,
+                               const std::function<void(const CollectiveEventRow&)>& fn);
 
 }  // namespace trainshim::cli
