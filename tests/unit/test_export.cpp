@@ -179,11 +179,15 @@ TEST_F(ExportTest, DocumentProcessesAndThreads) {
             R"j({"name":"GPU collectives 0000000000000042"})j");
   EXPECT_EQ(metadata(trace, "thread_name", kPid1, kGpuTrackBase), R"j({"name":"GPU collectives abcdef0123456789"})j");
 
-  // Every call is one slice on its thread; timing rows are GPU slices only, two of them with a wait.
-  int host = 0, gpu = 0, waits = 0;
+  // Every call is one slice on its thread, the sync's two Python frames around it; timing rows are
+  // GPU slices only, two of them with a wait.
+  int host = 0, frames = 0, gpu = 0, waits = 0;
   for (const auto& e : with_phase(trace, "X"))
-    (e["tid"].get<int64_t>() < kGpuTrackBase ? host : e["cat"] == "gpu_collective" ? gpu : waits) += 1;
+    (e["tid"].get<int64_t>() >= kGpuTrackBase ? e["cat"] == "gpu_collective" ? gpu : waits
+     : e["cat"] == "python"                   ? frames
+                                              : host) += 1;
   EXPECT_EQ(host, 8);
+  EXPECT_EQ(frames, 2);
   EXPECT_EQ(gpu, 5);
   EXPECT_EQ(waits, 2);
 }
@@ -228,6 +232,20 @@ TEST_F(ExportTest, SyncsNamedByOperationWithTheirSite) {
   EXPECT_EQ(args["kind"], "hidden");
   EXPECT_EQ(args["bytes"], 0);
   EXPECT_EQ(args["direction"], "none");
+  // Its Python frames enclose it, outermost first, with its times: written before it, in that order.
+  std::vector<Json> thread;
+  for (const Json& x : with_phase(trace, "X"))
+    if (x["pid"] == kPid0 && x["tid"] == 100 && x["ts"].get<double>() == 10.25) thread.push_back(x);
+  ASSERT_EQ(thread.size(), 3u) << text_;
+  EXPECT_EQ(thread[0]["name"], "main");
+  EXPECT_EQ(thread[0]["args"], (Json{{"file", "train.py"}, {"line", 90}}));
+  EXPECT_EQ(thread[1]["name"], "train_step");
+  EXPECT_EQ(thread[1]["args"], (Json{{"file", "train.py"}, {"line", 57}}));
+  EXPECT_EQ(thread[2]["name"], "Tensor.item()");
+  for (const Json& frame : {thread[0], thread[1]}) {
+    EXPECT_EQ(frame["cat"], "python");
+    EXPECT_EQ(frame["dur"].get<double>(), 2.5);
+  }
 
   const Json* h2d = find_slice(trace, kPid0, "memcpy h2d pageable", 0.0);
   ASSERT_NE(h2d, nullptr) << text_;
@@ -362,6 +380,28 @@ TEST_F(ExportTest, GpuCollectivesWithWaitsAndFlows) {
     }
 }
 
+// A Python stack an autograd engine thread borrowed from the thread blocked in backward is that
+// thread's: its frames are not nested on the engine thread, though they still name the sync.
+TEST_F(ExportTest, BorrowedPythonStackIsNotNestedOnTheEngineThread) {
+  {
+    Database db(path_, "unitjob");
+    const int64_t p = db.add_process("seg-100", *header_for(0, 100, "nodeA"));
+    db.add_python_stack(p, 1, true, 0);
+    db.add_python_frame(p, 1, 0, "train.py", "train_step", 57, "loss.backward()");
+    test::Records records(db);
+    EventRecord r = record(Api::cudaStreamSynchronize, 105);
+    r.python_stack = 1;
+    records.add(p, r, 1'000'000, 1'500'000);
+    records.store();
+    db.commit();
+  }
+  const Json trace = export_json();
+  const std::vector<Json> slices = with_phase(trace, "X");
+  ASSERT_EQ(slices.size(), 1u) << text_;
+  EXPECT_EQ(slices[0]["tid"], 105);
+  EXPECT_EQ(slices[0]["args"]["python_site"], "train.py:57 in train_step");
+}
+
 // The step track numbers the steps as `trainshim report` does: step k from the k-th return of the
 // sync that marks steps to the next; `--step` names that sync.
 TEST_F(ExportTest, StepTrackNumbersTheReportsSteps) {
@@ -438,7 +478,7 @@ TEST_F(ExportTest, CommandWritesTheFileAndRefusesBadArguments) {
   export_trace(path_, out);
   std::ifstream in(out);
   const Json trace = Json::parse(in);
-  EXPECT_EQ(with_phase(trace, "X").size(), 15u);  // 8 host calls, 5 GPU collectives, 2 waits
+  EXPECT_EQ(with_phase(trace, "X").size(), 17u);  // 8 host calls, 2 Python frames, 5 GPU collectives, 2 waits
   // Written beside its name, then renamed into place: nothing else is left in the directory.
   std::set<std::string> names;
   for (const auto& entry : fs::directory_iterator(dir_)) names.insert(entry.path().filename().string());
@@ -759,8 +799,8 @@ TEST_F(ExportTest, HundredThousandEventsAreWrittenWhileRead) {
   export_chrome_trace(db, out);
   sqlite3_trace_v2(db.handle(), 0, nullptr, nullptr);
 
-  // Every call, and each process's steps between its 16,667 syncs.
-  EXPECT_EQ(buffer.slices, kEvents + 2 * 16'666);
+  // Every call, each sync's Python frame, and each process's steps between its 16,667 syncs.
+  EXPECT_EQ(buffer.slices, kEvents + 2 * 16'667 + 2 * 16'666);
   ASSERT_GT(buffer.samples.size(), 20u);
   // Half of the trace was out while at most about half of the rows had been read (each process's
   // rows come sorted, so a process's rows are produced as its slices are written).

@@ -269,6 +269,7 @@ class ProcessExporter {
     }
     if (call.result != 0) args["result"] = call.result;
     const double ts = us(call.begin_ns), dur = duration_us(call.end_ns - call.begin_ns);
+    frame_slices(call, ts, dur);
     writer_.event(Json{{"ph", "X"},
                        {"cat", cls ? api_class_name(*cls) : "unknown"},
                        {"name", name},
@@ -280,6 +281,27 @@ class ProcessExporter {
     if (cls == ApiClass::Collective)
       if (const std::optional<int64_t> id = host_flow_id({call.object, call.sequence}))
         writer_.event(flow_point("s", *id, kHostToGpuFlow, name, call.tid, ts + dur / 2));
+  }
+
+  // The Python frames the call was made from, outermost first, as slices enclosing it on its thread
+  // (a viewer nests slices of equal times in the order written): the code path to each call, as a
+  // profiler's call tree shows it. A stack an autograd thread borrowed from the thread blocked in
+  // backward is that thread's, not this one's: not nested here.
+  void frame_slices(const HostCallRow& call, double ts, double dur) {
+    if (call.python_stack == 0) return;
+    auto [borrowed, fresh] = borrowed_.try_emplace(call.python_stack);
+    if (fresh) borrowed->second = python_stack_borrowed(db_, p_.id, call.python_stack);
+    if (borrowed->second) return;
+    const std::vector<PythonFrameView>& frames = python_frames(call.python_stack);
+    for (auto f = frames.rbegin(); f != frames.rend(); ++f)
+      writer_.event(Json{{"ph", "X"},
+                         {"cat", "python"},
+                         {"name", f->function},
+                         {"pid", p_.trace_pid},
+                         {"tid", call.tid},
+                         {"ts", ts},
+                         {"dur", dur},
+                         {"args", {{"file", f->file}, {"line", f->line}}}});
   }
 
   // The flow from a collective's host call to its GPU slice: only for a (communicator, number)
@@ -500,6 +522,7 @@ class ProcessExporter {
   std::unordered_set<int64_t> tids_;
   std::unordered_map<int64_t, std::vector<NativeFrameView>> native_cache_;
   std::unordered_map<int64_t, std::vector<PythonFrameView>> python_cache_;
+  std::unordered_map<int64_t, bool> borrowed_;  // by Python stack id
   std::map<std::tuple<int64_t, Direction, HostMemory, int64_t, int64_t, Direction>, SyncInfo> sync_cache_;
 };
 
