@@ -168,12 +168,13 @@ TEST_F(ExportTest, DocumentProcessesAndThreads) {
   EXPECT_EQ(trace["otherData"]["job"], "unitjob");
   EXPECT_FALSE(trace["otherData"].contains("gpu_idle"));  // no GPU timeline recorded
 
-  EXPECT_EQ(metadata(trace, "process_name", kPid0), R"j({"name":"rank 0 (nodeA, pid 100)"})j");
-  EXPECT_EQ(metadata(trace, "process_name", kPid1), R"j({"name":"rank 1 (nodeB, pid 101)"})j");
+  // Viewers show the pid and the tid beside the names: the names do not repeat them.
+  EXPECT_EQ(metadata(trace, "process_name", kPid0), R"j({"name":"rank 0 (nodeA)"})j");
+  EXPECT_EQ(metadata(trace, "process_name", kPid1), R"j({"name":"rank 1 (nodeB)"})j");
   EXPECT_EQ(metadata(trace, "process_sort_index", kPid0), R"({"sort_index":0})");
   EXPECT_EQ(metadata(trace, "process_sort_index", kPid1), R"({"sort_index":1})");
-  EXPECT_EQ(metadata(trace, "thread_name", kPid0, 100), R"j({"name":"main thread (tid 100)"})j");
-  EXPECT_EQ(metadata(trace, "thread_name", kPid1, 102), R"j({"name":"tid 102"})j");
+  EXPECT_EQ(metadata(trace, "thread_name", kPid0, 100), R"j({"name":"main thread"})j");
+  EXPECT_EQ(metadata(trace, "thread_name", kPid1, 102), "");  // not the main thread, its name not recorded
   EXPECT_EQ(metadata(trace, "thread_name", kPid0, kGpuTrackBase), R"j({"name":"GPU collectives abcdef0123456789"})j");
   EXPECT_EQ(metadata(trace, "thread_name", kPid0, kGpuTrackBase + 1),
             R"j({"name":"GPU collectives 0000000000000042"})j");
@@ -345,15 +346,16 @@ TEST_F(ExportTest, GpuCollectivesWithWaitsAndFlows) {
   }
   EXPECT_EQ(ids.size(), 2u);
 
-  // Each timed call's host slice starts a flow that ends at its GPU slice's start: three on rank 0,
-  // two on rank 1, each id once in the trace.
+  // Each timed call's host slice starts a flow that ends in the middle of its GPU slice, never
+  // before it starts (a viewer reads a flow's points in time order): three on rank 0, two on rank 1,
+  // each id once in the trace.
   const auto host_starts = flows("s", "host_to_gpu"), host_ends = flows("f", "host_to_gpu");
   ASSERT_EQ(host_starts.size(), 5u) << text_;
   ASSERT_EQ(host_ends.size(), 5u) << text_;
-  const std::pair<int64_t, double> gpu_starts[] = {
-      {kPid0, 20.0}, {kPid0, 25.0}, {kPid0, 30.0}, {kPid1, 1000.0}, {kPid1, 1010.0}};
+  const std::pair<int64_t, double> gpu_middles[] = {
+      {kPid0, 22.5}, {kPid0, 25.4}, {kPid0, 30.35}, {kPid1, 1000.5}, {kPid1, 1011.5}};
   std::set<int64_t> host_ids;
-  for (const auto& [pid, ts] : gpu_starts) {
+  for (const auto& [pid, ts] : gpu_middles) {
     const auto end = std::find_if(host_ends.begin(), host_ends.end(),
                                   [&](const Json& f) { return f["pid"] == pid && f["ts"].get<double>() == ts; });
     ASSERT_NE(end, host_ends.end()) << pid << " " << ts;
@@ -364,6 +366,7 @@ TEST_F(ExportTest, GpuCollectivesWithWaitsAndFlows) {
     EXPECT_EQ((*start)["pid"], pid);
     EXPECT_LT((*start)["tid"].get<int64_t>(), kGpuTrackBase);
     EXPECT_EQ((*start)["name"], (*end)["name"]);
+    EXPECT_LE((*start)["ts"].get<double>(), ts);
     host_ids.insert((*end)["id"].get<int64_t>());
   }
   EXPECT_EQ(host_ids.size(), 5u);
@@ -400,6 +403,40 @@ TEST_F(ExportTest, BorrowedPythonStackIsNotNestedOnTheEngineThread) {
   ASSERT_EQ(slices.size(), 1u) << text_;
   EXPECT_EQ(slices[0]["tid"], 105);
   EXPECT_EQ(slices[0]["args"]["python_site"], "train.py:57 in train_step");
+}
+
+// A flow across ranks runs from the earliest rank's point to the latest's, whatever their order in
+// the trace: a viewer (Perfetto) reads a flow's points in time order and drops a flow that ends
+// before it starts.
+TEST_F(ExportTest, CrossRankFlowRunsInTimeOrder) {
+  {
+    Database db(path_, "unitjob");
+    const int64_t p0 = db.add_process("seg-100", *header_for(0, 100, "nodeA"));
+    const int64_t p1 = db.add_process("seg-101", *header_for(1, 101, "nodeB"));
+    const int64_t p2 = db.add_process("seg-102", *header_for(2, 102, "nodeC"));
+    test::Records records(db);
+    // Rank 1 reaches the all-reduce first, rank 2 next, rank 0 last.
+    collective(records, p1, Api::ncclAllReduce, 101, kComm, 1, 1, 1'000'000, 1'000'100, 6000);
+    collective(records, p2, Api::ncclAllReduce, 102, kComm, 1, 2, 1'002'000, 1'002'100, 4000);
+    collective(records, p0, Api::ncclAllReduce, 100, kComm, 1, 0, 1'005'000, 1'005'100, 1000);
+    records.store();
+    db.commit();
+  }
+  const Json trace = export_json();
+  std::vector<std::pair<std::string, Json>> points;
+  for (const Json& e : trace["traceEvents"])
+    if (e["ph"] == "s" || e["ph"] == "t" || e["ph"] == "f")
+      if (e["cat"] == "collective") points.emplace_back(e["ph"], e);
+  ASSERT_EQ(points.size(), 3u) << text_;
+  std::map<std::string, Json> by_phase;
+  for (const auto& [phase, e] : points) by_phase[phase] = e;
+  EXPECT_EQ(by_phase["s"]["pid"], kPid1);
+  // The middles of the GPU slices: at 0 µs for 6 µs, at 2 µs for 4 µs, at 5 µs for 1 µs.
+  EXPECT_EQ(by_phase["s"]["ts"].get<double>(), 3.0);
+  EXPECT_EQ(by_phase["t"]["pid"], 102);
+  EXPECT_EQ(by_phase["t"]["ts"].get<double>(), 4.0);
+  EXPECT_EQ(by_phase["f"]["pid"], kPid0);
+  EXPECT_EQ(by_phase["f"]["ts"].get<double>(), 5.5);
 }
 
 // The step track numbers the steps as `trainshim report` does: step k from the k-th return of the

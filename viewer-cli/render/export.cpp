@@ -95,11 +95,46 @@ struct CollectiveKeyHash {
   }
 };
 
+// Where a process's flow point of one collective lies: the middle of its GPU slice (twice its time
+// in ns, exact); between equal times, the process first in the trace comes first (the order a
+// viewer reads them in).
+struct FlowPoint {
+  int64_t twice_ns;
+  uint32_t ordinal;
+  auto operator<=>(const FlowPoint&) const = default;
+};
+
 // What every rank's GPU slice of one (communicator, sequence) needs from the others.
 struct CollectiveInfo {
   int64_t min_gpu_ns;
-  uint32_t first, last;  // ordinals of the first and last process that timed it
+  // The earliest and the latest flow point (none before the pre-pass places them): a viewer reads a
+  // flow's points in time order.
+  std::optional<FlowPoint> first, last;
   int64_t flow_id;
+};
+
+// Where a process's timed collectives lie on its GPU tracks, one track per communicator: each at
+// its host call, or at the end of the previous one of its communicator when the two would overlap
+// (the GPU runs them one after the other; no GPU timestamps are recorded). Fed its rows in order
+// (for_each_timed_collective).
+class GpuTrackPlacement {
+ public:
+  // The row's start; `new_track`: the first of its communicator.
+  int64_t place(const TimedCollectiveRow& row, bool* new_track = nullptr) {
+    const bool fresh = comm_ != row.communicator;
+    if (fresh) {
+      comm_ = row.communicator;
+      end_ = std::numeric_limits<int64_t>::min();
+    }
+    if (new_track) *new_track = fresh;
+    const int64_t start = std::max(row.host_begin_ns, end_);
+    end_ = start + std::max<int64_t>(row.gpu_ns, 0);
+    return start;
+  }
+
+ private:
+  std::optional<int64_t> comm_;
+  int64_t end_ = std::numeric_limits<int64_t>::min();
 };
 
 using CollectiveMap = std::unordered_map<CollectiveKey, CollectiveInfo, CollectiveKeyHash>;
@@ -109,9 +144,11 @@ constexpr const char* kHostToGpuFlow = "host_to_gpu";
 
 std::string hex(int64_t id) { return fmt::format("{:016x}", uint64_t(id)); }
 
+// Viewers show a process's pid beside its name: the name says the pid only where the trace's is
+// not the process's own (two nodes' processes share it).
 std::string process_name(const TraceProcess& p) {
-  return p.rank >= 0 ? fmt::format("rank {} ({}, pid {})", p.rank, p.host, p.pid)
-                     : fmt::format("process ({}, pid {})", p.host, p.pid);
+  const std::string where = p.trace_pid == p.pid ? p.host : fmt::format("{}, pid {}", p.host, p.pid);
+  return p.rank >= 0 ? fmt::format("rank {} ({})", p.rank, where) : fmt::format("process ({})", where);
 }
 
 Json metadata(const char* name, int64_t pid, int64_t tid, Json args) {
@@ -140,7 +177,7 @@ class ProcessExporter {
                            {{"sort_index", p_.rank >= 0 ? p_.rank : kUnrankedSortBase + ordinal_}}));
     if (!p_.command.empty()) writer_.event(metadata("process_labels", p_.trace_pid, 0, {{"labels", p_.command}}));
     for_each_timed_collective(db_, p_.id, [this](const TimedCollectiveRow& row) {
-      timed_.insert({row.communicator, row.sequence});
+      timed_.try_emplace({row.communicator, row.sequence}, std::max<int64_t>(row.gpu_ns, 0));
     });
     host_calls();
     step_track();
@@ -202,10 +239,11 @@ class ProcessExporter {
     return info;
   }
 
+  // Viewers show a thread's id beside its name: the main thread is named, the others (whose names
+  // are not recorded) are shown by their ids.
   void thread(int64_t tid) {
-    if (!tids_.insert(tid).second) return;
-    const std::string name = tid == p_.pid ? fmt::format("main thread (tid {})", tid) : fmt::format("tid {}", tid);
-    writer_.event(metadata("thread_name", p_.trace_pid, tid, {{"name", name}}));
+    if (!tids_.insert(tid).second || tid != p_.pid) return;
+    writer_.event(metadata("thread_name", p_.trace_pid, tid, {{"name", "main thread"}}));
   }
 
   void host_calls() {
@@ -278,9 +316,12 @@ class ProcessExporter {
                        {"ts", ts},
                        {"dur", dur},
                        {"args", std::move(args)}});
+    // The flow to the GPU slice leaves the call no later than it reaches the slice's middle (the
+    // slice starts at the call or later): a viewer reads a flow's points in time order.
     if (cls == ApiClass::Collective)
       if (const std::optional<int64_t> id = host_flow_id({call.object, call.sequence}))
-        writer_.event(flow_point("s", *id, kHostToGpuFlow, name, call.tid, ts + dur / 2));
+        writer_.event(flow_point("s", *id, kHostToGpuFlow, name, call.tid,
+                                 ts + std::min(dur, duration_us(timed_.at({call.object, call.sequence}))) / 2));
   }
 
   // The Python frames the call was made from, outermost first, as slices enclosing it on its thread
@@ -304,9 +345,9 @@ class ProcessExporter {
                          {"args", {{"file", f->file}, {"line", f->line}}}});
   }
 
-  // The flow from a collective's host call to its GPU slice: only for a (communicator, number)
-  // this process timed, once (a group's calls share their operation's timing); its id is unique
-  // in the trace, one per process and collective.
+  // The flow from a collective's host call to the middle of its GPU slice: only for a
+  // (communicator, number) this process timed, once (a group's calls share their operation's
+  // timing); its id is unique in the trace, one per process and collective.
   std::optional<int64_t> host_flow_id(const CollectiveKey& key) {
     const auto info = collectives_.find(key);
     if (info == collectives_.end() || !timed_.count(key) || !host_flows_.insert(key).second) return std::nullopt;
@@ -340,21 +381,19 @@ class ProcessExporter {
   // carries its operation's timing on the operation's first call).
   void gpu_collectives() {
     std::optional<CollectiveKey> flow_key;
-    std::optional<int64_t> track_comm;
-    int64_t track_tid = kGpuTrackBase - 1, track_end = std::numeric_limits<int64_t>::min();
+    GpuTrackPlacement placement;
+    int64_t track_tid = kGpuTrackBase - 1;
     for_each_timed_collective(db_, p_.id, [&](const TimedCollectiveRow& row) {
       const CollectiveKey key{row.communicator, row.sequence};
-      const int64_t host_begin = row.host_begin_ns, gpu_ns = std::max<int64_t>(row.gpu_ns, 0), bytes = row.bytes;
-      if (track_comm != key.comm) {
-        track_comm = key.comm;
+      const int64_t gpu_ns = std::max<int64_t>(row.gpu_ns, 0);
+      bool new_track = false;
+      const int64_t start = placement.place(row, &new_track);
+      if (new_track) {
         ++track_tid;
-        track_end = std::numeric_limits<int64_t>::min();
         writer_.event(metadata("thread_name", p_.trace_pid, track_tid, {{"name", "GPU collectives " + hex(key.comm)}}));
         writer_.event(metadata("thread_sort_index", p_.trace_pid, track_tid, {{"sort_index", track_tid}}));
       }
-      const int64_t start = std::max(host_begin, track_end);
-      track_end = start + gpu_ns;
-      seen(start, track_end);
+      seen(start, start + gpu_ns);
 
       const auto info = collectives_.find(key);
       const int64_t wait = info == collectives_.end() ? 0 : gpu_ns - info->second.min_gpu_ns;
@@ -370,7 +409,7 @@ class ProcessExporter {
                          {"tid", track_tid},
                          {"ts", ts},
                          {"dur", dur},
-                         {"args", {{"communicator", hex(key.comm)}, {"bytes", bytes}}}});
+                         {"args", {{"communicator", hex(key.comm)}, {"bytes", row.bytes}}}});
       // The rank's wait for the others: its time beyond the shortest rank's, at the start, where
       // the kernel waits for the late rank's data.
       if (wait > 0)
@@ -384,14 +423,18 @@ class ProcessExporter {
 
       if (info == collectives_.end() || flow_key == key) return;
       flow_key = key;
-      const std::string flow_name = fmt::format("{} #{}", name, key.sequence);
+      const double middle = ts + dur / 2;
       if (host_flows_.count(key))
         writer_.event(flow_point("f", info->second.flow_id * int64_t(process_count_) + ordinal_, kHostToGpuFlow, name,
-                                 track_tid, ts));
-      // One flow point per process and (communicator, sequence), inside the slice it binds to.
-      if (info->second.first != info->second.last) {
-        const char* phase = ordinal_ == info->second.first ? "s" : ordinal_ == info->second.last ? "f" : "t";
-        writer_.event(flow_point(phase, info->second.flow_id, "collective", flow_name, track_tid, ts + dur / 2));
+                                 track_tid, middle));
+      // One flow point per process and (communicator, sequence), inside the slice it binds to,
+      // from the earliest point to the latest.
+      const CollectiveInfo& c = info->second;
+      if (c.first && *c.first != *c.last) {
+        const FlowPoint here{2 * start + gpu_ns, ordinal_};
+        const char* phase = here == c.first ? "s" : here == c.last ? "f" : "t";
+        writer_.event(
+            flow_point(phase, c.flow_id, "collective", fmt::format("{} #{}", name, key.sequence), track_tid, middle));
       }
     });
   }
@@ -516,8 +559,8 @@ class ProcessExporter {
   const uint32_t ordinal_;
   const std::size_t process_count_;
   const std::string& step_name_;
-  std::unordered_set<CollectiveKey, CollectiveKeyHash> timed_;       // the collectives it timed on the GPU
-  std::unordered_set<CollectiveKey, CollectiveKeyHash> host_flows_;  // those whose host call starts a flow
+  std::unordered_map<CollectiveKey, int64_t, CollectiveKeyHash> timed_;  // its timed collectives' GPU ns
+  std::unordered_set<CollectiveKey, CollectiveKeyHash> host_flows_;      // those whose call starts a flow
   int64_t first_ns_ = std::numeric_limits<int64_t>::max(), last_ns_ = std::numeric_limits<int64_t>::min();
   std::unordered_set<int64_t> tids_;
   std::unordered_map<int64_t, std::vector<NativeFrameView>> native_cache_;
@@ -552,23 +595,33 @@ void export_chrome_trace(const RunDatabase& db, std::ostream& out, const std::st
   for (std::size_t i = 0; i < processes.size(); ++i) ordinal.emplace(processes[i].id, uint32_t(i));
   const int64_t origin = read_first_call_ns(db);
 
-  // The one pre-pass: per (communicator, sequence), the shortest GPU duration over all ranks and
-  // the first and last process (in trace order) that timed it.
+  // The pre-passes: per (communicator, sequence), the shortest GPU duration over all ranks, then
+  // the earliest and the latest of the ranks' flow points, each where its process's GPU slice will
+  // lie (its first timed row of that collective, placed as gpu_collectives places it).
   CollectiveMap collectives;
   for_each_collective_gpu_time(db, [&](const CollectiveGpuRow& row) {
-    const auto o = ordinal.find(row.process_id);
-    if (o == ordinal.end()) return;
+    if (!ordinal.count(row.process_id)) return;
     const int64_t gpu_ns = std::max<int64_t>(row.min_gpu_ns, 0);
-    auto [it, fresh] =
-        collectives.try_emplace({row.communicator, row.sequence}, CollectiveInfo{gpu_ns, o->second, o->second, 0});
-    if (fresh) {
-      it->second.flow_id = int64_t(collectives.size());
-      return;
-    }
+    auto [it, fresh] = collectives.try_emplace({row.communicator, row.sequence}, CollectiveInfo{gpu_ns, {}, {}, 0});
+    if (fresh) it->second.flow_id = int64_t(collectives.size());
     it->second.min_gpu_ns = std::min(it->second.min_gpu_ns, gpu_ns);
-    it->second.first = std::min(it->second.first, o->second);
-    it->second.last = std::max(it->second.last, o->second);
   });
+  for (std::size_t i = 0; i < processes.size(); ++i) {
+    GpuTrackPlacement placement;
+    std::optional<CollectiveKey> previous;
+    for_each_timed_collective(db, processes[i].id, [&](const TimedCollectiveRow& row) {
+      const int64_t start = placement.place(row);
+      const CollectiveKey key{row.communicator, row.sequence};
+      if (previous == key) return;
+      previous = key;
+      const auto it = collectives.find(key);
+      if (it == collectives.end()) return;
+      const FlowPoint point{2 * start + std::max<int64_t>(row.gpu_ns, 0), uint32_t(i)};
+      CollectiveInfo& c = it->second;
+      c.first = c.first ? std::min(*c.first, point) : point;
+      c.last = c.last ? std::max(*c.last, point) : point;
+    });
+  }
 
   TraceWriter writer(out);
   const RecentWindow window = read_recent_window(db);
