@@ -703,6 +703,37 @@ TEST_F(ExportTest, TimeBetweenTheTimelinesWindowsIsNotRecordedNotIdle) {
       << text_;
 }
 
+// One stream's records can overlap by a few ns once put on the host's clock: a record that starts
+// before the previous one ended is drawn from that end (viewers drop a partly overlapping slice);
+// one inside another stays nested; the next stream is a track of its own.
+TEST_F(ExportTest, AStreamsOverlappingRecordIsDrawnFromThePreviousEnd) {
+  {
+    Database db(path_, "unitjob");
+    const int64_t p = db.add_process("seg-100", *header_for(0, 100, "nodeA"));
+    test::Records records(db);
+    records.add(p, record(Api::gpuTimelineOn, 100), 1'000'000, 1'000'000);
+    test::add_gpu_rows(db, records, p,
+                       {{.start_ns = 1'000'000, .end_ns = 2'000'000, .stream = 7, .name = "a", .correlation = 1},
+                        {.start_ns = 1'200'000, .end_ns = 1'500'000, .stream = 7, .name = "b", .correlation = 2},
+                        {.start_ns = 1'999'800, .end_ns = 3'000'000, .stream = 7, .name = "c", .correlation = 3},
+                        {.start_ns = 1'999'900, .end_ns = 2'500'000, .stream = 13, .name = "d", .correlation = 4}});
+    db.update_process(p, {.events = 5, .gpu_timeline = uint32_t(GpuTimeline::On), .ended = true});
+    records.store();
+    db.commit();
+  }
+  const Json trace = export_json();
+  std::vector<std::tuple<std::string, int64_t, double, double>> kernels;  // name, tid, ts, dur
+  for (const Json& x : with_phase(trace, "X"))
+    if (x["cat"] == "gpu_kernel")
+      kernels.emplace_back(x["name"], x["tid"], x["ts"].get<double>(), x["dur"].get<double>());
+  EXPECT_EQ(kernels, (std::vector<std::tuple<std::string, int64_t, double, double>>{
+                         {"a", kGpuActivityTrackBase, 0.0, 1000.0},
+                         {"b", kGpuActivityTrackBase, 200.0, 300.0},
+                         {"c", kGpuActivityTrackBase, 1000.0, 1000.0},
+                         {"d", kGpuActivityTrackBase + 1, 999.9, 500.1}}))
+      << text_;
+}
+
 // Copies and polls are kept one by one only in a window of each process's most recent ones: the
 // trace shows that window and says so; the report still counts every copy; a wait is named after
 // the copy it followed even when that copy is no longer in the window.

@@ -462,13 +462,23 @@ class ProcessExporter {
       if (!on) offs.push_back(at);
     GpuBusyUnion busy;
     std::vector<GpuBusyUnion::Gap> gaps;
+    std::map<int64_t, int64_t> stream_end;  // by track: the end of its last slice
     for_each_gpu_activity(db_, p_.id, [&](const GpuActivityRow& row) {
       const int64_t start = row.start_ns, end = row.end_ns, device = row.device;
+      const int64_t tid = stream_tids.at({device, row.stream});
       const std::optional<ApiClass> cls = names_.api(row.api).api_class;
       seen(start, end);
       busy.add(device, start, end, &gaps);
       for (const GpuBusyUnion::Gap& gap : gaps) gap_slices(idle_tids.at(gap.device), gap, offs);
       gaps.clear();
+
+      // One stream runs one thing at a time, but its records, put on the host's clock, can start a
+      // few ns before the previous one ended: viewers drop a slice that overlaps its neighbour
+      // without nesting in it (Perfetto: slice_drop_overlapping_complete_event), so it is drawn
+      // from that end.
+      auto [last, fresh] = stream_end.try_emplace(tid, end);
+      const int64_t drawn_from = !fresh && start < last->second && end > last->second ? last->second : start;
+      last->second = std::max(last->second, end);
 
       std::string name;
       Json args = Json::object();
@@ -493,9 +503,9 @@ class ProcessExporter {
                          {"cat", cls ? api_class_name(*cls) : "unknown"},
                          {"name", std::move(name)},
                          {"pid", p_.trace_pid},
-                         {"tid", stream_tids.at({device, row.stream})},
-                         {"ts", us(start)},
-                         {"dur", duration_us(end - start)},
+                         {"tid", tid},
+                         {"ts", us(drawn_from)},
+                         {"dur", duration_us(end - drawn_from)},
                          {"args", std::move(args)}});
     });
   }
