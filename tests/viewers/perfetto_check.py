@@ -147,12 +147,11 @@ def check(page, trace):
 
     # Each call with Python frames is one deeper than its innermost frame, which has its times.
     framed = [e for e in slices if e["cat"] == "python"]
-    nested = page.query(
-        "select c.name, c.depth, p.name, p.category from slice c join slice p on c.parent_id = p.id"
-        " where p.category = 'python' and c.category != 'python'")
+    nested = page.query("select count(*) from slice c join slice p on c.parent_id = p.id"
+                        " where p.category = 'python' and c.category != 'python'")[0][0]
     calls_under_frames = {(e["pid"], e["tid"], e["ts"]) for e in framed}
-    expect(len(nested) == len(calls_under_frames),
-           f"{len(nested)} calls nested under a Python frame in Perfetto, {len(calls_under_frames)} in the trace")
+    expect(nested == len(calls_under_frames),
+           f"{nested} calls nested under a Python frame in Perfetto, {len(calls_under_frames)} in the trace")
     innermost = page.query(
         "select count(*) from slice c join slice p on c.parent_id = p.id"
         " where p.category = 'python' and c.category != 'python' and (c.ts != p.ts or c.dur != p.dur)")[0][0]
@@ -175,6 +174,10 @@ def main():
     parser.add_argument("--chromium", default=shutil.which("chromium") or "chromium")
     parser.add_argument("--vizviewer", default=os.path.join(os.path.dirname(sys.executable), "vizviewer"))
     args = parser.parse_args()
+    for tool, install in ((args.chromium, "scripts/install-deps"), (args.vizviewer, "scripts/install-pytools")):
+        if not shutil.which(tool):
+            print(f"FAIL: no {tool}: run {install}")
+            return 1
     with open(args.trace, encoding="utf-8") as f:
         trace = json.load(f)
 
