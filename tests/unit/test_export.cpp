@@ -355,7 +355,9 @@ TEST_F(ExportTest, GpuCollectivesWithWaitsAndFlows) {
   const std::pair<int64_t, double> gpu_middles[] = {
       {kPid0, 22.5}, {kPid0, 25.4}, {kPid0, 30.35}, {kPid1, 1000.5}, {kPid1, 1011.5}};
   std::set<int64_t> host_ids;
-  for (const auto& [pid, ts] : gpu_middles) {
+  for (const auto& middle : gpu_middles) {
+    const int64_t pid = middle.first;
+    const double ts = middle.second;
     const auto end = std::find_if(host_ends.begin(), host_ends.end(),
                                   [&](const Json& f) { return f["pid"] == pid && f["ts"].get<double>() == ts; });
     ASSERT_NE(end, host_ends.end()) << pid << " " << ts;
