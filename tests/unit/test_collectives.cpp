@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <random>
 #include <vector>
 
@@ -111,6 +112,27 @@ std::vector<CollectiveTiming> jittered(int32_t ranks, uint32_t collectives, int6
     for (int32_t r = 0; r < ranks; ++r) v.push_back(timing(r, 99, uint32_t(ranks), seq, end - arrival[r]));
   }
   return v;
+}
+
+// Each rank's waits split by its own steps: a collective counts in the step whose start (on that
+// rank's clock) it follows; one before the first start is in none; a rank without starts gets none.
+TEST(Collectives, WaitsSplitByEachRanksSteps) {
+  std::map<int32_t, std::vector<int64_t>> starts;
+  for (const int32_t rank : {0, 1, 2})
+    for (uint32_t step = rank == 1 ? 1 : 0; step <= 10; ++step)
+      starts[rank].push_back(host_time(rank, step * 3 + 1) - 1);
+  const CollectiveAnalysis a = analyze_collectives(steps_with_late_rank_2(), starts);
+
+  std::vector<int64_t> rank_0, rank_1, rank_2;
+  for (int64_t step = 0; step < 10; ++step) {
+    rank_0.push_back(30 * kMs + (step % 3 == 0 ? 0 : 60 * kUs));
+    if (step > 0) rank_1.push_back(30 * kMs + (step % 3 == 1 ? 0 : 60 * kUs));
+    rank_2.push_back(60 * kUs);
+  }
+  EXPECT_EQ(of(a, 0).waited_by_step_ns, rank_0);
+  EXPECT_EQ(of(a, 1).waited_by_step_ns, rank_1);
+  EXPECT_EQ(of(a, 2).waited_by_step_ns, rank_2);
+  EXPECT_TRUE(of(a, 3).waited_by_step_ns.empty());
 }
 
 TEST(Collectives, BalancedJitterHasNoStraggler) {

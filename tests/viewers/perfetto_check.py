@@ -16,102 +16,14 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 
-import websocket
+from browser import chromium, free_port, stop_group, wait_for
 
 LOAD_SECONDS = 90  # a busy machine compiles the trace processor's WebAssembly slowly
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(what, poll, seconds):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = poll()
-        if value:
-            return value
-        time.sleep(0.25)
-    raise TimeoutError(f"{what} after {seconds} s")
-
-
-def stop_group(child):
-    """Ends a child's whole process group (Chromium's zygote, renderers and GPU helpers with it) and
-    waits until none of it is left."""
-
-    def group_alive():
-        try:
-            os.killpg(child.pid, 0)
-            return True
-        except ProcessLookupError:
-            return False
-
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        if group_alive():
-            os.killpg(child.pid, sig)
-        try:
-            child.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            continue
-        try:
-            wait_for("", lambda: not group_alive(), 10)
-            return
-        except TimeoutError:
-            continue
-
-
-class Page:
-    """One tab of Chromium, through the DevTools protocol's websocket."""
-
-    def __init__(self, debugging_port):
-        def page_url():
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{debugging_port}/json", timeout=2) as r:
-                    pages = [p for p in json.load(r) if p.get("type") == "page"]
-                return pages[0]["webSocketDebuggerUrl"] if pages else None
-            except OSError:
-                return None
-
-        self.ws = websocket.create_connection(wait_for("no Chromium page", page_url, 30), timeout=60)
-        self.next_id = 0
-        self.console_errors = []
-        self.call("Runtime.enable")
-
-    def call(self, method, **params):
-        self.next_id += 1
-        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
-        while True:
-            message = json.loads(self.ws.recv())
-            if message.get("method") == "Runtime.exceptionThrown":
-                self.console_errors.append(message["params"]["exceptionDetails"].get("text", "exception"))
-            if message.get("id") == self.next_id:
-                if "error" in message:
-                    raise RuntimeError(f"{method}: {message['error']}")
-                return message["result"]
-
-    def evaluate(self, expression):
-        result = self.call("Runtime.evaluate", expression=expression, awaitPromise=True, returnByValue=True)
-        if "exceptionDetails" in result:
-            raise RuntimeError(f"{expression[:80]}...: {result['exceptionDetails'].get('text')}")
-        return result["result"].get("value")
-
-    def query(self, sql):
-        """Rows of a query to the engine of the trace the UI loaded, as lists."""
-        script = ("(async () => { const r = await app.trace.engine.query(%s); const rows = [];"
-                  " const names = r.columns(); for (const it = r.iter({}); it.valid(); it.next())"
-                  " rows.push(names.map(n => { const v = it.get(n); return typeof v === 'bigint' ? Number(v) : v; }));"
-                  " return JSON.stringify(rows); })()") % json.dumps(sql)
-        return json.loads(self.evaluate(script))
 
 
 def written(trace):
@@ -167,6 +79,43 @@ def check(page, trace):
                       "steps": shown}
 
 
+def load_and_check(page, ui_port, trace, screenshot):
+    """Loads the trace from the UI's server, checks what Perfetto imported and saves the picture."""
+    def serving():
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/vizviewer_info", timeout=2):
+                return True
+        except OSError:
+            return False
+
+    wait_for("vizviewer did not serve the UI", serving, 30)
+    page.call("Page.navigate", url=f"http://127.0.0.1:{ui_port}/")
+    wait_for("Perfetto did not load the trace",
+             lambda: page.evaluate("typeof app !== 'undefined' && app.trace !== undefined && app.trace !== null"),
+             LOAD_SECONDS)
+    failures, counts = check(page, trace)
+    failures += [f"the page threw: {e}" for e in page.exceptions()]
+    # The picture: every process's track drawn, the first process (in the trace's order)
+    # expanded, its tracks drawn.
+    processes, _, _ = written(trace)
+    first = next(e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name")
+    shown = "(() => { const text = document.body.innerText; return %s.every(n => text.includes(n)); })()"
+    wait_for("Perfetto did not draw every process", lambda: page.evaluate(shown % json.dumps(list(processes.values()))),
+             LOAD_SECONDS)
+    page.evaluate("app.commands.runCommand('dev.perfetto.ExpandTracksByRegex', %s)" %
+                  json.dumps("^" + re.escape(first)))
+    # Only the tracks in view are in the page: the first one stands for the rest.
+    tracks = [e["args"]["name"] for e in trace["traceEvents"]
+              if e["ph"] == "M" and e["name"] == "thread_name" and e["pid"] == next(iter(processes))]
+    wait_for("Perfetto did not draw the first process's tracks",
+             lambda: page.evaluate(shown % json.dumps(tracks[:1])), LOAD_SECONDS)
+    time.sleep(1)  # the tracks' slices are drawn after their names
+    shot = page.call("Page.captureScreenshot", format="png")
+    with open(screenshot, "wb") as f:
+        f.write(base64.b64decode(shot["data"]))
+    return failures, counts
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("trace")
@@ -181,55 +130,15 @@ def main():
     with open(args.trace, encoding="utf-8") as f:
         trace = json.load(f)
 
-    profile = tempfile.mkdtemp(prefix="trainshim-chromium-")
-    children = []
+    # Each in a process group of its own: the server's and Chromium's helpers go with it.
+    ui_port = free_port()
+    server = subprocess.Popen([args.vizviewer, "--server_only", "--port", str(ui_port), args.trace],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        ui_port, debugging_port = free_port(), free_port()
-        # Each in a process group of its own: Chromium's helpers and the server go with it.
-        children.append(subprocess.Popen([args.vizviewer, "--server_only", "--port", str(ui_port), args.trace],
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
-        children.append(subprocess.Popen(
-            [args.chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-             f"--remote-debugging-port={debugging_port}", f"--user-data-dir={profile}", "--window-size=1600,1000",
-             "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
-
-        def serving():
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/vizviewer_info", timeout=2):
-                    return True
-            except OSError:
-                return False
-
-        wait_for("vizviewer did not serve the UI", serving, 30)
-        page = Page(debugging_port)
-        page.call("Page.navigate", url=f"http://127.0.0.1:{ui_port}/")
-        wait_for("Perfetto did not load the trace",
-                 lambda: page.evaluate("typeof app !== 'undefined' && app.trace !== undefined && app.trace !== null"),
-                 LOAD_SECONDS)
-        failures, counts = check(page, trace)
-        failures += [f"the page threw: {e}" for e in page.console_errors]
-        # The picture: every process's track drawn, the first process (in the trace's order)
-        # expanded, its tracks drawn.
-        processes, _, _ = written(trace)
-        first = next(e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name")
-        shown = "(() => { const text = document.body.innerText; return %s.every(n => text.includes(n)); })()"
-        wait_for("Perfetto did not draw every process", lambda: page.evaluate(shown % json.dumps(list(processes.values()))),
-                 LOAD_SECONDS)
-        page.evaluate("app.commands.runCommand('dev.perfetto.ExpandTracksByRegex', %s)" %
-                      json.dumps("^" + re.escape(first)))
-        # Only the tracks in view are in the page: the first one stands for the rest.
-        tracks = [e["args"]["name"] for e in trace["traceEvents"]
-                  if e["ph"] == "M" and e["name"] == "thread_name" and e["pid"] == next(iter(processes))]
-        wait_for("Perfetto did not draw the first process's tracks",
-                 lambda: page.evaluate(shown % json.dumps(tracks[:1])), LOAD_SECONDS)
-        time.sleep(1)  # the tracks' slices are drawn after their names
-        shot = page.call("Page.captureScreenshot", format="png")
-        with open(args.screenshot, "wb") as f:
-            f.write(base64.b64decode(shot["data"]))
+        with chromium(args.chromium, 1600, 1000) as page:
+            failures, counts = load_and_check(page, ui_port, trace, args.screenshot)
     finally:
-        for child in children:
-            stop_group(child)
-        shutil.rmtree(profile, ignore_errors=True)
+        stop_group(server)
     for failure in failures:
         print(f"FAIL: {failure}")
     print(f"{'FAIL' if failures else 'PASS'}: Perfetto UI loaded {args.trace}: {counts}; screenshot {args.screenshot}")

@@ -9,6 +9,7 @@
 // are compared, never clocks of different ranks, so no clock alignment across nodes is needed.
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <vector>
 
 namespace trainshim::cli {
@@ -36,6 +37,9 @@ struct RankWaits {
   // Sum, over the collectives where it was last, of the mean wait of the OTHER ranks (each
   // collective's mean rounded down to the nanosecond).
   int64_t imposed_ns = 0;
+  // Its wait in each of its steps (the collectives it called within step k: from its k-th step
+  // start to the next); empty when its step starts were not given.
+  std::vector<int64_t> waited_by_step_ns{};
 
   // The share of its collectives it arrived last at (0 without any).
   double last_fraction() const { return collectives ? double(last_count) / double(collectives) : 0.0; }
@@ -97,6 +101,9 @@ inline constexpr std::size_t kMaxStragglerLate = 1u << 16;
 // under 1 % of the input for a communicator of thousands of ranks, about the input's size again
 // when every communicator has 2 ranks. A record repeated for the same (rank, comm, sequence)
 // counts once (the first one in input order).
-CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timings);
+// step_starts: each rank's step starts on its own host clock, in time order, to split its waits by
+// step (RankWaits::waited_by_step_ns); a rank without any gets none.
+CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timings,
+                                       const std::map<int32_t, std::vector<int64_t>>& step_starts = {});
 
 }  // namespace trainshim::cli

@@ -445,6 +445,7 @@ IdleBySite cut_into_steps(GpuTimelineReport& out, const std::vector<int64_t>& st
     ++out.covered_steps;
     out.covered_ns += to - from;
     CoveredStep& step = out.steps.emplace_back();
+    step.step = int64_t(k);
     step.ns = to - from;
     const int64_t step_busy = covered(busy, from, to);
     step.busy_ns = step_busy;

@@ -48,6 +48,7 @@ struct IdleGapGroup {
 
 // One covered step's figures, as GpuTimelineReport sums them.
 struct CoveredStep {
+  int64_t step = 0;  // its number among all the rank's steps
   int64_t ns = 0, busy_ns = 0, communication_ns = 0;
   int64_t idle_by_cause_ns[kIdleCauseCount] = {};
   int64_t input_after_sync_ns = 0;  // of the data-loading idle time, what followed a sync's return

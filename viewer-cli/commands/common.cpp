@@ -5,6 +5,8 @@
 #include <iostream>
 #include <map>
 
+#include "output_file.hpp"
+#include "render/report_html.hpp"
 #include "render/report_json.hpp"
 #include "render/report_text.hpp"
 #include "store/run_database.hpp"
@@ -57,13 +59,16 @@ void add_text_options(CLI::App& command, TextArguments& text) {
       ->default_str("auto");
 }
 
-void print_report(const Report& report, const std::string& format, const TextArguments& text) {
-  if (format == "json") {
-    std::cout << json_text(render_json(report)) << "\n";
-    return;
+void print_report(const Report& report, const std::string& format, const TextArguments& text,
+                  const std::string& output) {
+  std::string rendered;
+  if (format == "json") rendered = json_text(render_json(report)) + "\n";
+  else if (format == "html") rendered = render_html(report);
+  else {
+    rendered = fit_to_width(reader_text(render_text(report, text.options)), output_width());
+    if (output == "-" && use_color(text.color)) rendered = colorize(rendered);
   }
-  const std::string fitted = fit_to_width(reader_text(render_text(report, text.options)), output_width());
-  std::cout << (use_color(text.color) ? colorize(fitted) : fitted);
+  write_output(output, "report", [&](std::ostream& out) { out << rendered; });
 }
 
 }  // namespace trainshim::cli

@@ -32,8 +32,10 @@ struct TextArguments {
 // Adds --top N, --summary and --color WHEN to `command`.
 void add_text_options(CLI::App& command, TextArguments& text);
 
-// The report on standard output, as "text" (fitted to the terminal's width, coloured where `text`
-// says) or "json".
-void print_report(const Report& report, const std::string& format, const TextArguments& text);
+// The report as "text" (fitted to the terminal's width, coloured where `text` says and only on
+// standard output), "json" or "html", written to `output` ("-": standard output; a file is written
+// whole or not at all, as write_output does).
+void print_report(const Report& report, const std::string& format, const TextArguments& text,
+                  const std::string& output = "-");
 
 }  // namespace trainshim::cli

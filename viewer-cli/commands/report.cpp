@@ -1,4 +1,4 @@
-// `trainshim report [DB ...] [--format text|json] [--step STEP] [--idle-gap-ms N] [--setup]
+// `trainshim report [DB ...] [--format text|json|html] [-o FILE] [--step STEP] [--idle-gap-ms N] [--setup]
 //                   [--merge-runs] [--rank N] [--top N] [--summary] [--color WHEN]`
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -15,6 +15,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "diagnose/load_report.hpp"
+#include "output_file.hpp"
 #include "render/report_json.hpp"
 #include "render/report_text.hpp"
 #include "store/rows.hpp"
@@ -27,7 +28,7 @@ namespace {
 
 struct ReportArguments {
   std::vector<std::string> databases;
-  std::string format, step;
+  std::string format, step, output = "-";
   double idle_gap_ms = 0;  // 0: max(1 ms, 5 % of the step)
   bool setup_only = false;
   bool merge_runs = false;
@@ -83,19 +84,23 @@ int report(ReportArguments args) {
         ranks.empty() ? "none (no process was started by a launcher)" : fmt::format("{}", fmt::join(ranks, ", "))));
   }
   if (!args.setup_only) {
-    print_report(report, args.format, args.text);
+    print_report(report, args.format, args.text, args.output);
     return 0;
   }
+  if (args.format == "html")
+    throw UsageError("--setup prints the checklist as text or JSON; the HTML report (without --setup) holds it too");
+  std::string rendered;
   if (args.format == "json") {
     nlohmann::ordered_json doc;
     doc["setup"] = setup_json(report.setup);
-    std::cout << json_text(doc) << "\n";
+    rendered = json_text(doc) + "\n";
   } else {
     const std::string text = render_setup_text(report);
-    std::cout << terminal_text(text.empty() ? "Setup: no process was checked: no sampler ran in this job "
-                                              "(TRAINSHIM_SAMPLE_HZ=0, or a trainshim without one)\n"
-                                            : text.substr(1));
+    rendered = terminal_text(text.empty() ? "Setup: no process was checked: no sampler ran in this job "
+                                            "(TRAINSHIM_SAMPLE_HZ=0, or a trainshim without one)\n"
+                                          : text.substr(1));
   }
+  write_output(args.output, "report", [&](std::ostream& out) { out << rendered; });
   return 0;
 }
 
@@ -106,7 +111,9 @@ Command add_report_command(CLI::App& app) {
   CLI::App* command = app.add_subcommand("report", "print what a run recorded, per rank");
   command->add_option("databases", args->databases,
                       "run databases, one per node of the job (default: the newest ./trainshim-*.db)");
-  add_format_option(*command, args->format, {"text", "json"});
+  add_format_option(*command, args->format, {"text", "json", "html"});
+  command->add_option("-o,--output", args->output,
+                      "write the report to this file, whole or not at all (default: - for standard output)");
   add_step_option(*command, args->step);
   command
       ->add_option("--idle-gap-ms", args->idle_gap_ms,

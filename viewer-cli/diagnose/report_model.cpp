@@ -146,7 +146,7 @@ Report read_report(const std::vector<const RunDatabase*>& databases, const std::
       p.gpu = load_gpu_timeline(*db, p.id, p.gpu.timeline, p.sync_sites, idle_gap_ns);
       p.gpu.records = records;
       load_host(*db, p.id, p.pid, p.sync_sites.steps, p.host_report);
-      read[i].push_back({db, p.id, p.rank, p.sync_sites.steps.count, std::move(c)});
+      read[i].push_back({db, p.id, p.rank, p.sync_sites.steps.count, p.sync_sites.steps.starts_ns, std::move(c)});
     }
   });
   std::vector<ProcessCollectives> refs;
