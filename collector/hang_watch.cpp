@@ -71,6 +71,7 @@ void HangWatch::observe(int rank, const EventRecord& r, int64_t begin_ns, const 
   if (r.sequence > c.newest) {
     c.newest = r.sequence;
     c.newest_since_ns = begin_ns;
+    c.hung_stacks.clear();
     c.newest_op = std::string(info.name);
   }
 }
@@ -116,16 +117,22 @@ std::string HangWatch::rank_doing(const std::pair<const int64_t, ProcessNow>& pr
   return out;
 }
 
+std::string HangWatch::stack_of(const std::pair<const int64_t, ProcessNow>& process, int64_t now_ns,
+                                const StackNamer& namer) {
+  const ProcessNow& p = process.second;
+  std::string out = fmt::format("rank {} (pid {}) thread {} {}", p.rank, p.pid, p.pid, thread_doing(p.main, now_ns));
+  if (namer && p.main.python_stack != 0)
+    for (const std::string& frame : namer(process.first, p.main.python_stack).frames) (out += "\n    at ") += frame;
+  return out;
+}
+
 std::string HangWatch::stacks_of(const std::vector<const std::pair<const int64_t, ProcessNow>*>& processes,
                                  int64_t now_ns, const StackNamer& namer) {
   std::string out;
   for (const auto* process : processes) {
-    const ProcessNow& p = process->second;
-    if (!p.main_sampled) continue;
+    if (!process->second.main_sampled) continue;
     if (!out.empty()) out += '\n';
-    out += fmt::format("rank {} (pid {}) thread {} {}", p.rank, p.pid, p.pid, thread_doing(p.main, now_ns));
-    if (namer && p.main.python_stack != 0)
-      for (const std::string& frame : namer(process->first, p.main.python_stack).frames) (out += "\n    at ") += frame;
+    out += stack_of(*process, now_ns, namer);
   }
   return out;
 }
@@ -179,10 +186,13 @@ std::vector<Hang> HangWatch::collective_hangs(int64_t now_ns, const StackNamer& 
     named.insert(named.end(), h.missing.begin(), h.missing.end());
     std::sort(named.begin(), named.end());
     named.erase(std::unique(named.begin(), named.end()), named.end());
-    std::vector<const std::pair<const int64_t, ProcessNow>*> sampled;
-    for (int rank : named)
-      if (const auto* process = sampled_rank(rank)) sampled.push_back(process);
-    h.stacks = stacks_of(sampled, now_ns, namer);
+    // Each named rank's stack now, else the last one seen while the hang went on: a rank killed
+    // (the job stopped by its user, the launcher ending the others) keeps the stack it hung in.
+    for (int rank : named) {
+      if (const auto* process = sampled_rank(rank)) c.hung_stacks[rank] = stack_of(*process, now_ns, namer);
+      if (const auto last = c.hung_stacks.find(rank); last != c.hung_stacks.end())
+        (h.stacks += h.stacks.empty() ? "" : "\n") += last->second;
+    }
     h.fresh = c.reported != c.newest;
     c.reported = c.newest;
     hangs.push_back(std::move(h));

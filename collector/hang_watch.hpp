@@ -100,6 +100,8 @@ class HangWatch {
     int64_t newest_since_ns = 0;         // when the first member entered it
     std::string newest_op;
     uint32_t reported = 0;  // the sequence already reported as hung
+    // The stacks of the ranks named in its newest hang, by global rank, as last sampled.
+    std::map<int, std::string> hung_stacks;
   };
   struct LastActivity {
     std::string api, where;
@@ -116,6 +118,9 @@ class HangWatch {
   // "rank 1 main thread sleeping in futex for 26 s at data.py:41 in get_batch".
   static std::string rank_doing(const std::pair<const int64_t, ProcessNow>& process, int64_t now_ns,
                                 const StackNamer& namer);
+  // One process's part of hangs.stacks: its main thread and its Python frames.
+  static std::string stack_of(const std::pair<const int64_t, ProcessNow>& process, int64_t now_ns,
+                              const StackNamer& namer);
   // hangs.stacks of these processes.
   static std::string stacks_of(const std::vector<const std::pair<const int64_t, ProcessNow>*>& processes,
                                int64_t now_ns, const StackNamer& namer);

@@ -295,6 +295,30 @@ TEST(HangWatch, ARankThatInitialisedTheCommunicatorButNeverEnteredTheFirstCollec
   EXPECT_TRUE(hangs[0].fresh);
 }
 
+// The job stopped while it hung (its user killed it, or the launcher the other ranks): the hang,
+// written again, keeps each rank's stack as last sampled; a rank still sampled gets its new one.
+TEST(HangWatch, AHungRankThatIsGoneKeepsTheStackItHungIn) {
+  HangWatch w(10 * kS);
+  w.observe(0, comm_init(0, 2), 1 * kS, "/job/train.py:20 in main");
+  w.observe(1, comm_init(1, 2), 2 * kS, "/job/train.py:20 in main");
+  EventRecord first = call(Api::ncclAllReduce, 0, 1);
+  first.comm_size = 2;
+  w.observe(0, first, 5 * kS, "/job/train.py:30 in step");
+  w.note_process(1, sampled_process(0, 100, 'S', 202, 0, 5, 29, 5));
+  w.note_process(2, sampled_process(1, 101, 'S', 7, 8, 10, 29, 2));
+  ASSERT_EQ(w.check(30 * kS, name_stack).size(), 1u);
+
+  ProcessNow gone = sampled_process(1, 101, 'S', 7, 8, 10, 29, 2);
+  gone.main_sampled = false;
+  w.note_process(2, gone);
+  const auto hangs = w.check(40 * kS, name_stack);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_EQ(hangs[0].stacks, "rank 0 (pid 100) thread 100 sleeping in futex for 35 s\n"
+                             "rank 1 (pid 101) thread 101 sleeping in poll for 20 s\n"
+                             "    at poll_queue (/job/worker.py:12)");
+  EXPECT_FALSE(hangs[0].fresh);
+}
+
 // Without the inits, the communicator's other rank is only unseen, and nobody was ever timed:
 // no rank can be told waiting, as before.
 TEST(HangWatch, AFirstCollectiveWithoutTheMembersInitsIsNoHang) {

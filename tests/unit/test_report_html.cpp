@@ -134,7 +134,10 @@ TEST(HtmlReport, StripsSplitEachStepAsTheGpuTimelineDid) {
 }
 
 TEST(HtmlReport, WaitsVerdictSitesAndSetupDrawnFromTheReport) {
-  const std::string html = render_html(starved_straggler());
+  Report r = starved_straggler();
+  const std::string templated = "void at::native::elementwise_kernel<" + std::string(300, 'x') + ">";
+  r.processes[0].gpu.kernels.top.push_back({templated, 2, 1 * kMs, 0.05, {}});
+  const std::string html = render_html(r);
   for (const char* section : {"verdict", "steps", "waits", "syncs", "kernels", "setup", "lost"})
     EXPECT_NE(html.find(std::string("<section id=\"") + section + "\""), std::string::npos) << section;
   EXPECT_EQ(html.find("<section id=\"hang\""), std::string::npos) << "no hang, no hang section";
@@ -151,7 +154,7 @@ TEST(HtmlReport, WaitsVerdictSitesAndSetupDrawnFromTheReport) {
   // The verdict, the sync site once for both ranks, linked to its file, the checklist once.
   EXPECT_NE(html.find("<span class=\"sev sev-high\">high</span>rank 1's input pipeline"), std::string::npos)
       << html.substr(html.find("<section id=\"verdict\""), 600);
-  EXPECT_NE(html.find(R"x(<span class="cost">5.0 ms a step (50.0 %)</span>, the step 5.0 ms without it)x"),
+  EXPECT_NE(html.find(R"x(<span class="cost">5.0 ms a step (50.0&nbsp;%)</span>, the step 5.0 ms without it)x"),
             std::string::npos);
   EXPECT_EQ(count(html, R"(<a class="src" href="file:///src/train.py">/src/train.py:57</a> in train_step)"), 1u);
   EXPECT_NE(html.find("<td>0-1</td><td class=\"n\">0.8</td><td class=\"n\">4.0 ms</td><td class=\"n\">6.0 ms</td>"),
@@ -159,6 +162,12 @@ TEST(HtmlReport, WaitsVerdictSitesAndSetupDrawnFromTheReport) {
   EXPECT_EQ(count(html, "pinned memory for input copies"), 1u);
   // Text from the recording is escaped.
   EXPECT_NE(html.find("void gemm&lt;float&gt;"), std::string::npos);
+  // A long templated kernel's name cut to 100 characters, whole in its tooltip.
+  EXPECT_NE(html.find("title=\"void at::native::elementwise_kernel&lt;" + std::string(300, 'x') +
+                      "&gt;\">void "
+                      "at::native::elementwise_kernel&lt;" +
+                      std::string(64, 'x') + "\u2026</td>"),
+            std::string::npos);
   EXPECT_NE(html.find("<title>trainshim report: job&lt;1&gt;</title>"), std::string::npos);
   EXPECT_NE(html.find("<td>rank 1 (nodeA)</td><td>12 ring full</td>"), std::string::npos);
   // Nothing fetched: no script, no external reference.
@@ -185,6 +194,11 @@ TEST(HtmlReport, AHangsStacksMergeIntoOneFlameGraphWhereTheMissingRankStandsOut)
     return at == std::string::npos ? std::string() : html.substr(at, html.find("</g>", at) - at);
   };
   EXPECT_NE(frame("every rank sampled", "0-2"), "");
+  // Outermost first, a row each, down to what the thread is doing.
+  EXPECT_NE(frame("main (/job/train.py:70)", "0, 2").find(R"(y="20")"), std::string::npos);
+  EXPECT_NE(frame("train_step (/job/train.py:40)", "0, 2").find(R"(y="40")"), std::string::npos);
+  EXPECT_NE(frame("all_reduce (/lib/dist.py:9)", "0, 2").find(R"(y="60")"), std::string::npos);
+  EXPECT_NE(frame("sleeping in futex", "0, 2").find(R"(y="80")"), std::string::npos);
   EXPECT_NE(frame("main (/job/train.py:70)", "0, 2"), "");
   EXPECT_NE(frame("train_step (/job/train.py:40)", "0, 2"), "");
   // Ranks 0 and 2 in the same futex wait whatever its length; rank 1 alone, in red.

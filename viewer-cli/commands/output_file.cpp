@@ -41,8 +41,8 @@ class OutputFile : public std::streambuf {
       if (fd < 0 && errno != EEXIST) break;
     }
     if (fd < 0)
-      throw UsageError(
-          fmt::format("{}: cannot create the {} ({}): pass a writable path with -o", output, what, std::strerror(errno)));
+      throw UsageError(fmt::format("{}: cannot create the {} ({}): pass a writable path with -o", output, what,
+                                   std::strerror(errno)));
     return std::unique_ptr<OutputFile>(new OutputFile(path, fd));
   }
   // `output` itself, which exists and is no regular file (a FIFO, /dev/stdout): there is nothing
@@ -102,8 +102,7 @@ class OutputFile : public std::streambuf {
 
 }  // namespace
 
-void write_output(const std::string& output, const std::string& what,
-                  const std::function<void(std::ostream&)>& write) {
+void write_output(const std::string& output, const std::string& what, const std::function<void(std::ostream&)>& write) {
   if (output == "-") {
     write(std::cout);
     std::cout.flush();

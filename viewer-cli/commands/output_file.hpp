@@ -10,7 +10,6 @@ namespace trainshim::cli {
 // planted there), renamed over it once complete, so that a reader never sees half a file, and
 // removed when writing fails. `what` names the output in the messages: "trace", "report".
 // UsageError when the path cannot be written; runtime_error when the disk fills up.
-void write_output(const std::string& output, const std::string& what,
-                  const std::function<void(std::ostream&)>& write);
+void write_output(const std::string& output, const std::string& what, const std::function<void(std::ostream&)>& write);
 
 }  // namespace trainshim::cli

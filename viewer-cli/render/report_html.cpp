@@ -4,10 +4,10 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <map>
 #include <cstdio>
-#include <tuple>
+#include <map>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "diagnose/setup.hpp"
@@ -21,16 +21,25 @@ std::string escape(std::string_view text) {
   std::string out;
   out.reserve(text.size());
   for (const char c : text) switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   return out;
 }
 
-std::string percent(double share) { return fmt::format("{:.1f} %", 100 * share); }
+std::string percent(double share) { return fmt::format("{:.1f}&nbsp;%", 100 * share); }
 
 // "0-3, 5, 7-8".
 std::string rank_ranges(std::vector<int> ranks) {
@@ -50,8 +59,9 @@ std::string rank_ranges(std::vector<int> ranks) {
 // "file:line" linked to the file, and the rest of a "file:line in function" location as text.
 std::string source_link(const std::string& file, int line, const std::string& rest = "") {
   const std::string shown = escape(fmt::format("{}:{}", file.empty() ? "?" : file, line));
-  std::string out = file.starts_with('/') ? fmt::format(R"(<a class="src" href="file://{}">{}</a>)", escape(file), shown)
-                                          : fmt::format(R"(<span class="src">{}</span>)", shown);
+  std::string out = file.starts_with('/')
+                        ? fmt::format(R"(<a class="src" href="file://{}">{}</a>)", escape(file), shown)
+                        : fmt::format(R"(<span class="src">{}</span>)", shown);
   return rest.empty() ? out : out + " " + escape(rest);
 }
 
@@ -77,10 +87,11 @@ struct PartStyle {
 constexpr PartStyle kCompute{"compute", "GPU compute", "#4c78a8"};
 constexpr PartStyle kCommunication{"communication", "communication", "#72b7b2"};
 constexpr PartStyle kWaiting{"waiting", "communication: waiting for late ranks", "#bab0ac"};
-constexpr PartStyle kIdleStyles[kIdleCauseCount] = {
-    {"data_loading", "idle: data loading", "#e45756"}, {"sync", "idle: sync", "#f58518"},
-    {"pageable_copy", "idle: pageable copy", "#b279a2"}, {"collective", "idle: host in collective", "#eeca3b"},
-    {"host", "idle: host busy", "#9d755d"}};
+constexpr PartStyle kIdleStyles[kIdleCauseCount] = {{"data_loading", "idle: data loading", "#e45756"},
+                                                    {"sync", "idle: sync", "#f58518"},
+                                                    {"pageable_copy", "idle: pageable copy", "#b279a2"},
+                                                    {"collective", "idle: host in collective", "#eeca3b"},
+                                                    {"host", "idle: host busy", "#9d755d"}};
 constexpr PartStyle kNotRecorded{"not_recorded", "not recorded (outside the GPU timeline)", "url(#not-recorded)"};
 
 // The hatching of time the GPU timeline did not record, once per page.
@@ -106,15 +117,17 @@ td.n,th.n{text-align:right}.ok{color:#2e7d32}.off{color:#c62828;font-weight:600}
 .legend svg{vertical-align:-.1em}
 svg.heat{width:100%;height:auto;display:block}svg.bars{width:100%;height:auto;display:block;max-width:900px}
 svg.flame{width:100%;height:auto;display:block}svg text{font-size:11px;fill:#1d1d1f}
-.src{font-family:ui-monospace,monospace;font-size:.92em}
+pre{white-space:pre-wrap;overflow-wrap:anywhere;font-size:.85em}
+.src{font-family:ui-monospace,monospace;font-size:.92em;overflow-wrap:anywhere}
 @media (max-width:600px){body{padding:8px}th,td{padding:.15em .3em}.strip svg{height:80px}}
 )";
 
 void legend(std::string& out, bool with_not_recorded) {
   out += R"(<p class="legend">)";
   auto item = [&](const PartStyle& s) {
-    out += fmt::format(R"(<span><svg width="12" height="12" aria-hidden="true"><rect width="12" height="12" fill="{}"/></svg> {}</span>)",
-                       s.colour, s.words);
+    out += fmt::format(
+        R"(<span><svg width="12" height="12" aria-hidden="true"><rect width="12" height="12" fill="{}"/></svg> {}</span>)",
+        s.colour, s.words);
   };
   item(kCompute);
   item(kCommunication);
@@ -226,9 +239,9 @@ void render_strip(std::string& out, const ProcessReport& p, const std::vector<Ba
   if (g.has_figures()) {
     int64_t compute = g.busy_ns - g.communication_ns;
     out += fmt::format("{} steps, {} on the GPU timeline: GPU busy {} (compute {}, communication {}), idle {}",
-                       with_thousands(int64_t(step_lengths(p.sync_sites.steps).size())), with_thousands(g.covered_steps),
-                       percent(g.share(g.busy_ns)), percent(g.share(compute)), percent(g.share(g.communication_ns)),
-                       percent(g.share(g.idle_ns)));
+                       with_thousands(int64_t(step_lengths(p.sync_sites.steps).size())),
+                       with_thousands(g.covered_steps), percent(g.share(g.busy_ns)), percent(g.share(compute)),
+                       percent(g.share(g.communication_ns)), percent(g.share(g.idle_ns)));
     std::vector<std::pair<int64_t, int>> causes;
     for (int c = 0; c < kIdleCauseCount; ++c)
       if (g.idle_by_cause_ns[c] > 0) causes.push_back({g.idle_by_cause_ns[c], c});
@@ -248,8 +261,8 @@ void render_strip(std::string& out, const ProcessReport& p, const std::vector<Ba
   const double width = 4;
   const double height = 100;
   out += fmt::format(
-      R"(<svg data-rank="{}" data-idle-share="{:.6f}" viewBox="0 0 {} {}" preserveAspectRatio="none" role="img" aria-label="{}'s steps">)",
-      rank_label(p.rank), g.share(g.idle_ns), width * double(bars.size()), height, escape(process_name(p)));
+      R"(<svg data-rank="{}" data-pid="{}" data-idle-share="{:.6f}" viewBox="0 0 {} {}" preserveAspectRatio="none" role="img" aria-label="{}'s steps">)",
+      rank_label(p.rank), p.pid, g.share(g.idle_ns), width * double(bars.size()), height, escape(process_name(p)));
   for (std::size_t i = 0; i < bars.size(); ++i) {
     const Bar& b = bars[i];
     const double per_step = double(b.steps);
@@ -322,9 +335,10 @@ void render_steps(std::string& out, const Report& report) {
   if (drawn.size() < report.processes.size())
     out += fmt::format(R"(<p class="muted">{} of {} ranks drawn; every rank below.</p>)", drawn.size(),
                        report.processes.size());
-  out += R"(<h3>Every rank</h3><div class="wrap"><table id="rank-table"><thead><tr><th>rank</th><th class="n">steps</th>)"
-         R"(<th class="n">median step</th><th class="n">p90</th><th class="n">longest</th><th class="n">GPU busy</th>)"
-         R"(<th class="n">GPU idle</th><th>idle mostly</th></tr></thead><tbody>)";
+  out +=
+      R"(<h3>Every rank</h3><div class="wrap"><table id="rank-table"><thead><tr><th>rank</th><th class="n">steps</th>)"
+      R"(<th class="n">median step</th><th class="n">p90</th><th class="n">longest</th><th class="n">GPU busy</th>)"
+      R"(<th class="n">GPU idle</th><th>idle mostly</th></tr></thead><tbody>)";
   for (const ProcessReport& p : report.processes) {
     const std::vector<int64_t> lengths = step_lengths(p.sync_sites.steps);
     const GpuTimelineReport& g = p.gpu;
@@ -339,8 +353,8 @@ void render_steps(std::string& out, const Report& report) {
         lengths.empty() ? "&mdash;" : human_duration(percentile(lengths, 0.5)),
         lengths.empty() ? "&mdash;" : human_duration(percentile(lengths, 0.9)),
         lengths.empty() ? "&mdash;" : human_duration(percentile(lengths, 1.0)),
-        g.has_figures() ? percent(g.share(g.busy_ns)) : "&mdash;", g.has_figures() ? percent(g.share(g.idle_ns)) : "&mdash;",
-        mostly);
+        g.has_figures() ? percent(g.share(g.busy_ns)) : "&mdash;",
+        g.has_figures() ? percent(g.share(g.idle_ns)) : "&mdash;", mostly);
   }
   out += "</tbody></table></div></section>\n";
 }
@@ -353,8 +367,7 @@ void render_waits(std::string& out, const Report& report) {
     out += fmt::format("<p>Rank <b>{}</b> is the straggler: it arrives last at the collectives and the others wait "
                        "for it.</p>",
                        a.straggler);
-  else
-    out += "<p>No straggler: no one rank makes the others wait most of the time.</p>";
+  else out += "<p>No straggler: no one rank makes the others wait most of the time.</p>";
 
   // Imposed wait: what each rank's lateness cost the others, the largest drawn.
   std::vector<const RankWaits*> imposing;
@@ -367,8 +380,9 @@ void render_waits(std::string& out, const Report& report) {
   for (const RankWaits* w : imposing) most = std::max(most, w->imposed_ns);
   out += "<h3>Wait each rank imposed on the others (its lateness)</h3>";
   const double row = 18, label = 140, length = 600;
-  out += fmt::format(R"(<svg class="bars" id="imposed" viewBox="0 0 {} {}" role="img" aria-label="imposed wait per rank">)",
-                     label + length + 90, row * double(imposing.size()) + 4);
+  out += fmt::format(
+      R"(<svg class="bars" id="imposed" viewBox="0 0 {} {}" role="img" aria-label="imposed wait per rank">)",
+      label + length + 90, row * double(imposing.size()) + 4);
   for (std::size_t i = 0; i < imposing.size(); ++i) {
     const RankWaits& w = *imposing[i];
     const double y = row * double(i) + 2, bar = double(w.imposed_ns) / double(most) * length;
@@ -390,7 +404,8 @@ void render_waits(std::string& out, const Report& report) {
     return;
   }
   if (rows.size() > kHtmlHeatRows) {
-    std::stable_sort(rows.begin(), rows.end(), [](const RankWaits* x, const RankWaits* y) { return x->waited_ns > y->waited_ns; });
+    std::stable_sort(rows.begin(), rows.end(),
+                     [](const RankWaits* x, const RankWaits* y) { return x->waited_ns > y->waited_ns; });
     rows.resize(kHtmlHeatRows);
     std::sort(rows.begin(), rows.end(), [](const RankWaits* x, const RankWaits* y) { return x->rank < y->rank; });
   }
@@ -401,30 +416,34 @@ void render_waits(std::string& out, const Report& report) {
   std::vector<std::vector<int64_t>> cells(rows.size(), std::vector<int64_t>(columns, 0));
   int64_t hottest = 1;
   for (std::size_t r = 0; r < rows.size(); ++r) {
-    for (std::size_t k = 0; k < rows[r]->waited_by_step_ns.size(); ++k) cells[r][k / per_cell] += rows[r]->waited_by_step_ns[k];
+    for (std::size_t k = 0; k < rows[r]->waited_by_step_ns.size(); ++k)
+      cells[r][k / per_cell] += rows[r]->waited_by_step_ns[k];
     for (int64_t& c : cells[r]) hottest = std::max(hottest, c /= int64_t(per_cell));
   }
-  out += fmt::format("<h3>Wait per rank and step{}</h3>", rows.size() < a.ranks.size()
-                                                               ? fmt::format(" (the {} ranks that waited most)", rows.size())
-                                                               : std::string());
+  out += fmt::format(
+      "<h3>Wait per rank and step{}</h3>",
+      rows.size() < a.ranks.size() ? fmt::format(" (the {} ranks that waited most)", rows.size()) : std::string());
   const double cell_w = std::max(3.0, 900.0 / double(columns)), cell_h = 14, left = 60;
-  out += fmt::format(R"(<svg class="heat" id="wait-heat" viewBox="0 0 {:.0f} {:.0f}" role="img" aria-label="waits per rank and step">)",
-                     left + cell_w * double(columns), cell_h * double(rows.size()) + 16);
+  out += fmt::format(
+      R"(<svg class="heat" id="wait-heat" viewBox="0 0 {:.0f} {:.0f}" role="img" aria-label="waits per rank and step">)",
+      left + cell_w * double(columns), cell_h * double(rows.size()) + 16);
   for (std::size_t r = 0; r < rows.size(); ++r) {
     out += fmt::format(R"(<text x="0" y="{:.0f}">rank {}</text>)", cell_h * double(r) + 11, rows[r]->rank);
     for (std::size_t c = 0; c < columns; ++c) {
       const double heat = double(cells[r][c]) / double(hottest);
       // White to deep red.
       const int green = int(235 - 200 * heat), blue = int(235 - 215 * heat);
-      out += fmt::format(R"svg(<rect x="{:.1f}" y="{:.0f}" width="{:.1f}" height="{}" fill="rgb(250,{},{})"><title>rank {}, )svg",
-                         left + cell_w * double(c), cell_h * double(r), cell_w, cell_h - 1, green, blue, rows[r]->rank);
-      out += per_cell == 1 ? fmt::format("step {}", c) : fmt::format("steps {}-{}", c * per_cell, c * per_cell + per_cell - 1);
+      out += fmt::format(
+          R"svg(<rect x="{:.1f}" y="{:.0f}" width="{:.1f}" height="{}" fill="rgb(250,{},{})"><title>rank {}, )svg",
+          left + cell_w * double(c), cell_h * double(r), cell_w, cell_h - 1, green, blue, rows[r]->rank);
+      out += per_cell == 1 ? fmt::format("step {}", c)
+                           : fmt::format("steps {}-{}", c * per_cell, c * per_cell + per_cell - 1);
       out += fmt::format(": waited {} a step</title></rect>", human_duration(cells[r][c]));
     }
   }
-  out += fmt::format(R"(<text x="{}" y="{:.0f}">step 0</text><text x="{:.0f}" y="{:.0f}" text-anchor="end">step {}</text>)",
-                     left, cell_h * double(rows.size()) + 13, left + cell_w * double(columns),
-                     cell_h * double(rows.size()) + 13, steps - 1);
+  out += fmt::format(
+      R"(<text x="{}" y="{:.0f}">step 0</text><text x="{:.0f}" y="{:.0f}" text-anchor="end">step {}</text>)", left,
+      cell_h * double(rows.size()) + 13, left + cell_w * double(columns), cell_h * double(rows.size()) + 13, steps - 1);
   out += "</svg></section>\n";
 }
 
@@ -461,13 +480,16 @@ void render_sites(std::string& out, const Report& report) {
   const std::vector<SiteRow> syncs = merged_sites(report, &RankSyncs::hidden);
   if (syncs.empty()) out += "<p>No hidden sync.</p>";
   else {
-    out += R"(<div class="wrap"><table><thead><tr><th>operation</th><th>where</th><th>ranks</th><th class="n">calls a step</th>)"
-           R"(<th class="n">host blocked</th><th class="n">GPU idle after (bubble)</th></tr></thead><tbody>)";
+    out +=
+        R"(<div class="wrap"><table><thead><tr><th>operation</th><th>where</th><th>ranks</th><th class="n">calls a step</th>)"
+        R"(<th class="n">host blocked</th><th class="n">GPU idle after (bubble)</th></tr></thead><tbody>)";
     for (const SiteRow& r : syncs)
       out += fmt::format(
           R"(<tr><td>{}</td><td>{}</td><td>{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td></tr>)",
-          escape(r.site->classification.operation), source_link(r.site->file, r.site->line, r.site->function.empty() ? "" : "in " + r.site->function),
-          rank_ranges(r.ranks), r.steps > 0 ? fmt::format("{:.1f}", double(r.calls) / double(r.steps)) : with_thousands(r.calls),
+          escape(r.site->classification.operation),
+          source_link(r.site->file, r.site->line, r.site->function.empty() ? "" : "in " + r.site->function),
+          rank_ranges(r.ranks),
+          r.steps > 0 ? fmt::format("{:.1f}", double(r.calls) / double(r.steps)) : with_thousands(r.calls),
           human_duration(r.blocked_ns), r.bubble_calls > 0 ? human_duration(r.bubble_ns) : "&mdash;");
     out += "</tbody></table></div>";
   }
@@ -475,16 +497,25 @@ void render_sites(std::string& out, const Report& report) {
   out += "<h3>Copies from or to pageable memory</h3>";
   if (copies.empty()) out += "<p>None.</p>";
   else {
-    out += R"(<div class="wrap"><table><thead><tr><th>where</th><th>direction</th><th>ranks</th><th class="n">calls</th><th class="n">bytes</th>)"
-           R"(<th class="n">host time</th></tr></thead><tbody>)";
+    out +=
+        R"(<div class="wrap"><table><thead><tr><th>where</th><th>direction</th><th>ranks</th><th class="n">calls</th><th class="n">bytes</th>)"
+        R"(<th class="n">host time</th></tr></thead><tbody>)";
     for (const SiteRow& r : copies)
-      out += fmt::format(R"(<tr><td>{}</td><td>{}</td><td>{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td></tr>)",
-                         source_link(r.site->file, r.site->line, r.site->function.empty() ? "" : "in " + r.site->function),
-                         direction_name(r.site->copy_direction), rank_ranges(r.ranks), with_thousands(r.calls),
-                         human_bytes(r.bytes), human_duration(r.blocked_ns));
+      out += fmt::format(
+          R"(<tr><td>{}</td><td>{}</td><td>{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td></tr>)",
+          source_link(r.site->file, r.site->line, r.site->function.empty() ? "" : "in " + r.site->function),
+          direction_name(r.site->copy_direction), rank_ranges(r.ranks), with_thousands(r.calls), human_bytes(r.bytes),
+          human_duration(r.blocked_ns));
     out += "</tbody></table></div>";
   }
   out += "</section>\n";
+}
+
+// A C++ kernel's name cut to what a row shows (its whole name is the cell's tooltip): the
+// template arguments of a vectorized elementwise kernel run to thousands of characters.
+std::string shortened(const std::string& name) {
+  constexpr std::size_t kShown = 100;
+  return name.size() <= kShown ? name : name.substr(0, kShown) + "\u2026";
 }
 
 void render_kernels(std::string& out, const Report& report) {
@@ -500,14 +531,17 @@ void render_kernels(std::string& out, const Report& report) {
   }
   if (by_name.empty()) return;
   std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> top(by_name.begin(), by_name.end());
-  std::stable_sort(top.begin(), top.end(), [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+  std::stable_sort(top.begin(), top.end(),
+                   [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
   if (top.size() > 10) top.resize(10);
-  out += R"(<section id="kernels"><h2>Top kernels</h2><div class="wrap"><table><thead><tr><th>kernel</th><th class="n">calls</th>)"
-         R"(<th class="n">GPU time</th><th class="n">of GPU busy</th></tr></thead><tbody>)";
+  out +=
+      R"(<section id="kernels"><h2>Top kernels</h2><div class="wrap"><table><thead><tr><th>kernel</th><th class="n">calls</th>)"
+      R"(<th class="n">GPU time</th><th class="n">of GPU busy</th></tr></thead><tbody>)";
   for (const auto& [name, figures] : top)
-    out += fmt::format(R"(<tr><td class="src">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td></tr>)",
-                       escape(name), with_thousands(figures.first), human_duration(figures.second),
-                       busy > 0 ? percent(double(figures.second) / double(busy)) : "&mdash;");
+    out += fmt::format(
+        R"(<tr><td class="src" title="{}">{}</td><td class="n">{}</td><td class="n">{}</td><td class="n">{}</td></tr>)",
+        escape(name), escape(shortened(name)), with_thousands(figures.first), human_duration(figures.second),
+        busy > 0 ? percent(double(figures.second) / double(busy)) : "&mdash;");
   out += "</tbody></table></div></section>\n";
 }
 
@@ -516,8 +550,9 @@ void render_setup(std::string& out, const Report& report) {
   // One row per item and finding, with every rank it holds for.
   std::map<std::tuple<int, std::string, std::string, bool>, std::vector<int>> rows;
   for (const SetupItem& s : report.setup) rows[{int(s.item), s.observed, s.recommended, s.ok}].push_back(s.rank);
-  out += R"(<section id="setup"><h2>Setup checklist</h2><div class="wrap"><table><thead><tr><th></th><th>item</th><th>ranks</th>)"
-         R"(<th>seen</th><th>recommended</th></tr></thead><tbody>)";
+  out +=
+      R"(<section id="setup"><h2>Setup checklist</h2><div class="wrap"><table><thead><tr><th></th><th>item</th><th>ranks</th>)"
+      R"(<th>seen</th><th>recommended</th></tr></thead><tbody>)";
   for (const auto& [key, ranks] : rows) {
     const auto& [item, observed, recommended, ok] = key;
     out += fmt::format(R"(<tr class="{}"><td class="{}">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>)",
@@ -536,14 +571,16 @@ void render_lost(std::string& out, const Report& report) {
 #define TS_LOST(column, json_key, words, meaning) \
   if (p.lost.column > 0) counts.push_back(fmt::format("{} {}", with_thousands(p.lost.column), words));
 #define TS_GPU(column, json_key, words, meaning) \
-  if (p.gpu.records.column > 0) counts.push_back(fmt::format("{} GPU records {}", with_thousands(p.gpu.records.column), words));
+  if (p.gpu.records.column > 0)                  \
+    counts.push_back(fmt::format("{} GPU records {}", with_thousands(p.gpu.records.column), words));
 #include "trainshim/counters.def"
     if (!counts.empty())
-      rows += fmt::format("<tr><td>{}</td><td>{}</td></tr>", escape(process_name(p)), escape(fmt::format("{}", fmt::join(counts, ", "))));
+      rows += fmt::format("<tr><td>{}</td><td>{}</td></tr>", escape(process_name(p)),
+                          escape(fmt::format("{}", fmt::join(counts, ", "))));
   }
   out += rows.empty() ? "<p>None: every record reached the database.</p>"
-                      : R"(<div class="wrap"><table><thead><tr><th>process</th><th>lost</th></tr></thead><tbody>)" + rows +
-                            "</tbody></table></div>";
+                      : R"(<div class="wrap"><table><thead><tr><th>process</th><th>lost</th></tr></thead><tbody>)" +
+                            rows + "</tbody></table></div>";
   out += "</section>\n";
 }
 
@@ -574,7 +611,6 @@ std::vector<std::pair<int, std::vector<std::string>>> parse_stacks(const std::st
     if (const std::size_t f = doing.rfind(" for "); f != std::string::npos && doing.ends_with(" s")) doing.resize(f);
     out.push_back({rank, {doing}});
   }
-  for (auto& [rank, path] : out) std::rotate(path.begin(), path.begin() + 1, path.end());  // the doing last
   return out;
 }
 
@@ -591,7 +627,8 @@ void draw_flame(std::string& out, const FlameNode& n, double x, double width, in
       R"(<g data-frame="{}" data-ranks="{}"><rect x="{:.2f}" y="{:.0f}" width="{:.2f}" height="{}" fill="{}" stroke="#fff"/>)"
       R"(<text x="{:.2f}" y="{:.0f}">{}</text><title>{} &mdash; ranks {}</title></g>)",
       escape(n.frame), rank_ranges(n.ranks), x, row * depth, width, row - 1, alone ? "#e45756" : "#f2b36f", x + 3,
-      row * depth + 14, escape(n.frame.size() > std::size_t(width / 6.5) ? n.frame.substr(0, std::size_t(width / 6.5)) : n.frame),
+      row * depth + 14,
+      escape(n.frame.size() > std::size_t(width / 6.5) ? n.frame.substr(0, std::size_t(width / 6.5)) : n.frame),
       escape(n.frame), rank_ranges(n.ranks));
   double child_x = x;
   for (const FlameNode& c : n.children) {
@@ -605,14 +642,16 @@ void render_hangs(std::string& out, const Report& report) {
   if (report.hangs.empty()) return;
   out += R"(<section id="hang"><h2>The job hung</h2>)";
   for (const HangRow& h : report.hangs) out += fmt::format("<p>{}</p>", escape(h.message));
-  const auto with_stacks = std::find_if(report.hangs.begin(), report.hangs.end(), [](const HangRow& h) { return !h.stacks.empty(); });
+  const auto with_stacks =
+      std::find_if(report.hangs.begin(), report.hangs.end(), [](const HangRow& h) { return !h.stacks.empty(); });
   if (with_stacks != report.hangs.end()) {
     FlameNode root{"every rank sampled", {}, {}};
     for (const auto& [rank, path] : parse_stacks(with_stacks->stacks)) {
       root.ranks.push_back(rank);
       FlameNode* node = &root;
       for (const std::string& frame : path) {
-        auto it = std::find_if(node->children.begin(), node->children.end(), [&](const FlameNode& c) { return c.frame == frame; });
+        auto it = std::find_if(node->children.begin(), node->children.end(),
+                               [&](const FlameNode& c) { return c.frame == frame; });
         if (it == node->children.end()) it = node->children.insert(node->children.end(), FlameNode{frame, {}, {}});
         it->ranks.push_back(rank);
         node = &*it;
@@ -620,8 +659,9 @@ void render_hangs(std::string& out, const Report& report) {
     }
     out += "<h3>Where each rank is, merged (a frame only one rank is in stands out in red)</h3>";
     const double width = 1200;
-    out += fmt::format(R"(<svg class="flame" id="hang-flame" viewBox="0 0 {} {}" role="img" aria-label="stacks of the hung ranks">)",
-                       width, 20 * flame_depth(root));
+    out += fmt::format(
+        R"(<svg class="flame" id="hang-flame" viewBox="0 0 {} {}" role="img" aria-label="stacks of the hung ranks">)",
+        width, 20 * flame_depth(root));
     draw_flame(out, root, 0, width, 0, root.ranks.size());
     out += fmt::format("</svg><pre>{}</pre>", escape(with_stacks->stacks));
   }
@@ -634,9 +674,9 @@ std::string render_html(const Report& report) {
   std::string out = R"(<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">)"
                     R"(<meta name="viewport" content="width=device-width, initial-scale=1">)";
   out += fmt::format("<title>trainshim report: {}</title><style>{}</style></head><body>\n", escape(report.job), kStyle);
-  out += fmt::format(R"(<header><h1>trainshim report</h1><p class="muted">job {} &middot; {} process{} &middot; {}</p></header>)",
-                     escape(report.job), report.processes.size(), report.processes.size() == 1 ? "" : "es",
-                     escape(report.database));
+  out += fmt::format(
+      R"(<header><h1>trainshim report</h1><p class="muted">job {} &middot; {} process{} &middot; {}</p></header>)",
+      escape(report.job), report.processes.size(), report.processes.size() == 1 ? "" : "es", escape(report.database));
   out += kPatterns;
   out += "\n";
   render_verdict(out, report);
