@@ -236,6 +236,14 @@ TEST(HtmlReport, AThousandRanksOfTenThousandStepsStayUnderTenMegabytes) {
   // 295 bars of 34 steps (the last of 4, none of them recorded: 294 with compute).
   EXPECT_EQ(count(html, "<g><title>steps "), kHtmlStripRanks * 295);
   EXPECT_EQ(count(html, R"(<rect class="p-compute")"), kHtmlStripRanks * 294);
+  // A bar of several steps is the mean of those recorded (6 ms compute of 10 ms); one that
+  // recorded none is hatched.
+  EXPECT_EQ(count(html, "<g><title>steps 0-33 (4 recorded): 10.0 ms a step</title><rect class=\"p-compute\" "
+                        "x=\"0.0\" y=\"40.0000\" width=\"3.4\" height=\"60.0000\""),
+            kHtmlStripRanks - 1)
+      << "every strip but the straggler's";
+  EXPECT_EQ(count(html, "<g><title>steps 9996-9999 (0 recorded): 10.0 ms a step</title><rect class=\"p-not_recorded\""),
+            kHtmlStripRanks);
   EXPECT_EQ(count(html, "<title>rank "), kHtmlHeatRows * kHtmlHeatColumns);
   EXPECT_EQ(count(html, "<title>rank 1023, steps 0-49: waited"), 1u);
   EXPECT_EQ(count(html, "<title>rank 992, steps"), kHtmlHeatColumns) << "the 32 that waited most: 992 to 1023";

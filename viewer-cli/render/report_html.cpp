@@ -192,15 +192,19 @@ void render_verdict(std::string& out, const Report& report) {
   out += "</section>\n";
 }
 
-// One bar of a strip: the sum of some steps' parts (a bar stands for several steps when there are
-// more than kHtmlBarsPerStrip).
+// One bar of a strip: one step, or a few consecutive ones when there are more than
+// kHtmlBarsPerStrip. A bar of several stands for the mean of those the GPU timeline recorded
+// (a duty-cycled timeline records one step in many), and is hatched as not recorded only when it
+// recorded none of them.
 struct Bar {
-  int64_t first_step = 0, steps = 0;
+  int64_t first_step = 0, steps = 0, recorded = 0;
   int64_t compute = 0, communication = 0, waiting = 0, idle[kIdleCauseCount] = {}, not_recorded = 0;
-  int64_t total() const {
-    int64_t t = compute + communication + waiting + not_recorded;
+  // The mean length of the steps it draws.
+  int64_t step_ns() const {
+    if (recorded == 0) return not_recorded / std::max<int64_t>(1, steps);
+    int64_t t = compute + communication + waiting;
     for (const int64_t i : idle) t += i;
-    return t;
+    return t / recorded;
   }
 };
 
@@ -218,6 +222,7 @@ std::vector<Bar> bars_of(const ProcessReport& p, const RankWaits* waits) {
     Bar& b = bars.back();
     ++b.steps;
     if (const CoveredStep* s = covered[k]) {
+      ++b.recorded;
       const int64_t waited =
           waits && k < waits->waited_by_step_ns.size() ? std::min(waits->waited_by_step_ns[k], s->communication_ns) : 0;
       b.compute += s->busy_ns - s->communication_ns;
@@ -265,25 +270,27 @@ void render_strip(std::string& out, const ProcessReport& p, const std::vector<Ba
       rank_label(p.rank), p.pid, g.share(g.idle_ns), width * double(bars.size()), height, escape(process_name(p)));
   for (std::size_t i = 0; i < bars.size(); ++i) {
     const Bar& b = bars[i];
-    const double per_step = double(b.steps);
     double y = height;
     std::string rects;
-    auto part = [&](const PartStyle& s, int64_t ns) {
+    auto part = [&](const PartStyle& s, int64_t ns, int64_t steps) {
       if (ns <= 0) return;
-      const double h = double(ns) / per_step / double(scale_ns) * height;
+      const double h = double(ns) / double(steps) / double(scale_ns) * height;
       y -= h;
       rects += fmt::format(R"(<rect class="p-{}" x="{:.1f}" y="{:.4f}" width="{:.1f}" height="{:.4f}" fill="{}"/>)",
                            s.key, width * double(i), y, width * 0.85, h, s.colour);
     };
-    part(kCompute, b.compute);
-    part(kCommunication, b.communication);
-    part(kWaiting, b.waiting);
-    for (int c = 0; c < kIdleCauseCount; ++c) part(kIdleStyles[c], b.idle[c]);
-    part(kNotRecorded, b.not_recorded);
-    const std::string steps = b.steps == 1 ? fmt::format("step {}", b.first_step)
-                                           : fmt::format("steps {}-{}", b.first_step, b.first_step + b.steps - 1);
-    out += fmt::format("<g><title>{}: {} a step</title>{}</g>", steps,
-                       human_duration(b.total() / std::max<int64_t>(1, b.steps)), rects);
+    if (b.recorded > 0) {
+      part(kCompute, b.compute, b.recorded);
+      part(kCommunication, b.communication, b.recorded);
+      part(kWaiting, b.waiting, b.recorded);
+      for (int c = 0; c < kIdleCauseCount; ++c) part(kIdleStyles[c], b.idle[c], b.recorded);
+    } else {
+      part(kNotRecorded, b.not_recorded, b.steps);
+    }
+    std::string steps = b.steps == 1 ? fmt::format("step {}", b.first_step)
+                                     : fmt::format("steps {}-{}", b.first_step, b.first_step + b.steps - 1);
+    if (b.steps > 1) steps += fmt::format(" ({} recorded)", b.recorded);
+    out += fmt::format("<g><title>{}: {} a step</title>{}</g>", steps, human_duration(b.step_ns()), rects);
   }
   out += "</svg></div>";
 }
@@ -316,8 +323,9 @@ std::vector<const ProcessReport*> ranks_drawn(const Report& report) {
 
 void render_steps(std::string& out, const Report& report) {
   out += R"(<section id="steps"><h2>Steps, rank by rank</h2>)";
-  out += R"(<p class="muted">Each bar is a step (or the mean of a few, on long runs), as tall as the step is long, )"
-         R"(split into what the GPU did: busy with compute or communication, or idle and why.</p>)";
+  out += R"(<p class="muted">Each bar is a step (on long runs, the mean of the few a bar stands for that the GPU )"
+         R"(timeline recorded), as tall as the step is long, split into what the GPU did: busy with compute or )"
+         R"(communication, or idle and why.</p>)";
   const std::vector<const ProcessReport*> drawn = ranks_drawn(report);
   std::vector<std::vector<Bar>> bars;
   int64_t scale_ns = 1;
@@ -325,8 +333,8 @@ void render_steps(std::string& out, const Report& report) {
   for (const ProcessReport* p : drawn) {
     bars.push_back(bars_of(*p, p->rank >= 0 ? report.waits.analysis.waits_of(p->rank) : nullptr));
     for (const Bar& b : bars.back()) {
-      scale_ns = std::max(scale_ns, b.total() / std::max<int64_t>(1, b.steps));
-      not_recorded = not_recorded || b.not_recorded > 0;
+      scale_ns = std::max(scale_ns, b.step_ns());
+      not_recorded = not_recorded || b.recorded == 0;
     }
   }
   legend(out, not_recorded);
