@@ -263,11 +263,9 @@ StackWords name_stack(int64_t process, uint32_t stack) {
   return {};
 }
 
-// Review: a hang on a communicator's first collective. Both ranks initialised it; rank 0 entered
-// all-reduce #1, rank 1 never did. No timing ever came (nothing can finish without rank 1), yet
-// rank 0 waits, and rank 1 is named with where its main thread is now.
-TEST(HangWatch, ARankThatInitialisedTheCommunicatorButNeverEnteredTheFirstCollectiveIsMissing) {
-  HangWatch w(10 * kS);
+// Both ranks initialised a communicator of two; rank 0 entered all-reduce #1 at 5 s, rank 1 never
+// did; both main threads sampled, rank 1's in poll_queue.
+void hang_on_the_first_collective(HangWatch& w) {
   w.observe(0, comm_init(0, 2), 1 * kS, "/job/train.py:20 in main");
   w.observe(1, comm_init(1, 2), 2 * kS, "/job/train.py:20 in main");
   EventRecord first = call(Api::ncclAllReduce, 0, 1);
@@ -275,6 +273,14 @@ TEST(HangWatch, ARankThatInitialisedTheCommunicatorButNeverEnteredTheFirstCollec
   w.observe(0, first, 5 * kS, "/job/train.py:30 in step");
   w.note_process(1, sampled_process(0, 100, 'S', 202, 0, 5, 29, 5));
   w.note_process(2, sampled_process(1, 101, 'S', 7, 8, 10, 29, 2));
+}
+
+// Review: a hang on a communicator's first collective. Both ranks initialised it; rank 0 entered
+// all-reduce #1, rank 1 never did. No timing ever came (nothing can finish without rank 1), yet
+// rank 0 waits, and rank 1 is named with where its main thread is now.
+TEST(HangWatch, ARankThatInitialisedTheCommunicatorButNeverEnteredTheFirstCollectiveIsMissing) {
+  HangWatch w(10 * kS);
+  hang_on_the_first_collective(w);
 
   EXPECT_TRUE(w.check(14 * kS, name_stack).empty()) << "9 s: below the threshold";
   const auto hangs = w.check(30 * kS, name_stack);
@@ -299,13 +305,7 @@ TEST(HangWatch, ARankThatInitialisedTheCommunicatorButNeverEnteredTheFirstCollec
 // written again, keeps each rank's stack as last sampled; a rank still sampled gets its new one.
 TEST(HangWatch, AHungRankThatIsGoneKeepsTheStackItHungIn) {
   HangWatch w(10 * kS);
-  w.observe(0, comm_init(0, 2), 1 * kS, "/job/train.py:20 in main");
-  w.observe(1, comm_init(1, 2), 2 * kS, "/job/train.py:20 in main");
-  EventRecord first = call(Api::ncclAllReduce, 0, 1);
-  first.comm_size = 2;
-  w.observe(0, first, 5 * kS, "/job/train.py:30 in step");
-  w.note_process(1, sampled_process(0, 100, 'S', 202, 0, 5, 29, 5));
-  w.note_process(2, sampled_process(1, 101, 'S', 7, 8, 10, 29, 2));
+  hang_on_the_first_collective(w);
   ASSERT_EQ(w.check(30 * kS, name_stack).size(), 1u);
 
   ProcessNow gone = sampled_process(1, 101, 'S', 7, 8, 10, 29, 2);

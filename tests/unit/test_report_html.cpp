@@ -152,7 +152,7 @@ TEST(HtmlReport, WaitsVerdictSitesAndSetupDrawnFromTheReport) {
   EXPECT_EQ(count(html, R"x(fill="rgb(250,35,20)"><title>rank 0, step )x"), 4u);
   EXPECT_EQ(count(html, R"x(fill="rgb(250,235,235)"><title>rank 1, step )x"), 4u);
   // The verdict, the sync site once for both ranks, linked to its file, the checklist once.
-  EXPECT_NE(html.find("<span class=\"sev sev-high\">high</span>rank 1's input pipeline"), std::string::npos)
+  EXPECT_NE(html.find("<span class=\"sev sev-high\">high</span>rank 1&apos;s input pipeline"), std::string::npos)
       << html.substr(html.find("<section id=\"verdict\""), 600);
   EXPECT_NE(html.find(R"x(<span class="cost">5.0 ms a step (50.0&nbsp;%)</span>, the step 5.0 ms without it)x"),
             std::string::npos);

@@ -12,32 +12,14 @@
 
 #include "diagnose/setup.hpp"
 #include "text/format.hpp"
+#include "text/output_text.hpp"
 
 namespace trainshim::cli {
 
 namespace {
 
-std::string escape(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  return out;
-}
+// Text in HTML, from the recording too: valid UTF-8, the markup characters escaped.
+std::string escape(std::string_view text) { return xml_text(text); }
 
 std::string percent(double share) { return fmt::format("{:.1f}&nbsp;%", 100 * share); }
 
@@ -151,7 +133,9 @@ int64_t percentile(std::vector<int64_t> values, double p) {
   return values[std::min(values.size() - 1, std::size_t(p * double(values.size())))];
 }
 
+// The first process of `rank`; null for none, and for -1 (no rank).
 const ProcessReport* first_of_rank(const Report& report, int rank) {
+  if (rank < 0) return nullptr;
   for (const ProcessReport& p : report.processes)
     if (p.rank == rank) return &p;
   return nullptr;
@@ -242,7 +226,7 @@ void render_strip(std::string& out, const ProcessReport& p, const std::vector<Ba
   out += fmt::format(R"(<div class="strip"><h3>{}{}</h3><p class="muted">)", escape(process_name(p)),
                      p.rank >= 0 && p.rank == straggler ? " &mdash; the straggler" : "");
   if (g.has_figures()) {
-    int64_t compute = g.busy_ns - g.communication_ns;
+    const int64_t compute = g.busy_ns - g.communication_ns;
     out += fmt::format("{} steps, {} on the GPU timeline: GPU busy {} (compute {}, communication {}), idle {}",
                        with_thousands(int64_t(step_lengths(p.sync_sites.steps).size())),
                        with_thousands(g.covered_steps), percent(g.share(g.busy_ns)), percent(g.share(compute)),
@@ -317,7 +301,7 @@ std::vector<const ProcessReport*> ranks_drawn(const Report& report) {
     return a->sync_sites.steps.step_ns > b->sync_sites.steps.step_ns;
   });
   for (const ProcessReport* p : by_step) add(p);
-  std::sort(chosen.begin(), chosen.end());
+  std::sort(chosen.begin(), chosen.end());  // in the report's order: they point into its processes
   return chosen;
 }
 
