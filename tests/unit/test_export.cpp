@@ -514,7 +514,7 @@ TEST_F(ExportTest, EmptyDatabaseIsAValidTraceWithoutSlices) {
 TEST_F(ExportTest, CommandWritesTheFileAndRefusesBadArguments) {
   write_two_rank_run();
   const std::string out = dir_ + "/trace.json";
-  export_trace(path_, out);
+  export_trace(path_, "chrome", out);
   std::ifstream in(out);
   const Json trace = Json::parse(in);
   EXPECT_EQ(with_phase(trace, "X").size(), 17u);  // 8 host calls, 2 Python frames, 5 GPU collectives, 2 waits
@@ -531,8 +531,10 @@ TEST_F(ExportTest, CommandWritesTheFileAndRefusesBadArguments) {
     }
     return std::string("no UsageError");
   };
-  EXPECT_NE(message([&] { export_trace(dir_ + "/missing.db", out); }).find("no such database"), std::string::npos);
-  EXPECT_NE(message([&] { export_trace(path_, dir_ + "/no/such/dir/trace.json"); }).find("-o"), std::string::npos);
+  EXPECT_NE(message([&] { export_trace(dir_ + "/missing.db", "chrome", out); }).find("no such database"),
+            std::string::npos);
+  EXPECT_NE(message([&] { export_trace(path_, "chrome", dir_ + "/no/such/dir/trace.json"); }).find("-o"),
+            std::string::npos);
 }
 
 // A FIFO (as a device such as /dev/stdout) is written where it is: renaming a file over it would
@@ -546,7 +548,7 @@ TEST_F(ExportTest, FifoIsWrittenInPlaceAndItsReaderGetsTheWholeTrace) {
   const int reader = open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   ASSERT_GE(reader, 0);
   ASSERT_GE(fcntl(reader, F_SETPIPE_SZ, 1 << 20), 1 << 20);
-  export_trace(path_, fifo);
+  export_trace(path_, "chrome", fifo);
   std::string received;
   char buffer[4096];
   for (ssize_t n; (n = read(reader, buffer, sizeof buffer)) > 0;) received.append(buffer, std::size_t(n));

@@ -12,6 +12,7 @@
 #include "analyse/steps.hpp"
 #include "database.hpp"
 #include "diagnose/load_report.hpp"
+#include "render/kineto.hpp"
 #include "render/report_json.hpp"
 #include "render/report_text.hpp"
 #include "run_fixtures.hpp"
@@ -259,6 +260,39 @@ TEST_F(GpuTimelineTest, DataLoadingGapBeforeEachUpload) {
 }
 
 // The same rank with pinned batches: the remedies are the loader's alone.
+// The Kineto trace of the starved rank: its file and rank, and the GPU's records of the 5 covered
+// steps in torch.profiler's layout (the NCCL kernel at the sixth all-reduce, after them, left out).
+TEST_F(GpuTimelineTest, KinetoTraceHoldsTheCoveredStepsRecords) {
+  {
+    TimelineRun run(path_, 2);
+    write_starved_rank(run, HostMemory::Pageable);
+    run.finish("on");
+  }
+  RunDatabase db(path_);
+  std::vector<std::pair<std::string, Json>> traces;
+  for_each_kineto_trace(db, "", [&](const std::string& file, const Json& trace) { traces.emplace_back(file, trace); });
+  ASSERT_EQ(traces.size(), 1u);
+  EXPECT_EQ(traces[0].first, "rank2.json");
+  const Json& trace = traces[0].second;
+  EXPECT_EQ(trace["distributedInfo"], (Json{{"backend", "nccl"}, {"rank", 2}, {"world_size", 4}}));
+  EXPECT_EQ(trace["trainshim"]["covered_steps"], 5);
+  const Json& events = trace["traceEvents"];
+  ASSERT_EQ(events.size(), 25u);
+  EXPECT_EQ(events[0], (Json{{"ph", "X"},
+                             {"cat", "kernel"},
+                             {"name", "ncclDevKernel_AllReduce_Sum_f32_RING_LL"},
+                             {"pid", 0},
+                             {"tid", 7},
+                             {"ts", 1'000'000.0},
+                             {"dur", 5'000.0},
+                             {"args", {{"device", 0}, {"stream", 7}, {"correlation", 0}}}}));
+  EXPECT_EQ(events[2]["cat"], "gpu_memcpy");
+  EXPECT_EQ(events[2]["name"], "Memcpy HtoD (Pageable -> Device)");
+  EXPECT_EQ(events[2]["args"]["bytes"], 4 << 20);
+  EXPECT_EQ(events[24]["name"], "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn");
+  EXPECT_EQ(events[24]["ts"].get<double>() + events[24]["dur"].get<double>(), 1'500'000.0) << "the last step's end";
+}
+
 TEST_F(GpuTimelineTest, PinnedInputIsNotToldToPin) {
   {
     TimelineRun run(path_, 2);

@@ -29,6 +29,8 @@ Command add_dump_command(CLI::App& app);
 // so a failed export leaves no half-written trace; an output that exists and is no regular file
 // (a FIFO, a device) is written where it is. Throws UsageError for an output that cannot be
 // created or renamed into place, std::runtime_error when writing fails (a full disk).
-void export_trace(const std::string& database, const std::string& output, const std::string& step = "");
+// With format "kineto", `output` is a folder (made when missing) of one Kineto trace per rank.
+void export_trace(const std::string& database, const std::string& format, const std::string& output,
+                  const std::string& step = "");
 
 }  // namespace trainshim::cli

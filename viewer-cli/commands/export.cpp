@@ -1,13 +1,18 @@
-// `trainshim export [DB] [--format chrome] [--step STEP] -o FILE`.
+// `trainshim export [DB] [--format chrome|kineto] [--step STEP] -o FILE|DIR`.
 #include <CLI/CLI.hpp>
 
+#include <fmt/format.h>
+
+#include <filesystem>
 #include <memory>
 #include <string>
+#include <system_error>
 
 #include "commands.hpp"
 #include "common.hpp"
 #include "output_file.hpp"
 #include "render/export.hpp"
+#include "render/kineto.hpp"
 #include "store/run_database.hpp"
 
 namespace trainshim::cli {
@@ -20,21 +25,39 @@ struct ExportArguments {
 
 }  // namespace
 
-void export_trace(const std::string& database, const std::string& output, const std::string& step) {
+void export_trace(const std::string& database, const std::string& format, const std::string& output,
+                  const std::string& step) {
   if (output.empty()) throw UsageError("no output: pass -o trace.json (or -o - for standard output)");
   RunDatabase db(database);
-  write_output(output, "trace", [&](std::ostream& file) { export_chrome_trace(db, file, step); });
+  if (format == "chrome") {
+    write_output(output, "trace", [&](std::ostream& file) { export_chrome_trace(db, file, step); });
+    return;
+  }
+  // Kineto's layout: a folder of one file per rank, as torch.profiler writes for a job; written with
+  // `"key": value` spacing, which HTA's search for each file's rank ("rank":\s+N) needs.
+  std::error_code ec;
+  std::filesystem::create_directories(output, ec);
+  if (ec || !std::filesystem::is_directory(output))
+    throw UsageError(fmt::format("{}: cannot make the folder for the traces ({}): pass a writable folder with -o",
+                                 output, ec ? ec.message() : "a file is in the way"));
+  for_each_kineto_trace(db, step, [&](const std::string& file, const nlohmann::ordered_json& trace) {
+    write_output((std::filesystem::path(output) / file).string(), "trace",
+                 [&](std::ostream& out) { out << trace.dump(0) << "\n"; });
+  });
 }
 
 Command add_export_command(CLI::App& app) {
   auto args = std::make_shared<ExportArguments>();
   CLI::App* command = app.add_subcommand("export", "write a run as a trace for Perfetto UI or chrome://tracing");
   command->add_option("database", args->database, "run database (default: the newest ./trainshim-*.db)");
-  add_format_option(*command, args->format, {"chrome"});
-  command->add_option("-o,--output", args->output, "trace file to write (- for standard output)")->required();
+  add_format_option(*command, args->format, {"chrome", "kineto"});
+  command
+      ->add_option("-o,--output", args->output,
+                   "trace file to write (- for standard output); with --format kineto, the folder of the ranks' files")
+      ->required();
   add_step_option(*command, args->step);
   return {command, [args] {
-            export_trace(database_argument(args->database), args->output, step_name(args->step));
+            export_trace(database_argument(args->database), args->format, args->output, step_name(args->step));
             return 0;
           }};
 }
