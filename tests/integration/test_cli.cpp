@@ -124,9 +124,12 @@ TEST(Cli, UnknownFormatExits2WithTheFormatsThatExist) {
   const std::string db = s.dir + "/run.db";
   // Refused while the arguments are read: no database is opened, no job is run.
   const std::pair<std::string, std::string> commands[] = {
-      {"report " + db, "{text,json}"},        {"diff " + db + " " + db, "{text,json}"},
-      {"run --out " + db, "{text,json}"},     {"audit " + db, "{text,json,junit,markdown}"},
-      {"export " + db + " -o -", "{chrome}"}, {"dump " + db, "{text,json}"},
+      {"report " + db, "{text,json,html}"},
+      {"diff " + db + " " + db, "{text,json}"},
+      {"run --out " + db, "{text,json}"},
+      {"audit " + db, "{text,json,junit,markdown}"},
+      {"export " + db + " -o -", "{chrome,kineto}"},
+      {"dump " + db, "{text,json}"},
   };
   for (const auto& [command, formats] : commands) {
     const Outcome refused = run(trainshim_cli() + " " + command + " --format pprof -- true 2>&1");

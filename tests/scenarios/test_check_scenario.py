@@ -279,7 +279,7 @@ class CheckScenario(unittest.TestCase):
             def shimmed_run(label, command, env, *rest):
                 name, step_ms, planted = next(runs)
                 envs.append((label, env.get("TRAIN_PIN_MEMORY")))
-                return report(f"{name}{len(envs)}.json", step_ms, planted), "", 0, "", 1.0
+                return report(f"{name}{len(envs)}.json", step_ms, planted), "", 0, "", 1.0, ""
 
             module.shimmed_run = shimmed_run
             printed = io.StringIO()

@@ -131,6 +131,9 @@ TEST(HtmlReport, StripsSplitEachStepAsTheGpuTimelineDid) {
   EXPECT_EQ(count(rank_0, R"(class="p-waiting" x="0.0" y="10.0000" width="3.4" height="50.0000")"), 1u);
   EXPECT_EQ(count(rank_0, R"(class="p-sync")"), 3u);
   EXPECT_NE(html.find("rank 1 (nodeA) &mdash; the straggler"), std::string::npos);
+  EXPECT_NE(html.find("3 on the GPU timeline: GPU busy 90.0&nbsp;% (compute 30.0&nbsp;%, communication 60.0&nbsp;% of "
+                      "which waiting for late ranks 50.0&nbsp;%), idle 10.0&nbsp;% (sync 10.0&nbsp;%)"),
+            std::string::npos);
 }
 
 TEST(HtmlReport, WaitsVerdictSitesAndSetupDrawnFromTheReport) {

@@ -81,19 +81,22 @@ def check_page(page_html, report):
         failures.append("a hang section for a job that did not hang")
 
     processes = {entry["pid"]: entry for entry in report["ranks"]}
-    if not page.strips:
-        failures.append("no strip of steps")
+    # A process draws a strip when it has a step whose end is known: two step starts or more.
+    stepped = {pid for pid, entry in processes.items() if entry["steps"]["count"] > 1}
+    failures += [f"no strip of process {pid}'s steps" for pid in sorted(stepped - set(page.strips))]
     for pid, strip in page.strips.items():
         if pid not in processes:
             failures.append(f"a strip of process {pid}, which the JSON does not have")
             continue
         rank = strip["rank"]
         gpu = processes[pid]["gpu"]
+        if gpu["covered_steps"] == 0:  # no GPU timeline: the strip draws the steps not recorded
+            if any(strip["parts"].get(p) for p in RECORDED_PARTS):
+                failures.append(f"rank {rank}'s strip draws GPU time the GPU timeline did not record")
+            continue
         if abs(strip["idle_share"] - gpu["idle_share"]) > 1e-6:
             failures.append(f"rank {rank}'s strip says idle {strip['idle_share']}, the JSON {gpu['idle_share']}")
         recorded = sum(strip["parts"].get(p, 0.0) for p in RECORDED_PARTS)
-        if gpu["covered_steps"] == 0:
-            continue
         drawn = sum(strip["parts"].get(p, 0.0) for p in IDLE_PARTS) / recorded if recorded else 0.0
         if abs(drawn - gpu["idle_share"]) > 0.01:
             failures.append(f"rank {rank}'s strip draws {drawn:.2%} of its steps idle, the JSON says "

@@ -26,12 +26,23 @@ std::string memcpy_name(Direction direction, HostMemory memory) {
   const char* to = "Device";
   const char* host = memory == HostMemory::Pinned ? "Pinned" : memory == HostMemory::Pageable ? "Pageable" : "Host";
   switch (direction) {
-    case Direction::HostToDevice: kind = "HtoD", from = host; break;
-    case Direction::DeviceToHost: kind = "DtoH", to = host; break;
-    case Direction::DeviceToDevice: kind = "DtoD"; break;
-    case Direction::HostToHost: kind = "HtoH", from = host, to = host; break;
-    case Direction::Peer: kind = "PtoP"; break;
-    case Direction::None: break;
+    case Direction::HostToDevice:
+      kind = "HtoD", from = host;
+      break;
+    case Direction::DeviceToHost:
+      kind = "DtoH", to = host;
+      break;
+    case Direction::DeviceToDevice:
+      kind = "DtoD";
+      break;
+    case Direction::HostToHost:
+      kind = "HtoH", from = host, to = host;
+      break;
+    case Direction::Peer:
+      kind = "PtoP";
+      break;
+    case Direction::None:
+      break;
   }
   return fmt::format("Memcpy {} ({} -> {})", kind, from, to);
 }

@@ -227,10 +227,14 @@ void render_strip(std::string& out, const ProcessReport& p, const std::vector<Ba
                      p.rank >= 0 && p.rank == straggler ? " &mdash; the straggler" : "");
   if (g.has_figures()) {
     const int64_t compute = g.busy_ns - g.communication_ns;
-    out += fmt::format("{} steps, {} on the GPU timeline: GPU busy {} (compute {}, communication {}), idle {}",
-                       with_thousands(int64_t(step_lengths(p.sync_sites.steps).size())),
-                       with_thousands(g.covered_steps), percent(g.share(g.busy_ns)), percent(g.share(compute)),
-                       percent(g.share(g.communication_ns)), percent(g.share(g.idle_ns)));
+    int64_t waiting = 0;
+    for (const Bar& b : bars) waiting += b.waiting;
+    out +=
+        fmt::format("{} steps, {} on the GPU timeline: GPU busy {} (compute {}, communication {}{}), idle {}",
+                    with_thousands(int64_t(step_lengths(p.sync_sites.steps).size())), with_thousands(g.covered_steps),
+                    percent(g.share(g.busy_ns)), percent(g.share(compute)), percent(g.share(g.communication_ns)),
+                    waiting > 0 ? fmt::format(" of which waiting for late ranks {}", percent(g.share(waiting))) : "",
+                    percent(g.share(g.idle_ns)));
     std::vector<std::pair<int64_t, int>> causes;
     for (int c = 0; c < kIdleCauseCount; ++c)
       if (g.idle_by_cause_ns[c] > 0) causes.push_back({g.idle_by_cause_ns[c], c});
