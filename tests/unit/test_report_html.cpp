@@ -108,7 +108,13 @@ Report starved_straggler() {
   cause.predicted_step_ns = 5 * kMs;
   cause.severity = CauseSeverity::High;
   cause.advice = "more DataLoader workers";
-  r.diagnosis = {10 * kMs, 1, {cause}};
+  RootCause sync;
+  sync.kind = CauseKind::HiddenSync;
+  sync.operation = "Tensor.item()";
+  sync.site = "/src/train.py:57 in train_step";
+  RootCause garbled = sync;
+  garbled.site = "/src/train.py:99999999999999999999 in f";
+  r.diagnosis = {10 * kMs, 1, {cause, sync, garbled}};
   return r;
 }
 
@@ -157,9 +163,15 @@ TEST(HtmlReport, WaitsVerdictSitesAndSetupDrawnFromTheReport) {
   // The verdict, the sync site once for both ranks, linked to its file, the checklist once.
   EXPECT_NE(html.find("<span class=\"sev sev-high\">high</span>rank 1&apos;s input pipeline"), std::string::npos)
       << html.substr(html.find("<section id=\"verdict\""), 600);
+  // A hidden sync's cause: its operation, then its site linked; a line number that is none stays words.
+  EXPECT_NE(
+      html.find(R"(Tensor.item() at <a class="src" href="file:///src/train.py">/src/train.py:57</a> in train_step)"),
+      std::string::npos);
+  EXPECT_NE(html.find("Tensor.item() at /src/train.py:99999999999999999999 in f"), std::string::npos);
   EXPECT_NE(html.find(R"x(<span class="cost">5.0 ms a step (50.0&nbsp;%)</span>, the step 5.0 ms without it)x"),
             std::string::npos);
-  EXPECT_EQ(count(html, R"(<a class="src" href="file:///src/train.py">/src/train.py:57</a> in train_step)"), 1u);
+  EXPECT_EQ(count(html, R"(<a class="src" href="file:///src/train.py">/src/train.py:57</a> in train_step)"), 2u)
+      << "in the verdict and once in the table of sites";
   EXPECT_NE(html.find("<td>0-1</td><td class=\"n\">0.8</td><td class=\"n\">4.0 ms</td><td class=\"n\">6.0 ms</td>"),
             std::string::npos);
   EXPECT_EQ(count(html, "pinned memory for input copies"), 1u);

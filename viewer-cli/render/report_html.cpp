@@ -4,9 +4,11 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <map>
 #include <string_view>
+#include <system_error>
 #include <tuple>
 #include <vector>
 
@@ -52,11 +54,12 @@ std::string location_link(const std::string& location) {
   const std::size_t in = location.find(" in ");
   const std::string where = location.substr(0, in);
   const std::size_t colon = where.rfind(':');
-  if (colon == std::string::npos || colon + 1 == where.size() ||
-      !std::all_of(where.begin() + long(colon) + 1, where.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return escape(location);
-  return source_link(where.substr(0, colon), std::stoi(where.substr(colon + 1)),
-                     in == std::string::npos ? "" : location.substr(in + 1));
+  int line = 0;
+  // A line number that is not one (a recording's garbage, a path with a colon) leaves it as words.
+  if (colon == std::string::npos || colon + 1 == where.size()) return escape(location);
+  const auto [end, error] = std::from_chars(where.data() + colon + 1, where.data() + where.size(), line);
+  if (error != std::errc() || end != where.data() + where.size()) return escape(location);
+  return source_link(where.substr(0, colon), line, in == std::string::npos ? "" : location.substr(in + 1));
 }
 
 // What a step's GPU time went to, in the strips' order from the bottom, and the colours the
