@@ -535,6 +535,13 @@ TEST_F(ExportTest, CommandWritesTheFileAndRefusesBadArguments) {
             std::string::npos);
   EXPECT_NE(message([&] { export_trace(path_, "chrome", dir_ + "/no/such/dir/trace.json"); }).find("-o"),
             std::string::npos);
+  // Kineto's traces are a folder: not standard output, not where a file is.
+  EXPECT_EQ(message([&] { export_trace(path_, "kineto", "-"); }),
+            "--format kineto writes a file per rank: pass a folder with -o DIR");
+  EXPECT_EQ(message([&] { export_trace(path_, "kineto", out); }),
+            out + ": not a folder, and --format kineto writes a file per rank: pass a folder with -o");
+  EXPECT_NE(message([&] { export_trace(path_, "kineto", out + "/under/a/file"); }).find("cannot make the folder"),
+            std::string::npos);
 }
 
 // A FIFO (as a device such as /dev/stdout) is written where it is: renaming a file over it would

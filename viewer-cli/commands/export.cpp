@@ -35,11 +35,15 @@ void export_trace(const std::string& database, const std::string& format, const 
   }
   // Kineto's layout: a folder of one file per rank, as torch.profiler writes for a job; written with
   // `"key": value` spacing, which HTA's search for each file's rank ("rank":\s+N) needs.
+  if (output == "-") throw UsageError("--format kineto writes a file per rank: pass a folder with -o DIR");
   std::error_code ec;
+  if (std::filesystem::exists(output, ec) && !std::filesystem::is_directory(output, ec))
+    throw UsageError(
+        fmt::format("{}: not a folder, and --format kineto writes a file per rank: pass a folder with -o", output));
   std::filesystem::create_directories(output, ec);
-  if (ec || !std::filesystem::is_directory(output))
+  if (ec)
     throw UsageError(fmt::format("{}: cannot make the folder for the traces ({}): pass a writable folder with -o",
-                                 output, ec ? ec.message() : "a file is in the way"));
+                                 output, ec.message()));
   for_each_kineto_trace(db, step, [&](const std::string& file, const nlohmann::ordered_json& trace) {
     write_output((std::filesystem::path(output) / file).string(), "trace",
                  [&](std::ostream& out) { out << trace.dump(0) << "\n"; });
