@@ -253,10 +253,13 @@ enum class SideKind : uint16_t {
 //   gpu_numa_cpus    that node's CPUs (<sysfs>/devices/system/node/node<N>/cpulist)
 //   env.<NAME>       the environment at recording start: OMP_NUM_THREADS, MKL_NUM_THREADS,
 //                    CUDA_VISIBLE_DEVICES, LOCAL_WORLD_SIZE and every NCCL_* variable
+//   thread.<TID>     the name of thread TID (/proc/self/task/<TID>/comm, control characters as '?'),
+//                    published by the census when a thread appears or renames itself
 // <sysfs> is /sys, or TRAINSHIM_SYSFS (tests point it at a prepared tree).
 inline constexpr std::string_view kFactKeys[] = {"affinity",       "cpus_online",   "device",       "gpus",
                                                  "gpu_pci_bus_id", "gpu_numa_node", "gpu_numa_cpus"};
 inline constexpr std::string_view kFactEnvironmentPrefix = "env.";
+inline constexpr std::string_view kFactThreadPrefix = "thread.";
 
 inline constexpr uint32_t kMaxNativeFrames = 64;
 inline constexpr uint32_t kMaxPythonFrames = 62;

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +42,7 @@ constexpr uint32_t kMaxHz = 1000;
 constexpr uint32_t kDefaultBudgetUs = 2000;
 constexpr int kMaxThreads = 64;  // program threads sampled besides the main thread
 constexpr uint64_t kCensusNs = 1'000'000'000;
+constexpr std::size_t kMaxThreadNames = 256;  // threads a census names
 constexpr std::size_t kMaxWorkersRemembered = 65536;
 // PyTorch names its DataLoader worker processes: torch/utils/data/_utils/worker.py _worker_loop
 // calls torch.multiprocessing._set_thread_name("pt_data_worker"); its main branch renamed the
@@ -128,9 +130,10 @@ struct Sampler {
   bool python = false;  // the process runs a CPython whose stacks can be read
   uint64_t random = 0;
   uint64_t next_census_ns = 0;
-  std::vector<pid_t> workers_seen;  // sorted
-  int facts_device = -2;            // the device the facts were published for; -2: none published
-  uint64_t next_facts_ns = 0;       // when publishing them may be tried again (CLOCK_MONOTONIC)
+  std::vector<pid_t> workers_seen;               // sorted
+  std::map<uint32_t, std::string> thread_names;  // tid -> name, as the last census published them
+  int facts_device = -2;                         // the device the facts were published for; -2: none published
+  uint64_t next_facts_ns = 0;                    // when publishing them may be tried again (CLOCK_MONOTONIC)
   uint32_t next_facts_id = 1;
   sigset_t program_signals;  // the mask of the thread that started recording
   // The runtime's functions, looked up until found: each lookup may walk the loaded objects
@@ -418,14 +421,57 @@ bool in_worker_loop(pid_t child) {
   return false;
 }
 
-// The process's threads and its children (every thread's /proc/self/task/<tid>/children).
+// Pushes "key=value\n" lines as Facts records, whole lines per record; a line longer than a record
+// is left out. False when the side ring is full.
+bool push_facts(Sampler& s, const std::string& text) {
+  SideRingView side = side_ring_of(s.recorder->header());
+  for (std::size_t at = 0; at < text.size();) {
+    std::size_t end = at;
+    for (std::size_t next; (next = text.find('\n', end)) != std::string::npos && next + 1 - at <= kSideTextBytes;)
+      end = next + 1;
+    if (end == at) {
+      at = text.find('\n', at) + 1;
+      continue;
+    }
+    SideRecord record{};
+    record.kind = static_cast<uint16_t>(SideKind::Facts);
+    record.id = s.next_facts_id;
+    record.count = uint16_t(end - at);
+    std::memcpy(record.text, text.data() + at, end - at);
+    if (!side.push(record)) return false;
+    ++s.next_facts_id;
+    at = end;
+  }
+  return true;
+}
+
+// Publishes the names of the threads that appeared or renamed themselves since the last census
+// (the thread.<TID> facts): the trace names their tracks. Tried again at the next census when the
+// side ring is full.
+void publish_thread_names(Sampler& s, std::map<uint32_t, std::string> names) {
+  std::string text;
+  for (const auto& [tid, name] : names)
+    if (const auto known = s.thread_names.find(tid); known == s.thread_names.end() || known->second != name)
+      text += std::string(kFactThreadPrefix) + std::to_string(tid) + "=" + name + "\n";
+  if (push_facts(s, text)) s.thread_names = std::move(names);
+}
+
+// The process's threads, their names and its children (every thread's
+// /proc/self/task/<tid>/children).
 void census(Sampler& s) {
   uint64_t threads = 0;
   std::vector<pid_t> children;
+  std::map<uint32_t, std::string> names;
   if (DIR* tasks = opendir("/proc/self/task")) {
     while (const dirent* entry = readdir(tasks)) {
       if (entry->d_name[0] < '0' || entry->d_name[0] > '9') continue;
       ++threads;
+      if (names.size() < kMaxThreadNames) {
+        std::string name = first_line("/proc/self/task/" + std::string(entry->d_name) + "/comm");
+        std::replace_if(
+            name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) < ' ' || c == 0x7f; }, '?');
+        if (!name.empty()) names[uint32_t(std::strtoul(entry->d_name, nullptr, 10))] = std::move(name);
+      }
       const int fd =
           open(("/proc/self/task/" + std::string(entry->d_name) + "/children").c_str(), O_RDONLY | O_CLOEXEC);
       if (fd < 0) continue;
@@ -443,6 +489,7 @@ void census(Sampler& s) {
     }
     closedir(tasks);
   }
+  publish_thread_names(s, std::move(names));
   uint64_t workers = 0, workers_cpu = 0, others = 0;
   for (const pid_t child : children) {
     if (!is_worker_name(first_line("/proc/" + std::to_string(child) + "/comm")) && !in_worker_loop(child)) {
@@ -554,26 +601,7 @@ bool publish_facts(Sampler& s, int device) {
     }
   }
   text += s.environment;
-  SideRingView side = side_ring_of(s.recorder->header());
-  for (std::size_t at = 0; at < text.size();) {
-    // Whole lines per record; a line longer than a record is left out.
-    std::size_t end = at;
-    for (std::size_t next; (next = text.find('\n', end)) != std::string::npos && next + 1 - at <= kSideTextBytes;)
-      end = next + 1;
-    if (end == at) {
-      at = text.find('\n', at) + 1;
-      continue;
-    }
-    SideRecord record{};
-    record.kind = static_cast<uint16_t>(SideKind::Facts);
-    record.id = s.next_facts_id;
-    record.count = uint16_t(end - at);
-    std::memcpy(record.text, text.data() + at, end - at);
-    if (!side.push(record)) return false;
-    ++s.next_facts_id;
-    at = end;
-  }
-  return true;
+  return push_facts(s, text);
 }
 
 uint64_t next_random(Sampler& s) {

@@ -36,7 +36,8 @@ struct Segment {
   std::vector<EventRecord> records;
   std::map<uint32_t, std::string> strings;
   std::map<uint32_t, std::vector<Frame>> stacks;  // by id, innermost first
-  std::map<std::string, std::string> facts;       // later lines replace earlier ones
+  std::map<std::string, std::string> facts;       // later lines replace earlier ones; thread names apart
+  std::map<uint32_t, std::string> thread_names;   // the thread.<TID> facts, later lines replacing earlier
   int fact_records = 0;
 
   std::vector<EventRecord> of(ApiClass c) const {
@@ -85,7 +86,11 @@ Segment read_segment(const std::string& name) {
           std::istringstream lines(std::string(r.text, r.count));
           for (std::string line; std::getline(lines, line);) {
             const auto equals = line.find('=');
-            if (equals != std::string::npos) segment.facts[line.substr(0, equals)] = line.substr(equals + 1);
+            if (equals == std::string::npos) continue;
+            const std::string key = line.substr(0, equals), value = line.substr(equals + 1);
+            if (key.starts_with(kFactThreadPrefix))
+              segment.thread_names[uint32_t(std::stoul(key.substr(kFactThreadPrefix.size())))] = value;
+            else segment.facts[key] = value;
           }
         }
       },
@@ -430,6 +435,23 @@ TEST(Sampler, OtherThreadsTakeTurnsWithinTheBudgetAndTheMainThreadIsSampledEvery
       EXPECT_EQ(sample_syscall(r), SYS_clock_nanosleep);
     }
   }
+}
+
+// The census names each thread as it named itself, a later name replacing an earlier one: the
+// trace names its tracks so. The main thread renames itself once its threads started; a census
+// comes every second, so 2.5 s see both names.
+TEST(Sampler, TheCensusNamesEachThreadAsItNamedItself) {
+  Scratch s;
+  Outcome outcome;
+  const Segment segment = run_rotation(s, "2000", "2500", outcome);
+  ASSERT_TRUE(segment.found);
+  const std::set<uint32_t> polling = printed_tids(outcome.out, "polling");
+  const std::set<uint32_t> blocked = printed_tids(outcome.out, "blocked");
+  ASSERT_EQ(polling.size(), 8u) << outcome.out;
+  ASSERT_EQ(blocked.size(), 4u) << outcome.out;
+  EXPECT_EQ(segment.thread_names.at(segment.pid), "rotation_main");
+  for (const uint32_t tid : polling) EXPECT_EQ(segment.thread_names.at(tid), "poller");
+  for (const uint32_t tid : blocked) EXPECT_EQ(segment.thread_names.at(tid), "sleeper");
 }
 
 // With a budget no tick exhausts, every thread is read at every tick.

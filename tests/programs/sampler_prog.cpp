@@ -15,8 +15,9 @@
 //                               worker exit()s the process MS ms later (the runtime's own threads would
 //                               keep a process whose last worker returned alive, as the real runtime's do)
 //   sampler_prog rotation MS    one recorded call, then 8 threads that make one recorded call each, print
-//                               "polling TID" and wake every ms, and 4 that print "blocked TID" and sleep; the
-//                               main thread sleeps MS ms and exit()s the process
+//                               "polling TID" and wake every ms, and 4 that print "blocked TID" and sleep,
+//                               named "poller" and "sleeper"; the main thread renames itself "rotation_main",
+//                               sleeps MS ms and exit()s the process
 #include <cuda_runtime_api.h>
 #include <dirent.h>
 #include <pthread.h>
@@ -97,12 +98,14 @@ void* worker_of_exited_main(void* first) {
 }
 
 void* polling(void*) {
+  pthread_setname_np(pthread_self(), "poller");
   recorded_call();
   std::printf("polling %ld\n", long(syscall(SYS_gettid)));
   for (;;) sleep_ms(1);
 }
 
 void* blocked(void*) {
+  pthread_setname_np(pthread_self(), "sleeper");
   recorded_call();
   std::printf("blocked %ld\n", long(syscall(SYS_gettid)));
   for (;;) sleep_ms(60'000);
@@ -187,6 +190,7 @@ int main(int argc, char** argv) {
       pthread_t thread;
       if (pthread_create(&thread, nullptr, i < 8 ? polling : blocked, nullptr) != 0) return 3;
     }
+    pthread_setname_np(pthread_self(), "rotation_main");
     sleep_ms(ms);
     std::exit(0);
   } else {

@@ -121,7 +121,8 @@ TEST(Collectives, WaitsSplitByEachRanksSteps) {
   for (const int32_t rank : {0, 1, 2})
     for (uint32_t step = rank == 1 ? 1 : 0; step <= 10; ++step)
       starts[rank].push_back(host_time(rank, step * 3 + 1) - 1);
-  const CollectiveAnalysis a = analyze_collectives(steps_with_late_rank_2(), starts);
+  const CollectiveAnalysis a =
+      analyze_collectives(steps_with_late_rank_2(), {{0, starts[0]}, {1, starts[1]}, {2, starts[2]}});
 
   std::vector<int64_t> rank_0, rank_1, rank_2;
   for (int64_t step = 0; step < 10; ++step) {

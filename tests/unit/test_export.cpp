@@ -113,6 +113,10 @@ class ExportTest : public test::TempDirTest {
     collective(records, r1_, Api::ncclAllReduce, 101, kComm, 2, 1, 2'010'000, 2'010'500, 3000);
     records.add(r1_, copy(Api::cudaMemcpy, 102, 300, Direction::DeviceToHost, HostMemory::Pageable), 2'020'000,
                 2'022'000);
+    // Rank 1's threads as the census named them (rank 0's were not named).
+    db.set_fact(r1_, "thread.101", "python3");
+    db.set_fact(r1_, "thread.102", "pt_data_pin");
+    db.set_fact(r1_, "thread.1x", "not a thread id");
     db.update_process(r1_, {.events = 5,
                             .dropped_ring_full = 6200,
                             .dropped_not_ready = 0,
@@ -173,8 +177,9 @@ TEST_F(ExportTest, DocumentProcessesAndThreads) {
   EXPECT_EQ(metadata(trace, "process_name", kPid1), R"j({"name":"rank 1 (nodeB)"})j");
   EXPECT_EQ(metadata(trace, "process_sort_index", kPid0), R"({"sort_index":0})");
   EXPECT_EQ(metadata(trace, "process_sort_index", kPid1), R"({"sort_index":1})");
-  EXPECT_EQ(metadata(trace, "thread_name", kPid0, 100), R"j({"name":"main thread"})j");
-  EXPECT_EQ(metadata(trace, "thread_name", kPid1, 102), "");  // not the main thread, its name not recorded
+  EXPECT_EQ(metadata(trace, "thread_name", kPid0, 100), R"j({"name":"main thread"})j");  // its name not recorded
+  EXPECT_EQ(metadata(trace, "thread_name", kPid1, 101), R"j({"name":"python3 (main thread)"})j");
+  EXPECT_EQ(metadata(trace, "thread_name", kPid1, 102), R"j({"name":"pt_data_pin"})j");
   EXPECT_EQ(metadata(trace, "thread_name", kPid0, kGpuTrackBase), R"j({"name":"GPU collectives abcdef0123456789"})j");
   EXPECT_EQ(metadata(trace, "thread_name", kPid0, kGpuTrackBase + 1),
             R"j({"name":"GPU collectives 0000000000000042"})j");

@@ -12,7 +12,7 @@
 namespace trainshim::cli {
 namespace {
 
-constexpr int64_t kMs = 1'000'000;
+constexpr int64_t kMs = 1'000'000, kUs = 1'000;
 const std::string kItem = "/src/train.py:66 in main";
 const std::string kUpload = "/src/train.py:60 in main";
 
@@ -172,12 +172,88 @@ TEST(RootCauses, ASyncAlsoCostsTheHostsTimeBlockedInItDownToTheGpusWork) {
 // off the step; the GPU's idle time after an upload stays (the host launches the same work next).
 TEST(RootCauses, PinningBuysTheCopiesAndTheBlockedUploadsNotTheLaunchesAfterThem) {
   Report r = job();
+  // Rank 0 sets the pace: it waits for no one, and rank 1's step is 90 ms.
+  r.processes[0].step_breakdown->parts[0].ns_per_step = 0;
   r.processes[1].step_breakdown->step_ns = 90 * kMs;
   block_in_every_step(r.processes[0], 0, 2 * kMs, 0);
   const Diagnosis d = diagnose(r);
   const RootCause& pageable = cause(d, "pageable_input");
   EXPECT_EQ(pageable.predicted_step_ns, 94 * kMs);  // 100 - 4 in copies - 2 blocked
   EXPECT_EQ(pageable.cost_ns_per_step, 6 * kMs);
+}
+
+// A cause on the straggler other than its input shortens the others' waits for it too: rank 1's
+// item() alone (rank 0 has no bubble there) buys its 2 ms, and rank 0 waits 2 ms less.
+TEST(RootCauses, ACauseOnTheStragglerShortensTheOthersWaitsForIt) {
+  Report r = job();
+  r.processes[0].step_breakdown->parts[3].ns_per_step = 0;  // rank 0's bubble at the item() line
+  const Diagnosis d = diagnose(r);
+  const RootCause& item = cause(d, "hidden_sync");
+  EXPECT_EQ(item.predicted_step_ns, 98 * kMs);
+  EXPECT_EQ(item.cost_ns_per_step, 2 * kMs);
+  EXPECT_EQ(item.ranks, (std::vector<int>{0, 1}));
+}
+
+// Steps of the given lengths from t = 1 s on process `p`, its collectives' waits in each.
+void steps_of(Report& r, std::size_t p, const std::vector<int64_t>& lengths, const std::vector<int64_t>& waited) {
+  ProcessReport& process = r.processes[p];
+  std::vector<int64_t>& starts = process.sync_sites.steps.starts_ns;
+  starts = {1000 * kMs};
+  for (const int64_t ns : lengths) starts.push_back(starts.back() + ns);
+  process.sync_sites.steps.count = int64_t(lengths.size());
+  RankWaits waits;
+  waits.rank = process.rank;
+  waits.waited_by_step_ns = waited;
+  r.waits.analysis.ranks.push_back(waits);
+}
+
+// The ranks take turns setting the pace: rank 0's own work is 100 ms in the even steps and 60 in
+// the odd ones, rank 1's 90 in every step (70 of it on the GPU, 10 in an item() bubble). Rank 1
+// waits 10 ms in the even steps, rank 0 30 in the odd ones: 95 ms a step. Without the item(),
+// the odd steps take 80 ms and the even ones still 100: 5 ms a step, where the ranks' mean steps
+// (95 ms each) would say nothing, and rank 1's own 10 ms would say too much.
+TEST(RootCauses, ACauseBuysTheStepsItsRankSetsThePaceIn) {
+  Report r;
+  r.processes.push_back(rank(0, {{StepPart::Compute, "", -1, 60 * kMs, 0.63},
+                                 {StepPart::WaitingForPeers, "", -1, 15 * kMs, 0.16},
+                                 {StepPart::LaunchBound, "", -1, 20 * kMs, 0.21}}));
+  r.processes.push_back(rank(1, {{StepPart::Compute, "", -1, 70 * kMs, 0.74},
+                                 {StepPart::WaitingForPeers, "", -1, 5 * kMs, 0.05},
+                                 {StepPart::Sync, kItem, -1, 10 * kMs, 0.105},
+                                 {StepPart::LaunchBound, "", -1, 10 * kMs, 0.105}}));
+  for (ProcessReport& p : r.processes) p.step_breakdown->step_ns = 95 * kMs;
+  std::vector<int64_t> lengths, waited_0, waited_1;
+  for (int step = 0; step < 10; ++step) {
+    lengths.push_back(step % 2 ? 90 * kMs : 100 * kMs);
+    waited_0.push_back(step % 2 ? 30 * kMs : 0);
+    waited_1.push_back(step % 2 ? 0 : 10 * kMs);
+  }
+  steps_of(r, 0, lengths, waited_0);
+  steps_of(r, 1, lengths, waited_1);
+  r.findings = {finding(FindingKind::HiddenSync, 1, "rank 1: item", kItem, "Tensor.item()")};
+  const Diagnosis d = diagnose(r);
+  const RootCause& item = cause(d, "hidden_sync");
+  EXPECT_EQ(item.cost_ns_per_step, 5 * kMs);
+  EXPECT_EQ(item.predicted_step_ns, 90 * kMs);
+  EXPECT_EQ(item.ranks, (std::vector<int>{0, 1}));  // rank 0 waits 5 ms less a step
+}
+
+// A starved rank waits for its input in one step of four (50 ms; 20 ms of GPU work in each): its
+// 7.5 ms of input wait a step come off the steps that ran long, all of it, where spread evenly
+// over the four they would buy 1.9 ms.
+TEST(RootCauses, ACausesTimeComesOffTheStepsThatRanLong) {
+  Report r;
+  r.processes.push_back(
+      rank(-1, {{StepPart::Compute, "", -1, 20 * kMs, 0.73}, {StepPart::Input, "", -1, 7500 * kUs, 0.27}}));
+  r.processes[0].step_breakdown->step_ns = 27500 * kUs;
+  std::vector<int64_t> lengths;
+  for (int step = 0; step < 12; ++step) lengths.push_back(step % 4 ? 20 * kMs : 50 * kMs);
+  steps_of(r, 0, lengths, std::vector<int64_t>(lengths.size(), 0));
+  r.findings = {finding(FindingKind::DataStarvation, -1, "the GPU idle for input")};
+  const Diagnosis d = diagnose(r);
+  const RootCause& input = cause(d, "input");
+  EXPECT_EQ(input.cost_ns_per_step, 7500 * kUs);
+  EXPECT_EQ(input.predicted_step_ns, 20 * kMs);
 }
 
 // Uploads from pageable memory, the blocking upload and the checklist item are one cause; on a

@@ -184,7 +184,7 @@ const RankWaits* CollectiveAnalysis::waits_of(int rank) const {
 }
 
 CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timings,
-                                       const std::map<int32_t, std::vector<int64_t>>& step_starts) {
+                                       const std::map<int32_t, std::span<const int64_t>>& step_starts) {
   CollectiveAnalysis out;
   Directory dir;
   PairTable table;
@@ -226,11 +226,11 @@ CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timi
   }
 
   std::vector<RankWaits> waits(dir.ranks.size());
-  std::vector<const std::vector<int64_t>*> starts_of(waits.size(), nullptr);
+  std::vector<std::span<const int64_t>> starts_of(waits.size());
   for (std::size_t i = 0; i < waits.size(); ++i) {
     waits[i].rank = dir.ranks[i];
     if (const auto it = step_starts.find(dir.ranks[i]); it != step_starts.end() && it->second.size() > 1) {
-      starts_of[i] = &it->second;
+      starts_of[i] = it->second;
       waits[i].waited_by_step_ns.assign(it->second.size() - 1, 0);
     }
   }
@@ -345,12 +345,12 @@ CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timi
     RankWaits& w = waits[r.rank_index];
     ++w.collectives;
     w.waited_ns += t.gpu_ns - p.min_ns;
-    if (const std::vector<int64_t>* starts = starts_of[r.rank_index]) {
+    if (const std::span<const int64_t> starts = starts_of[r.rank_index]; !starts.empty()) {
       // Step k runs from starts[k] to starts[k + 1]; a call before the first or after the last start
       // is in no step.
-      const auto after = std::upper_bound(starts->begin(), starts->end(), t.host_begin_ns);
-      if (after != starts->begin() && after != starts->end())
-        w.waited_by_step_ns[std::size_t(after - starts->begin() - 1)] += t.gpu_ns - p.min_ns;
+      const auto after = std::upper_bound(starts.begin(), starts.end(), t.host_begin_ns);
+      if (after != starts.begin() && after != starts.end())
+        w.waited_by_step_ns[std::size_t(after - starts.begin() - 1)] += t.gpu_ns - p.min_ns;
     }
     if (!steady(p)) continue;
     ++w.steady_collectives;

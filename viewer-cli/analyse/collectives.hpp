@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <span>
 #include <vector>
 
 namespace trainshim::cli {
@@ -104,6 +105,6 @@ inline constexpr std::size_t kMaxStragglerLate = 1u << 16;
 // step_starts: each rank's step starts on its own host clock, in time order, to split its waits by
 // step (RankWaits::waited_by_step_ns); a rank without any gets none.
 CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timings,
-                                       const std::map<int32_t, std::vector<int64_t>>& step_starts = {});
+                                       const std::map<int32_t, std::span<const int64_t>>& step_starts = {});
 
 }  // namespace trainshim::cli

@@ -183,9 +183,9 @@ WaitReport load_waits(std::vector<ProcessCollectives>& processes) {
     else ++out.p2p.unmatched;
   }
   for (const auto& [id, c] : captured) out.captured.push_back(c);
-  std::map<int32_t, std::vector<int64_t>> step_starts;
-  for (ProcessCollectives& p : processes)
-    if (p.rank >= 0 && !p.step_starts_ns.empty()) step_starts.emplace(p.rank, std::move(p.step_starts_ns));
+  std::map<int32_t, std::span<const int64_t>> step_starts;
+  for (const ProcessCollectives& p : processes)
+    if (p.rank >= 0 && !p.step_starts_ns.empty()) step_starts.emplace(p.rank, p.step_starts_ns);
   out.analysis = analyze_collectives(timings, step_starts);
   if (out.analysis.straggler >= 0)
     for (const ProcessCollectives& p : processes)

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -53,9 +54,10 @@ struct ProcessCollectives {
   const RunDatabase* db;
   int64_t process_id;
   int rank;
-  int64_t steps;                        // the rank's steps, 0 when none were found
-  std::vector<int64_t> step_starts_ns;  // where they start (Steps::starts_ns), to split its waits by step
-  CollectiveCalls collectives;          // its sequence is not read here: it may have been handed on
+  int64_t steps;  // the rank's steps, 0 when none were found
+  // Where they start (Steps::starts_ns, which must outlive load_waits), to split its waits by step.
+  std::span<const int64_t> step_starts_ns;
+  CollectiveCalls collectives;  // its sequence is not read here: it may have been handed on
 };
 
 // Collectives of one communicator captured into CUDA graphs: they were seen once, at capture;

@@ -3,8 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
+#include <numeric>
+#include <optional>
 #include <set>
+#include <vector>
 
 #include "diagnose/present.hpp"
 #include "diagnose/report_model.hpp"
@@ -78,9 +82,156 @@ int64_t pageable_upload_ns_per_step(const ProcessReport& p) {
   return starts.size() < 2 ? 0 : p.sync_sites.pageable_upload_ns_in_steps / static_cast<int64_t>(starts.size() - 1);
 }
 
+// The job's steps replayed without a cause. Each rank's step k is its own work and its wait for
+// the slowest rank of that step (its breakdown's waits, spread over its steps as its collectives'
+// waits were, RankWaits::waited_by_step_ns): the collectives tie the ranks together, so the job's
+// step k lasts as long as its slowest rank's own work (the critical path). Taking a cause's time
+// off a rank's own work shortens the steps it was slowest in, and the others' waits for it; a step
+// it was not slowest in keeps its length. A rank whose steps are not known (too few step starts)
+// stands in with its mean own work in every step. Steps longer than kLongStepFactor times their
+// rank's median (start-up, a checkpoint) are left out, as the breakdowns leave them out.
+class StepReplay {
+ public:
+  explicit StepReplay(const Report& report) {
+    for (const ProcessReport& p : report.processes) {
+      if (!p.step_breakdown) continue;
+      const StepBreakdown& b = *p.step_breakdown;
+      Rank r;
+      r.rank = p.rank;
+      r.floor_ns = std::min(b.ns_per_step(StepPart::Compute) + b.ns_per_step(StepPart::Communication), b.step_ns);
+      const int64_t waits_ns = b.ns_per_step(StepPart::WaitingForStraggler) + b.ns_per_step(StepPart::WaitingForPeers);
+      const std::vector<int64_t>& starts = p.sync_sites.steps.starts_ns;
+      if (starts.size() > 2) {
+        // The breakdown's waits, spread over the steps as the collectives' waits were (evenly
+        // where none were matched): the breakdown tells them apart from the transfer itself.
+        const RankWaits* waits = report.waits.analysis.waits_of(p.rank);
+        std::vector<int64_t> by_step(starts.size() - 1, 0);
+        if (waits)
+          std::copy_n(waits->waited_by_step_ns.begin(), std::min(by_step.size(), waits->waited_by_step_ns.size()),
+                      by_step.begin());
+        const long double matched = std::accumulate(by_step.begin(), by_step.end(), 0.0L) / by_step.size();
+        for (std::size_t k = 0; k < by_step.size(); ++k) {
+          const int64_t length = starts[k + 1] - starts[k];
+          const auto waited =
+              static_cast<int64_t>(matched > 0 ? static_cast<long double>(by_step[k]) * waits_ns / matched : waits_ns);
+          r.lengths.push_back(length);
+          r.own.push_back(length - std::clamp<int64_t>(waited, 0, length));
+        }
+        std::vector<int64_t> sorted = r.lengths;
+        std::nth_element(sorted.begin(), sorted.begin() + std::ptrdiff_t(sorted.size() / 2), sorted.end());
+        r.long_ns = kLongStepFactor * sorted[sorted.size() / 2];
+        steps_ = steps_ ? std::min(*steps_, r.own.size()) : r.own.size();
+      } else {
+        r.own.push_back(b.step_ns - waits_ns);
+      }
+      ranks_.push_back(std::move(r));
+    }
+    for (std::size_t k = 0; k < steps_.value_or(1); ++k) {
+      if (!std::all_of(ranks_.begin(), ranks_.end(), [&](const Rank& r) { return r.steady(k); })) continue;
+      Step step{k};
+      for (std::size_t i = 0; i < ranks_.size(); ++i) {
+        const int64_t own = ranks_[i].own_at(k);
+        if (own > step.slowest_ns || step.slowest_rank == kNone) {
+          step.second_ns = step.slowest_ns;
+          step.slowest_ns = own;
+          step.slowest_rank = i;
+        } else {
+          step.second_ns = std::max(step.second_ns, own);
+        }
+      }
+      kept_.push_back(step);
+    }
+    baseline_ns_ = replay({});
+  }
+
+  struct Outcome {
+    int64_t saved_ns = 0;    // the job's mean step, less with the removal
+    std::vector<int> ranks;  // those it takes time off, and, when it saves `noticed_ns`, the others
+  };
+
+  // Every rank shares each step's length, so a rank the removal does not touch waits as much less
+  // as the job's step shrinks.
+  Outcome without(const Removal& removed, int64_t noticed_ns) const {
+    Outcome out;
+    out.saved_ns = baseline_ns_ - replay(removed);
+    for (const Rank& r : ranks_) {
+      const auto it = removed.find(r.rank);
+      if ((it != removed.end() && it->second > 0) || out.saved_ns >= std::max<int64_t>(noticed_ns, 1))
+        out.ranks.push_back(r.rank);
+    }
+    return out;
+  }
+
+ private:
+  static constexpr std::size_t kNone = SIZE_MAX;
+  struct Rank {
+    int rank = -1;
+    int64_t floor_ns = 0;               // its GPU's own work a step: no removal goes below it
+    std::vector<int64_t> lengths, own;  // per step; own alone (one value) when its steps are not known
+    int64_t long_ns = 0;                // kLongStepFactor times its median step: longer ones are left out
+    bool steady(std::size_t k) const { return lengths.size() < 2 || lengths[k] <= long_ns; }
+    int64_t own_at(std::size_t k) const { return own.size() == 1 ? own.front() : own[k]; }
+    // What its own work holds beyond its GPU's own work: where a cause's time can be.
+    int64_t excess_at(std::size_t k) const { return std::max<int64_t>(own_at(k) - floor_ns, 0); }
+  };
+  // A replayed step: the two longest own works in it (a removal on one rank is replayed against
+  // the longest of the others without going over every rank).
+  struct Step {
+    std::size_t k;
+    std::size_t slowest_rank = kNone;
+    int64_t slowest_ns = 0, second_ns = 0;
+  };
+
+  // The job's mean step over the kept steps with the removal: each step as long as its slowest
+  // rank's own work.
+  int64_t replay(const Removal& removed) const {
+    if (kept_.empty()) return 0;
+    // A rank's removal comes off its steps as their excess holds it: a starved rank's input wait
+    // is in the steps that ran long, not spread over those that did not wait.
+    std::vector<std::pair<std::size_t, long double>> taken;  // rank index, share of its excess taken
+    for (std::size_t i = 0; i < ranks_.size(); ++i) {
+      const auto it = removed.find(ranks_[i].rank);
+      if (it == removed.end() || it->second <= 0) continue;
+      long double excess = 0;
+      for (const Step& step : kept_) excess += ranks_[i].excess_at(step.k);
+      if (excess > 0)
+        taken.emplace_back(i, std::min<long double>(1, it->second * static_cast<long double>(kept_.size()) / excess));
+    }
+    long double job = 0;
+    for (const Step& step : kept_) {
+      int64_t slowest = 0;
+      if (taken.size() == 1) {
+        slowest = taken.front().first == step.slowest_rank ? step.second_ns : step.slowest_ns;
+      } else if (!taken.empty()) {
+        std::size_t next = 0;
+        for (std::size_t i = 0; i < ranks_.size(); ++i) {
+          if (next < taken.size() && taken[next].first == i) {
+            ++next;
+            continue;
+          }
+          slowest = std::max(slowest, ranks_[i].own_at(step.k));
+        }
+      } else {
+        slowest = step.slowest_ns;
+      }
+      for (const auto& [i, share] : taken) {
+        const Rank& r = ranks_[i];
+        slowest = std::max(slowest, r.own_at(step.k) - static_cast<int64_t>(r.excess_at(step.k) * share));
+      }
+      job += slowest;
+    }
+    return static_cast<int64_t>(job / static_cast<long double>(kept_.size()));
+  }
+
+  std::vector<Rank> ranks_;
+  std::optional<std::size_t> steps_;  // the fewest steps of a rank whose steps are known
+  std::vector<Step> kept_;            // the steps replayed
+  int64_t baseline_ns_ = 0;           // the job's mean step as recorded
+};
+
 class Diagnoser {
  public:
-  explicit Diagnoser(const Report& report) : report_(report), used_(report.findings.size(), false) {
+  explicit Diagnoser(const Report& report) : report_(report), used_(report.findings.size(), false), replay_(report) {
     for (const ProcessReport& p : report.processes)
       if (p.step_breakdown && p.step_breakdown->step_ns > out_.step_ns) {
         out_.step_ns = p.step_breakdown->step_ns;
@@ -133,26 +284,17 @@ class Diagnoser {
     return out;
   }
 
-  // A measured cause: its cost is what the job's step loses with the removed time taken off each
-  // rank's step. A rank's step is its host's path (what the host does, and waits for) or its GPU's
-  // (its own work), whichever is longer: time taken off the host's path leaves at least the GPU's
-  // compute and communication. The collectives tie the ranks' steps: the job's step is the longest.
+  // A measured cause: its cost is what the job's step loses with its time taken off the ranks'
+  // own work, step by step (StepReplay). The ranks it touches are those it takes time off and
+  // those that then wait less for the others.
   void add(RootCause cause, const std::vector<const Finding*>& evidence, const Removal& removed) {
     for (const Finding* f : evidence) cause.evidence.push_back(f->message);
     if (cause.identity.empty()) cause.identity = fmt::format("{} rank {}", cause_name(cause), cause.rank);
     if (out_.step_ns > 0) {
-      int64_t predicted = 0;
-      for (const ProcessReport& p : report_.processes) {
-        if (!p.step_breakdown) continue;
-        const StepBreakdown& b = *p.step_breakdown;
-        const auto it = removed.find(p.rank);
-        const int64_t off = it == removed.end() ? 0 : it->second;
-        const int64_t gpu_work = b.ns_per_step(StepPart::Compute) + b.ns_per_step(StepPart::Communication);
-        predicted = std::max(predicted, off > 0 ? std::max(b.step_ns - off, std::min(gpu_work, b.step_ns)) : b.step_ns);
-        if (off > 0) cause.ranks.push_back(p.rank);
-      }
-      cause.predicted_step_ns = predicted;
-      cause.cost_ns_per_step = std::max<int64_t>(0, out_.step_ns - predicted);
+      const StepReplay::Outcome outcome = replay_.without(removed, out_.step_ns / 100);
+      cause.ranks = outcome.ranks;
+      cause.cost_ns_per_step = std::clamp<int64_t>(outcome.saved_ns, 0, out_.step_ns);
+      cause.predicted_step_ns = out_.step_ns - cause.cost_ns_per_step;
       cause.share = double(cause.cost_ns_per_step) / double(out_.step_ns);
       cause.severity = severity_of(cause.share);
     } else {
@@ -180,15 +322,13 @@ class Diagnoser {
     cause.title = waits_for_input ? fmt::format("rank {}'s input pipeline, which the other ranks wait for", s)
                                   : fmt::format("rank {} comes late to the collectives", s);
     cause.advice = !input.empty() ? input.front()->advice : evidence.empty() ? "" : evidence.front()->advice;
-    // The others lose their waits for it; it loses its input wait, or, late for another reason, as
-    // much as they waited for it (its lateness), at least its time launching.
+    // It loses its input wait, or, late for another reason, as much as the others waited for it
+    // (its lateness), at least its time launching; the others' waits for it go with it (the replay).
     Removal removed;
     int64_t lateness = 0;
     for (const ProcessReport& p : report_.processes)
-      if (p.rank != s && p.step_breakdown) {
-        removed[p.rank] = p.step_breakdown->ns_per_step(StepPart::WaitingForStraggler);
-        lateness = std::max(lateness, removed[p.rank]);
-      }
+      if (p.rank != s && p.step_breakdown)
+        lateness = std::max(lateness, p.step_breakdown->ns_per_step(StepPart::WaitingForStraggler));
     if (own)
       removed[s] = waits_for_input ? own->ns_per_step(StepPart::Input)
                                    : std::max(lateness, own->ns_per_step(StepPart::LaunchBound));
@@ -326,6 +466,7 @@ class Diagnoser {
 
   const Report& report_;
   std::vector<bool> used_;
+  StepReplay replay_;
   Diagnosis out_;
 };
 

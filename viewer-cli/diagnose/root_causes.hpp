@@ -1,9 +1,10 @@
 #pragma once
 // The report's findings grouped into root causes, each once, with what it costs the job's step and
-// the step predicted without it. The cost comes from the ranks' step breakdowns (step_breakdown.hpp):
-// fixing a cause removes its parts from the ranks it touches (a straggler's input time from its own
-// step, the waits for it from every other rank's), and since collectives tie the ranks' steps
-// together, the job's step is its slowest rank's, before and after.
+// the step predicted without it. What fixing a cause removes comes from the ranks' step breakdowns
+// (step_breakdown.hpp): its parts, taken off the own work of the ranks it is on (a straggler's input
+// time, a sync's bubble and blocked time). The job's steps are then replayed one by one: the
+// collectives tie the ranks' steps together, so each step lasts as long as its slowest rank's own
+// work, and the others' waits for that rank shrink with it.
 #include <cstdint>
 #include <string>
 #include <vector>

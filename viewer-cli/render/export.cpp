@@ -5,11 +5,13 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <limits>
 #include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
@@ -179,6 +181,7 @@ class ProcessExporter {
     for_each_timed_collective(db_, p_.id, [this](const TimedCollectiveRow& row) {
       timed_.try_emplace({row.communicator, row.sequence}, std::max<int64_t>(row.gpu_ns, 0));
     });
+    read_thread_names();
     host_calls();
     step_track();
     gpu_collectives();
@@ -239,11 +242,26 @@ class ProcessExporter {
     return info;
   }
 
-  // Viewers show a thread's id beside its name: the main thread is named, the others (whose names
-  // are not recorded) are shown by their ids.
+  // Viewers show a thread's id beside its name: the name the process gave it (the thread.<TID>
+  // facts), and "main thread" for the main one; a thread the census never saw is shown by its id.
   void thread(int64_t tid) {
-    if (!tids_.insert(tid).second || tid != p_.pid) return;
-    writer_.event(metadata("thread_name", p_.trace_pid, tid, {{"name", "main thread"}}));
+    if (!tids_.insert(tid).second) return;
+    const auto named = thread_names_.find(tid);
+    std::string name;
+    if (tid == p_.pid) name = named == thread_names_.end() ? "main thread" : named->second + " (main thread)";
+    else if (named != thread_names_.end()) name = named->second;
+    if (!name.empty()) writer_.event(metadata("thread_name", p_.trace_pid, tid, {{"name", name}}));
+  }
+
+  void read_thread_names() {
+    for (const auto& [key, value] : read_process_facts(db_, p_.id)) {
+      if (!key.starts_with(kFactThreadPrefix)) continue;
+      int64_t tid = 0;
+      const std::string_view digits = std::string_view(key).substr(kFactThreadPrefix.size());
+      if (const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), tid);
+          error == std::errc() && end == digits.data() + digits.size())
+        thread_names_[tid] = value;
+    }
   }
 
   void host_calls() {
@@ -573,6 +591,7 @@ class ProcessExporter {
   std::unordered_set<CollectiveKey, CollectiveKeyHash> host_flows_;      // those whose call starts a flow
   int64_t first_ns_ = std::numeric_limits<int64_t>::max(), last_ns_ = std::numeric_limits<int64_t>::min();
   std::unordered_set<int64_t> tids_;
+  std::unordered_map<int64_t, std::string> thread_names_;  // by tid
   std::unordered_map<int64_t, std::vector<NativeFrameView>> native_cache_;
   std::unordered_map<int64_t, std::vector<PythonFrameView>> python_cache_;
   std::unordered_map<int64_t, bool> borrowed_;  // by Python stack id
