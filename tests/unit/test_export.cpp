@@ -178,7 +178,7 @@ TEST_F(ExportTest, DocumentProcessesAndThreads) {
   EXPECT_EQ(metadata(trace, "process_sort_index", kPid0), R"({"sort_index":0})");
   EXPECT_EQ(metadata(trace, "process_sort_index", kPid1), R"({"sort_index":1})");
   EXPECT_EQ(metadata(trace, "thread_name", kPid0, 100), R"j({"name":"main thread"})j");  // its name not recorded
-  EXPECT_EQ(metadata(trace, "thread_name", kPid1, 101), R"j({"name":"python3 (main thread)"})j");
+  EXPECT_EQ(metadata(trace, "thread_name", kPid1, 101), R"j({"name":"python3"})j");
   EXPECT_EQ(metadata(trace, "thread_name", kPid1, 102), R"j({"name":"pt_data_pin"})j");
   EXPECT_EQ(metadata(trace, "thread_name", kPid0, kGpuTrackBase), R"j({"name":"GPU collectives abcdef0123456789"})j");
   EXPECT_EQ(metadata(trace, "thread_name", kPid0, kGpuTrackBase + 1),

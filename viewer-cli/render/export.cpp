@@ -242,14 +242,13 @@ class ProcessExporter {
     return info;
   }
 
-  // Viewers show a thread's id beside its name: the name the process gave it (the thread.<TID>
-  // facts), and "main thread" for the main one; a thread the census never saw is shown by its id.
+  // Viewers show a thread's id beside its name (Perfetto marks the main thread, whose id is the
+  // pid's): the name the thread gave itself (the thread.<TID> facts); the main thread's is "main
+  // thread" when not known, another thread the census never saw is shown by its id alone.
   void thread(int64_t tid) {
     if (!tids_.insert(tid).second) return;
     const auto named = thread_names_.find(tid);
-    std::string name;
-    if (tid == p_.pid) name = named == thread_names_.end() ? "main thread" : named->second + " (main thread)";
-    else if (named != thread_names_.end()) name = named->second;
+    const std::string name = named != thread_names_.end() ? named->second : tid == p_.pid ? "main thread" : "";
     if (!name.empty()) writer_.event(metadata("thread_name", p_.trace_pid, tid, {{"name", name}}));
   }
 
