@@ -110,16 +110,15 @@ class StepReplay {
           std::copy_n(waits->waited_by_step_ns.begin(), std::min(by_step.size(), waits->waited_by_step_ns.size()),
                       by_step.begin());
         const long double matched = std::accumulate(by_step.begin(), by_step.end(), 0.0L) / by_step.size();
+        std::vector<int64_t> lengths;
         for (std::size_t k = 0; k < by_step.size(); ++k) {
           const int64_t length = starts[k + 1] - starts[k];
           const auto waited =
               static_cast<int64_t>(matched > 0 ? static_cast<long double>(by_step[k]) * waits_ns / matched : waits_ns);
-          r.lengths.push_back(length);
+          lengths.push_back(length);
           r.own.push_back(length - std::clamp<int64_t>(waited, 0, length));
         }
-        std::vector<int64_t> sorted = r.lengths;
-        std::nth_element(sorted.begin(), sorted.begin() + std::ptrdiff_t(sorted.size() / 2), sorted.end());
-        r.long_ns = kLongStepFactor * sorted[sorted.size() / 2];
+        mark_long_steps(std::move(lengths));
         steps_ = steps_ ? std::min(*steps_, r.own.size()) : r.own.size();
       } else {
         r.own.push_back(b.step_ns - waits_ns);
@@ -127,7 +126,7 @@ class StepReplay {
       ranks_.push_back(std::move(r));
     }
     for (std::size_t k = 0; k < steps_.value_or(1); ++k) {
-      if (!std::all_of(ranks_.begin(), ranks_.end(), [&](const Rank& r) { return r.steady(k); })) continue;
+      if (k < long_step_.size() && long_step_[k]) continue;
       Step step{k};
       for (std::size_t i = 0; i < ranks_.size(); ++i) {
         const int64_t own = ranks_[i].own_at(k);
@@ -166,10 +165,8 @@ class StepReplay {
   static constexpr std::size_t kNone = SIZE_MAX;
   struct Rank {
     int rank = -1;
-    int64_t floor_ns = 0;               // its GPU's own work a step: no removal goes below it
-    std::vector<int64_t> lengths, own;  // per step; own alone (one value) when its steps are not known
-    int64_t long_ns = 0;                // kLongStepFactor times its median step: longer ones are left out
-    bool steady(std::size_t k) const { return lengths.size() < 2 || lengths[k] <= long_ns; }
+    int64_t floor_ns = 0;      // its GPU's own work a step: no removal goes below it
+    std::vector<int64_t> own;  // per step; one value alone when its steps are not known
     int64_t own_at(std::size_t k) const { return own.size() == 1 ? own.front() : own[k]; }
     // What its own work holds beyond its GPU's own work: where a cause's time can be.
     int64_t excess_at(std::size_t k) const { return std::max<int64_t>(own_at(k) - floor_ns, 0); }
@@ -181,6 +178,16 @@ class StepReplay {
     std::size_t slowest_rank = kNone;
     int64_t slowest_ns = 0, second_ns = 0;
   };
+
+  // Marks the steps of one rank longer than kLongStepFactor times its median step.
+  void mark_long_steps(std::vector<int64_t> lengths) {
+    if (long_step_.size() < lengths.size()) long_step_.resize(lengths.size(), false);
+    std::vector<int64_t> sorted = lengths;
+    std::nth_element(sorted.begin(), sorted.begin() + std::ptrdiff_t(sorted.size() / 2), sorted.end());
+    const int64_t longest = kLongStepFactor * sorted[sorted.size() / 2];
+    for (std::size_t k = 0; k < lengths.size(); ++k)
+      if (lengths[k] > longest) long_step_[k] = true;
+  }
 
   // The job's mean step over the kept steps with the removal: each step as long as its slowest
   // rank's own work.
@@ -225,6 +232,7 @@ class StepReplay {
 
   std::vector<Rank> ranks_;
   std::optional<std::size_t> steps_;  // the fewest steps of a rank whose steps are known
+  std::vector<bool> long_step_;       // a step some rank spent over kLongStepFactor medians in
   std::vector<Step> kept_;            // the steps replayed
   int64_t baseline_ns_ = 0;           // the job's mean step as recorded
 };
