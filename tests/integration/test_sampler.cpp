@@ -392,12 +392,27 @@ TEST(Sampler, WorkersOfAMainThreadThatExitedAreSampledAndTheProcessEndsWithThem)
   }
 }
 
-// sampler_prog rotation MS at 100 Hz under TRAINSHIM_SAMPLE_BUDGET_US `budget_us`.
-Segment run_rotation(const Scratch& s, const std::string& budget_us, const std::string& ms, Outcome& outcome) {
-  return run_and_read(s,
-                      "TRAINSHIM_SAMPLE_BUDGET_US=" + budget_us + " " + shim_env(s, "100") + program("sampler_prog") +
-                          " rotation " + ms,
-                      &outcome);
+// sampler_prog rotation MS at 100 Hz under TRAINSHIM_SAMPLE_BUDGET_US `budget_us`: its segment and
+// the threads it printed.
+struct Rotation {
+  Segment segment;
+  std::set<uint32_t> polling, blocked;
+  std::string out;
+  // Its segment was read, and its 8 polling and 4 blocked threads started.
+  bool started() const { return segment.found && polling.size() == 8 && blocked.size() == 4; }
+};
+
+Rotation run_rotation(const Scratch& s, const std::string& budget_us, const std::string& ms) {
+  Rotation r;
+  Outcome outcome;
+  r.segment = run_and_read(s,
+                           "TRAINSHIM_SAMPLE_BUDGET_US=" + budget_us + " " + shim_env(s, "100") +
+                               program("sampler_prog") + " rotation " + ms,
+                           &outcome);
+  r.polling = printed_tids(outcome.out, "polling");
+  r.blocked = printed_tids(outcome.out, "blocked");
+  r.out = outcome.out;
+  return r;
 }
 
 // The main thread is sampled every tick; the other threads take turns within
@@ -408,18 +423,14 @@ Segment run_rotation(const Scratch& s, const std::string& budget_us, const std::
 // rounds under a sanitizer.
 TEST(Sampler, OtherThreadsTakeTurnsWithinTheBudgetAndTheMainThreadIsSampledEveryTick) {
   Scratch s;
-  Outcome outcome;
-  const Segment segment = run_rotation(s, "2000", "3000", outcome);
-  ASSERT_TRUE(segment.found);
-  const std::set<uint32_t> polling = printed_tids(outcome.out, "polling");
-  const std::set<uint32_t> blocked = printed_tids(outcome.out, "blocked");
-  ASSERT_EQ(polling.size(), 8u) << outcome.out;
-  ASSERT_EQ(blocked.size(), 4u) << outcome.out;
+  const Rotation rotation = run_rotation(s, "2000", "3000");
+  ASSERT_TRUE(rotation.started()) << rotation.out;
+  const Segment& segment = rotation.segment;
   const std::vector<uint32_t> main_ticks = ticks_of(segment, segment.pid);
   ASSERT_TRUE(every_tick(main_ticks));
   EXPECT_EQ(main_ticks.front(), 1u);
   std::size_t fewest = SIZE_MAX, most = 0;
-  for (const std::set<uint32_t>* threads : {&polling, &blocked}) {
+  for (const std::set<uint32_t>* threads : {&rotation.polling, &rotation.blocked}) {
     for (const uint32_t tid : *threads) {
       const std::size_t count = ticks_of(segment, tid).size();
       fewest = std::min(fewest, count);
@@ -429,7 +440,7 @@ TEST(Sampler, OtherThreadsTakeTurnsWithinTheBudgetAndTheMainThreadIsSampledEvery
   EXPECT_GE(fewest, 1u);
   EXPECT_LT(most, main_ticks.size());
   EXPECT_LE(most, 2 * fewest + 2) << "in turn: " << fewest << " to " << most << " of " << main_ticks.size();
-  for (const uint32_t tid : blocked) {
+  for (const uint32_t tid : rotation.blocked) {
     for (const EventRecord& r : segment.samples_of(tid)) {
       EXPECT_EQ(sample_state(r), 'S');
       EXPECT_EQ(sample_syscall(r), SYS_clock_nanosleep);
@@ -442,27 +453,22 @@ TEST(Sampler, OtherThreadsTakeTurnsWithinTheBudgetAndTheMainThreadIsSampledEvery
 // comes every second, so 2.5 s see both names.
 TEST(Sampler, TheCensusNamesEachThreadAsItNamedItself) {
   Scratch s;
-  Outcome outcome;
-  const Segment segment = run_rotation(s, "2000", "2500", outcome);
-  ASSERT_TRUE(segment.found);
-  const std::set<uint32_t> polling = printed_tids(outcome.out, "polling");
-  const std::set<uint32_t> blocked = printed_tids(outcome.out, "blocked");
-  ASSERT_EQ(polling.size(), 8u) << outcome.out;
-  ASSERT_EQ(blocked.size(), 4u) << outcome.out;
-  EXPECT_EQ(segment.thread_names.at(segment.pid), "rotation_main");
-  for (const uint32_t tid : polling) EXPECT_EQ(segment.thread_names.at(tid), "poller");
-  for (const uint32_t tid : blocked) EXPECT_EQ(segment.thread_names.at(tid), "sleeper");
+  const Rotation rotation = run_rotation(s, "2000", "2500");
+  ASSERT_TRUE(rotation.started()) << rotation.out;
+  const std::map<uint32_t, std::string>& names = rotation.segment.thread_names;
+  EXPECT_EQ(names.at(rotation.segment.pid), "rotation_main");
+  for (const uint32_t tid : rotation.polling) EXPECT_EQ(names.at(tid), "poller");
+  for (const uint32_t tid : rotation.blocked) EXPECT_EQ(names.at(tid), "sleeper");
 }
 
 // With a budget no tick exhausts, every thread is read at every tick.
 TEST(Sampler, ABudgetLargeEnoughReadsEveryThreadAtEveryTick) {
   Scratch s;
-  Outcome outcome;
-  const Segment segment = run_rotation(s, "1000000", "1000", outcome);
-  ASSERT_TRUE(segment.found);
-  std::set<uint32_t> threads = printed_tids(outcome.out, "polling");
-  threads.merge(printed_tids(outcome.out, "blocked"));
-  ASSERT_EQ(threads.size(), 12u) << outcome.out;
+  const Rotation rotation = run_rotation(s, "1000000", "1000");
+  ASSERT_TRUE(rotation.started()) << rotation.out;
+  const Segment& segment = rotation.segment;
+  std::set<uint32_t> threads = rotation.polling;
+  threads.insert(rotation.blocked.begin(), rotation.blocked.end());
   const uint32_t last = ticks_of(segment, segment.pid).back();
   for (const uint32_t tid : threads) {
     SCOPED_TRACE(tid);
