@@ -105,12 +105,6 @@ json sync_site(const json& rank, const std::string& list, const std::string& fil
 // where the job starts measuring: a few of the scheduler's time slices.
 constexpr double kSchedulingSlackNs = 5e6;
 
-// Within 5 % of `expected` (issue 12's tolerance on planted times).
-::testing::AssertionResult within_5_percent(double actual, double expected) {
-  if (std::abs(actual - expected) <= 0.05 * std::abs(expected)) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << actual << " is not within 5 % of " << expected;
-}
-
 void expect_timeline_covers_every_step(const json& report, int rank) {
   SCOPED_TRACE("rank " + std::to_string(rank));
   const json& entry = entry_of(report, rank);
@@ -147,10 +141,12 @@ TEST(GpuScenarios, ASlowLoaderStarvesItsRankAndIsNamedByTheUploadLine) {
   inputs.erase(inputs.begin());
   const double idle_share = slow.at("idle_share");
   const double data_loading_share = slow.at("idle_by_cause").at("data_loading");
-  // Its idle time is the loader's: in share, and in all.
-  EXPECT_TRUE(within_5_percent(data_loading_share, idle_share)) << slow.dump(1);
   const double covered = slow.at("covered_steps");
   const double idle_ns = slow.at("idle_ns_per_step").get<double>() * covered;
+  // Its idle time is the loader's, within 5 %, but for the host woken late from the upload's sync
+  // on a loaded machine (a gap after it of up to one scheduling slack a step); and in all.
+  EXPECT_LE(idle_ns * (1 - data_loading_share / idle_share), 0.05 * idle_ns + kSchedulingSlackNs * double(waits.size()))
+      << slow.dump(1);
   EXPECT_GE(idle_ns, 0.99 * std::accumulate(waits.begin(), waits.end(), 0.0)) << slow.dump(1);
   EXPECT_LE(idle_ns,
             1.05 * std::accumulate(inputs.begin(), inputs.end(), 0.0) + kSchedulingSlackNs * double(waits.size()))
