@@ -176,6 +176,8 @@ TEST(Collectives, StartUpSkewAtTheFirstCollectiveNeitherMakesNorHidesAStraggler)
   const CollectiveAnalysis a = analyze_collectives(late_starter);
   EXPECT_EQ(of(a, 0).imposed_ns, 600 * kMs) << "still reported";
   EXPECT_EQ(of(a, 1).imposed_ns, 20 * 100 * kMs);
+  EXPECT_EQ(of(a, 0).steady_imposed_ns, 0) << "the later half of the collectives only";
+  EXPECT_EQ(of(a, 1).steady_imposed_ns, 11 * 100 * kMs) << "collectives 11 to 21";
   EXPECT_EQ(a.straggler, 1);
   EXPECT_EQ(a.straggler_late.size(), 20u);
 
@@ -206,6 +208,7 @@ TEST(Collectives, AOneOffHoldUpInTheFirstStepsNeitherMakesNorHidesAStraggler) {
     }
   const CollectiveAnalysis a = analyze_collectives(held_once);
   EXPECT_EQ(of(a, 0).imposed_ns, 2700 * kMs) << "still reported";
+  EXPECT_EQ(of(a, 0).steady_imposed_ns, 0);
   EXPECT_EQ(a.straggler, 1);
 
   // Balanced ranks that take turns by 50 us, one held 2.7 s once in the first steps: no straggler.

@@ -258,7 +258,6 @@ CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timi
     const uint32_t steady_first = first + (last - first + 1) / 2;
     return int(uint64_t(p.sequence - steady_first) * kStragglerQuarters / (last - steady_first + 1));
   };
-  std::vector<int64_t> steady_imposed(waits.size(), 0);
   std::vector<std::array<int64_t, kStragglerQuarters>> imposed_by_quarter(waits.size());
   int64_t steady_pairs = 0;
   for (const Pair& p : pairs) {
@@ -274,7 +273,7 @@ CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timi
     last.imposed_ns += others_mean(p, size);
     if (!steady(p)) continue;
     ++steady_pairs;
-    steady_imposed[p.min_rank_index] += others_mean(p, size);
+    last.steady_imposed_ns += others_mean(p, size);
     imposed_by_quarter[p.min_rank_index][std::size_t(quarter(p))] += others_mean(p, size);
   }
   // In how many quarters of the steady collectives rank `index` imposed the most wait.
@@ -294,17 +293,18 @@ CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timi
   std::size_t candidate = waits.size();
   int64_t total_imposed = 0;
   for (std::size_t i = 0; i < waits.size(); ++i) {
-    total_imposed += steady_imposed[i];
-    if (candidate == waits.size() || steady_imposed[i] > steady_imposed[candidate] ||
-        (steady_imposed[i] == steady_imposed[candidate] && waits[i].rank < waits[candidate].rank))
+    const int64_t imposed = waits[i].steady_imposed_ns;
+    total_imposed += imposed;
+    if (candidate == waits.size() || imposed > waits[candidate].steady_imposed_ns ||
+        (imposed == waits[candidate].steady_imposed_ns && waits[i].rank < waits[candidate].rank))
       candidate = i;
   }
   if (candidate < waits.size()) {
     const RankWaits& c = waits[candidate];
-    const int64_t imposed = steady_imposed[candidate];
+    const int64_t imposed = c.steady_imposed_ns;
     int64_t rival = 0;
     for (std::size_t i = 0; i < waits.size(); ++i)
-      if (i != candidate) rival = std::max(rival, steady_imposed[i]);
+      if (i != candidate) rival = std::max(rival, waits[i].steady_imposed_ns);
     const bool most = imposed > 0 && imposed >= total_imposed - imposed;
     const bool dominant = imposed >= kStragglerDominance * rival;
     const bool matters = c.last_count > 0 && imposed / c.last_count >= kStragglerMinMeanNs;

@@ -38,6 +38,8 @@ struct RankWaits {
   // Sum, over the collectives where it was last, of the mean wait of the OTHER ranks (each
   // collective's mean rounded down to the nanosecond).
   int64_t imposed_ns = 0;
+  // The same after start-up: what the straggler is judged on, and what the HTML report draws.
+  int64_t steady_imposed_ns = 0;
   // Its wait in each of its steps (the collectives it called within step k: from its k-th step
   // start to the next); empty when its step starts were not given.
   std::vector<int64_t> waited_by_step_ns{};
@@ -68,10 +70,10 @@ struct CollectiveAnalysis {
   // after start-up: on the later half of each communicator's collectives, never its first (the
   // ranks arrive at the first ones as they finish starting up, and the first step's lazy set-up
   // can hold one rank for seconds: one-off skew that no step repeats). Among the ranks, the one with the
-  // largest imposed_ns so counted (ties: the lowest rank) is the straggler when all of:
-  //   1. its imposed_ns is at least half of all ranks' imposed_ns together (it causes most of it);
-  //   2. its imposed_ns is at least kStragglerDominance times every other rank's (no rival);
-  //   3. its imposed_ns / last_count is at least kStragglerMinMeanNs (its lateness matters:
+  // largest steady_imposed_ns (ties: the lowest rank) is the straggler when all of:
+  //   1. its steady_imposed_ns is at least half of all ranks' together (it causes most of it);
+  //   2. its steady_imposed_ns is at least kStragglerDominance times every other rank's (no rival);
+  //   3. its steady_imposed_ns / last_count is at least kStragglerMinMeanNs (its lateness matters:
   //      balanced ranks with jitter of tens of microseconds are not stragglers, even with 2 ranks);
   //   4. it imposed the most wait in at least kStragglerQuartersLed of the kStragglerQuarters
   //      quarters of each communicator's steady collectives (it is late throughout: a balanced

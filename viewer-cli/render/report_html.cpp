@@ -368,29 +368,30 @@ void render_waits(std::string& out, const Report& report) {
                        a.straggler);
   else out += "<p>No straggler: no one rank makes the others wait most of the time.</p>";
 
-  // Imposed wait: what each rank's lateness cost the others, the largest drawn.
+  // Imposed wait: what each rank's lateness cost the others after start-up, the largest drawn: the
+  // quantity the straggler is judged on, so its bar is the longest (start-up skew no step repeats).
   std::vector<const RankWaits*> imposing;
   for (const RankWaits& w : a.ranks) imposing.push_back(&w);
   std::stable_sort(imposing.begin(), imposing.end(),
-                   [](const RankWaits* x, const RankWaits* y) { return x->imposed_ns > y->imposed_ns; });
+                   [](const RankWaits* x, const RankWaits* y) { return x->steady_imposed_ns > y->steady_imposed_ns; });
   if (imposing.size() > kHtmlHeatRows) imposing.resize(kHtmlHeatRows);
   std::sort(imposing.begin(), imposing.end(), [](const RankWaits* x, const RankWaits* y) { return x->rank < y->rank; });
   int64_t most = 1;
-  for (const RankWaits* w : imposing) most = std::max(most, w->imposed_ns);
-  out += "<h3>Wait each rank imposed on the others (its lateness)</h3>";
+  for (const RankWaits* w : imposing) most = std::max(most, w->steady_imposed_ns);
+  out += "<h3>Wait each rank imposed on the others after start-up (its lateness)</h3>";
   const double row = 18, label = 140, length = 600;
   out += fmt::format(
       R"(<svg class="bars" id="imposed" viewBox="0 0 {} {}" role="img" aria-label="imposed wait per rank">)",
       label + length + 90, row * double(imposing.size()) + 4);
   for (std::size_t i = 0; i < imposing.size(); ++i) {
     const RankWaits& w = *imposing[i];
-    const double y = row * double(i) + 2, bar = double(w.imposed_ns) / double(most) * length;
+    const double y = row * double(i) + 2, bar = double(w.steady_imposed_ns) / double(most) * length;
     const bool straggler = w.rank == a.straggler;
     out += fmt::format(
         R"(<g data-rank="{}" data-imposed-ns="{}"><text x="0" y="{:.0f}">rank {}{}</text>)"
         R"(<rect x="{}" y="{:.0f}" width="{:.2f}" height="{}" fill="{}"/><text x="{:.2f}" y="{:.0f}">{}</text></g>)",
-        w.rank, w.imposed_ns, y + 12, w.rank, straggler ? " (straggler)" : "", label, y, bar, row - 5,
-        straggler ? "#c62828" : "#8c8c8c", label + bar + 6, y + 12, human_duration(w.imposed_ns));
+        w.rank, w.steady_imposed_ns, y + 12, w.rank, straggler ? " (straggler)" : "", label, y, bar, row - 5,
+        straggler ? "#c62828" : "#8c8c8c", label + bar + 6, y + 12, human_duration(w.steady_imposed_ns));
   }
   out += "</svg>";
 

@@ -244,7 +244,8 @@ nlohmann::ordered_json render_json(const Report& report) {
                        {"per_step_ns", steps ? nlohmann::ordered_json(r.waited_ns / steps) : nullptr},
                        {"last_count", r.last_count},
                        {"last_fraction", r.last_fraction()},
-                       {"imposed_ns", r.imposed_ns}});
+                       {"imposed_ns", r.imposed_ns},
+                       {"steady_imposed_ns", r.steady_imposed_ns}});
     }
     nlohmann::ordered_json straggler = nullptr;
     if (a.straggler >= 0) {
