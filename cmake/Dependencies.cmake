@@ -23,6 +23,8 @@ trainshim_require(SQLite3 "Debian package libsqlite3-dev" "the run database: the
 trainshim_require(fmt "Debian package libfmt-dev" "text formatting in the collector and the CLI")
 trainshim_require(CLI11 "Debian package libcli11-dev" "the command lines of trainshim and trainshim-collector" CONFIG)
 trainshim_require(nlohmann_json "Debian package nlohmann-json3-dev" "the CLI's JSON output and baselines" CONFIG)
+trainshim_require(CppHttplib "Debian packages libcpp-httplib-dev and pkgconf"
+                  "trainshim metrics serves the metrics over HTTP for Prometheus")
 trainshim_require(TomlPlusPlusHeaders "Debian package libtomlplusplus-dev" "the policy files of trainshim audit")
 if(TRAINSHIM_BUILD_TESTS)
   trainshim_require(GTest "Debian packages libgtest-dev and libgmock-dev" "the tests (TRAINSHIM_BUILD_TESTS)")

@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   const Command commands[] = {add_run_command(app),  add_report_command(app), add_audit_command(app),
                               add_diff_command(app), add_export_command(app), add_collect_command(app),
-                              add_dump_command(app)};
+                              add_dump_command(app), add_metrics_command(app)};
 
   // Exit codes (README: "Exit codes of trainshim"): 2 for the user's mistakes and inputs that
   // cannot be read, 1 for any other failure; a command's own code otherwise.

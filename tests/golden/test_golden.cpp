@@ -428,5 +428,21 @@ TEST_F(Golden, ChromeTrace) {
   expect_golden("trace.json", out.text);
 }
 
+// The metrics Prometheus reads, in its text format and in OpenMetrics. How long reading the
+// database took is the one figure that changes from run to run: checked to be a number of
+// seconds, and written as 0. tests/prometheus lints metrics.prom with promtool.
+TEST_F(Golden, Metrics) {
+  const std::regex took(R"re((trainshim_metrics_compute_seconds\{job="[^"]*"\}) [0-9]+(\.[0-9]+)?(e-[0-9]+)?\n)re");
+  using FormatFile = std::pair<const char*, const char*>;
+  for (const auto& [format, file] :
+       std::initializer_list<FormatFile>{{"prometheus", "metrics.prom"}, {"openmetrics", "metrics.openmetrics.txt"}}) {
+    const Output out = trainshim(dir_, std::string("metrics --once --format ") + format + " a.db");
+    EXPECT_EQ(out.exit_code, 0);
+    EXPECT_EQ(std::distance(std::sregex_iterator(out.text.begin(), out.text.end(), took), std::sregex_iterator()), 1)
+        << out.text;
+    expect_golden(file, std::regex_replace(out.text, took, "$1 0\n"));
+  }
+}
+
 }  // namespace
 }  // namespace trainshim

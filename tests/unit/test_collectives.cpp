@@ -74,6 +74,10 @@ TEST(Collectives, LateRankWaitsAndStraggler) {
   EXPECT_EQ(of(a, 1).last_count, 3);
   EXPECT_EQ(of(a, 3).last_count, 3);
   EXPECT_EQ(of(a, 2).imposed_ns, 10 * 30 * kMs);
+  // Whom each waited for: rank 0 for rank 2 in every step, for ranks 1 and 3 by turns; never itself.
+  EXPECT_EQ(of(a, 0).waited_for_ns, (std::map<int32_t, int64_t>{{1, 3 * 60 * kUs}, {2, 300 * kMs}, {3, 3 * 60 * kUs}}));
+  EXPECT_EQ(of(a, 2).waited_for_ns,
+            (std::map<int32_t, int64_t>{{0, 4 * 60 * kUs}, {1, 3 * 60 * kUs}, {3, 3 * 60 * kUs}}));
   EXPECT_EQ(of(a, 0).imposed_ns, 4 * 60 * kUs);
   EXPECT_EQ(of(a, 1).imposed_ns, 3 * 60 * kUs);
   EXPECT_EQ(of(a, 3).imposed_ns, 3 * 60 * kUs);
@@ -88,6 +92,12 @@ TEST(Collectives, LateRankWaitsAndStraggler) {
   EXPECT_EQ(of(a, 2).steady_waited_ns, 5 * 60 * kUs);
   for (int32_t r : {0, 1, 3}) EXPECT_EQ(of(a, r).steady_waited_for_straggler_ns, 5 * 30 * kMs);
   EXPECT_EQ(of(a, 2).steady_waited_for_straggler_ns, 0);
+  // Straggler scores over the 15 steady collectives: rank 2 last at the first of steps 5 to 9;
+  // ranks 3, 0, 1, 3, 0 last at their second; the ties of the third tell nothing.
+  EXPECT_DOUBLE_EQ(of(a, 2).straggler_score(), 5.0 / 15);
+  EXPECT_DOUBLE_EQ(of(a, 0).straggler_score(), 2.0 / 15);
+  EXPECT_DOUBLE_EQ(of(a, 1).straggler_score(), 1.0 / 15);
+  EXPECT_DOUBLE_EQ(of(a, 3).straggler_score(), 2.0 / 15);
   ASSERT_EQ(a.straggler_late.size(), 10u);
   for (uint32_t step = 0; step < 10; ++step) {
     const LateCollective& late = a.straggler_late[step];  // in rank 2's host time order
@@ -161,6 +171,23 @@ TEST(Collectives, RankLateInNearlyAllIsTheStraggler) {
   EXPECT_EQ(sum, of(a, 2).imposed_ns);
   EXPECT_TRUE(std::is_sorted(a.straggler_late.begin(), a.straggler_late.end(),
                              [](auto& x, auto& y) { return x.host_begin_ns < y.host_begin_ns; }));
+}
+
+// A rank's straggler score places its arrival between the first rank's (0) and the last's (1).
+TEST(Collectives, StragglerScoreIsEachRanksLatenessBetweenTheFirstAndTheLast) {
+  // 3 ranks, 8 collectives: rank 0 arrives first (10 ms in the collective), rank 1 3 ms later
+  // (7 ms), rank 2 last (5 ms); the steady half is collectives 5 to 8.
+  std::vector<CollectiveTiming> v;
+  for (uint32_t seq = 1; seq <= 8; ++seq)
+    for (int32_t rank = 0; rank < 3; ++rank)
+      v.push_back(timing(rank, 9, 3, seq, (rank == 0 ? 10 : rank == 1 ? 7 : 5) * kMs));
+  const CollectiveAnalysis a = analyze_collectives(v);
+  EXPECT_EQ(of(a, 0).steady_collectives, 4);
+  EXPECT_DOUBLE_EQ(of(a, 0).straggler_score(), 0.0);
+  EXPECT_DOUBLE_EQ(of(a, 1).straggler_score(), 0.6);
+  EXPECT_DOUBLE_EQ(of(a, 2).straggler_score(), 1.0);
+  EXPECT_EQ(of(a, 0).waited_for_ns, (std::map<int32_t, int64_t>{{2, 8 * 5 * kMs}}));
+  EXPECT_EQ(of(a, 2).waited_for_ns, (std::map<int32_t, int64_t>{})) << "the last to arrive waits for no one";
 }
 
 // The ranks arrive at a communicator's first collective as each finishes starting up (imports, a

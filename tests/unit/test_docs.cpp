@@ -410,7 +410,7 @@ struct Cli {
   CLI::App app;
   std::vector<Command> commands{add_run_command(app),  add_report_command(app), add_audit_command(app),
                                 add_diff_command(app), add_export_command(app), add_collect_command(app),
-                                add_dump_command(app)};
+                                add_dump_command(app), add_metrics_command(app)};
 
   std::vector<const CLI::App*> subcommands() const {
     return app.get_subcommands([](const CLI::App*) { return true; });
@@ -435,7 +435,7 @@ Names formats_of(const CLI::App& command) {
 // as the command has positional arguments.
 TEST(Docs, EveryCommandsFlagsAreTheDocumentedOnes) {
   const Cli cli;
-  ASSERT_EQ(cli.subcommands().size(), 7u);
+  ASSERT_EQ(cli.subcommands().size(), 8u);
   for (const CLI::App* command : cli.subcommands()) {
     const std::string name = command->get_name();
     const std::string doc = "docs/commands/" + name + ".md";

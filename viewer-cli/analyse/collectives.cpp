@@ -31,6 +31,7 @@ struct Pair {
   uint32_t count;           // distinct members seen
   uint32_t min_rank_index;  // the last to arrive: shortest duration, lowest rank on a tie
   int64_t min_ns;
+  int64_t max_ns;  // the first to arrive: the longest duration
   int64_t sum_ns;
   int64_t min_host_ns;  // host_begin_ns of the last to arrive
   // Members seen, one bit each: the bits themselves up to 64 members, else the offset of the
@@ -65,7 +66,7 @@ class PairTable {
     }
     if (pairs_.size() >= kNone - 1) throw std::length_error("too many (communicator, sequence) pairs");
     inserted = true;
-    pairs_.push_back(Pair{comm_index, sequence, 0, 0, 0, 0, 0, 0});
+    pairs_.push_back(Pair{comm_index, sequence, 0, 0, 0, 0, 0, 0, 0});
     const auto index = static_cast<uint32_t>(pairs_.size() - 1);
     slots_[slot] = index + 1;
     if (pairs_.size() * 2 > slots_.size()) rehash(slots_.size() * 2);
@@ -218,6 +219,7 @@ CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timi
     }
     *word |= mask;
     p.sum_ns += t.gpu_ns;
+    p.max_ns = p.count == 0 ? t.gpu_ns : std::max(p.max_ns, t.gpu_ns);
     if (p.count++ == 0 || t.gpu_ns < p.min_ns || (t.gpu_ns == p.min_ns && t.rank < dir.ranks[p.min_rank_index])) {
       p.min_ns = t.gpu_ns;
       p.min_rank_index = r.rank_index;
@@ -345,6 +347,7 @@ CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timi
     RankWaits& w = waits[r.rank_index];
     ++w.collectives;
     w.waited_ns += t.gpu_ns - p.min_ns;
+    if (t.gpu_ns > p.min_ns) w.waited_for_ns[waits[p.min_rank_index].rank] += t.gpu_ns - p.min_ns;
     if (const std::span<const int64_t> starts = starts_of[r.rank_index]; !starts.empty()) {
       // Step k runs from starts[k] to starts[k + 1]; a call before the first or after the last start
       // is in no step.
@@ -355,6 +358,9 @@ CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timi
     if (!steady(p)) continue;
     ++w.steady_collectives;
     w.steady_waited_ns += t.gpu_ns - p.min_ns;
+    // Its arrival's lateness between the first rank's (0) and the last's (1): the first to arrive
+    // waits longest.
+    if (p.max_ns > p.min_ns) w.steady_lateness += double(p.max_ns - t.gpu_ns) / double(p.max_ns - p.min_ns);
     if (p.min_rank_index == straggler_index) w.steady_waited_for_straggler_ns += t.gpu_ns - p.min_ns;
   }
 

@@ -32,6 +32,11 @@ struct RankWaits {
   // The same after start-up (the collectives the straggler is judged on): how many, the waits, and
   // the waits in those where the straggler was last.
   int64_t steady_collectives = 0, steady_waited_ns = 0, steady_waited_for_straggler_ns = 0;
+  // Its waits by the rank that arrived last (the one it waited for), in every matched collective.
+  std::map<int32_t, int64_t> waited_for_ns{};
+  // Over its steady collectives, how late it arrived: in each, 0 when it arrived first, 1 when last,
+  // in proportion between (the others' durations tell: the first to arrive waits longest), summed.
+  double steady_lateness = 0;
   // How often it arrived last: in matched collectives of two ranks or more, the rank with the
   // shortest duration; on a tie, the lowest rank among those with the shortest duration.
   int64_t last_count = 0;
@@ -44,6 +49,8 @@ struct RankWaits {
   // start to the next); empty when its step starts were not given.
   std::vector<int64_t> waited_by_step_ns{};
 
+  // Its straggler score, 0 to 1: its mean lateness over its steady collectives (0 without any).
+  double straggler_score() const { return steady_collectives ? steady_lateness / double(steady_collectives) : 0.0; }
   // The share of its collectives it arrived last at (0 without any).
   double last_fraction() const { return collectives ? double(last_count) / double(collectives) : 0.0; }
 };
@@ -99,13 +106,12 @@ inline constexpr int64_t kStragglerQuarterPairs = 2;
 inline constexpr std::size_t kMaxStragglerLate = 1u << 16;
 
 // Time and memory linear in the input, two passes over it, which is not copied. Extra memory: one
-// 48-byte entry per (comm, sequence) pair plus its hash slots (~60-90 bytes in all, with the
+// 56-byte entry per (comm, sequence) pair plus its hash slots (~60-90 bytes in all, with the
 // vectors' growth) and, for communicators of more than 64 ranks, one bit per member and pair:
 // under 1 % of the input for a communicator of thousands of ranks, about the input's size again
-// when every communicator has 2 ranks. A record repeated for the same (rank, comm, sequence)
-// counts once (the first one in input order).
-// step_starts: each rank's step starts on its own host clock, in time order, to split its waits by
-// step (RankWaits::waited_by_step_ns); a rank without any gets none.
+// when every communicator has 2 ranks; per rank, one map entry per rank it waited for. A record repeated for the same
+// (rank, comm, sequence) counts once (the first one in input order). step_starts: each rank's step starts on its own
+// host clock, in time order, to split its waits by step (RankWaits::waited_by_step_ns); a rank without any gets none.
 CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timings,
                                        const std::map<int32_t, std::span<const int64_t>>& step_starts = {});
 

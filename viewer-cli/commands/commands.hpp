@@ -23,6 +23,7 @@ Command add_diff_command(CLI::App& app);
 Command add_export_command(CLI::App& app);
 Command add_collect_command(CLI::App& app);
 Command add_dump_command(CLI::App& app);
+Command add_metrics_command(CLI::App& app);
 
 // What `trainshim export DB -o OUTPUT` does: the trace of `database` written to `output` ("-":
 // standard output). A file is written beside its final name and renamed into place once complete,

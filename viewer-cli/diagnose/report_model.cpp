@@ -96,6 +96,7 @@ Report read_report(const std::vector<const RunDatabase*>& databases, const std::
     if (report.job.empty()) report.job = job;
     else if (report.job != job) report.job += "+" + job;
     report.database += (report.database.empty() ? "" : ", ") + db->path();
+    const std::map<int64_t, int64_t> last_progress = read_last_progress(*db);
     for (ProcessRow& row : read_processes(*db)) {
       ProcessReport p;
       p.db = db;
@@ -108,6 +109,7 @@ Report read_report(const std::vector<const RunDatabase*>& databases, const std::
       p.command = std::move(row.command);
       p.ended = row.ended;
       p.events = row.events;
+      if (const auto it = last_progress.find(row.id); it != last_progress.end()) p.last_progress_unix_ns = it->second;
       p.python_version = std::move(row.python_version);
       p.python_stacks_unavailable = std::move(row.python_stacks_unavailable);
       p.gpu.timeline = std::move(row.gpu_timeline);

@@ -31,6 +31,7 @@ struct ProcessReport {
   std::string python_stacks_unavailable;  // why its Python stacks could not be read; empty if they could
   bool ended = false;
   int64_t events = 0;
+  int64_t last_progress_unix_ns = 0;  // its latest record's end that was not its sampler's; 0: none
   std::vector<CopyRow> copies;
   std::vector<SyncRow> api_waits;  // per API: its syncs, frees and polls
   std::vector<CollectiveRow> collectives;

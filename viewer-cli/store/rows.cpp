@@ -35,6 +35,24 @@ std::vector<ProcessRow> read_processes(const RunDatabase& db) {
   return out;
 }
 
+namespace {
+bool shows_progress(ApiClass c) {
+  return c != ApiClass::Sample && c != ApiClass::ProcessSample && c != ApiClass::GpuWindow;
+}
+}  // namespace
+
+std::map<int64_t, int64_t> read_last_progress(const RunDatabase& db) {
+  std::map<int64_t, int64_t> out;
+  // calls.last_end_ns is on the host's CLOCK_MONOTONIC; the segment's anchors convert it.
+  Statement q(db, ("SELECT p.id, p.start_realtime_ns + max(c.last_end_ns) - p.start_monotonic_ns FROM calls c "
+                   "JOIN processes p ON p.id = c.process_id WHERE c.count > 0 AND c.api IN (SELECT id FROM apis WHERE "
+                   "class IN " +
+                   api_classes_sql(shows_progress) + ") GROUP BY p.id")
+                      .c_str());
+  while (q.step()) out.emplace(q.integer(0), q.integer(1));
+  return out;
+}
+
 std::vector<CopyRow> read_copy_totals(const RunDatabase& db, int64_t process_id) {
   std::vector<CopyRow> out;
   const Vocabulary& names = db.vocabulary();

@@ -35,6 +35,11 @@ struct ProcessRow {
 
 std::vector<ProcessRow> read_processes(const RunDatabase& db);
 
+// When each process last made progress, by its id: the end of its latest record that was not its
+// sampler's (a call, a collective's timing, the GPU's activity), as Unix time in nanoseconds. A
+// process that recorded nothing else has no entry.
+std::map<int64_t, int64_t> read_last_progress(const RunDatabase& db);
+
 // A process's copies per direction and host memory.
 struct CopyRow {
   Direction direction = Direction::None;

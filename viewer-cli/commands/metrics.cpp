@@ -1,0 +1,197 @@
+// `trainshim metrics [DB ...] [--listen HOST:PORT] [--textfile PATH] [--interval S] [--once]
+//                    [--format prometheus|openmetrics] [--step STEP]`
+#include <fmt/format.h>
+#include <httplib.h>
+#include <signal.h>
+#include <CLI/CLI.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "errors.hpp"
+#include "output_file.hpp"
+#include "render/metrics.hpp"
+#include "store/run_database.hpp"
+
+namespace trainshim::cli {
+
+namespace {
+
+struct MetricsArguments {
+  std::vector<std::string> databases;
+  std::string listen, textfile, format, step;
+  double interval_s = 15;
+  bool once = false;
+};
+
+// The HTTP endpoint and the textfile, from the flags, else from TRAINSHIM_METRICS ("HOST:PORT" or
+// "textfile:PATH").
+void targets_from_environment(MetricsArguments& args) {
+  if (!args.listen.empty() || !args.textfile.empty()) return;
+  const char* value = std::getenv("TRAINSHIM_METRICS");
+  if (!value || !*value) return;
+  const std::string target(value);
+  if (target.rfind("textfile:", 0) == 0) args.textfile = target.substr(9);
+  else args.listen = target;
+}
+
+// HOST:PORT split; UsageError when it is not one.
+std::pair<std::string, int> host_and_port(const std::string& listen) {
+  const auto colon = listen.rfind(':');
+  int port = -1;
+  if (colon != std::string::npos && colon + 1 < listen.size()) {
+    try {
+      std::size_t used = 0;
+      port = std::stoi(listen.substr(colon + 1), &used);
+      if (used != listen.size() - colon - 1) port = -1;
+    } catch (const std::exception&) {
+      port = -1;
+    }
+  }
+  if (colon == std::string::npos || colon == 0 || port < 0 || port > 65535)
+    throw UsageError(fmt::format("--listen {}: not HOST:PORT (such as 0.0.0.0:9464, or 127.0.0.1:0 for a free port)",
+                                 listen));
+  std::string host = listen.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return {host, port};
+}
+
+struct Exposed {
+  std::string prometheus, open_metrics;
+};
+
+// The run's metrics now, in both formats; reads every database afresh (the collector goes on
+// writing them).
+Exposed compute(const MetricsArguments& args) {
+  const auto began = std::chrono::steady_clock::now();
+  std::vector<std::unique_ptr<RunDatabase>> open;
+  std::vector<const RunDatabase*> databases;
+  for (const auto& path : args.databases)
+    databases.push_back(open.emplace_back(std::make_unique<RunDatabase>(path)).get());
+  const Report report = read_report(databases, step_name(args.step), 0);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  return {render_metrics(report, MetricsFormat::Prometheus, took),
+          render_metrics(report, MetricsFormat::OpenMetrics, took)};
+}
+
+std::atomic<bool> g_stop{false};
+void request_stop(int) { g_stop = true; }
+
+int serve(MetricsArguments args) {
+  if (args.databases.empty()) args.databases.push_back(database_argument(""));
+  targets_from_environment(args);
+  const MetricsFormat format = args.format == "openmetrics" ? MetricsFormat::OpenMetrics : MetricsFormat::Prometheus;
+  auto write_textfile = [&](const Exposed& e) {
+    write_output(args.textfile, "metrics", [&](std::ostream& out) {
+      out << (format == MetricsFormat::OpenMetrics ? e.open_metrics : e.prometheus);
+    });
+  };
+
+  if (args.once || (args.listen.empty() && args.textfile.empty())) {
+    const Exposed e = compute(args);
+    if (!args.textfile.empty()) write_textfile(e);
+    else std::cout << (format == MetricsFormat::OpenMetrics ? e.open_metrics : e.prometheus) << std::flush;
+    return 0;
+  }
+
+  // The endpoint hands out the latest exposition; computing the next one never holds it up. Until
+  // the databases could be read once it is empty.
+  std::mutex latest_mutex;
+  auto latest = std::make_shared<const Exposed>(Exposed{"", "# EOF\n"});
+  // A database that cannot be read is tried again next interval; a textfile that cannot be
+  // written the first time is the user's mistake (exit 2), later a passing one (a full disk).
+  auto refresh = [&](bool first) {
+    std::shared_ptr<const Exposed> fresh;
+    try {
+      fresh = std::make_shared<const Exposed>(compute(args));
+    } catch (const std::exception& e) {
+      std::cerr << "trainshim metrics: " << e.what() << "; trying again in " << args.interval_s << " s\n";
+      return;
+    }
+    try {
+      if (!args.textfile.empty()) write_textfile(*fresh);
+    } catch (const std::exception& e) {
+      if (first) throw;
+      std::cerr << "trainshim metrics: " << e.what() << "\n";
+    }
+    std::lock_guard lock(latest_mutex);
+    latest = std::move(fresh);
+  };
+  refresh(true);
+
+  httplib::Server server;
+  std::thread listener;
+  if (!args.listen.empty()) {
+    const auto [host, port] = host_and_port(args.listen);
+    server.Get("/metrics", [&](const httplib::Request& request, httplib::Response& response) {
+      std::shared_ptr<const Exposed> now;
+      {
+        std::lock_guard lock(latest_mutex);
+        now = latest;
+      }
+      const bool open_metrics = request.get_header_value("Accept").find("application/openmetrics-text") != std::string::npos;
+      const MetricsFormat served = open_metrics ? MetricsFormat::OpenMetrics : MetricsFormat::Prometheus;
+      response.set_content(open_metrics ? now->open_metrics : now->prometheus, metrics_content_type(served));
+    });
+    const int bound = port == 0 ? server.bind_to_any_port(host) : (server.bind_to_port(host, port) ? port : -1);
+    if (bound < 0)
+      throw UsageError(fmt::format("--listen {}: cannot listen there (the port is taken, or the address is not this "
+                                   "host's); choose another port",
+                                   args.listen));
+    std::cerr << fmt::format("trainshim metrics: serving http://{}:{}/metrics\n", host, bound);
+    listener = std::thread([&server] { server.listen_after_bind(); });
+  }
+
+  struct sigaction action {};
+  action.sa_handler = request_stop;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+  const auto interval = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(args.interval_s));
+  auto next = std::chrono::steady_clock::now() + interval;
+  while (!g_stop) {
+    if (std::chrono::steady_clock::now() < next) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
+    next += interval;
+    refresh(false);
+  }
+  if (listener.joinable()) {
+    server.stop();
+    listener.join();
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_metrics_command(CLI::App& app) {
+  auto args = std::make_shared<MetricsArguments>();
+  CLI::App* command = app.add_subcommand(
+      "metrics", "the run's metrics for Prometheus: printed, served over HTTP, or written for node_exporter");
+  command->add_option("databases", args->databases, "run databases (default: the newest ./trainshim-*.db)");
+  command->add_option("--listen", args->listen,
+                      "serve http://HOST:PORT/metrics (default: $TRAINSHIM_METRICS when it is HOST:PORT)");
+  command->add_option("--textfile", args->textfile,
+                      "write the metrics to this file, replaced whole each interval, for node_exporter's textfile "
+                      "collector (default: $TRAINSHIM_METRICS when it is textfile:PATH)");
+  command->add_option("--interval", args->interval_s, "seconds between two readings of the databases")
+      ->default_str("15")
+      ->check(CLI::Range(1.0, 3600.0));
+  command->add_flag("--once", args->once, "read once, print or write, and exit");
+  add_format_option(*command, args->format, {"prometheus", "openmetrics"});
+  add_step_option(*command, args->step);
+  return {command, [args] { return serve(*args); }};
+}
+
+}  // namespace trainshim::cli
