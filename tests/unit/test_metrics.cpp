@@ -64,7 +64,8 @@ Report two_ranks() {
   rank_0.gpu.idle_by_cause_ns[int(IdleCause::Sync)] = 10 * kMs;
   StepBreakdown breakdown;
   breakdown.step_ns = 10 * kMs;
-  breakdown.parts = {{StepPart::Compute, "", -1, 6 * kMs, 0.6}, {StepPart::Input, "", -1, 3 * kMs, 0.3},
+  breakdown.parts = {{StepPart::Compute, "", -1, 6 * kMs, 0.6},
+                     {StepPart::Input, "", -1, 3 * kMs, 0.3},
                      {StepPart::Sync, "/src/train.py:10", -1, 1 * kMs, 0.1}};
   rank_0.step_breakdown = breakdown;
   ProcessReport& rank_1 = r.processes[1];
@@ -118,10 +119,14 @@ TEST(Metrics, EachFamilyGivesTheReportsFigures) {
   EXPECT_TRUE(has_line(text, "trainshim_process_ended{" + r0 + "} 0"));
   EXPECT_TRUE(has_line(text, "trainshim_process_ended{" + r1 + "} 1"));
   // Rank 0 waited 30 ms for rank 1, 3 for rank 4, 2 for rank 3, and 1 ms for rank 2: summed as other.
-  EXPECT_TRUE(has_line(text, "trainshim_collective_wait_seconds_total{" + with(kRank0, R"(waited_for="1")") + "} 0.03"));
-  EXPECT_TRUE(has_line(text, "trainshim_collective_wait_seconds_total{" + with(kRank0, R"(waited_for="4")") + "} 0.003"));
-  EXPECT_TRUE(has_line(text, "trainshim_collective_wait_seconds_total{" + with(kRank0, R"(waited_for="3")") + "} 0.002"));
-  EXPECT_TRUE(has_line(text, "trainshim_collective_wait_seconds_total{" + with(kRank0, R"(waited_for="other")") + "} 0.001"));
+  EXPECT_TRUE(
+      has_line(text, "trainshim_collective_wait_seconds_total{" + with(kRank0, R"(waited_for="1")") + "} 0.03"));
+  EXPECT_TRUE(
+      has_line(text, "trainshim_collective_wait_seconds_total{" + with(kRank0, R"(waited_for="4")") + "} 0.003"));
+  EXPECT_TRUE(
+      has_line(text, "trainshim_collective_wait_seconds_total{" + with(kRank0, R"(waited_for="3")") + "} 0.002"));
+  EXPECT_TRUE(
+      has_line(text, "trainshim_collective_wait_seconds_total{" + with(kRank0, R"(waited_for="other")") + "} 0.001"));
   EXPECT_EQ(lines_starting(text, "trainshim_collective_wait_seconds_total{"), 4u) << "rank 1 waited for no one";
   EXPECT_TRUE(has_line(text, "trainshim_straggler_score{" + r0 + "} 0.25"));
   EXPECT_TRUE(has_line(text, "trainshim_straggler_score{" + r1 + "} 1"));
@@ -138,10 +143,10 @@ TEST(Metrics, EachFamilyGivesTheReportsFigures) {
                                  with(kRank0, R"x(site="/src/train.py:10",operation="Tensor.item()")x") + "} 1"));
   EXPECT_TRUE(has_line(text, "trainshim_hidden_sync_seconds_total{" +
                                  with(kRank0, R"x(site="/src/train.py:14",operation="Tensor.item()")x") + "} 0.003"));
-  EXPECT_TRUE(has_line(text, "trainshim_hidden_sync_calls_total{" + with(kRank0, R"(site="other",operation="other")") +
-                                 "} 13"));
-  EXPECT_TRUE(has_line(text, "trainshim_hidden_sync_seconds_total{" +
-                                 with(kRank0, R"(site="other",operation="other")") + "} 0.003"));
+  EXPECT_TRUE(has_line(
+      text, "trainshim_hidden_sync_calls_total{" + with(kRank0, R"(site="other",operation="other")") + "} 13"));
+  EXPECT_TRUE(has_line(
+      text, "trainshim_hidden_sync_seconds_total{" + with(kRank0, R"(site="other",operation="other")") + "} 0.003"));
   EXPECT_EQ(lines_starting(text, "trainshim_hidden_sync_calls_total{"), 6u);
   EXPECT_TRUE(has_line(text, "trainshim_pageable_copy_bytes_total{" +
                                  with(kRank0, R"(site="/src/data.py:41",direction="h2d")") + "} 20971520"));

@@ -58,8 +58,8 @@ std::pair<std::string, int> host_and_port(const std::string& listen) {
     }
   }
   if (colon == std::string::npos || colon == 0 || port < 0 || port > 65535)
-    throw UsageError(fmt::format("--listen {}: not HOST:PORT (such as 0.0.0.0:9464, or 127.0.0.1:0 for a free port)",
-                                 listen));
+    throw UsageError(
+        fmt::format("--listen {}: not HOST:PORT (such as 0.0.0.0:9464, or 127.0.0.1:0 for a free port)", listen));
   std::string host = listen.substr(0, colon);
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   return {host, port};
@@ -138,7 +138,8 @@ int serve(MetricsArguments args) {
         std::lock_guard lock(latest_mutex);
         now = latest;
       }
-      const bool open_metrics = request.get_header_value("Accept").find("application/openmetrics-text") != std::string::npos;
+      const bool open_metrics =
+          request.get_header_value("Accept").find("application/openmetrics-text") != std::string::npos;
       const MetricsFormat served = open_metrics ? MetricsFormat::OpenMetrics : MetricsFormat::Prometheus;
       response.set_content(open_metrics ? now->open_metrics : now->prometheus, metrics_content_type(served));
     });
@@ -155,8 +156,8 @@ int serve(MetricsArguments args) {
   action.sa_handler = request_stop;
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
-  const auto interval = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double>(args.interval_s));
+  const auto interval =
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(args.interval_s));
   auto next = std::chrono::steady_clock::now() + interval;
   while (!g_stop) {
     if (std::chrono::steady_clock::now() < next) {

@@ -156,7 +156,8 @@ void waits(Exposition& e, const Report& report, const std::vector<const ProcessR
     const Labels labels = process_labels(report, *p);
     int64_t rest = 0;
     for (std::size_t i = 0; i < by_wait.size(); ++i) {
-      if (i < kMetricsTopWaitedFor) e.sample(with(labels, "waited_for", std::to_string(by_wait[i].second)), seconds(by_wait[i].first));
+      if (i < kMetricsTopWaitedFor)
+        e.sample(with(labels, "waited_for", std::to_string(by_wait[i].second)), seconds(by_wait[i].first));
       else rest += by_wait[i].first;
     }
     if (by_wait.size() > kMetricsTopWaitedFor) e.sample(with(labels, "waited_for", "other"), seconds(rest));
@@ -209,12 +210,14 @@ void top_sites(Exposition& e, const Report& report, const std::vector<const Proc
   for (const ProcessReport* p : processes) {
     std::vector<const SyncSite*> ordered;
     for (const SyncSite& s : p->sync_sites.*sites) ordered.push_back(&s);
-    std::stable_sort(ordered.begin(), ordered.end(), [&](const SyncSite* x, const SyncSite* y) { return cost(*x) > cost(*y); });
+    std::stable_sort(ordered.begin(), ordered.end(),
+                     [&](const SyncSite* x, const SyncSite* y) { return cost(*x) > cost(*y); });
     const Labels labels = process_labels(report, *p);
     double rest = 0;
     for (std::size_t i = 0; i < ordered.size(); ++i) {
       if (i < kMetricsTopSites)
-        e.sample(with(with(labels, "site", site_label(*ordered[i])), extra_key, extra(*ordered[i])), value(*ordered[i]));
+        e.sample(with(with(labels, "site", site_label(*ordered[i])), extra_key, extra(*ordered[i])),
+                 value(*ordered[i]));
       else rest += value(*ordered[i]);
     }
     if (ordered.size() > kMetricsTopSites) e.sample(with(with(labels, "site", "other"), extra_key, "other"), rest);
@@ -256,7 +259,8 @@ void lost(Exposition& e, const Report& report, const std::vector<const ProcessRe
 void hangs(Exposition& e, const Report& report) {
   e.family("trainshim_hangs", "counter", "Hangs the collector detected, by kind.");
   for (const auto kind : {schema::HangKind::Collective, schema::HangKind::NoProgress}) {
-    const auto n = std::count_if(report.hangs.begin(), report.hangs.end(), [&](const HangRow& h) { return h.kind == kind; });
+    const auto n =
+        std::count_if(report.hangs.begin(), report.hangs.end(), [&](const HangRow& h) { return h.kind == kind; });
     e.sample({{"job", report.job}, {"kind", std::string(schema::hang_kind_name(kind))}}, double(n));
   }
   e.family("trainshim_hang_missing_rank", "gauge",
