@@ -201,17 +201,17 @@ void step_shares(Exposition& e, const Report& report, const std::vector<const Pr
   }
 }
 
-// The top sites of each rank by `cost`, the rest summed into site="other"; `extra(site)` its
-// other labels (an "other" site gets "other" for each).
-template <class Cost, class Value>
+// The top sites of each rank by host time blocked, the rest summed into site="other"; `extra(site)`
+// its other label (an "other" site gets "other").
+template <class Value>
 void top_sites(Exposition& e, const Report& report, const std::vector<const ProcessReport*>& processes,
                const std::vector<SyncSite> RankSyncs::*sites, std::string_view extra_key,
-               std::string (*extra)(const SyncSite&), Cost cost, Value value) {
+               std::string (*extra)(const SyncSite&), Value value) {
   for (const ProcessReport* p : processes) {
     std::vector<const SyncSite*> ordered;
     for (const SyncSite& s : p->sync_sites.*sites) ordered.push_back(&s);
     std::stable_sort(ordered.begin(), ordered.end(),
-                     [&](const SyncSite* x, const SyncSite* y) { return cost(*x) > cost(*y); });
+                     [](const SyncSite* x, const SyncSite* y) { return x->blocked_ns > y->blocked_ns; });
     const Labels labels = process_labels(report, *p);
     double rest = 0;
     for (std::size_t i = 0; i < ordered.size(); ++i) {
@@ -228,22 +228,21 @@ std::string operation_of(const SyncSite& s) { return s.classification.operation;
 std::string direction_of(const SyncSite& s) { return std::string(direction_name(s.copy_direction)); }
 
 void sites(Exposition& e, const Report& report, const std::vector<const ProcessReport*>& processes) {
-  auto blocked = [](const SyncSite& s) { return s.blocked_ns; };
   e.family("trainshim_hidden_sync_calls", "counter",
            "Calls in which the host blocked on the GPU without asking to, by the user's source line.");
-  top_sites(e, report, processes, &RankSyncs::hidden, "operation", operation_of, blocked,
+  top_sites(e, report, processes, &RankSyncs::hidden, "operation", operation_of,
             [](const SyncSite& s) { return double(s.calls); });
   e.family("trainshim_hidden_sync_seconds", "counter", "Host time blocked in those calls.", "seconds");
-  top_sites(e, report, processes, &RankSyncs::hidden, "operation", operation_of, blocked,
+  top_sites(e, report, processes, &RankSyncs::hidden, "operation", operation_of,
             [](const SyncSite& s) { return seconds(s.blocked_ns); });
   e.family("trainshim_pageable_copy_calls", "counter", "Copies from or to pageable (not pinned) host memory.");
-  top_sites(e, report, processes, &RankSyncs::pageable_copies, "direction", direction_of, blocked,
+  top_sites(e, report, processes, &RankSyncs::pageable_copies, "direction", direction_of,
             [](const SyncSite& s) { return double(s.calls); });
   e.family("trainshim_pageable_copy_bytes", "counter", "Bytes of those copies.", "bytes");
-  top_sites(e, report, processes, &RankSyncs::pageable_copies, "direction", direction_of, blocked,
+  top_sites(e, report, processes, &RankSyncs::pageable_copies, "direction", direction_of,
             [](const SyncSite& s) { return double(s.bytes); });
   e.family("trainshim_pageable_copy_seconds", "counter", "Host time in those copies.", "seconds");
-  top_sites(e, report, processes, &RankSyncs::pageable_copies, "direction", direction_of, blocked,
+  top_sites(e, report, processes, &RankSyncs::pageable_copies, "direction", direction_of,
             [](const SyncSite& s) { return seconds(s.blocked_ns); });
 }
 
