@@ -2,7 +2,8 @@
 
 namespace trainshim::collector {
 
-ClockCalibration::ClockCalibration() : first_ticks_(ticks()), first_ns_(clock_ns(CLOCK_MONOTONIC)) {
+ClockCalibration::ClockCalibration(int64_t shifted_ns)
+    : shifted_ns_(shifted_ns), first_ticks_(ticks()), first_ns_(clock_ns(CLOCK_MONOTONIC)) {
   if constexpr (kClockKind != ClockKind::Tsc) return;
   while (clock_ns(CLOCK_MONOTONIC) - first_ns_ < 20'000'000) {
   }

@@ -22,6 +22,7 @@ constexpr uint32_t kMostSampleHz = 1000;
 Collector::Collector(CollectorOptions options)
     : options_(std::move(options)),
       database_(options_.database_path, options_.job, options_.launch),
+      clock_(options_.test_clock_offset_ns),
       hangs_(std::chrono::duration_cast<std::chrono::nanoseconds>(options_.hang).count()) {
   database_.log("info", fmt::format("collector {} started for job {}", getpid(), options_.job));
   database_.commit();
@@ -283,7 +284,7 @@ void Collector::store_recent(Tracked& t) { recent_writer_.queue(t.process_id, t.
 
 void Collector::watch_hangs() {
   const StackNamer namer = [this](int64_t process, uint32_t stack) { return stack_words(process, stack); };
-  for (const Hang& h : hangs_.check(int64_t(clock_ns(CLOCK_MONOTONIC)), namer)) {
+  for (const Hang& h : hangs_.check(int64_t(clock_ns(CLOCK_MONOTONIC)) + clock_.shifted_ns(), namer)) {
     // A hang outside collectives has no communicator.
     const std::string communicator = h.kind == HangKind::Collective ? fmt::format("{:016x}", h.communicator) : "";
     database_.record_hang(communicator, h.sequence, std::string(hang_kind_name(h.kind)), h.op, rank_list(h.waiting),

@@ -50,6 +50,9 @@ struct CollectorOptions {
   // The most samples kept per process in `samples`, the first ones (0: none); the rest are counted
   // in `calls` and in `processes.samples_not_kept`.
   uint64_t sample_rows = kDefaultSampleRows;
+  // Added to every time stored: tests only (TRAINSHIM_TEST_CLOCK_OFFSET_NS), a node whose clock
+  // differs from the others'.
+  int64_t test_clock_offset_ns = 0;
 };
 
 class Collector {

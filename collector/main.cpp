@@ -201,6 +201,21 @@ int main(int argc, char** argv) {
     }
     hang = std::chrono::milliseconds(int64_t(seconds * 1000));
   }
+  int64_t test_clock_offset_ns = 0;
+  if (const char* value = std::getenv("TRAINSHIM_TEST_CLOCK_OFFSET_NS"); value && *value) {
+    char* end = nullptr;
+    errno = 0;
+    const long long n = std::strtoll(value, &end, 10);
+    constexpr long long kLargestOffsetNs = 3'600'000'000'000;  // an hour
+    if (*end != '\0' || errno != 0 || n < -kLargestOffsetNs || n > kLargestOffsetNs) {
+      fmt::print(stderr,
+                 "trainshim-collector: TRAINSHIM_TEST_CLOCK_OFFSET_NS={} is not a number of nanoseconds "
+                 "within an hour either way\n",
+                 value);
+      return refuse();
+    }
+    test_clock_offset_ns = n;
+  }
   if (recent_events < 0) {
     const auto n = count_from_environment("TRAINSHIM_RECENT_EVENTS", trainshim::collector::kDefaultRecentEvents,
                                           kMostRecentEvents, "events");
@@ -285,6 +300,7 @@ int main(int argc, char** argv) {
     options.recent_events = uint32_t(recent_events);
     options.gpu_rows = uint64_t(gpu_rows);
     options.sample_rows = uint64_t(sample_rows);
+    options.test_clock_offset_ns = test_clock_offset_ns;
     std::optional<trainshim::collector::Collector> collector(std::in_place, options);
     std::error_code no_cwd;
     const std::string database = std::filesystem::absolute(options.database_path, no_cwd).lexically_normal();

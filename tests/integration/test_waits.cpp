@@ -180,14 +180,18 @@ TEST(CollectiveWaits, AHangIsReportedWhileTheJobHangs) {
 }
 
 // Two "nodes": ranks 0-1 and ranks 2-3 each have their own job id, so their own collector and
-// database, as on two machines; the report over both databases finds what one database would.
+// database, as on two machines, and node B's clock reads 50 ms ahead of node A's (the collector's
+// test hook): the report over both databases finds what one database would (it compares no clocks
+// of two ranks), and the trace of both puts B's clock back on A's from the collectives they share.
 TEST(CollectiveWaits, DatabasesOfTwoNodesMergeIntoOneAnswer) {
   Scratch s;
+  constexpr int64_t kNodeBAheadNs = 50'000'000;
   const std::string node_a = s.job + "_a", node_b = s.job + "_b";
   const std::string launch = "if [ $RANK -lt 2 ]; then export TRAINSHIM_JOB=" + node_a + " TRAINSHIM_OUT=" + s.dir +
                              "/a.db; else export TRAINSHIM_JOB=" + node_b + " TRAINSHIM_OUT=" + s.dir +
-                             "/b.db; fi; exec env LD_PRELOAD=" + Paths::bin + "/libtrainshim.so python3 " +
-                             Paths::source + "/tests/python/straggler.py";
+                             "/b.db TRAINSHIM_TEST_CLOCK_OFFSET_NS=" + std::to_string(kNodeBAheadNs) +
+                             "; fi; exec env LD_PRELOAD=" + Paths::bin + "/libtrainshim.so python3 " + Paths::source +
+                             "/tests/python/straggler.py";
   ASSERT_EQ(run(std::string(Paths::source) + "/scripts/simrun -n 4 -- sh -c '" + launch + "'").exit_code, 0);
   for (const std::string& job : {node_a, node_b}) {
     const std::string lock = collector_lock_path_for(job);
@@ -216,6 +220,20 @@ TEST(CollectiveWaits, DatabasesOfTwoNodesMergeIntoOneAnswer) {
   const json half = json::parse(run(trainshim_cli() + " report --json " + s.dir + "/a.db").out);
   EXPECT_EQ(half.at("collective_waits").at("matched"), 0);
   EXPECT_EQ(half.at("collective_waits").at("incomplete"), 30);
+
+  // Node B's clock put back by the 50 ms, within the 2 ms GPU work the other ranks queue before
+  // each step's first all-reduce (their collective ends are drawn that much early; the straggler's,
+  // on node B, are not).
+  const std::string trace_path = s.dir + "/trace.json";
+  ASSERT_EQ(run(trainshim_cli() + " export " + s.dir + "/a.db " + s.dir + "/b.db -o " + trace_path).exit_code, 0);
+  std::ifstream trace_file(trace_path);
+  const json trace = json::parse(trace_file);
+  const json& databases = trace.at("otherData").at("databases");
+  ASSERT_EQ(databases.size(), 2u);
+  EXPECT_EQ(databases[0].at("clock_offset_ns"), 0);
+  EXPECT_EQ(databases[1].at("aligned_by"), "collectives");
+  EXPECT_EQ(databases[1].at("collectives"), 30);
+  EXPECT_NEAR(databases[1].at("clock_offset_ns").get<double>() / 1e6, -kNodeBAheadNs / 1e6, 4.0) << databases.dump(1);
 }
 
 }  // namespace

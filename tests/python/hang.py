@@ -1,6 +1,7 @@
-"""A job that hangs: at step 3 rank 1 goes off to evaluate and never enters the all-reduce the
-other ranks are waiting in (for the hang test; the test kills it)."""
+"""A job that hangs: at step 3 rank 1 (HANG_RANK) goes off to evaluate and never enters the
+all-reduce the other ranks are waiting in (for the hang test; the test kills it)."""
 import ctypes
+import os
 import time
 
 from sim import NCCL_FLOAT32, NCCL_SUM, check, cuda, world_communicator
@@ -16,8 +17,9 @@ def main():
     check(cuda.cudaStreamCreate(ctypes.byref(stream)), "cudaStreamCreate")
     check(cuda.cudaMalloc(ctypes.byref(grads), 4096), "cudaMalloc")
     rank, comm = world_communicator()
+    hung = int(os.environ.get("HANG_RANK", "1"))
     for step in range(10):
-        if step == 3 and rank == 1:
+        if step == 3 and rank == hung:
             evaluate(stream)
         check(cuda.ncclAllReduce(grads, grads, ctypes.c_size_t(1024), NCCL_FLOAT32, NCCL_SUM, comm, stream),
               "all-reduce")

@@ -738,20 +738,39 @@ std::string segment_name(const ncclUniqueId& id) {
   return name;
 }
 
+// The communicator's shared memory: in /dev/shm, or with SIMNCCL_SHM_DIR in that directory, which
+// ranks in different mount namespaces (simulated nodes, each with a /dev/shm of its own) share. It
+// stands in for what real NCCL does between nodes, its network transport (src/transport/net.cc).
+std::string shared_path(const std::string& name) {
+  const char* dir = std::getenv("SIMNCCL_SHM_DIR");
+  return dir && *dir ? std::string(dir) + name : std::string();
+}
+
+int open_shared(const std::string& name, int flags, mode_t mode) {
+  const std::string path = shared_path(name);
+  return path.empty() ? shm_open(name.c_str(), flags, mode) : open(path.c_str(), flags | O_CLOEXEC, mode);
+}
+
+void unlink_shared(const std::string& name) {
+  const std::string path = shared_path(name);
+  if (path.empty()) shm_unlink(name.c_str());
+  else unlink(path.c_str());
+}
+
 // Creates the segment if this rank is first, or attaches to it; returns the mapping.
 Header* open_segment(const std::string& name, int nranks, std::size_t bytes) {
   for (int attempt = 0;; ++attempt) {
-    int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    int fd = open_shared(name, O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd >= 0) {
       if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
         close(fd);
-        shm_unlink(name.c_str());
+        unlink_shared(name);
         return nullptr;
       }
       void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
       close(fd);
       if (p == MAP_FAILED) {
-        shm_unlink(name.c_str());
+        unlink_shared(name);
         return nullptr;
       }
       auto* h = static_cast<Header*>(p);
@@ -760,7 +779,7 @@ Header* open_segment(const std::string& name, int nranks, std::size_t bytes) {
       return h;
     }
     if (errno != EEXIST) return nullptr;
-    fd = shm_open(name.c_str(), O_RDWR, 0);
+    fd = open_shared(name, O_RDWR, 0);
     if (fd < 0) {
       if (errno == ENOENT && attempt < 1000) continue;  // the creator failed and unlinked it
       return nullptr;
@@ -828,7 +847,7 @@ ncclResult_t attach(ncclComm* c, const ncclUniqueId& commId) {
   c->hdr = h;
   c->map_bytes = bytes;
   if (!barrier(c)) return ncclInvalidUsage;
-  if (c->rank == 0) shm_unlink(name.c_str());
+  if (c->rank == 0) unlink_shared(name);
   Id id;
   std::memcpy(&id, commId.internal, sizeof(id));
   c->id_hash = id.hash;
@@ -1041,13 +1060,13 @@ ncclResult_t pncclCommInitAll(ncclComm_t* comm, int ndev, const int* devlist) {
     Header* h = open_segment(name, ndev, bytes);
     if (!h) {
       for (int k = 0; k < r; ++k) free_comm(comm[k]);
-      shm_unlink(name.c_str());
+      unlink_shared(name);
       return ncclSystemError;
     }
     comm[r] = make_comm(h, ndev, r, bytes);
     comm[r]->device = devlist ? devlist[r] : r;
   }
-  shm_unlink(name.c_str());
+  unlink_shared(name);
   cudaSetDevice(saved);
   return ncclSuccess;
 }

@@ -446,6 +446,70 @@ TEST_F(ExportTest, CrossRankFlowRunsInTimeOrder) {
   EXPECT_EQ(by_phase["f"]["ts"].get<double>(), 5.5);
 }
 
+// Two nodes' databases, node B's clock 3 hours and 50 ms ahead of node A's (its host booted
+// earlier, and its wall clock is off): the all-reduces end at the same moment on both ranks, which
+// puts B's clock on A's; one where rank 1's GPU was still busy when it called (its end drawn early)
+// does not move the median. A third node that shares no collective is put on the wall clock.
+TEST_F(ExportTest, ClocksOfTwoNodesAlignedFromTheCollectivesTheyShare) {
+  constexpr int64_t kAhead = 3 * 3600 * 1'000'000'000LL + 50'000'000;
+  const std::string node_a = dir_ + "/node_a.db", node_b = dir_ + "/node_b.db", node_c = dir_ + "/node_c.db";
+  {
+    Database a(node_a, "unitjob"), b(node_b, "unitjob"), c(node_c, "unitjob");
+    const int64_t p0 = a.add_process("seg-100", *header_for(0, 100, "nodeA", 3));
+    auto on_b = header_for(1, 100, "nodeB", 3);
+    on_b->anchor_monotonic_ns += kAhead;
+    const int64_t p1 = b.add_process("seg-100", *on_b);
+    auto on_c = header_for(2, 200, "nodeC", 3);
+    on_c->anchor_realtime_ns += 7'000'000;  // CLOCK_REALTIME - CLOCK_MONOTONIC: 7 ms more than node A's
+    const int64_t p2 = c.add_process("seg-200", *on_c);
+    test::Records ra(a), rb(b), rc(c);
+    for (uint32_t k = 1; k <= 5; ++k) {
+      const int64_t start = 1'000'000 + int64_t(k) * 100'000;  // node A's clock
+      // Rank 0 arrives first and waits 60 µs; rank 1 arrives 60 µs later (20 µs early in the third,
+      // as its GPU was still busy: its slice starts then, ends 40 µs early).
+      collective(ra, p0, Api::ncclAllReduce, 100, kComm, k, 0, uint64_t(start), uint64_t(start + 100), 70'000);
+      const int64_t late = k == 3 ? 20'000 : 60'000;
+      collective(rb, p1, Api::ncclAllReduce, 100, kComm, k, 1, uint64_t(start + late + kAhead),
+                 uint64_t(start + late + kAhead + 100), 10'000);
+    }
+    collective(rc, p2, Api::ncclBroadcast, 200, kOtherComm, 1, 0, 2'000'000, 2'000'100, 1000);
+    ra.store();
+    rb.store();
+    rc.store();
+    a.commit();
+    b.commit();
+    c.commit();
+  }
+  RunDatabase a(node_a), b(node_b), c(node_c);
+  const std::vector<ClockAlignment> clocks = align_clocks({&a, &b, &c});
+  ASSERT_EQ(clocks.size(), 3u);
+  EXPECT_EQ(clocks[0].offset_ns, 0);
+  EXPECT_EQ(clocks[0].aligned_by, "first");
+  EXPECT_EQ(clocks[1].offset_ns, -kAhead);
+  EXPECT_EQ(clocks[1].aligned_by, "collectives");
+  EXPECT_EQ(clocks[1].collectives, 5);
+  EXPECT_EQ(clocks[1].spread_ns, 0) << "four of the five agree exactly";
+  EXPECT_EQ(clocks[2].offset_ns, 7'000'000);
+  EXPECT_EQ(clocks[2].aligned_by, "wall clock");
+
+  std::ostringstream out;
+  export_chrome_trace({&a, &b, &c}, out);
+  const Json trace = Json::parse(out.str());
+  ASSERT_EQ(trace["otherData"]["databases"].size(), 3u);
+  EXPECT_EQ(trace["otherData"]["databases"][1]["clock_offset_ns"], -kAhead);
+  EXPECT_EQ(trace["otherData"]["databases"][1]["aligned_by"], "collectives");
+  // Every node's pid is 100 or 200: each process under its own, per database.
+  EXPECT_EQ(metadata(trace, "process_name", kSharedPidBase + 1), R"j({"name":"rank 0 (nodeA, pid 100)"})j");
+  EXPECT_EQ(metadata(trace, "process_name", kSharedPidBase + kSharedPidPerDatabase + 1),
+            R"j({"name":"rank 1 (nodeB, pid 100)"})j");
+  // The first all-reduce's GPU slices end together on the trace's clock: rank 0's from 0 µs (the
+  // trace's first call) for 70 µs, rank 1's from 60 µs for 10 µs.
+  EXPECT_NE(find_slice(trace, kSharedPidBase + 1, "ncclAllReduce", 0.0, true), nullptr) << out.str();
+  const Json* on_b = find_slice(trace, kSharedPidBase + kSharedPidPerDatabase + 1, "ncclAllReduce", 60.0, true);
+  ASSERT_NE(on_b, nullptr) << out.str();
+  EXPECT_EQ((*on_b)["dur"].get<double>(), 10.0);
+}
+
 // The step track numbers the steps as `trainshim report` does: step k from the k-th return of the
 // sync that marks steps to the next; `--step` names that sync.
 TEST_F(ExportTest, StepTrackNumbersTheReportsSteps) {
@@ -519,7 +583,7 @@ TEST_F(ExportTest, EmptyDatabaseIsAValidTraceWithoutSlices) {
 TEST_F(ExportTest, CommandWritesTheFileAndRefusesBadArguments) {
   write_two_rank_run();
   const std::string out = dir_ + "/trace.json";
-  export_trace(path_, "chrome", out);
+  export_trace({path_}, "chrome", out);
   std::ifstream in(out);
   const Json trace = Json::parse(in);
   EXPECT_EQ(with_phase(trace, "X").size(), 17u);  // 8 host calls, 2 Python frames, 5 GPU collectives, 2 waits
@@ -536,16 +600,16 @@ TEST_F(ExportTest, CommandWritesTheFileAndRefusesBadArguments) {
     }
     return std::string("no UsageError");
   };
-  EXPECT_NE(message([&] { export_trace(dir_ + "/missing.db", "chrome", out); }).find("no such database"),
+  EXPECT_NE(message([&] { export_trace({dir_ + "/missing.db"}, "chrome", out); }).find("no such database"),
             std::string::npos);
-  EXPECT_NE(message([&] { export_trace(path_, "chrome", dir_ + "/no/such/dir/trace.json"); }).find("-o"),
+  EXPECT_NE(message([&] { export_trace({path_}, "chrome", dir_ + "/no/such/dir/trace.json"); }).find("-o"),
             std::string::npos);
   // Kineto's traces are a folder: not standard output, not where a file is.
-  EXPECT_EQ(message([&] { export_trace(path_, "kineto", "-"); }),
+  EXPECT_EQ(message([&] { export_trace({path_}, "kineto", "-"); }),
             "--format kineto writes a file per rank: pass a folder with -o DIR");
-  EXPECT_EQ(message([&] { export_trace(path_, "kineto", out); }),
+  EXPECT_EQ(message([&] { export_trace({path_}, "kineto", out); }),
             out + ": not a folder, and --format kineto writes a file per rank: pass a folder with -o");
-  EXPECT_NE(message([&] { export_trace(path_, "kineto", out + "/under/a/file"); }).find("cannot make the folder"),
+  EXPECT_NE(message([&] { export_trace({path_}, "kineto", out + "/under/a/file"); }).find("cannot make the folder"),
             std::string::npos);
 }
 
@@ -560,7 +624,7 @@ TEST_F(ExportTest, FifoIsWrittenInPlaceAndItsReaderGetsTheWholeTrace) {
   const int reader = open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   ASSERT_GE(reader, 0);
   ASSERT_GE(fcntl(reader, F_SETPIPE_SZ, 1 << 20), 1 << 20);
-  export_trace(path_, "chrome", fifo);
+  export_trace({path_}, "chrome", fifo);
   std::string received;
   char buffer[4096];
   for (ssize_t n; (n = read(reader, buffer, sizeof buffer)) > 0;) received.append(buffer, std::size_t(n));

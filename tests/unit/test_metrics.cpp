@@ -162,6 +162,62 @@ TEST(Metrics, EachFamilyGivesTheReportsFigures) {
   EXPECT_TRUE(has_line(text, "trainshim_metrics_compute_seconds{" + job + "} 0.25"));
 }
 
+CommunicatorCollective collective(uint64_t communicator, const std::string& op, uint32_t comm_size, int64_t calls,
+                                  int64_t timed, int64_t timed_bytes, int64_t gpu_ns) {
+  CommunicatorCollective c;
+  c.communicator = communicator;
+  c.op = op;
+  c.comm_size = comm_size;
+  c.calls = calls;
+  c.timed = timed;
+  c.timed_bytes = timed_bytes;
+  c.gpu_ns = gpu_ns;
+  return c;
+}
+
+// NCCL Inspector's figures per communicator and collective: 100 all-reduces of 4 MB each over 4
+// ranks in 0.4 s of GPU time move 1 GB/s of messages and 1.5 GB/s on the bus (2(n-1)/n); all-gathers
+// of 1 MB pieces move the whole gathered message (4 MB) and (n-1)/n of it on the bus.
+TEST(Metrics, CollectivesPerCommunicatorWithNcclInspectorsBandwidths) {
+  Report r = two_ranks();
+  r.processes[0].communicator_collectives = {collective(0xabc, "all_reduce", 4, 120, 100, 100 * (4 << 20), 400 * kMs),
+                                             collective(0xabc, "all_gather", 4, 10, 10, 10 * (1 << 20), 20 * kMs),
+                                             collective(0x1f, "broadcast", 2, 5, 0, 0, 0)};
+  const std::string text = render_metrics(r, MetricsFormat::Prometheus, 0);
+  const std::string reduce = with(kRank0, R"(communicator="0000000000000abc",collective="all_reduce",comm_size="4")");
+  const std::string gather = with(kRank0, R"(communicator="0000000000000abc",collective="all_gather",comm_size="4")");
+  const std::string broadcast = with(kRank0, R"(communicator="000000000000001f",collective="broadcast",comm_size="2")");
+  EXPECT_TRUE(has_line(text, "trainshim_collective_calls_total{" + reduce + "} 120"));
+  EXPECT_TRUE(has_line(text, "trainshim_collective_timed_calls_total{" + reduce + "} 100"));
+  EXPECT_TRUE(has_line(text, "trainshim_collective_exec_seconds_total{" + reduce + "} 0.4"));
+  EXPECT_TRUE(has_line(text, "trainshim_collective_algorithm_bandwidth_bytes_per_second{" + reduce + "} 1048576000"));
+  EXPECT_TRUE(has_line(text, "trainshim_collective_bus_bandwidth_bytes_per_second{" + reduce + "} 1572864000"));
+  EXPECT_TRUE(has_line(text, "trainshim_collective_algorithm_bandwidth_bytes_per_second{" + gather + "} 2097152000"));
+  EXPECT_TRUE(has_line(text, "trainshim_collective_bus_bandwidth_bytes_per_second{" + gather + "} 1572864000"));
+  EXPECT_TRUE(has_line(text, "trainshim_collective_calls_total{" + broadcast + "} 5"));
+  EXPECT_EQ(text.find("bandwidth_bytes_per_second{" + broadcast), std::string::npos) << "never timed: no bandwidth";
+  EXPECT_EQ(lines_starting(text, "trainshim_collective_calls_total{"), 3u) << "rank 1 called no collective";
+}
+
+// Beyond the first kMetricsTopCommunicatorOps pairs by GPU time, a rank's pairs are summed into
+// communicator="other", which has no bandwidth (it mixes collectives).
+TEST(Metrics, CommunicatorsBeyondTheTopAreSummed) {
+  Report r = two_ranks();
+  for (uint64_t i = 0; i < kMetricsTopCommunicatorOps + 2; ++i)
+    r.processes[1].communicator_collectives.push_back(
+        collective(0x100 + i, "all_reduce", 2, 1, 1, 1024, int64_t(i + 1) * kMs));
+  const std::string text = render_metrics(r, MetricsFormat::Prometheus, 0);
+  const std::string other = with(kRank1, R"(communicator="other",collective="other",comm_size="other")");
+  EXPECT_TRUE(has_line(text, "trainshim_collective_calls_total{" + other + "} 2"));
+  EXPECT_TRUE(has_line(text, "trainshim_collective_exec_seconds_total{" + other + "} 0.003")) << "1 ms + 2 ms";
+  EXPECT_EQ(lines_starting(text, "trainshim_collective_calls_total{"), kMetricsTopCommunicatorOps + 1);
+  EXPECT_EQ(lines_starting(text, "trainshim_collective_bus_bandwidth_bytes_per_second{"), kMetricsTopCommunicatorOps);
+  EXPECT_TRUE(has_line(
+      text, "trainshim_collective_calls_total{" +
+                with(kRank1, R"(communicator="0000000000000109",collective="all_reduce",comm_size="2")") + "} 1"))
+      << "the longest is named";
+}
+
 TEST(Metrics, OneSeriesPerRankAndHostAndTheSeriesCounted) {
   const std::string text = render_metrics(two_ranks(), MetricsFormat::Prometheus, 0);
   // The second process of rank 1 on nodeA would repeat rank 1's series: it is left out.

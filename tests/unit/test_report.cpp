@@ -324,12 +324,14 @@ TEST_F(ReportTest, TheVerdictShowsTheTopCauses) {
       << "the report opens with the verdict";
 }
 
-// `trainshim report A B` of two runs: the same rank in both, or jobs of different sizes, is refused
-// with what to do instead, unless --merge-runs; databases of two nodes of one job are not.
+// `trainshim report A B` of two runs: the same rank in both, jobs of different sizes, or two
+// launches, is refused with what to do instead, unless --merge-runs; databases of two nodes of one
+// job are not.
 TEST_F(ReportTest, DatabasesOfTwoRunsAreRefusedUnlessMergingIsAsked) {
-  const auto write = [&](const std::string& name, std::vector<int> ranks, int world_size) {
+  const auto write = [&](const std::string& name, std::vector<int> ranks, int world_size,
+                         const std::string& launch = "torchrun:/tmp/torchelastic_k2j4x1aa/job7_q1w2e3r4") {
     const std::string path = dir_ + "/" + name;
-    Database db(path, "unitjob");
+    Database db(path, "unitjob", launch);
     for (const int rank : ranks)
       db.update_process(
           db.add_process("seg" + std::to_string(rank), *header_for(rank, 100 + rank, "nodeA", world_size)),
@@ -339,7 +341,16 @@ TEST_F(ReportTest, DatabasesOfTwoRunsAreRefusedUnlessMergingIsAsked) {
   };
   const std::string first = write("first.db", {0, 1}, 2), again = write("again.db", {0, 1}, 2),
                     other = write("other.db", {2, 3}, 8), node_b = write("node_b.db", {2, 3}, 4),
-                    node_a = write("node_a.db", {0, 1}, 4);
+                    node_a = write("node_a.db", {0, 1}, 4),
+                    node_b_own_log =
+                        write("node_b_own_log.db", {2, 3}, 4, "torchrun:/tmp/torchelastic_p0o9i8u7/job7_z_x_c_v_"),
+                    node_b_relaunched =
+                        write("node_b_relaunched.db", {2, 3}, 4, "torchrun:/tmp/torchelastic_p0o9i8u7/job8_a1s2d3f4"),
+                    node_b_placeholder =
+                        write("node_b_placeholder.db", {2, 3}, 4, "torchrun:/tmp/torchelastic_p0o9i8u7/none_a1s2d3f4"),
+                    node_b_unknown = write("node_b_unknown.db", {2, 3}, 4, ""),
+                    slurm_a = write("slurm_a.db", {0, 1}, 4, "slurm:4411"),
+                    slurm_b = write("slurm_b.db", {2, 3}, 4, "slurm:4412");
   const std::string advice = "report each alone, compare two with `trainshim diff BEFORE.db AFTER.db`, or pass "
                              "--merge-runs to merge them all the same";
   EXPECT_EQ(report_command({first, again}),
@@ -348,8 +359,21 @@ TEST_F(ReportTest, DatabasesOfTwoRunsAreRefusedUnlessMergingIsAsked) {
             first + " and " + first + " both hold rank 0: two runs, not two nodes of one job; " + advice);
   EXPECT_EQ(report_command({first, other}),
             first + " holds a job of 2 ranks, " + other + " a job of 8: two runs, not two nodes of one job; " + advice);
+  // Another run's second node: the ranks and the size fit, torchrun's run id does not (each node's
+  // agent has a log directory of its own: only the run id in its name is the job's).
+  EXPECT_EQ(report_command({node_a, node_b_relaunched}),
+            node_a + " is of launch torchrun run job7, " + node_b_relaunched +
+                " of launch torchrun run job8: two runs, not two nodes of one job; " + advice);
+  EXPECT_EQ(report_command({slurm_a, slurm_b}), slurm_a + " is of launch slurm:4411, " + slurm_b +
+                                                    " of launch slurm:4412: two runs, not two nodes of one job; " +
+                                                    advice);
+  // One run id in two nodes' log directories; a collector that knew no launch (no launcher in its
+  // environment), or torchrun's placeholder run id, says nothing against it.
   for (const std::vector<std::string>& merged :
-       {std::vector<std::string>{first, again, "--merge-runs"}, std::vector<std::string>{node_a, node_b}}) {
+       {std::vector<std::string>{first, again, "--merge-runs"}, std::vector<std::string>{node_a, node_b},
+        std::vector<std::string>{node_a, node_b_own_log}, std::vector<std::string>{node_a, node_b_unknown},
+        std::vector<std::string>{node_a, node_b_placeholder},
+        std::vector<std::string>{node_a, node_b_relaunched, "--merge-runs"}}) {
     const std::string out = report_command(merged);
     EXPECT_TRUE(out.starts_with("trainshim report: job unitjob (4 processes)")) << out;
   }

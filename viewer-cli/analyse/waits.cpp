@@ -76,6 +76,21 @@ std::vector<CollectiveCall> in_call_order(std::vector<std::pair<int64_t, Collect
 
 }  // namespace
 
+double CommunicatorCollective::algorithm_bandwidth() const {
+  if (gpu_ns <= 0) return 0;
+  const bool per_rank_count =
+      op == "all_gather" || op == "reduce_scatter" || op == "allto_all" || op == "gather" || op == "scatter";
+  const double message = double(timed_bytes) * (per_rank_count ? double(std::max(comm_size, 1u)) : 1.0);
+  return message / (double(gpu_ns) / 1e9);
+}
+
+double CommunicatorCollective::bus_bandwidth() const {
+  const double n = double(std::max(comm_size, 1u));
+  if (op == "all_reduce") return algorithm_bandwidth() * 2 * (n - 1) / n;
+  if (op == "broadcast" || op == "bcast" || op == "reduce") return algorithm_bandwidth();
+  return algorithm_bandwidth() * (n - 1) / n;
+}
+
 std::map<int64_t, CollectiveCalls> load_collective_calls(const RunDatabase& db, const std::map<int64_t, int>& ranks) {
   std::map<int64_t, CollectiveCalls> out;
   std::map<int64_t, std::vector<std::pair<int64_t, CollectiveCall>>> calls;  // by process: begin_ns, call
@@ -107,8 +122,21 @@ std::map<int64_t, CollectiveCalls> load_collective_calls(const RunDatabase& db, 
     if (flags & kUntimedCapturing) ++c.captured[communicator];
     if ((flags & kPointToPoint) && sequence > 0)
       c.p2p.push_back({communicator, rank_in_comm, uint32_t(row.peer), sequence, (flags & kSend) != 0});
+    CommunicatorCollective* totals = nullptr;
+    if (!(flags & kPointToPoint)) {
+      totals = &c.by_communicator[{communicator, row.api}];
+      if (totals->calls == 0) totals->op = collective_op_name(db.vocabulary().api(row.api).name);
+      totals->communicator = communicator;
+      totals->comm_size = uint32_t(row.comm_size);
+      ++totals->calls;
+    }
     if (!row.gpu_ns) return;
     const int64_t gpu_ns = *row.gpu_ns;
+    if (totals) {
+      ++totals->timed;
+      totals->timed_bytes += row.bytes;
+      totals->gpu_ns += gpu_ns;
+    }
     if (flags & kGroupInProgress) ++c.timed_in_progress;
     // Point-to-point timings cover a group's point-to-point work, not one collective; an exchange
     // with every rank of the communicator (all_to_all) is matched as a collective of its own series.

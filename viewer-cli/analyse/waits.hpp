@@ -23,6 +23,27 @@ struct HostActivity {
   double share = 0;  // of the straggler's recorded calls inside its late windows
 };
 
+// One collective of one communicator on one rank, over the run: what NCCL's Inspector plugin
+// reports per communicator (ext-profiler/inspector, inspectorComputeCollBw), from the calls' bytes
+// and the GPU durations the shim timed around them.
+struct CommunicatorCollective {
+  uint64_t communicator = 0;
+  std::string op;           // all_reduce, all_gather, ...
+  uint32_t comm_size = 0;   // ranks in the communicator
+  int64_t calls = 0;        // every call
+  int64_t timed = 0;        // those with a GPU duration
+  int64_t timed_bytes = 0;  // their bytes, as the call passes them: count x the type's size
+  int64_t gpu_ns = 0;       // their GPU durations, the wait for the last rank included (as NCCL's)
+
+  // Bytes per second of GPU time, as NCCL's Inspector and nccl-tests define them: the algorithm
+  // bandwidth moves the collective's whole message (for all_gather, reduce_scatter, all_to_all,
+  // gather and scatter, the call's per-rank count times the ranks); the bus bandwidth scales it by
+  // what each link carries (2(n-1)/n for all_reduce, (n-1)/n for the gathers and scatters, 1 for
+  // broadcast and reduce). 0 with no GPU time.
+  double algorithm_bandwidth() const;
+  double bus_bandwidth() const;
+};
+
 // A process's collective calls and their GPU timings, read in one pass for both the step detection
 // and the waits.
 struct CollectiveCalls {
@@ -41,6 +62,8 @@ struct CollectiveCalls {
   std::vector<CollectiveTiming> timings;
   int64_t timed_in_progress = 0;  // timings of operations launched on NCCL's thread
   int64_t p2p_timed = 0, p2p_gpu_ns = 0, exchanges = 0;
+  // Per (communicator, api): its collectives, point-to-point calls aside.
+  std::map<std::pair<uint64_t, int64_t>, CommunicatorCollective> by_communicator;
 };
 
 // The calls of the processes of one database, by process id. ranks: each process's global rank, -1

@@ -1,16 +1,22 @@
 #include "common.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <set>
+#include <string_view>
 
 #include "output_file.hpp"
 #include "render/report_html.hpp"
 #include "render/report_json.hpp"
 #include "render/report_text.hpp"
+#include "store/rows.hpp"
 #include "store/run_database.hpp"
 #include "text/output_text.hpp"
+#include "trainshim/names.hpp"
 
 namespace trainshim::cli {
 
@@ -57,6 +63,59 @@ void add_text_options(CLI::App& command, TextArguments& text) {
               {"auto", ColorMode::Auto}, {"always", ColorMode::Always}, {"never", ColorMode::Never}},
           CLI::ignore_case))
       ->default_str("auto");
+}
+
+namespace {
+
+// What of a database's launch (launch_from_environment) the other nodes' databases share. torchrun's
+// is its agent's log directory, each node's own: <log dir>/<run id>_<8 random characters>
+// (DefaultLogsSpecs._make_log_dir, tempfile.mkdtemp); only the run id is the job's, and not even that
+// when it is the placeholder "none" (empty: nothing to compare).
+std::string launch_across_nodes(const std::string& launch) {
+  constexpr std::string_view kTorchrun = "torchrun:";
+  if (!launch.starts_with(kTorchrun)) return launch;
+  const std::string directory = launch.substr(launch.rfind('/') + 1);
+  constexpr std::size_t kRandom = 8;
+  if (directory.size() <= kRandom + 1 || directory[directory.size() - kRandom - 1] != '_') return {};
+  const std::string run_id = directory.substr(0, directory.size() - kRandom - 1);
+  return is_placeholder_run_id(run_id) ? std::string() : "torchrun run " + run_id;
+}
+
+}  // namespace
+
+void check_one_launch(const std::vector<const RunDatabase*>& databases, const std::string& merge_option) {
+  const std::string advice =
+      "report each alone, compare two with `trainshim diff BEFORE.db AFTER.db`" +
+      (merge_option.empty() ? std::string() : ", or pass " + merge_option + " to merge them all the same");
+  std::map<int64_t, const RunDatabase*> holder;  // by rank
+  std::pair<int64_t, const RunDatabase*> world{-1, nullptr};
+  std::pair<std::string, const RunDatabase*> launch{"", nullptr};
+  for (const RunDatabase* db : databases) {
+    if (const std::string its = launch_across_nodes(db->meta("launch")); !its.empty()) {
+      if (!launch.second) launch = {its, db};
+      else if (launch.first != its)
+        throw UsageError(fmt::format("{} is of launch {}, {} of launch {}: two runs, not two nodes of one job; {}",
+                                     launch.second->path(), launch.first, db->path(), its, advice));
+    }
+    const std::vector<ProcessRow> processes = read_processes(*db);
+    std::set<int64_t> ranks;
+    for (const ProcessRow& p : processes) ranks.insert(p.rank);
+    for (const int64_t rank : ranks) {
+      const auto [at, added] = holder.emplace(rank, db);
+      if (!added)
+        throw UsageError(fmt::format(
+            "{} and {} both hold {}: two runs, not two nodes of one job; {}", at->second->path(), db->path(),
+            rank < 0 ? std::string("a process started without a launcher") : fmt::format("rank {}", rank), advice));
+    }
+    int64_t size = -1;
+    for (const ProcessRow& p : processes) size = std::max<int64_t>(size, p.world_size);
+    if (size < 0) continue;
+    if (!world.second) world = {size, db};
+    if (world.first != size)
+      throw UsageError(fmt::format("{} holds a job of {} ranks, {} a job of {}: two runs, not two nodes of one "
+                                   "job; {}",
+                                   world.second->path(), world.first, db->path(), size, advice));
+  }
 }
 
 void print_report(const Report& report, const std::string& format, const TextArguments& text,

@@ -32,6 +32,13 @@ struct TextArguments {
 // Adds --top N, --summary and --color WHEN to `command`.
 void add_text_options(CLI::App& command, TextArguments& text);
 
+// A job's databases are one per node of one launch: each rank in one of them, every rank of one
+// world size, one launch (torchrun's run id unless it is "none", Slurm's job id, $TRAINSHIM_LAUNCH)
+// where the collectors knew it. Two of different launches, two holding the same rank (-1: two processes started without
+// a launcher) or ranks of different world sizes are two runs, whose merge would name a straggler
+// across them: UsageError, saying what to do instead (`merge_option`, when the command has one).
+void check_one_launch(const std::vector<const RunDatabase*>& databases, const std::string& merge_option = "");
+
 // The report as "text" (fitted to the terminal's width, coloured where `text` says and only on
 // standard output), "json" or "html", written to `output` ("-": standard output; a file is written
 // whole or not at all, as write_output does).

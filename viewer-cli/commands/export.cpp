@@ -1,4 +1,4 @@
-// `trainshim export [DB] [--format chrome|kineto] [--step STEP] -o FILE|DIR`.
+// `trainshim export [DB...] [--format chrome|kineto] [--step STEP] -o FILE|DIR`.
 #include <CLI/CLI.hpp>
 
 #include <fmt/format.h>
@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "commands.hpp"
 #include "common.hpp"
@@ -20,17 +21,22 @@ namespace trainshim::cli {
 namespace {
 
 struct ExportArguments {
-  std::string database, format, output, step;
+  std::vector<std::string> databases;
+  std::string format, output, step;
 };
 
 }  // namespace
 
-void export_trace(const std::string& database, const std::string& format, const std::string& output,
+void export_trace(const std::vector<std::string>& paths, const std::string& format, const std::string& output,
                   const std::string& step) {
   if (output.empty()) throw UsageError("no output: pass -o trace.json (or -o - for standard output)");
-  RunDatabase db(database);
+  std::vector<std::unique_ptr<RunDatabase>> open;
+  std::vector<const RunDatabase*> databases;
+  for (const std::string& path : paths)
+    databases.push_back(open.emplace_back(std::make_unique<RunDatabase>(path)).get());
+  check_one_launch(databases);
   if (format == "chrome") {
-    write_output(output, "trace", [&](std::ostream& file) { export_chrome_trace(db, file, step); });
+    write_output(output, "trace", [&](std::ostream& file) { export_chrome_trace(databases, file, step); });
     return;
   }
   // Kineto's layout: a folder of one file per rank, as torch.profiler writes for a job; written with
@@ -44,16 +50,19 @@ void export_trace(const std::string& database, const std::string& format, const 
   if (ec)
     throw UsageError(fmt::format("{}: cannot make the folder for the traces ({}): pass a writable folder with -o",
                                  output, ec.message()));
-  for_each_kineto_trace(db, step, [&](const std::string& file, const nlohmann::ordered_json& trace) {
-    write_output((std::filesystem::path(output) / file).string(), "trace",
-                 [&](std::ostream& out) { out << trace.dump(0) << "\n"; });
-  });
+  for (const RunDatabase* db : databases)
+    for_each_kineto_trace(*db, step, [&](const std::string& file, const nlohmann::ordered_json& trace) {
+      write_output((std::filesystem::path(output) / file).string(), "trace",
+                   [&](std::ostream& out) { out << trace.dump(0) << "\n"; });
+    });
 }
 
 Command add_export_command(CLI::App& app) {
   auto args = std::make_shared<ExportArguments>();
   CLI::App* command = app.add_subcommand("export", "write a run as a trace for Perfetto UI or chrome://tracing");
-  command->add_option("database", args->database, "run database (default: the newest ./trainshim-*.db)");
+  command->add_option("databases", args->databases,
+                      "run databases, one per node of the job, the first's clock the trace's (default: the newest "
+                      "./trainshim-*.db)");
   add_format_option(*command, args->format, {"chrome", "kineto"});
   command
       ->add_option("-o,--output", args->output,
@@ -61,7 +70,8 @@ Command add_export_command(CLI::App& app) {
       ->required();
   add_step_option(*command, args->step);
   return {command, [args] {
-            export_trace(database_argument(args->database), args->format, args->output, step_name(args->step));
+            if (args->databases.empty()) args->databases.push_back(database_argument(""));
+            export_trace(args->databases, args->format, args->output, step_name(args->step));
             return 0;
           }};
 }

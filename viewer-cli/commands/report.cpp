@@ -36,43 +36,13 @@ struct ReportArguments {
   TextArguments text;
 };
 
-// A job's databases are one per node of one launch: each rank in one of them, every rank of one
-// world size. Two holding the same rank (-1: two processes started without a launcher) or ranks of
-// different world sizes are two runs, whose merge would name a straggler across them: UsageError.
-void check_one_launch(const std::vector<const RunDatabase*>& databases) {
-  const std::string advice = "report each alone, compare two with `trainshim diff BEFORE.db AFTER.db`, or pass "
-                             "--merge-runs to merge them all the same";
-  std::map<int64_t, const RunDatabase*> holder;  // by rank
-  std::pair<int64_t, const RunDatabase*> world{-1, nullptr};
-  for (const RunDatabase* db : databases) {
-    const std::vector<ProcessRow> processes = read_processes(*db);
-    std::set<int64_t> ranks;
-    for (const ProcessRow& p : processes) ranks.insert(p.rank);
-    for (const int64_t rank : ranks) {
-      const auto [at, added] = holder.emplace(rank, db);
-      if (!added)
-        throw UsageError(fmt::format(
-            "{} and {} both hold {}: two runs, not two nodes of one job; {}", at->second->path(), db->path(),
-            rank < 0 ? std::string("a process started without a launcher") : fmt::format("rank {}", rank), advice));
-    }
-    int64_t size = -1;
-    for (const ProcessRow& p : processes) size = std::max<int64_t>(size, p.world_size);
-    if (size < 0) continue;
-    if (!world.second) world = {size, db};
-    if (world.first != size)
-      throw UsageError(fmt::format("{} holds a job of {} ranks, {} a job of {}: two runs, not two nodes of one "
-                                   "job; {}",
-                                   world.second->path(), world.first, db->path(), size, advice));
-  }
-}
-
 int report(ReportArguments args) {
   if (args.databases.empty()) args.databases.push_back(database_argument(""));
   std::vector<std::unique_ptr<RunDatabase>> open;
   std::vector<const RunDatabase*> databases;
   for (const auto& path : args.databases)
     databases.push_back(open.emplace_back(std::make_unique<RunDatabase>(path)).get());
-  if (!args.merge_runs) check_one_launch(databases);
+  if (!args.merge_runs) check_one_launch(databases, "--merge-runs");
   Report report = load_report(databases, step_name(args.step), int64_t(args.idle_gap_ms * 1e6));
   if (args.rank && !keep_only_rank(report, *args.rank)) {
     std::vector<std::string> ranks;
@@ -130,7 +100,8 @@ Command add_report_command(CLI::App& app) {
                       "report this rank alone (the job's collective waits, hangs and straggler stay)");
   command->add_flag(
       "--merge-runs", args->merge_runs,
-      "merge databases of different runs (the same rank in two, or different world sizes) into one report; "
+      "merge databases of different runs (of different launches, the same rank in two, or different world sizes) "
+      "into one report; "
       "refused without it");
   add_text_options(*command, args->text);
   return {command, [args] { return report(*args); }};

@@ -35,6 +35,7 @@ struct ProcessReport {
   std::vector<CopyRow> copies;
   std::vector<SyncRow> api_waits;  // per API: its syncs, frees and polls
   std::vector<CollectiveRow> collectives;
+  std::vector<CommunicatorCollective> communicator_collectives;  // by communicator, then op
   LostEvents lost;
   RankSyncs sync_sites;  // its sync, pageable-copy and poll sites
   GpuTimelineReport gpu;

@@ -82,7 +82,10 @@ struct TraceProcess {
   std::string host, command;
   LostEvents lost;
   UntimedCollectives untimed;
-  int64_t trace_pid = 0;  // its pid, or where two nodes' processes share one, kSharedPidBase + id
+  const RunDatabase* db = nullptr;
+  std::size_t source = 0;  // its database's place among those exported
+  // Its pid, or where two nodes' processes share one, kSharedPidBase + id (+ kSharedPidPerDatabase x source).
+  int64_t trace_pid = 0;
 };
 
 struct CollectiveKey {
@@ -604,41 +607,127 @@ std::string window_words(const RecentWindow& w) {
                      with_thousands(w.polls_recorded));
 }
 
+// Each timed collective's end as the trace draws it (GpuTrackPlacement), on the database's clock:
+// the latest over its ranks there.
+std::unordered_map<CollectiveKey, int64_t, CollectiveKeyHash> collective_ends(const RunDatabase& db) {
+  std::unordered_map<CollectiveKey, int64_t, CollectiveKeyHash> ends;
+  for (const ProcessRow& process : read_processes(db)) {
+    GpuTrackPlacement placement;
+    for_each_timed_collective(db, process.id, [&](const TimedCollectiveRow& row) {
+      const int64_t end = placement.place(row) + std::max<int64_t>(row.gpu_ns, 0);
+      auto [it, fresh] = ends.try_emplace({row.communicator, row.sequence}, end);
+      if (!fresh) it->second = std::max(it->second, end);
+    });
+  }
+  return ends;
+}
+
+int64_t median(std::vector<int64_t> values) {
+  const auto middle = values.begin() + std::ptrdiff_t(values.size() / 2);
+  std::nth_element(values.begin(), middle, values.end());
+  return *middle;
+}
+
+// CLOCK_REALTIME minus CLOCK_MONOTONIC as the database's processes read them at start.
+std::optional<int64_t> wall_clock_offset(const RunDatabase& db) {
+  Statement q(db, "SELECT start_realtime_ns - start_monotonic_ns FROM processes ORDER BY id LIMIT 1");
+  if (!q.step()) return std::nullopt;
+  return q.integer(0);
+}
+
 }  // namespace
 
-void export_chrome_trace(const RunDatabase& db, std::ostream& out, const std::string& step_name) {
-  const Vocabulary& names = db.vocabulary();
+std::vector<ClockAlignment> align_clocks(const std::vector<const RunDatabase*>& databases) {
+  std::vector<ClockAlignment> out(databases.size());
+  if (databases.size() < 2) return out;
+  std::vector<std::unordered_map<CollectiveKey, int64_t, CollectiveKeyHash>> ends;
+  for (const RunDatabase* db : databases) ends.push_back(collective_ends(*db));
+  // From the first database outwards: each round aligns the database sharing the most collectives
+  // with one already aligned.
+  std::vector<bool> aligned(databases.size(), false);
+  aligned[0] = true;
+  for (std::size_t round = 1; round < databases.size(); ++round) {
+    std::optional<std::size_t> best;
+    std::size_t best_to = 0;
+    std::vector<int64_t> best_differences;
+    for (std::size_t i = 0; i < databases.size(); ++i) {
+      if (aligned[i]) continue;
+      for (std::size_t j = 0; j < databases.size(); ++j) {
+        if (!aligned[j]) continue;
+        std::vector<int64_t> differences;  // j's end minus i's, on their own clocks
+        for (const auto& [key, end] : ends[i])
+          if (const auto other = ends[j].find(key); other != ends[j].end()) differences.push_back(other->second - end);
+        if (!best || differences.size() > best_differences.size()) {
+          best = i;
+          best_to = j;
+          best_differences = std::move(differences);
+        }
+      }
+    }
+    ClockAlignment& a = out[*best];
+    aligned[*best] = true;
+    if (best_differences.empty()) {
+      const auto mine = wall_clock_offset(*databases[*best]), first = wall_clock_offset(*databases[0]);
+      a.offset_ns = mine && first ? *mine - *first : 0;
+      a.aligned_by = "wall clock";
+      continue;
+    }
+    const int64_t offset = median(best_differences);
+    std::vector<int64_t> distances;
+    for (const int64_t d : best_differences) distances.push_back(d > offset ? d - offset : offset - d);
+    a.offset_ns = out[best_to].offset_ns + offset;
+    a.aligned_by = "collectives";
+    a.collectives = int64_t(best_differences.size());
+    a.spread_ns = median(std::move(distances));
+  }
+  return out;
+}
 
+void export_chrome_trace(const std::vector<const RunDatabase*>& databases, std::ostream& out,
+                         const std::string& step_name) {
+  const std::vector<ClockAlignment> clocks = align_clocks(databases);
   std::vector<TraceProcess> processes;
-  for (ProcessRow& row : read_processes(db))
-    processes.push_back({row.id, row.pid, row.rank, std::move(row.host), std::move(row.command), row.lost,
-                         read_untimed_collectives(db, row.id)});
+  for (std::size_t source = 0; source < databases.size(); ++source) {
+    const RunDatabase& db = *databases[source];
+    for (ProcessRow& row : read_processes(db))
+      processes.push_back({row.id, row.pid, row.rank, std::move(row.host), std::move(row.command), row.lost,
+                           read_untimed_collectives(db, row.id), &db, source});
+  }
   std::sort(processes.begin(), processes.end(), [](const TraceProcess& a, const TraceProcess& b) {
-    return std::tuple(a.rank < 0, a.rank, a.pid, a.id) < std::tuple(b.rank < 0, b.rank, b.pid, b.id);
+    return std::tuple(a.rank < 0, a.rank, a.pid, a.source, a.id) <
+           std::tuple(b.rank < 0, b.rank, b.pid, b.source, b.id);
   });
   std::unordered_map<int64_t, int> sharing;  // processes per pid
   for (const TraceProcess& p : processes) ++sharing[p.pid];
-  for (TraceProcess& p : processes) p.trace_pid = sharing[p.pid] == 1 ? p.pid : kSharedPidBase + p.id;
-  std::unordered_map<int64_t, uint32_t> ordinal;
-  for (std::size_t i = 0; i < processes.size(); ++i) ordinal.emplace(processes[i].id, uint32_t(i));
-  const int64_t origin = read_first_call_ns(db);
+  for (TraceProcess& p : processes)
+    p.trace_pid = sharing[p.pid] == 1 ? p.pid : kSharedPidBase + int64_t(p.source) * kSharedPidPerDatabase + p.id;
+  std::map<std::pair<std::size_t, int64_t>, uint32_t> ordinal;  // by (source, id)
+  for (std::size_t i = 0; i < processes.size(); ++i)
+    ordinal.emplace(std::pair{processes[i].source, processes[i].id}, uint32_t(i));
+  // The trace's zero: the first call of any database that has one, on the first one's clock.
+  std::optional<int64_t> origin;
+  for (std::size_t source = 0; source < databases.size(); ++source)
+    if (const int64_t first = read_first_call_ns(*databases[source]); first != 0)
+      origin = std::min(origin.value_or(std::numeric_limits<int64_t>::max()), first + clocks[source].offset_ns);
 
   // The pre-passes: per (communicator, sequence), the shortest GPU duration over all ranks, then
   // the earliest and the latest of the ranks' flow points, each where its process's GPU slice will
   // lie (its first timed row of that collective, placed as gpu_collectives places it).
   CollectiveMap collectives;
-  for_each_collective_gpu_time(db, [&](const CollectiveGpuRow& row) {
-    if (!ordinal.count(row.process_id)) return;
-    const int64_t gpu_ns = std::max<int64_t>(row.min_gpu_ns, 0);
-    auto [it, fresh] = collectives.try_emplace({row.communicator, row.sequence}, CollectiveInfo{gpu_ns, {}, {}, 0});
-    if (fresh) it->second.flow_id = int64_t(collectives.size());
-    it->second.min_gpu_ns = std::min(it->second.min_gpu_ns, gpu_ns);
-  });
+  for (std::size_t source = 0; source < databases.size(); ++source)
+    for_each_collective_gpu_time(*databases[source], [&](const CollectiveGpuRow& row) {
+      if (!ordinal.count({source, row.process_id})) return;
+      const int64_t gpu_ns = std::max<int64_t>(row.min_gpu_ns, 0);
+      auto [it, fresh] = collectives.try_emplace({row.communicator, row.sequence}, CollectiveInfo{gpu_ns, {}, {}, 0});
+      if (fresh) it->second.flow_id = int64_t(collectives.size());
+      it->second.min_gpu_ns = std::min(it->second.min_gpu_ns, gpu_ns);
+    });
   for (std::size_t i = 0; i < processes.size(); ++i) {
     GpuTrackPlacement placement;
     std::optional<CollectiveKey> previous;
-    for_each_timed_collective(db, processes[i].id, [&](const TimedCollectiveRow& row) {
-      const int64_t start = placement.place(row);
+    const int64_t offset = clocks[processes[i].source].offset_ns;
+    for_each_timed_collective(*processes[i].db, processes[i].id, [&](const TimedCollectiveRow& row) {
+      const int64_t start = placement.place(row) + offset;
       const CollectiveKey key{row.communicator, row.sequence};
       if (previous == key) return;
       previous = key;
@@ -652,25 +741,44 @@ void export_chrome_trace(const RunDatabase& db, std::ostream& out, const std::st
   }
 
   TraceWriter writer(out);
-  const RecentWindow window = read_recent_window(db);
-  Json other{{"producer", "trainshim export"},
-             {"job", db.meta("job")},
-             {"database", db.path()},
-             {"window", window_words(window)},
-             {"copies_shown", window.copies_shown},
-             {"copies_recorded", window.copies_recorded},
-             {"polls_shown", window.polls_shown},
-             {"polls_recorded", window.polls_recorded}};
-  if (has_gpu_activities(db))
+  RecentWindow window;
+  bool gpu_activities = false;
+  for (const RunDatabase* db : databases) {
+    const RecentWindow its = read_recent_window(*db);
+    window.copies_shown += its.copies_shown;
+    window.copies_recorded += its.copies_recorded;
+    window.polls_shown += its.polls_shown;
+    window.polls_recorded += its.polls_recorded;
+    gpu_activities = gpu_activities || has_gpu_activities(*db);
+  }
+  Json other{{"producer", "trainshim export"},        {"job", databases.front()->meta("job")},
+             {"database", databases.front()->path()}, {"window", window_words(window)},
+             {"copies_shown", window.copies_shown},   {"copies_recorded", window.copies_recorded},
+             {"polls_shown", window.polls_shown},     {"polls_recorded", window.polls_recorded}};
+  if (databases.size() > 1) {
+    Json nodes = Json::array();
+    for (std::size_t source = 0; source < databases.size(); ++source)
+      nodes.push_back({{"database", databases[source]->path()},
+                       {"clock_offset_ns", clocks[source].offset_ns},
+                       {"aligned_by", clocks[source].aligned_by},
+                       {"collectives", clocks[source].collectives},
+                       {"spread_ns", clocks[source].spread_ns}});
+    other["databases"] = std::move(nodes);
+  }
+  if (gpu_activities)
     other["gpu_idle"] = fmt::format(
         "each device's idle track marks the stretches above {} ms between its kernels, copies and memsets; with a "
         "duty-cycled GPU timeline (TRAINSHIM_GPU_PERIOD_MS) the stretch between two windows is marked 'not recorded' "
         "there, never idle; the causes of the idle time are in `trainshim report`",
         kExportIdleGapNs / 1'000'000);
   writer.open(other);
-  for (std::size_t i = 0; i < processes.size(); ++i)
-    ProcessExporter(db, names, collectives, writer, origin, processes[i], uint32_t(i), processes.size(), step_name)
+  for (std::size_t i = 0; i < processes.size(); ++i) {
+    const RunDatabase& db = *processes[i].db;
+    ProcessExporter(db, db.vocabulary(), collectives, writer,
+                    origin.value_or(0) - clocks[processes[i].source].offset_ns, processes[i], uint32_t(i),
+                    processes.size(), step_name)
         .run();
+  }
   writer.close();
 }
 

@@ -175,6 +175,56 @@ void waits(Exposition& e, const Report& report, const std::vector<const ProcessR
   e.sample({{"job", report.job}}, double(a.matched));
 }
 
+// Per rank, its (communicator, collective) pairs by GPU time, the first kMetricsTopCommunicatorOps
+// named and the rest summed into communicator="other" (no bandwidth: it mixes collectives).
+void communicators(Exposition& e, const Report& report, const std::vector<const ProcessReport*>& processes) {
+  struct Row {
+    Labels labels;
+    CommunicatorCollective totals;
+    bool named = true;  // false: the rest of the rank's pairs, summed
+  };
+  std::vector<Row> rows;
+  for (const ProcessReport* p : processes) {
+    std::vector<const CommunicatorCollective*> ordered;
+    for (const CommunicatorCollective& c : p->communicator_collectives) ordered.push_back(&c);
+    std::stable_sort(ordered.begin(), ordered.end(),
+                     [](const auto* x, const auto* y) { return x->gpu_ns > y->gpu_ns; });
+    const Labels labels = process_labels(report, *p);
+    for (std::size_t i = 0; i < ordered.size() && i < kMetricsTopCommunicatorOps; ++i)
+      rows.push_back({with(with(with(labels, "communicator", fmt::format("{:016x}", ordered[i]->communicator)),
+                                "collective", ordered[i]->op),
+                           "comm_size", std::to_string(ordered[i]->comm_size)),
+                      *ordered[i]});
+    if (ordered.size() <= kMetricsTopCommunicatorOps) continue;
+    Row& rest = rows.emplace_back(
+        Row{with(with(with(labels, "communicator", "other"), "collective", "other"), "comm_size", "other"), {}, false});
+    for (std::size_t i = kMetricsTopCommunicatorOps; i < ordered.size(); ++i) {
+      rest.totals.calls += ordered[i]->calls;
+      rest.totals.timed += ordered[i]->timed;
+      rest.totals.gpu_ns += ordered[i]->gpu_ns;
+    }
+  }
+  e.family("trainshim_collective_calls", "counter", "Collective calls, by communicator and collective.");
+  for (const Row& r : rows) e.sample(r.labels, double(r.totals.calls));
+  e.family("trainshim_collective_timed_calls", "counter",
+           "Those whose GPU duration was measured (the shim times them on their stream).");
+  for (const Row& r : rows) e.sample(r.labels, double(r.totals.timed));
+  e.family("trainshim_collective_exec_seconds", "counter",
+           "GPU time of the timed collectives, the wait for the last rank to arrive included (NCCL Inspector's "
+           "execution time); divided by trainshim_collective_timed_calls, the mean.",
+           "seconds");
+  for (const Row& r : rows) e.sample(r.labels, seconds(r.totals.gpu_ns));
+  e.family("trainshim_collective_algorithm_bandwidth_bytes_per_second", "gauge",
+           "The collectives' message bytes per second of their GPU time (NCCL Inspector's and nccl-tests' algBw).");
+  for (const Row& r : rows)
+    if (r.named && r.totals.gpu_ns > 0) e.sample(r.labels, r.totals.algorithm_bandwidth());
+  e.family("trainshim_collective_bus_bandwidth_bytes_per_second", "gauge",
+           "The algorithm bandwidth times what each link carries: 2(n-1)/n for all_reduce, (n-1)/n for gathers "
+           "and scatters, 1 for broadcast and reduce (NCCL Inspector's and nccl-tests' busBw).");
+  for (const Row& r : rows)
+    if (r.named && r.totals.gpu_ns > 0) e.sample(r.labels, r.totals.bus_bandwidth());
+}
+
 void step_shares(Exposition& e, const Report& report, const std::vector<const ProcessReport*>& processes) {
   e.family("trainshim_input_wait_ratio", "gauge", "Share of the rank's step its GPU waited for the step's input.",
            "ratio");
@@ -284,6 +334,7 @@ std::string render_metrics(const Report& report, MetricsFormat format, double co
   step_histograms(e, report, processes);
   progress(e, report, processes);
   waits(e, report, processes);
+  communicators(e, report, processes);
   step_shares(e, report, processes);
   sites(e, report, processes);
   lost(e, report, processes);
