@@ -628,13 +628,6 @@ int64_t median(std::vector<int64_t> values) {
   return *middle;
 }
 
-// CLOCK_REALTIME minus CLOCK_MONOTONIC as the database's processes read them at start.
-std::optional<int64_t> wall_clock_offset(const RunDatabase& db) {
-  Statement q(db, "SELECT start_realtime_ns - start_monotonic_ns FROM processes ORDER BY id LIMIT 1");
-  if (!q.step()) return std::nullopt;
-  return q.integer(0);
-}
-
 }  // namespace
 
 std::vector<ClockAlignment> align_clocks(const std::vector<const RunDatabase*>& databases) {
@@ -667,7 +660,7 @@ std::vector<ClockAlignment> align_clocks(const std::vector<const RunDatabase*>& 
     ClockAlignment& a = out[*best];
     aligned[*best] = true;
     if (best_differences.empty()) {
-      const auto mine = wall_clock_offset(*databases[*best]), first = wall_clock_offset(*databases[0]);
+      const auto mine = read_wall_clock_offset(*databases[*best]), first = read_wall_clock_offset(*databases[0]);
       a.offset_ns = mine && first ? *mine - *first : 0;
       a.aligned_by = "wall clock";
       continue;

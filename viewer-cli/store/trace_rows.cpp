@@ -93,6 +93,12 @@ int64_t read_first_call_ns(const RunDatabase& db) {
   return q.step() ? q.integer(0) : 0;
 }
 
+std::optional<int64_t> read_wall_clock_offset(const RunDatabase& db) {
+  Statement q(db, "SELECT start_realtime_ns - start_monotonic_ns FROM processes ORDER BY id LIMIT 1");
+  if (!q.step()) return std::nullopt;
+  return q.integer(0);
+}
+
 RecentWindow read_recent_window(const RunDatabase& db) {
   RecentWindow w;
   const auto is_copy = [](const Statement& row) { return api_class_named(row.text(0)) == ApiClass::Copy; };

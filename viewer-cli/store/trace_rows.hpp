@@ -4,6 +4,7 @@
 // totals the trace's header states. Its GPU activities are read with rows.hpp's reader.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -46,6 +47,10 @@ bool has_gpu_activities(const RunDatabase& db);
 
 // The first recorded call's begin (0 when none): the trace's time origin.
 int64_t read_first_call_ns(const RunDatabase& db);
+
+// CLOCK_REALTIME minus CLOCK_MONOTONIC as the database's first process read them at its start
+// (none without a process): what puts the node's clock on the wall clock.
+std::optional<int64_t> read_wall_clock_offset(const RunDatabase& db);
 
 // Copies and polls are kept one by one only in a window of each process's most recent ones (and
 // where a sync or a sampled stack needs them, in `events`); every one of them is counted in `calls`.
