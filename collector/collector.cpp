@@ -25,6 +25,15 @@ Collector::Collector(CollectorOptions options)
       clock_(options_.test_clock_offset_ns),
       hangs_(std::chrono::duration_cast<std::chrono::nanoseconds>(options_.hang).count()) {
   database_.log("info", fmt::format("collector {} started for job {}", getpid(), options_.job));
+  if (!options_.metrics_exporter.empty()) {
+    try {
+      exporter_.emplace(options_.metrics_exporter, options_.database_path);
+      database_.log("info", fmt::format("metrics exporter {} started: {} metrics {}", exporter_->pid(),
+                                        options_.metrics_exporter, options_.database_path));
+    } catch (const std::exception& e) {
+      report("warning", fmt::format("the job's metrics are not exported (TRAINSHIM_METRICS): cannot run {}", e.what()));
+    }
+  }
   database_.commit();
 }
 
@@ -45,6 +54,17 @@ Collector::~Collector() {
 void Collector::report(const std::string& level, const std::string& message) {
   fmt::print(stderr, "trainshim-collector: {}: {}\n", level, message);
   database_.log(level, message);
+}
+
+void Collector::forward_exporter_messages() {
+  if (!exporter_) return;
+  auto [said, errors, exit] = exporter_->take_messages();
+  for (const std::string& line : said) report("info", line);
+  for (const std::string& line : errors) report("warning", line);
+  if (!exit.empty()) {
+    report("warning", exit);
+    exporter_.reset();
+  }
 }
 
 void Collector::discover() {
@@ -112,6 +132,7 @@ uint64_t Collector::pass(Discovery discovery) {
   if (discovery == Discovery::Look) {
     discover();
     timings_.discover.add(clock::now() - began);
+    forward_exporter_messages();
   }
   clock_.refine();
   uint64_t stored = 0;

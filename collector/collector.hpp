@@ -15,6 +15,7 @@
 #include "database.hpp"
 #include "hang_watch.hpp"
 #include "ingest.hpp"
+#include "metrics_exporter.hpp"
 #include "pass_timings.hpp"
 #include "process_stacks.hpp"
 #include "recent_writer.hpp"
@@ -53,6 +54,9 @@ struct CollectorOptions {
   // Added to every time stored: tests only (TRAINSHIM_TEST_CLOCK_OFFSET_NS), a node whose clock
   // differs from the others'.
   int64_t test_clock_offset_ns = 0;
+  // The trainshim CLI, run as `trainshim metrics` on the database for as long as this collector
+  // runs (TRAINSHIM_METRICS is set); empty: none.
+  std::string metrics_exporter;
 };
 
 class Collector {
@@ -106,6 +110,8 @@ class Collector {
   // The words of a process's Python stack, for hang messages.
   StackWords stack_words(int64_t process_id, uint32_t python_stack);
   void watch_hangs();
+  // What the metrics exporter said, and whether it exited, into the database's log.
+  void forward_exporter_messages();
   // How long the collector waits, idle with no producer, before it exits (0: until signalled).
   std::chrono::milliseconds idle_exit_now() const;
 
@@ -121,6 +127,8 @@ class Collector {
   Timings timings_;
   std::optional<std::chrono::steady_clock::time_point> last_pass_began_;
   std::chrono::steady_clock::time_point recent_written_ = std::chrono::steady_clock::now();
+  // Last: stopped before the database is closed.
+  std::optional<MetricsExporter> exporter_;
 };
 
 }  // namespace trainshim::collector

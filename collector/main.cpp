@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "collector.hpp"
+#include "metrics_exporter.hpp"
 #include "trainshim/collector_lock.hpp"
 #include "trainshim/names.hpp"
 
@@ -102,6 +103,22 @@ std::optional<int64_t> count_from_environment(const char* name, int64_t fallback
   return n;
 }
 
+// Seconds from the environment variable `name`, or `fallback` when it is unset or empty; nullopt
+// (said on standard error) when it is not a number above 0 and at most `most`. NaN and infinity
+// pass a plain comparison: only finite values are taken.
+std::optional<double> seconds_from_environment(const char* name, double fallback, double most) {
+  const char* value = std::getenv(name);
+  if (!value || !*value) return fallback;
+  char* end = nullptr;
+  const double seconds = std::strtod(value, &end);
+  if (*end != '\0' || !(seconds > 0 && seconds <= most)) {
+    fmt::print(stderr, "trainshim-collector: {}={} is not a number of seconds above 0 and at most {}\n", name, value,
+               most);
+    return std::nullopt;
+  }
+  return seconds;
+}
+
 }  // namespace
 
 // Each kept event takes about 110 bytes of the collector's memory per process.
@@ -127,10 +144,12 @@ int main(int argc, char** argv) {
   app.add_flag("--exit-when-orphaned", exit_when_orphaned,
                "once the process that started this collector is gone (killed), exit as with --exit-when-idle "
                "(10 s unless given); set by trainshim run, which otherwise stops it after the job");
+  // No default_str: CLI11 would give it to the flag without a value, which must mean "from the
+  // environment".
   app.add_option("--exit-when-idle", idle_exit_seconds,
-                 "exit once every producer is gone and none appeared for this many seconds")
-      ->expected(0, 1)
-      ->default_str("10");
+                 "exit once every producer is gone and none appeared for this many seconds (no value, or 0: "
+                 "$TRAINSHIM_COLLECTOR_IDLE_S, else 10)")
+      ->expected(0, 1);
   int64_t recent_events = -1;
   app.add_option("--recent-events", recent_events,
                  "most recent copies without stacks and polls kept per process for the timeline (default: "
@@ -162,7 +181,6 @@ int main(int argc, char** argv) {
                idle_exit_seconds);
     return 2;
   }
-  if (app.count("--exit-when-idle") && idle_exit_seconds == 0) idle_exit_seconds = 10;
 
   // Before --daemonize makes this process another's child.
   const pid_t starter = getppid();
@@ -187,19 +205,17 @@ int main(int argc, char** argv) {
     if (lock_fd >= 0) release_lock(lock_fd, trainshim::held_lock_path(lock_fd, getuid(), job));
     return 2;
   };
-  std::chrono::milliseconds hang{120'000};
-  if (const char* value = std::getenv("TRAINSHIM_HANG_S"); value && *value) {
-    char* end = nullptr;
-    const double seconds = std::strtod(value, &end);
-    // NaN and infinity pass a plain comparison and would turn into a threshold of 0 (every late
-    // rank a hang): only finite values up to a week are taken.
-    constexpr double kLongestHangSeconds = 7 * 24 * 3600;
-    if (*end != '\0' || !(seconds > 0 && seconds <= kLongestHangSeconds)) {
-      fmt::print(stderr, "trainshim-collector: TRAINSHIM_HANG_S={} is not a number of seconds above 0 and at most {}\n",
-                 value, kLongestHangSeconds);
-      return refuse();
-    }
-    hang = std::chrono::milliseconds(int64_t(seconds * 1000));
+  constexpr double kLongestHangSeconds = 7 * 24 * 3600;
+  const auto hang_seconds = seconds_from_environment("TRAINSHIM_HANG_S", 120, kLongestHangSeconds);
+  if (!hang_seconds) return refuse();
+  const std::chrono::milliseconds hang{int64_t(*hang_seconds * 1000)};
+  // --exit-when-idle without a value (the shim's on-demand collector): how long a job whose
+  // processes are all gone may take to start the next (an elastic restart) and keep this database.
+  if (app.count("--exit-when-idle") && idle_exit_seconds == 0) {
+    constexpr double kLongestIdleSeconds = 24 * 3600;
+    const auto idle = seconds_from_environment("TRAINSHIM_COLLECTOR_IDLE_S", 10, kLongestIdleSeconds);
+    if (!idle) return refuse();
+    idle_exit_seconds = *idle;
   }
   int64_t test_clock_offset_ns = 0;
   if (const char* value = std::getenv("TRAINSHIM_TEST_CLOCK_OFFSET_NS"); value && *value) {
@@ -301,6 +317,8 @@ int main(int argc, char** argv) {
     options.gpu_rows = uint64_t(gpu_rows);
     options.sample_rows = uint64_t(sample_rows);
     options.test_clock_offset_ns = test_clock_offset_ns;
+    if (const char* metrics = std::getenv("TRAINSHIM_METRICS"); metrics && *metrics)
+      options.metrics_exporter = trainshim::collector::exporter_program();
     std::optional<trainshim::collector::Collector> collector(std::in_place, options);
     std::error_code no_cwd;
     const std::string database = std::filesystem::absolute(options.database_path, no_cwd).lexically_normal();

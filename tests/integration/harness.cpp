@@ -131,8 +131,19 @@ void share_with_other_users(const Scratch& scratch) {
 }
 
 std::string preload_env(const std::string& job) {
-  return "TRAINSHIM_JOB=" + job + " LD_PRELOAD=" + std::string(Paths::bin) + "/libtrainshim.so";
+  return "TRAINSHIM_JOB=" + job + " TRAINSHIM_COLLECTOR_IDLE_S=" + kTestCollectorIdleSeconds +
+         " LD_PRELOAD=" + std::string(Paths::bin) + "/libtrainshim.so";
 }
+
+bool eventually(const std::function<bool()>& condition) {
+  for (int i = 0; i < 1200; ++i) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return condition();
+}
+
+std::future<Outcome> in_background(const std::string& command) { return std::async(std::launch::async, run, command); }
 
 int marked_line(const std::string& source, const std::string& marker) {
   std::ifstream in(source);

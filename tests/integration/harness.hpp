@@ -2,6 +2,9 @@
 // Runs real processes under the shim and reads back what trainshim recorded.
 #include <sqlite3.h>
 
+#include <fstream>
+#include <functional>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -62,7 +65,25 @@ int64_t count_api(const std::string& db, const std::string& api, const std::stri
 std::string as_other_user(const std::string& command);
 inline constexpr unsigned kOtherUid = 65534;
 void share_with_other_users(const Scratch& scratch);
+// The environment of a job of `job` under the shim. Its on-demand collector exits after
+// kTestCollectorIdleSeconds idle, not the default 10 s: each test waits for it (Scratch).
+inline constexpr const char* kTestCollectorIdleSeconds = "2";
 std::string preload_env(const std::string& job);
+
+// Waits, bounded (60 s), for something a background process does: true once `condition` holds;
+// the test then asserts on it, and a run that never gets there fails instead of hanging.
+bool eventually(const std::function<bool()>& condition);
+
+// `run(command)` on another thread.
+std::future<Outcome> in_background(const std::string& command);
+
+// A file that tests/programs/gated_copies waits for. Opened at the latest when the test ends, before
+// the background processes are waited for (declare it after their futures).
+struct Gate {
+  std::string path;
+  void open() const { std::ofstream(path).put('\n'); }
+  ~Gate() { open(); }
+};
 
 // The number of the first line of `source` that contains `marker` (tests mark planted lines).
 int marked_line(const std::string& source, const std::string& marker);

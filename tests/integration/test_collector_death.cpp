@@ -26,13 +26,6 @@ namespace fs = std::filesystem;
 constexpr int kIterations = 1500;
 const std::string kSteadyCalls = "steady_calls " + std::to_string(kIterations) + " 2000";
 
-// Bounded: a run that never gets there fails its assertion instead of hanging the suite.
-bool eventually(const std::function<bool()>& condition) {
-  for (int i = 0; i < 600; ++i, std::this_thread::sleep_for(std::chrono::milliseconds(100)))
-    if (condition()) return true;
-  return false;
-}
-
 bool running(pid_t pid) {
   return kill(pid, 0) == 0 && read_file("/proc/" + std::to_string(pid) + "/stat").find(") Z ") == std::string::npos;
 }

@@ -192,7 +192,8 @@ TEST(Files, SameLaunchAppendsAndAnotherLaunchOfTheJobGetsItsOwnDatabase) {
   auto launch = [&](const std::string& attempt_dir) {
     const auto result =
         run("cd " + s.dir + " && TORCHELASTIC_RUN_ID=" + s.job + " TORCHELASTIC_ERROR_FILE=" + attempt_dir +
-            "/0/error.json LD_PRELOAD=" + shim() + " " + program("accounting_prog"));
+            "/0/error.json TRAINSHIM_COLLECTOR_IDLE_S=" + kTestCollectorIdleSeconds + " LD_PRELOAD=" + shim() + " " +
+            program("accounting_prog"));
     EXPECT_EQ(result.exit_code, 0);
     EXPECT_TRUE(collectors_exit(s.job));
   };
@@ -221,8 +222,7 @@ TEST(Files, AnEarlierTrainshimsDatabaseIsKeptAndTheLaunchWrittenBesideIt) {
   exec_sql(stem + ".db", "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT); INSERT INTO meta VALUES "
                          "('schema_version', '7')");
   std::ofstream(stem + ".2.db") << "notes, not a database\n";
-  const auto result =
-      run("cd " + s.dir + " && TRAINSHIM_JOB=" + s.job + " LD_PRELOAD=" + shim() + " " + program("accounting_prog"));
+  const auto result = run("cd " + s.dir + " && " + preload_env(s.job) + " " + program("accounting_prog"));
   ASSERT_EQ(result.exit_code, 0) << result.out;
   EXPECT_TRUE(collectors_exit(s.job));
   EXPECT_EQ(query_text(stem + ".db", "SELECT value FROM meta WHERE key = 'schema_version'"), "7");

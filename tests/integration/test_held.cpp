@@ -208,7 +208,8 @@ TEST(HeldUp, CollectorStartsWithoutAShellWithoutTheShimAndWithoutDebuginfod) {
           "/probe DEBUGINFOD_URLS=http://127.0.0.1:9/ "
           "TRAINSHIM_JOB=" +
           s.job + " TRAINSHIM_OUT=" + s.db() + " TRAINSHIM_COLLECTOR=" + quoted(odd_dir + "/trainshim-collector") +
-          " LD_PRELOAD=" + probe + ":" + shim() + " " + held() + " hammer 10 1 >" + s.dir + "/job.out 2>&1");
+          " TRAINSHIM_COLLECTOR_IDLE_S=" + kTestCollectorIdleSeconds + " LD_PRELOAD=" + probe + ":" + shim() + " " +
+          held() + " hammer 10 1 >" + s.dir + "/job.out 2>&1");
   ASSERT_EQ(result.exit_code, 0);
   ASSERT_EQ(read_file(s.dir + "/job.out"), "done 1 x 10\n");
 

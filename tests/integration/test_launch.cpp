@@ -200,7 +200,8 @@ TEST(Launch, RelativePreloadAndChdirRunTheRealCollector) {
   const std::filesystem::path bin(Paths::bin);
   const auto result =
       run("cd " + bin.parent_path().string() + " && TRAINSHIM_JOB=" + s.job + " TRAINSHIM_OUT=" + s.db() +
-          " LD_PRELOAD=" + bin.filename().string() + "/libtrainshim.so " + launch_prog() + " chdir " + planted + " 10");
+          " TRAINSHIM_COLLECTOR_IDLE_S=" + kTestCollectorIdleSeconds + " LD_PRELOAD=" + bin.filename().string() +
+          "/libtrainshim.so " + launch_prog() + " chdir " + planted + " 10");
   ASSERT_EQ(result.exit_code, 0);
   EXPECT_EQ(value_once_stored(s.db(), kCopies, 10), 10) << "the real collector did not run";
   EXPECT_FALSE(std::filesystem::exists(planted + "/FAKE_COLLECTOR_RAN"));

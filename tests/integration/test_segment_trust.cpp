@@ -26,32 +26,13 @@ int segments_of(const std::string& job) {
   return n;
 }
 
-// Waits (bounded) for something a background process does; the test then asserts on it.
-bool eventually(const std::function<bool()>& condition) {
-  for (int i = 0; i < 1200; ++i) {
-    if (condition()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return condition();
-}
-
 int64_t value_once_written(const std::string& db, const std::string& sql) {
   return std::filesystem::exists(db) ? query_int(db, sql) : -1;
 }
 
-std::future<Outcome> in_background(const std::string& command) { return std::async(std::launch::async, run, command); }
-
 std::string collect(const Scratch& s, const std::string& idle_seconds) {
   return trainshim_cli() + " collect --job " + s.job + " --out " + s.db() + " --idle-exit " + idle_seconds;
 }
-
-// What gated_copies waits for. Opened at the latest when the test ends, before the background
-// processes are waited for (declare it after their futures).
-struct Gate {
-  std::string path;
-  void open() const { std::ofstream(path).put('\n'); }
-  ~Gate() { open(); }
-};
 
 // Removes a file the test planted in /dev/shm, whatever the outcome.
 struct Planted {

@@ -190,7 +190,8 @@ TEST(CollectiveWaits, DatabasesOfTwoNodesMergeIntoOneAnswer) {
   const std::string launch = "if [ $RANK -lt 2 ]; then export TRAINSHIM_JOB=" + node_a + " TRAINSHIM_OUT=" + s.dir +
                              "/a.db; else export TRAINSHIM_JOB=" + node_b + " TRAINSHIM_OUT=" + s.dir +
                              "/b.db TRAINSHIM_TEST_CLOCK_OFFSET_NS=" + std::to_string(kNodeBAheadNs) +
-                             "; fi; exec env LD_PRELOAD=" + Paths::bin + "/libtrainshim.so python3 " + Paths::source +
+                             "; fi; exec env TRAINSHIM_COLLECTOR_IDLE_S=" + kTestCollectorIdleSeconds +
+                             " LD_PRELOAD=" + Paths::bin + "/libtrainshim.so python3 " + Paths::source +
                              "/tests/python/straggler.py";
   ASSERT_EQ(run(std::string(Paths::source) + "/scripts/simrun -n 4 -- sh -c '" + launch + "'").exit_code, 0);
   for (const std::string& job : {node_a, node_b}) {

@@ -15,8 +15,10 @@ what an operator would ask:
              collector, database and exporter, for ranks 0-1 (node-a) and 2-3 (node-b) of one job.
              Prometheus scrapes both over the bridge. The straggler is rank 2, on node-b: PromQL over
              both nodes names it as the rank with the least collective time (every other rank waits
-             for it inside its collectives). The hang is rank 3's, on node-b: the alert fires for
-             rank 3 alone, within TRAINSHIM_HANG_S plus 10 s of the job's last progress. Needs root.
+             for it inside its collectives); each node's `trainshim metrics` runs beside the job,
+             after it. The hang is rank 3's, on node-b: the alert fires for rank 3 alone, within
+             TRAINSHIM_HANG_S plus 10 s of the job's last progress; the exporters are the nodes'
+             collectors' own (TRAINSHIM_METRICS in the job's environment). Needs root.
 Every process it starts (the job, the exporter, Prometheus) is stopped when it ends, and the
 namespaces are removed. Exit status 0 when every check holds; one line per failed check. The
 simulated runtime and the torch stand-in come from the environment (LD_LIBRARY_PATH, PYTHONPATH),
@@ -86,6 +88,20 @@ def exporter_port(log_path):
     with open(log_path, encoding="utf-8", errors="replace") as f:
         found = re.search(r"serving http://127\.0\.0\.1:(\d+)/metrics", f.read())
     return int(found.group(1)) if found else None
+
+
+def exporters_reading(directory):
+    """The pids of the `trainshim metrics` processes whose command line names `directory`."""
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv[1:2] == [b"metrics"] and any(directory.encode() in a for a in argv):
+            pids.append(int(pid))
+    return pids
 
 
 def missing_rank_alert(port, rank, failures):
@@ -179,6 +195,10 @@ def two_nodes(scenario, trainshim, scratch, processes, failures):
         finally:  # the processes first, while their namespaces are there
             for process in reversed(processes):
                 stop(process)
+    # A collector's exporter stops with it once its job has stopped.
+    left = exporters_reading(scratch)
+    if left:
+        failures.append(f"exporters still run after their jobs: {left}")
 
 
 def two_nodes_checks(scenario, trainshim, scratch, processes, failures, nodes):
@@ -196,25 +216,26 @@ def two_nodes_checks(scenario, trainshim, scratch, processes, failures, nodes):
         env.update(TRAINSHIM_HANG_S="2", HANG_RANK="3")
         script = os.path.join(ROOT, "tests", "python", "hang.py")
     jobs = {}
+    targets = [f"{nodes.addresses[node]}:9464" for node in ("node-a", "node-b")]
     for k, node in enumerate(("node-a", "node-b")):
         db = os.path.join(scratch, f"{node}.db")
         command = [trainshim, "run", "--no-report", "--out", db, "--", os.path.join(ROOT, "scripts", "simrun"),
                    "-n", "2", "--nnodes", "2", "--node-rank", str(k), "--", "python3", script]
+        node_env = dict(env)
+        if scenario == "two_nodes_hang":
+            node_env.update(TRAINSHIM_METRICS=targets[k], TRAINSHIM_METRICS_INTERVAL="1")
         log = open(os.path.join(scratch, f"{node}.job.out"), "w")
-        jobs[node] = start(nodes.command(node, command), env, log)
+        jobs[node] = start(nodes.command(node, command), node_env, log)
         processes.append(jobs[node])
     if scenario == "two_nodes_straggler":
         for node, job_process in jobs.items():
             if job_process.wait(240) != 0:
                 failures.append(f"the straggler job on {node} failed")
                 return
-    targets = []
-    for node in ("node-a", "node-b"):
-        listen = f"{nodes.addresses[node]}:9464"
-        targets.append(listen)
-        with open(os.path.join(scratch, f"{node}.exporter.out"), "w") as log:
-            processes.append(start(nodes.command(node, [trainshim, "metrics", os.path.join(scratch, f"{node}.db"),
-                                                        "--listen", listen, "--interval", "1"]), log=log))
+        for node, listen in zip(("node-a", "node-b"), targets):
+            with open(os.path.join(scratch, f"{node}.exporter.out"), "w") as log:
+                processes.append(start(nodes.command(node, [trainshim, "metrics", os.path.join(scratch, f"{node}.db"),
+                                                            "--listen", listen, "--interval", "1"]), log=log))
     port = start_prometheus(scratch, targets, processes)
     def every_rank():
         ended = query(port, f'trainshim_process_ended{{job="{job}"}}')

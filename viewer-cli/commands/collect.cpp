@@ -1,5 +1,5 @@
-// `trainshim collect [--job JOB] [--out DB] [--idle-exit SECONDS]`: the collector in the
-// foreground, for segments a run left in shared memory when its collector could not start.
+// `trainshim collect [--job JOB] [--out DB] [--idle-exit SECONDS] [--metrics TARGET]`: the collector
+// in the foreground, for segments a run left in shared memory when its collector could not start.
 #include <fmt/format.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "commands.hpp"
+#include "common.hpp"
 #include "errors.hpp"
 #include "launch/run_job.hpp"
 #include "trainshim/collector_lock.hpp"
@@ -22,7 +23,7 @@ namespace trainshim::cli {
 namespace {
 
 struct CollectArguments {
-  std::string job, out;
+  std::string job, out, metrics;
   double idle_exit_seconds = 2;
 };
 
@@ -31,6 +32,7 @@ int collect(const CollectArguments& args) {
   const double idle = args.idle_exit_seconds;
   if (!std::isfinite(idle) || idle <= 0)
     throw UsageError(fmt::format("--idle-exit {}: give a number of seconds above 0", idle));
+  export_metrics_target(args.metrics);
   // Waits as the collector would for a first segment, but writes no empty database for a job id
   // that matches nothing (a mistyped id, another user's job).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(idle);
@@ -67,6 +69,7 @@ Command add_collect_command(CLI::App& app) {
   command->add_option("--out", args->out, "database (default: $TRAINSHIM_OUT, else ./trainshim-<job>.db)");
   command->add_option("--idle-exit", args->idle_exit_seconds, "seconds to wait for new segments before exiting")
       ->capture_default_str();
+  add_metrics_option(*command, args->metrics);
   return {command, [args] { return collect(*args); }};
 }
 

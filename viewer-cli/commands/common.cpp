@@ -9,6 +9,7 @@
 #include <set>
 #include <string_view>
 
+#include "errors.hpp"
 #include "output_file.hpp"
 #include "render/report_html.hpp"
 #include "render/report_json.hpp"
@@ -116,6 +117,50 @@ void check_one_launch(const std::vector<const RunDatabase*>& databases, const st
                                    "job; {}",
                                    world.second->path(), world.first, db->path(), size, advice));
   }
+}
+
+std::pair<std::string, int> host_and_port(const std::string& listen, const std::string& source) {
+  const auto colon = listen.rfind(':');
+  int port = -1;
+  if (colon != std::string::npos && colon + 1 < listen.size()) {
+    try {
+      std::size_t used = 0;
+      port = std::stoi(listen.substr(colon + 1), &used);
+      if (used != listen.size() - colon - 1) port = -1;
+    } catch (const std::exception&) {
+      port = -1;
+    }
+  }
+  if (colon == std::string::npos || colon == 0 || port < 0 || port > 65535)
+    throw UsageError(
+        fmt::format("{}{}: not HOST:PORT (such as 0.0.0.0:9464, or 127.0.0.1:0 for a free port)", source, listen));
+  std::string host = listen.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return {host, port};
+}
+
+MetricsTarget parse_metrics_target(const std::string& value, const std::string& source) {
+  constexpr std::string_view kTextfile = "textfile:";
+  if (value.starts_with(kTextfile)) {
+    if (value.size() == kTextfile.size())
+      throw UsageError(
+          fmt::format("{}{}: textfile: needs a path (textfile:/var/lib/node_exporter/trainshim.prom)", source, value));
+    return {.listen = "", .textfile = value.substr(kTextfile.size())};
+  }
+  host_and_port(value, source);
+  return {.listen = value, .textfile = ""};
+}
+
+void add_metrics_option(CLI::App& command, std::string& target) {
+  command.add_option("--metrics", target,
+                     "while the collector runs, serve its metrics for Prometheus at HOST:PORT, or write them to "
+                     "textfile:PATH for node_exporter (sets TRAINSHIM_METRICS; docs/fleet.md)");
+}
+
+void export_metrics_target(const std::string& target) {
+  if (target.empty()) return;
+  parse_metrics_target(target, "--metrics ");
+  setenv("TRAINSHIM_METRICS", target.c_str(), 1);
 }
 
 void print_report(const Report& report, const std::string& format, const TextArguments& text,

@@ -39,6 +39,21 @@ void add_text_options(CLI::App& command, TextArguments& text);
 // across them: UsageError, saying what to do instead (`merge_option`, when the command has one).
 void check_one_launch(const std::vector<const RunDatabase*>& databases, const std::string& merge_option = "");
 
+// Where `trainshim metrics` puts the metrics: a TRAINSHIM_METRICS value or --metrics argument,
+// "HOST:PORT" (served over HTTP) or "textfile:PATH" (written for node_exporter); UsageError, naming
+// `source` ("--metrics ", "TRAINSHIM_METRICS="), when it is neither.
+struct MetricsTarget {
+  std::string listen, textfile;
+};
+MetricsTarget parse_metrics_target(const std::string& value, const std::string& source);
+// HOST:PORT split (HOST may be a bracketed IPv6 address); UsageError, naming `source`, when it is not one.
+std::pair<std::string, int> host_and_port(const std::string& listen, const std::string& source);
+// Adds --metrics TARGET to a command that starts a collector (`run`, `collect`): the collector
+// runs `trainshim metrics` on its database while it runs (TRAINSHIM_METRICS).
+void add_metrics_option(CLI::App& command, std::string& target);
+// Sets TRAINSHIM_METRICS from --metrics, after checking it, for the collector to come.
+void export_metrics_target(const std::string& target);
+
 // The report as "text" (fitted to the terminal's width, coloured where `text` says and only on
 // standard output), "json" or "html", written to `output` ("-": standard output; a file is written
 // whole or not at all, as write_output does).

@@ -1,5 +1,5 @@
 // `trainshim metrics [DB ...] [--listen HOST:PORT] [--textfile PATH] [--interval S] [--once]
-//                    [--format prometheus|openmetrics] [--step STEP]`
+//                    [--remove-on-exit] [--format prometheus|openmetrics] [--step STEP]`
 #include <fmt/format.h>
 #include <httplib.h>
 #include <signal.h>
@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -31,6 +32,7 @@ struct MetricsArguments {
   std::string listen, textfile, format, step;
   double interval_s = 15;
   bool once = false;
+  bool remove_on_exit = false;
 };
 
 // The HTTP endpoint and the textfile, from the flags, else from TRAINSHIM_METRICS ("HOST:PORT" or
@@ -39,30 +41,20 @@ void targets_from_environment(MetricsArguments& args) {
   if (!args.listen.empty() || !args.textfile.empty()) return;
   const char* value = std::getenv("TRAINSHIM_METRICS");
   if (!value || !*value) return;
-  const std::string target(value);
-  if (target.rfind("textfile:", 0) == 0) args.textfile = target.substr(9);
-  else args.listen = target;
+  const MetricsTarget target = parse_metrics_target(value, "TRAINSHIM_METRICS=");
+  args.listen = target.listen;
+  args.textfile = target.textfile;
 }
 
-// HOST:PORT split; UsageError when it is not one.
-std::pair<std::string, int> host_and_port(const std::string& listen) {
-  const auto colon = listen.rfind(':');
-  int port = -1;
-  if (colon != std::string::npos && colon + 1 < listen.size()) {
-    try {
-      std::size_t used = 0;
-      port = std::stoi(listen.substr(colon + 1), &used);
-      if (used != listen.size() - colon - 1) port = -1;
-    } catch (const std::exception&) {
-      port = -1;
-    }
-  }
-  if (colon == std::string::npos || colon == 0 || port < 0 || port > 65535)
-    throw UsageError(
-        fmt::format("--listen {}: not HOST:PORT (such as 0.0.0.0:9464, or 127.0.0.1:0 for a free port)", listen));
-  std::string host = listen.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  return {host, port};
+// --interval's default: TRAINSHIM_METRICS_INTERVAL, for the exporter a collector starts.
+void interval_from_environment(MetricsArguments& args, const CLI::App& command) {
+  const char* value = std::getenv("TRAINSHIM_METRICS_INTERVAL");
+  if (command.count("--interval") || !value || !*value) return;
+  char* end = nullptr;
+  const double seconds = std::strtod(value, &end);
+  if (*end != '\0' || !(seconds >= 1 && seconds <= 3600))
+    throw UsageError(fmt::format("TRAINSHIM_METRICS_INTERVAL={}: give a number of seconds from 1 to 3600", value));
+  args.interval_s = seconds;
 }
 
 struct Exposed {
@@ -86,7 +78,8 @@ Exposed compute(const MetricsArguments& args) {
 std::atomic<bool> g_stop{false};
 void request_stop(int) { g_stop = true; }
 
-int serve(MetricsArguments args) {
+int serve(MetricsArguments args, const CLI::App& command) {
+  interval_from_environment(args, command);
   if (args.databases.empty()) args.databases.push_back(database_argument(""));
   targets_from_environment(args);
   const MetricsFormat format = args.format == "openmetrics" ? MetricsFormat::OpenMetrics : MetricsFormat::Prometheus;
@@ -131,7 +124,7 @@ int serve(MetricsArguments args) {
   httplib::Server server;
   std::thread listener;
   if (!args.listen.empty()) {
-    const auto [host, port] = host_and_port(args.listen);
+    const auto [host, port] = host_and_port(args.listen, "--listen ");
     server.Get("/metrics", [&](const httplib::Request& request, httplib::Response& response) {
       std::shared_ptr<const Exposed> now;
       {
@@ -148,7 +141,7 @@ int serve(MetricsArguments args) {
       throw UsageError(fmt::format("--listen {}: cannot listen there (the port is taken, or the address is not this "
                                    "host's); choose another port",
                                    args.listen));
-    std::cerr << fmt::format("trainshim metrics: serving http://{}:{}/metrics\n", host, bound);
+    std::cout << fmt::format("trainshim metrics: serving http://{}:{}/metrics", host, bound) << std::endl;
     listener = std::thread([&server] { server.listen_after_bind(); });
   }
 
@@ -171,6 +164,9 @@ int serve(MetricsArguments args) {
     server.stop();
     listener.join();
   }
+  // A textfile left behind would have node_exporter serve the ended job's series for good: its
+  // straggler and idle alerts would go on firing.
+  if (args.remove_on_exit && !args.textfile.empty()) std::filesystem::remove(args.textfile);
   return 0;
 }
 
@@ -187,12 +183,15 @@ Command add_metrics_command(CLI::App& app) {
                       "write the metrics to this file, replaced whole each interval, for node_exporter's textfile "
                       "collector (default: $TRAINSHIM_METRICS when it is textfile:PATH)");
   command->add_option("--interval", args->interval_s, "seconds between two readings of the databases")
-      ->default_str("15")
+      ->default_str("$TRAINSHIM_METRICS_INTERVAL, else 15")
       ->check(CLI::Range(1.0, 3600.0));
   command->add_flag("--once", args->once, "read once, print or write, and exit");
+  command->add_flag("--remove-on-exit", args->remove_on_exit,
+                    "remove the textfile when stopped (SIGTERM, SIGINT), so that node_exporter serves no ended job's "
+                    "series; set when a collector runs the exporter");
   add_format_option(*command, args->format, {"prometheus", "openmetrics"});
   add_step_option(*command, args->step);
-  return {command, [args] { return serve(*args); }};
+  return {command, [args, command] { return serve(*args, *command); }};
 }
 
 }  // namespace trainshim::cli

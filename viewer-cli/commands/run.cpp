@@ -1,5 +1,5 @@
-// `trainshim run [--out DB] [--format text|json] [--no-report] [--step STEP] [--top N] [--summary]
-//                [--color WHEN] -- CMD ...`
+// `trainshim run [--out DB] [--format text|json] [--no-report] [--metrics TARGET] [--step STEP]
+//                [--top N] [--summary] [--color WHEN] -- CMD ...`
 #include <fmt/format.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
@@ -17,7 +17,7 @@ namespace trainshim::cli {
 namespace {
 
 struct RunArguments {
-  std::string out, format, step;
+  std::string out, format, step, metrics;
   bool no_report = false;
   TextArguments text;
   std::vector<std::string> command;
@@ -25,6 +25,7 @@ struct RunArguments {
 
 int run(const RunArguments& args) {
   const std::string step = step_name(args.step);
+  export_metrics_target(args.metrics);
   const JobRun job = run_job(args.command, args.out);
   if (args.no_report || job.database.empty()) return job.status;
   if (access(job.database.c_str(), R_OK) != 0) {
@@ -45,6 +46,7 @@ Command add_run_command(CLI::App& app) {
   command->add_option("--out", args->out, "database to write (default: $TRAINSHIM_OUT, else ./trainshim-<job>.db)");
   add_format_option(*command, args->format, {"text", "json"});
   command->add_flag("--no-report", args->no_report, "do not print the report");
+  add_metrics_option(*command, args->metrics);
   add_step_option(*command, args->step);
   add_text_options(*command, args->text);
   command->add_option("command", args->command, "the command to run, after --")->required();

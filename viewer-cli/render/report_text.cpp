@@ -237,7 +237,7 @@ std::string indented(const std::string& text, const std::string& indent) {
   return out;
 }
 
-void render_hangs(std::string& out, const Report& report) {
+void render_hangs_text(std::string& out, const Report& report) {
   if (report.hangs.empty()) return;
   out += "\nHangs (seen by the collector while the job ran)\n";
   for (const HangRow& h : report.hangs) {
@@ -246,7 +246,7 @@ void render_hangs(std::string& out, const Report& report) {
   }
 }
 
-void render_waits(std::string& out, const Report& report) {
+void render_waits_text(std::string& out, const Report& report) {
   const WaitReport& w = report.waits;
   const CollectiveAnalysis& a = w.analysis;
   if (a.matched == 0 && a.incomplete == 0 && w.untimed.total() == 0 && w.untimed_in_group_in_progress == 0 &&
@@ -339,8 +339,8 @@ std::string render_text(const Report& report, const TextOptions& options) {
     render_gpu(out, p.gpu);
     render_host(out, p);
   }
-  render_hangs(out, report);
-  render_waits(out, report);
+  render_hangs_text(out, report);
+  render_waits_text(out, report);
   if (report.processes.size() > 1) {
     out += fmt::format("\nall ranks\n");
     render_tables(out, report.total_copies, report.total_syncs, report.total_collectives, report.total_lost.total());

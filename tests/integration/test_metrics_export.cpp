@@ -1,0 +1,146 @@
+// The job's collector runs the metrics exporter when the job asks for it (TRAINSHIM_METRICS, or
+// `trainshim run --metrics`, `trainshim collect --metrics`): the metrics are there while the job
+// runs, the exporter stops with the collector and leaves no textfile behind, and a target that
+// cannot be served is said in the database's log without touching the job.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "harness.hpp"
+
+namespace trainshim::test {
+namespace {
+
+// The processes whose command line holds `word` (the exporters of a test's database).
+int processes_naming(const std::string& word) {
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::string cmdline = read_file(entry.path().string() + "/cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    n += cmdline.starts_with("trainshim metrics ") && cmdline.find(word) != std::string::npos;
+  }
+  return n;
+}
+
+// A loopback socket listening on a port the kernel chose: a port no one else takes while it is
+// held, or, closed, one that is very likely free.
+struct LoopbackPort {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int port = 0;
+  LoopbackPort() {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t size = sizeof address;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 && listen(fd, 1) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&address), &size) == 0)
+      port = ntohs(address.sin_port);
+  }
+  void release() {
+    if (fd >= 0) close(fd);
+    fd = -1;
+  }
+  ~LoopbackPort() { release(); }
+};
+
+std::string running_rank(const std::string& job) {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return "trainshim_process_ended{job=\"" + job + "\",rank=\"-1\",local_rank=\"-1\",host=\"" + host + "\"} 0\n";
+}
+
+int64_t log_lines(const std::string& db, const std::string& level, const std::string& like) {
+  return query_int(db,
+                   "SELECT count(*) FROM collector_log WHERE level = '" + level + "' AND message LIKE '" + like + "'");
+}
+
+TEST(MetricsExport, TheJobsCollectorWritesTheTextfileWhileTheJobRunsAndRemovesItAfter) {
+  Scratch s;
+  const std::string textfile = s.dir + "/trainshim.prom";
+  std::future<Outcome> job;
+  const Gate gate{s.dir + "/open"};
+  job = in_background(preload_env(s.job) + " TRAINSHIM_OUT=" + s.db() + " TRAINSHIM_METRICS=textfile:" + textfile +
+                      " TRAINSHIM_METRICS_INTERVAL=1 " + program("gated_copies") + " 5 " + gate.path);
+  // The on-demand collector's exporter reads the database as the collector writes it: the rank
+  // shows, still running, within an interval or two.
+  EXPECT_TRUE(eventually([&] { return read_file(textfile).find(running_rank(s.job)) != std::string::npos; }))
+      << read_file(textfile);
+  EXPECT_EQ(processes_naming(s.db()), 1);
+  gate.open();
+  const Outcome done = job.get();
+  ASSERT_EQ(done.exit_code, 0) << done.out;
+  ASSERT_TRUE(eventually([&] { return collectors_of(s.job).empty(); }));
+  EXPECT_FALSE(std::filesystem::exists(textfile)) << "node_exporter would serve the ended job's series for good";
+  EXPECT_EQ(processes_naming(s.db()), 0);
+  EXPECT_EQ(count_api(s.db(), "cudaMemcpy"), 10);
+  EXPECT_EQ(log_lines(s.db(), "info", "metrics exporter % started: %/trainshim metrics " + s.db()), 1);
+  EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM collector_log WHERE level <> 'info'"), 0);
+}
+
+TEST(MetricsExport, TrainshimRunServesTheMetricsOverHttpForAsLongAsItsCollectorRuns) {
+  Scratch s;
+  LoopbackPort free;
+  const int port = free.port;
+  ASSERT_GT(port, 0);
+  free.release();
+  std::future<Outcome> job;
+  const Gate gate{s.dir + "/open"};
+  job = in_background("TRAINSHIM_JOB=" + s.job + " TRAINSHIM_METRICS_INTERVAL=1 " + trainshim_cli() +
+                      " run --no-report --out " + s.db() + " --metrics 127.0.0.1:" + std::to_string(port) + " -- " +
+                      program("gated_copies") + " 5 " + gate.path);
+  httplib::Client client("127.0.0.1", port);
+  std::string body;
+  EXPECT_TRUE(eventually([&] {
+    const auto response = client.Get("/metrics");
+    body = response && response->status == 200 ? response->body : "";
+    return body.find(running_rank(s.job)) != std::string::npos;
+  })) << body;
+  gate.open();
+  const Outcome done = job.get();
+  ASSERT_EQ(done.exit_code, 0) << done.out;
+  // `trainshim run` returns once its collector has exited, and the collector once its exporter has.
+  EXPECT_FALSE(client.Get("/metrics")) << "the endpoint outlived the job's collector";
+  EXPECT_EQ(processes_naming(s.db()), 0);
+  EXPECT_EQ(
+      log_lines(s.db(), "info", "trainshim metrics: serving http://127.0.0.1:" + std::to_string(port) + "/metrics"), 1);
+}
+
+TEST(MetricsExport, ATargetThatCannotBeServedIsLoggedAndTheJobIsCollectedAsAlways) {
+  Scratch s;
+  const LoopbackPort taken;
+  ASSERT_GT(taken.port, 0);
+  const Gate gate{s.dir + "/open"};
+  gate.open();
+  const Outcome job = run(preload_env(s.job) + " TRAINSHIM_OUT=" + s.db() + " TRAINSHIM_METRICS=127.0.0.1:" +
+                          std::to_string(taken.port) + " " + program("gated_copies") + " 5 " + gate.path);
+  ASSERT_EQ(job.exit_code, 0) << job.out;
+  ASSERT_TRUE(eventually([&] { return collectors_of(s.job).empty(); }));
+  EXPECT_EQ(count_api(s.db(), "cudaMemcpy"), 10);
+  EXPECT_EQ(log_lines(s.db(), "warning",
+                      "trainshim: --listen 127.0.0.1:" + std::to_string(taken.port) +
+                          ": cannot listen there (the port is taken, or the address is not this host''s); choose "
+                          "another port"),
+            1);
+  EXPECT_EQ(log_lines(s.db(), "warning",
+                      "the metrics exporter % exited with status 2: the job''s metrics are no longer exported"),
+            1);
+}
+
+TEST(MetricsExport, RunAndCollectRefuseATargetThatIsNeitherHostPortNorTextfile) {
+  for (const std::string command : {"run --metrics 9464 -- true", "collect --job none --metrics textfile:"}) {
+    const Outcome refused = run(trainshim_cli() + " " + command + " 2>&1");
+    EXPECT_EQ(refused.exit_code, 2) << command;
+    EXPECT_NE(refused.out.find(command.starts_with("run") ? "--metrics 9464: not HOST:PORT (such as 0.0.0.0:9464"
+                                                          : "--metrics textfile:: textfile: needs a path"),
+              std::string::npos)
+        << refused.out;
+  }
+}
+
+}  // namespace
+}  // namespace trainshim::test
