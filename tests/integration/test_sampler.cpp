@@ -474,7 +474,9 @@ TEST(Sampler, ABudgetLargeEnoughReadsEveryThreadAtEveryTick) {
     SCOPED_TRACE(tid);
     const std::vector<uint32_t> ticks = ticks_of(segment, tid);
     EXPECT_TRUE(every_tick(ticks));
-    EXPECT_EQ(ticks.back(), last);
+    // The program exit()s while the sampler may be inside a tick: that tick's main-thread sample
+    // can be written and the other threads' not.
+    EXPECT_GE(ticks.back() + 1, last);
   }
 }
 

@@ -102,10 +102,14 @@ class ReportTest : public test::TempDirTest {
 
   // What `trainshim report ARGS...` prints, or the usage error it ends with.
   static std::string report_command(std::vector<std::string> args) {
+    return command_output(add_report_command, "report", std::move(args));
+  }
+  // The same of `trainshim NAME ARGS...`, the command `add` adds.
+  static std::string command_output(Command (*add)(CLI::App&), const std::string& name, std::vector<std::string> args) {
     CLI::App app;
-    const Command command = add_report_command(app);
+    const Command command = add(app);
     std::reverse(args.begin(), args.end());  // CLI11 reads the vector from its back
-    args.push_back("report");
+    args.push_back(name);
     app.parse(std::move(args));
     testing::internal::CaptureStdout();
     try {
@@ -326,7 +330,7 @@ TEST_F(ReportTest, TheVerdictShowsTheTopCauses) {
 
 // `trainshim report A B` of two runs: the same rank in both, jobs of different sizes, or two
 // launches, is refused with what to do instead, unless --merge-runs; databases of two nodes of one
-// job are not.
+// job are not. `trainshim metrics A B` too.
 TEST_F(ReportTest, DatabasesOfTwoRunsAreRefusedUnlessMergingIsAsked) {
   const auto write = [&](const std::string& name, std::vector<int> ranks, int world_size,
                          const std::string& launch = "torchrun:/tmp/torchelastic_k2j4x1aa/job7_q1w2e3r4") {
@@ -369,6 +373,12 @@ TEST_F(ReportTest, DatabasesOfTwoRunsAreRefusedUnlessMergingIsAsked) {
                                                     advice);
   // One run id in two nodes' log directories; a collector that knew no launch (no launcher in its
   // environment), or torchrun's placeholder run id, says nothing against it.
+  // The exporter refuses them alike, with no option to merge.
+  EXPECT_EQ(command_output(add_metrics_command, "metrics", {node_a, node_b_relaunched, "--once"}),
+            node_a + " is of launch torchrun run job7, " + node_b_relaunched +
+                " of launch torchrun run job8: two runs, not two nodes of one job; report each alone, compare two "
+                "with `trainshim diff BEFORE.db AFTER.db`");
+  EXPECT_TRUE(command_output(add_metrics_command, "metrics", {node_a, node_b, "--once"}).starts_with("# HELP"));
   for (const std::vector<std::string>& merged :
        {std::vector<std::string>{first, again, "--merge-runs"}, std::vector<std::string>{node_a, node_b},
         std::vector<std::string>{node_a, node_b_own_log}, std::vector<std::string>{node_a, node_b_unknown},

@@ -69,6 +69,7 @@ Exposed compute(const MetricsArguments& args) {
   std::vector<const RunDatabase*> databases;
   for (const auto& path : args.databases)
     databases.push_back(open.emplace_back(std::make_unique<RunDatabase>(path)).get());
+  check_one_launch(databases);
   const Report report = read_report(databases, step_name(args.step), 0);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   return {render_metrics(report, MetricsFormat::Prometheus, took),
