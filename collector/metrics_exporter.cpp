@@ -61,11 +61,12 @@ MetricsExporter::MetricsExporter(const std::string& program, const std::string& 
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != collector) _exit(0);  // the collector died before the line above
     // The collector's signal mask and dispositions (SIGHUP, SIGPIPE ignored) are not the exporter's.
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    signal(SIGHUP, SIG_DFL);
-    signal(SIGPIPE, SIG_DFL);
+    struct sigaction defaults {};
+    defaults.sa_handler = SIG_DFL;
+    sigemptyset(&defaults.sa_mask);
+    sigaction(SIGHUP, &defaults, nullptr);
+    sigaction(SIGPIPE, &defaults, nullptr);
+    sigprocmask(SIG_SETMASK, &defaults.sa_mask, nullptr);
     if (null >= 0) dup2(null, STDIN_FILENO);
     dup2(out_fds[1], STDOUT_FILENO);
     dup2(err_fds[1], STDERR_FILENO);

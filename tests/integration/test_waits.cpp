@@ -235,6 +235,12 @@ TEST(CollectiveWaits, DatabasesOfTwoNodesMergeIntoOneAnswer) {
   EXPECT_EQ(databases[1].at("aligned_by"), "collectives");
   EXPECT_EQ(databases[1].at("collectives"), 30);
   EXPECT_NEAR(databases[1].at("clock_offset_ns").get<double>() / 1e6, -kNodeBAheadNs / 1e6, 8.0) << databases.dump(1);
+  // On node B's clock, node A's is 50 ms behind: the other sign.
+  ASSERT_EQ(run(trainshim_cli() + " export " + s.dir + "/b.db " + s.dir + "/a.db -o " + trace_path).exit_code, 0);
+  std::ifstream reversed_file(trace_path);
+  const json reversed = json::parse(reversed_file).at("otherData").at("databases");
+  EXPECT_EQ(reversed[1].at("aligned_by"), "collectives");
+  EXPECT_NEAR(reversed[1].at("clock_offset_ns").get<double>() / 1e6, kNodeBAheadNs / 1e6, 8.0) << reversed.dump(1);
 }
 
 }  // namespace

@@ -120,6 +120,11 @@ int serve(MetricsArguments args, const CLI::App& command) {
     std::lock_guard lock(latest_mutex);
     latest = std::move(fresh);
   };
+  // Before the first textfile is written: one stopped at once still removes it (--remove-on-exit).
+  struct sigaction action {};
+  action.sa_handler = request_stop;
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
   refresh(true);
 
   httplib::Server server;
@@ -146,10 +151,6 @@ int serve(MetricsArguments args, const CLI::App& command) {
     listener = std::thread([&server] { server.listen_after_bind(); });
   }
 
-  struct sigaction action {};
-  action.sa_handler = request_stop;
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
   const auto interval =
       std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(args.interval_s));
   auto next = std::chrono::steady_clock::now() + interval;
@@ -167,7 +168,8 @@ int serve(MetricsArguments args, const CLI::App& command) {
   }
   // A textfile left behind would have node_exporter serve the ended job's series for good: its
   // straggler and idle alerts would go on firing.
-  if (args.remove_on_exit && !args.textfile.empty()) std::filesystem::remove(args.textfile);
+  std::error_code not_removed;
+  if (args.remove_on_exit && !args.textfile.empty()) std::filesystem::remove(args.textfile, not_removed);
   return 0;
 }
 
