@@ -1,5 +1,6 @@
 // The audit's cause_share rule on hand-made diagnoses: each costly root cause fails once on every
 // rank whose step it lengthens; a sync at an allowed site, a cheap cause and an unmeasured one never.
+// blocked_share and wait_share on parts of the step breakdown, which never overlap.
 // And the baseline's sites, matched on the operation's key, or on its words in a /1 file.
 #include <gtest/gtest.h>
 
@@ -85,6 +86,56 @@ TEST(AuditCauses, AnAllowedSyncAndAHigherLimitPass) {
   EXPECT_EQ(cause_violations(audit(job(), policy, nullptr)).size(), 2u);  // the input pipeline's
   policy.cause_share = 0.70;
   EXPECT_TRUE(cause_violations(audit(job(), policy, nullptr)).empty());
+}
+
+std::vector<std::string> violations_of(const AuditResult& result, const std::string& rule_name) {
+  std::vector<std::string> out;
+  for (const RuleResult& rule : result.rules)
+    if (rule.rule == rule_name)
+      for (const Violation& v : rule.violations) out.push_back(v.message);
+  return out;
+}
+
+// Rank 0's item() blocks 80 % of its run, nearly all of it while its all-reduce waits for rank 1:
+// its step is 70 % waiting for rank 1 and 6 % the item()'s bubble. blocked_share and wait_share
+// take those parts of its step breakdown, so the wait fails once (wait_share), not also as time
+// blocked; rank 1's item() bubble of 12 % fails blocked_share. A rank without steps is judged on
+// its blocked time and collective wait of the run.
+TEST(AuditStepShares, BlockedAndWaitSharesAreDisjointPartsOfTheStep) {
+  Report r = job();
+  auto breakdown = [](std::vector<StepShare> parts) {
+    StepBreakdown b;
+    b.measured = true;
+    b.steps = 40;
+    b.step_ns = 50 * kMs;
+    b.parts = std::move(parts);
+    return b;
+  };
+  r.processes[0].sync_sites.span_ns = 40 * 50 * kMs;
+  r.processes[0].sync_sites.hidden[0].blocked_ns = 40 * 40 * kMs;
+  r.processes[0].step_breakdown = breakdown({{StepPart::WaitingForStraggler, "", 1, 35 * kMs, 0.70},
+                                             {StepPart::Compute, "", -1, 12 * kMs, 0.24},
+                                             {StepPart::Sync, "/src/train.py:73 in main", -1, 3 * kMs, 0.06}});
+  r.processes[1].sync_sites.span_ns = 40 * 50 * kMs;
+  r.processes[1].sync_sites.hidden[0].blocked_ns = 40 * 6 * kMs;
+  r.processes[1].step_breakdown = breakdown({{StepPart::Input, "", -1, 30 * kMs, 0.60},
+                                             {StepPart::Compute, "", -1, 14 * kMs, 0.28},
+                                             {StepPart::Sync, "/src/train.py:73 in main", -1, 6 * kMs, 0.12}});
+  const AuditResult result = audit(r, Policy{}, nullptr);
+  EXPECT_EQ(violations_of(result, "blocked_share"),
+            (std::vector<std::string>{"rank 1: the GPU idle after hidden syncs 12.0 % of the step, limit 10.0 % "
+                                      "(largest: Tensor.item() at /src/train.py:73 in main)"}));
+  EXPECT_EQ(violations_of(result, "wait_share"),
+            (std::vector<std::string>{"rank 0: waiting for other ranks 70.0 % of the step, limit 25.0 %"}));
+
+  Policy allowing;
+  allowing.allow.push_back({"train.py:73", "logged on purpose"});
+  EXPECT_TRUE(violations_of(audit(r, allowing, nullptr), "blocked_share").empty());
+
+  r.processes[0].step_breakdown.reset();
+  EXPECT_EQ(violations_of(audit(r, Policy{}, nullptr), "blocked_share").front(),
+            "rank 0: blocked in hidden syncs 80.0 % of the run, limit 10.0 % "
+            "(largest: Tensor.item() at /src/train.py:73 in main)");
 }
 
 // Against a baseline, cause_share is checked only where the policy file sets it.

@@ -204,6 +204,7 @@ struct Classified {
   IdleCause cause = IdleCause::Host;
   std::string site;
   bool pageable_input = false;
+  bool input_continued = false;  // a later piece of the step's input: the gap is all loading
 };
 
 // `gaps` (in time order) by cause and site, the groups with the most idle time first.
@@ -363,10 +364,15 @@ class GapClassifier {
 
   Classified classify(int64_t from, int64_t to) const {
     Classified c;
-    // The step's first input copy starts the GPU's work again.
-    if (const Activity* upload = upload_in(to, to); upload && upload_in(step_start(to), to) == upload) {
+    // The step's first input copy starts the GPU's work again; or a copy from the line of the
+    // step's copy before it, when the host loads its input piece by piece (each piece's loading
+    // before its copy, a blocking copy's return no sync of the user's).
+    const HostCall* host = last_begun(input_copies_, from, to);
+    const Activity* upload = upload_in(to, to);
+    const bool first_input = upload && upload_in(step_start(to), to) == upload;
+    c.input_continued = upload && !first_input && continues_input(host, from, to);
+    if (first_input || c.input_continued) {
       c.cause = IdleCause::DataLoading;
-      const HostCall* host = last_begun(input_copies_, from, to);
       if (host) c.site = host->site;
       c.pageable_input = upload->host_memory == HostMemory::Pageable || (host && host->pageable);
       return c;
@@ -405,6 +411,12 @@ class GapClassifier {
   }
 
  private:
+  // Whether the step's input copy before the gap [from, to] came from the line of `host`'s.
+  bool continues_input(const HostCall* host, int64_t from, int64_t to) const {
+    if (!host || host->site.empty()) return false;
+    const HostCall* before = last_begun(input_copies_, step_start(to), from - 1);
+    return before && before->site == host->site;
+  }
   // The start of the step that holds `t` (the first step's start before it all).
   int64_t step_start(int64_t t) const {
     const auto it = std::upper_bound(starts_.begin(), starts_.end(), t);
@@ -480,8 +492,9 @@ IdleBySite cut_into_steps(GpuTimelineReport& out, const std::vector<int64_t>& st
         // The host loads the next batch only once its last sync has returned: until then the
         // GPU waited on the sync's wake-up, not on the loader. The rest, to the upload's start on
         // the GPU, is the loading and the upload's own latency: what the input costs.
-        const SyncCall* back =
-            c.cause == IdleCause::DataLoading ? classifier.last_return_in(idle_from, idle_to) : nullptr;
+        const SyncCall* back = c.cause == IdleCause::DataLoading && !c.input_continued
+                                   ? classifier.last_return_in(idle_from, idle_to)
+                                   : nullptr;
         if (back) {
           const Classified after = classifier.sync_cause(*back);
           count(idle_from, back->end_ns, after);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "diagnose/findings.hpp"
@@ -37,6 +38,28 @@ bool counts_as(const SyncSite& s) {
 int64_t rank_waited(const Report& report, int rank) {
   const RankWaits* w = report.waits.analysis.waits_of(rank);
   return w ? w->waited_ns : 0;
+}
+
+// A rank's shares of its step from its step breakdown: the bubbles of its hidden syncs (allowed
+// sites left out) and its waits for other ranks. Parts of one decomposition, so a sync that blocks
+// while its rank waits for a straggler counts in one of them, never both.
+struct StepShares {
+  double hidden_sync_bubbles = 0;
+  double waiting_for_ranks = 0;
+};
+
+std::optional<StepShares> step_shares(const ProcessReport& p, const Policy& policy) {
+  if (!p.step_breakdown) return std::nullopt;
+  std::set<std::string> hidden;
+  for (const SyncSite& s : p.sync_sites.hidden)
+    if (!allowed(s, policy)) hidden.insert(site_location(s));
+  StepShares out;
+  for (const StepShare& part : p.step_breakdown->parts) {
+    if (part.part == StepPart::Sync && hidden.count(part.site)) out.hidden_sync_bubbles += part.share;
+    if (part.part == StepPart::WaitingForStraggler || part.part == StepPart::WaitingForPeers)
+      out.waiting_for_ranks += part.share;
+  }
+  return out;
 }
 
 }  // namespace
@@ -103,8 +126,7 @@ bool allowed_cause(const RootCause& cause, const Report& report, const Policy& p
 }
 
 // The root causes that cost the job's step more than the policy's share, once on each rank they
-// lengthen: parts of the step that never overlap, where the other rules' figures may (a rank's
-// item() blocked while it waits for a straggler counts in both blocked_share and wait_share).
+// lengthen: parts of the step that never overlap.
 RuleResult costly_causes(const Report& report, const Policy& policy) {
   RuleResult rule{
       "cause_share", fmt::format("no root cause costs over {:.1f} % of the job's step", 100 * policy.cause_share), {}};
@@ -131,14 +153,19 @@ AuditResult audit(const Report& report, const Policy& policy, const nlohmann::js
   RuleResult hidden{
       "hidden_syncs_per_step", fmt::format("hidden syncs per step per rank <= {}", policy.hidden_syncs_per_step), {}};
   RuleResult blocked{"blocked_share",
-                     fmt::format("time blocked in hidden syncs <= {:.1f} % of the run", 100 * policy.blocked_share),
+                     fmt::format("GPU idle after hidden syncs <= {:.1f} % of the step per rank (without steps: "
+                                 "time blocked in them, of the run)",
+                                 100 * policy.blocked_share),
                      {}};
   RuleResult pageable{
       "pageable_bytes_per_step",
       fmt::format("pageable copies per step per rank <= {}", human_bytes(int64_t(policy.pageable_bytes_per_step))),
       {}};
-  RuleResult waits{
-      "wait_share", fmt::format("collective wait <= {:.1f} % of the run per rank", 100 * policy.wait_share), {}};
+  RuleResult waits{"wait_share",
+                   fmt::format("waiting for other ranks <= {:.1f} % of the step per rank (without steps: "
+                               "collective wait, of the run)",
+                               100 * policy.wait_share),
+                   {}};
   RuleResult dropped{"dropped_events", fmt::format("lost records per rank <= {}", policy.dropped_events), {}};
 
   for (const ProcessReport& p : report.processes) {
@@ -157,7 +184,14 @@ AuditResult audit(const Report& report, const Policy& policy, const nlohmann::js
           {hidden.rule, p.rank, top,
            fmt::format("{}: {:.1f} hidden syncs {}, limit {} (largest: {})", rank_words(p.rank, p.pid),
                        per_step_else_per_run(calls, rs), unit(rs), policy.hidden_syncs_per_step, top)});
-    if (rs.span_ns > 0 && blocked_ns / double(rs.span_ns) > policy.blocked_share)
+    const std::optional<StepShares> shares = step_shares(p, policy);
+    if (shares && shares->hidden_sync_bubbles > policy.blocked_share)
+      blocked.violations.push_back(
+          {blocked.rule, p.rank, top,
+           fmt::format("{}: the GPU idle after hidden syncs {:.1f} % of the step, limit "
+                       "{:.1f} % (largest: {})",
+                       rank_words(p.rank, p.pid), 100 * shares->hidden_sync_bubbles, 100 * policy.blocked_share, top)});
+    if (!shares && rs.span_ns > 0 && blocked_ns / double(rs.span_ns) > policy.blocked_share)
       blocked.violations.push_back({blocked.rule, p.rank, top,
                                     fmt::format("{}: blocked in hidden syncs {:.1f} % of the run, limit {:.1f} % "
                                                 "(largest: {})",
@@ -170,7 +204,12 @@ AuditResult audit(const Report& report, const Policy& policy, const nlohmann::js
                        human_bytes(int64_t(per_step_else_per_run(bytes, rs))), unit(rs),
                        human_bytes(int64_t(policy.pageable_bytes_per_step)))});
     const double waited = double(rank_waited(report, p.rank));
-    if (rs.span_ns > 0 && waited / double(rs.span_ns) > policy.wait_share)
+    if (shares && shares->waiting_for_ranks > policy.wait_share)
+      waits.violations.push_back(
+          {waits.rule, p.rank, "",
+           fmt::format("{}: waiting for other ranks {:.1f} % of the step, limit {:.1f} %", rank_words(p.rank, p.pid),
+                       100 * shares->waiting_for_ranks, 100 * policy.wait_share)});
+    if (!shares && rs.span_ns > 0 && waited / double(rs.span_ns) > policy.wait_share)
       waits.violations.push_back(
           {waits.rule, p.rank, "",
            fmt::format("{}: waited in collectives {:.1f} % of the run, limit {:.1f} %", rank_words(p.rank, p.pid),

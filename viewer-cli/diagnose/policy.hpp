@@ -18,9 +18,9 @@ struct AllowedSite {
 // Limits; the defaults hold without a policy file (docs/formats.md, "The policy").
 struct Policy {
   double hidden_syncs_per_step = 2.0;  // per rank, all hidden sync sites but allowed ones
-  double blocked_share = 0.10;         // per rank: hidden sync time / run time
+  double blocked_share = 0.10;         // per rank: hidden syncs' bubbles / step (without steps: blocked / run)
   double pageable_bytes_per_step = 64.0 * (1 << 20);
-  double wait_share = 0.25;                // per rank: collective wait / run time
+  double wait_share = 0.25;                // per rank: waiting for other ranks / step (without steps: wait / run)
   double cause_share = 0.10;               // per root cause: its cost / the job's step
   int64_t dropped_events = 0;              // per rank
   double calls_per_step_tolerance = 0.10;  // baseline: a site may grow this much (and 0.05 calls)
