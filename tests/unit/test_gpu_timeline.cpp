@@ -563,6 +563,40 @@ TEST_F(GpuTimelineTest, TheDutyCyclesWindowsBoundTheCoveredSteps) {
   EXPECT_EQ(gpu["idle_ns_per_step"], 10 * kMs);
 }
 
+// The Kineto trace of a duty-cycled run: its two stretches of covered steps (0-2 and 7-10) follow
+// each other, the second moved 400 ms earlier, so that HTA, which spans a file from its first record
+// to its last, sees 700 ms of covered steps and no idle time the timeline did not record.
+TEST_F(GpuTimelineTest, KinetoTraceOfADutyCycledRunLeavesOutTheTimeNotRecorded) {
+  {
+    TimelineRun run(path_, 3);
+    run.timeline_edge(kStart - kMs, true);
+    for (int k = 0; k < 12; ++k) {
+      const int64_t t = kStart + k * 100 * kMs;
+      run.all_reduce(t, uint32_t(k + 1));
+      if (k >= 3 && k < 7) continue;
+      run.kernel(t, t + 5 * kMs, TimelineRun::kNccl);
+      run.kernel(t + 5 * kMs, t + 90 * kMs);
+    }
+    run.timeline_edge(kStart + 350 * kMs, false);
+    run.timeline_edge(kStart + 650 * kMs, true);
+    run.finish("on");
+  }
+  RunDatabase db(path_);
+  std::vector<Json> traces;
+  for_each_kineto_trace(db, "", [&](const std::string&, const Json& trace) { traces.push_back(trace); });
+  ASSERT_EQ(traces.size(), 1u);
+  const Json& trace = traces[0];
+  EXPECT_EQ(trace["trainshim"]["covered_ns"], 700 * kMs);
+  EXPECT_EQ(trace["trainshim"]["not_recorded_ns"], 400 * kMs);
+  const Json& events = trace["traceEvents"];
+  ASSERT_EQ(events.size(), 14u) << "steps 0-2 and 7-10, two kernels each";
+  EXPECT_EQ(events[0]["ts"], 1'000'000.0);
+  EXPECT_EQ(events[6]["ts"], 1'300'000.0) << "step 7's NCCL kernel, where step 2 ended";
+  EXPECT_EQ(events[6]["name"], "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+  EXPECT_EQ(events[13]["ts"].get<double>() + events[13]["dur"].get<double>(), 1'690'000.0)
+      << "step 10's last kernel ends 700 ms after the first began, less its 10 ms of idle";
+}
+
 // --- Where steps start -----------------------------------------------------------------------------
 
 TEST(StepStarts, AtTheReturnOfEachCallOfTheMarkingSite) {

@@ -76,6 +76,8 @@ def check_page(page_html, report):
         expected.append("hang")
     if report["setup"]:
         expected.append("setup")
+    if any((entry.get("gpu") or {}).get("top_kernels") for entry in report["ranks"]):
+        expected.append("kernels")
     failures += [f"no section {s}" for s in expected if s not in page.sections]
     if "hang" in page.sections and not report["hangs"]:
         failures.append("a hang section for a job that did not hang")

@@ -63,6 +63,11 @@ std::vector<std::pair<int64_t, int64_t>> covered_spans(const ProcessReport& p) {
 Json kineto_trace(const RunDatabase& db, const ProcessReport& p) {
   const Vocabulary& names = db.vocabulary();
   const std::vector<std::pair<int64_t, int64_t>> spans = covered_spans(p);
+  // Each span moved earlier by the time the timeline did not record before it, so that the spans
+  // abut: a reader that spans the file from its first record to its last (HTA's breakdown) counts
+  // only covered time, never the duty cycle's off time as idle.
+  std::vector<int64_t> shifts(spans.size(), 0);
+  for (std::size_t i = 1; i < spans.size(); ++i) shifts[i] = shifts[i - 1] + spans[i].first - spans[i - 1].second;
   Json events = Json::array();
   std::vector<int64_t> devices;
   auto span = spans.begin();
@@ -70,7 +75,8 @@ Json kineto_trace(const RunDatabase& db, const ProcessReport& p) {
     // Activities come by start: the spans before this one's start are behind.
     while (span != spans.end() && span->second <= row.start_ns) ++span;
     if (span == spans.end() || row.end_ns <= span->first) return;
-    const int64_t start = std::max(row.start_ns, span->first), end = std::min(row.end_ns, span->second);
+    const int64_t shift = shifts[std::size_t(span - spans.begin())];
+    const int64_t start = std::max(row.start_ns, span->first) - shift, end = std::min(row.end_ns, span->second) - shift;
     const std::optional<ApiClass> cls = names.api(row.api).api_class;
     std::string name, category;
     Json args{{"device", row.device}, {"stream", row.stream}, {"correlation", row.correlation}};
@@ -108,9 +114,11 @@ Json kineto_trace(const RunDatabase& db, const ProcessReport& p) {
                         {"host", p.host},
                         {"covered_steps", p.gpu.covered_steps},
                         {"covered_ns", p.gpu.covered_ns},
+                        {"not_recorded_ns", shifts.empty() ? 0 : shifts.back()},
                         {"note", "the GPU's records of the steps `trainshim report` covers with the GPU timeline, "
-                                 "clipped to them; trainshim records no kernel launches, so no runtime call "
-                                 "or ProfilerStep annotation is written"}};
+                                 "clipped to them, each stretch of covered steps moved earlier to follow the "
+                                 "one before it (not_recorded_ns left out in all); trainshim records no kernel "
+                                 "launches, so no runtime call or ProfilerStep annotation is written"}};
   trace["traceEvents"] = std::move(events);
   trace["displayTimeUnit"] = "ms";
   return trace;
