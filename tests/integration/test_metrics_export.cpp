@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -140,6 +141,39 @@ TEST(MetricsExport, RunAndCollectRefuseATargetThatIsNeitherHostPortNorTextfile) 
               std::string::npos)
         << refused.out;
   }
+}
+
+// A hang shows in the metrics within a second or two of the collector detecting it, whatever the
+// interval between two full readings (here an hour: the reading at the start, before the hang, is
+// the only one).
+TEST(MetricsExport, AHangShowsAtOnceWhateverTheInterval) {
+  Scratch s;
+  const std::string textfile = s.dir + "/trainshim.prom";
+  const std::string script = std::string(Paths::source) + "/tests/python/hang.py";
+  const Outcome started =
+      run("TRAINSHIM_JOB=" + s.job + " TRAINSHIM_HANG_S=2 TRAINSHIM_METRICS_INTERVAL=3600 setsid " + trainshim_cli() +
+          " run --no-report --out " + s.db() + " --metrics textfile:" + textfile + " -- " + Paths::source +
+          "/scripts/simrun -n 4 -- python3 " + script + " > " + s.dir + "/job.log 2>&1 & echo $!");
+  const pid_t job = std::stoi(started.out);
+  const std::string missing = "trainshim_hang_missing_rank{job=\"" + s.job + "\",rank=\"1\"} 1\n";
+  const bool shown = eventually([&] { return read_file(textfile).find(missing) != std::string::npos; });
+  kill(-job, SIGTERM);
+  EXPECT_TRUE(shown) << read_file(textfile);
+  EXPECT_TRUE(eventually([&] { return collectors_of(s.job).empty(); }));
+  EXPECT_FALSE(std::filesystem::exists(textfile));
+}
+
+// A textfile that cannot be written is refused at once, naming the option that gave its path.
+TEST(MetricsExport, ATextfileThatCannotBeWrittenIsRefusedNamingItsOption) {
+  Scratch s;
+  ASSERT_EQ(run(preload_env(s.job) + " TRAINSHIM_OUT=" + s.db() + " " + program("host_copies_prog") + " 2 1").exit_code,
+            0);
+  const std::string textfile = s.dir + "/absent/trainshim.prom";
+  const Outcome refused = run(trainshim_cli() + " metrics " + s.db() + " --textfile " + textfile + " --once 2>&1");
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_EQ(refused.out, "trainshim: " + textfile +
+                             ": cannot create the metrics (No such file or directory): pass a writable path with "
+                             "--textfile (or TRAINSHIM_METRICS=textfile:PATH)\n");
 }
 
 }  // namespace

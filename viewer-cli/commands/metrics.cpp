@@ -1,6 +1,7 @@
 // `trainshim metrics [DB ...] [--listen HOST:PORT] [--textfile PATH] [--interval S] [--once]
 //                    [--remove-on-exit] [--format prometheus|openmetrics] [--step STEP]`
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <httplib.h>
 #include <signal.h>
 #include <CLI/CLI.hpp>
@@ -21,6 +22,7 @@
 #include "errors.hpp"
 #include "output_file.hpp"
 #include "render/metrics.hpp"
+#include "store/rows.hpp"
 #include "store/run_database.hpp"
 
 namespace trainshim::cli {
@@ -59,21 +61,50 @@ void interval_from_environment(MetricsArguments& args, const CLI::App& command) 
 
 struct Exposed {
   std::string prometheus, open_metrics;
+  std::string hangs;  // hangs_signature of the hangs it shows
 };
+
+// What a reading says of the hangs the collectors detected: which collectives hang and whom they
+// wait for (not the stacks, which the collector rewrites at each pass).
+std::string hangs_signature(const std::vector<HangRow>& hangs) {
+  std::string out;
+  for (const HangRow& h : hangs)
+    out += fmt::format("{}|{}|{}|{}|{};", int(h.kind), h.communicator, h.op, h.sequence, fmt::join(h.missing, ","));
+  return out;
+}
+
+std::vector<std::unique_ptr<RunDatabase>> open_databases(const MetricsArguments& args) {
+  std::vector<std::unique_ptr<RunDatabase>> open;
+  for (const auto& path : args.databases) open.push_back(std::make_unique<RunDatabase>(path));
+  return open;
+}
 
 // The run's metrics now, in both formats; reads every database afresh (the collector goes on
 // writing them).
 Exposed compute(const MetricsArguments& args) {
   const auto began = std::chrono::steady_clock::now();
-  std::vector<std::unique_ptr<RunDatabase>> open;
+  const std::vector<std::unique_ptr<RunDatabase>> open = open_databases(args);
   std::vector<const RunDatabase*> databases;
-  for (const auto& path : args.databases)
-    databases.push_back(open.emplace_back(std::make_unique<RunDatabase>(path)).get());
+  for (const auto& db : open) databases.push_back(db.get());
   check_one_launch(databases);
   const Report report = read_report(databases, step_name(args.step), 0);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   return {render_metrics(report, MetricsFormat::Prometheus, took),
-          render_metrics(report, MetricsFormat::OpenMetrics, took)};
+          render_metrics(report, MetricsFormat::OpenMetrics, took), hangs_signature(report.hangs)};
+}
+
+// The hangs stored now: a small read, made every second between two readings, so that a hang
+// shows within a second or two of its detection whatever the interval. Empty when a database
+// cannot be read (the next reading says why).
+std::optional<std::string> hangs_now(const MetricsArguments& args) {
+  try {
+    std::vector<HangRow> hangs;
+    for (const auto& db : open_databases(args))
+      for (HangRow& h : read_hangs(*db)) hangs.push_back(std::move(h));
+    return hangs_signature(hangs);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
 }
 
 std::atomic<bool> g_stop{false};
@@ -85,9 +116,10 @@ int serve(MetricsArguments args, const CLI::App& command) {
   targets_from_environment(args);
   const MetricsFormat format = args.format == "openmetrics" ? MetricsFormat::OpenMetrics : MetricsFormat::Prometheus;
   auto write_textfile = [&](const Exposed& e) {
-    write_output(args.textfile, "metrics", [&](std::ostream& out) {
-      out << (format == MetricsFormat::OpenMetrics ? e.open_metrics : e.prometheus);
-    });
+    write_output(
+        args.textfile, "metrics",
+        [&](std::ostream& out) { out << (format == MetricsFormat::OpenMetrics ? e.open_metrics : e.prometheus); },
+        "--textfile (or TRAINSHIM_METRICS=textfile:PATH)");
   };
 
   if (args.once || (args.listen.empty() && args.textfile.empty())) {
@@ -100,7 +132,7 @@ int serve(MetricsArguments args, const CLI::App& command) {
   // The endpoint hands out the latest exposition; computing the next one never holds it up. Until
   // the databases could be read once it is empty.
   std::mutex latest_mutex;
-  auto latest = std::make_shared<const Exposed>(Exposed{"", "# EOF\n"});
+  auto latest = std::make_shared<const Exposed>(Exposed{"", "# EOF\n", ""});
   // A database that cannot be read is tried again next interval; a textfile that cannot be
   // written the first time is the user's mistake (exit 2), later a passing one (a full disk).
   auto refresh = [&](bool first) {
@@ -154,12 +186,24 @@ int serve(MetricsArguments args, const CLI::App& command) {
   const auto interval =
       std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(args.interval_s));
   auto next = std::chrono::steady_clock::now() + interval;
+  auto next_hang_check = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   while (!g_stop) {
-    if (std::chrono::steady_clock::now() < next) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= next_hang_check) {
+      next_hang_check = now + std::chrono::seconds(1);
+      const std::optional<std::string> hangs = hangs_now(args);
+      std::string shown;
+      {
+        std::lock_guard lock(latest_mutex);
+        shown = latest->hangs;
+      }
+      if (hangs && *hangs != shown) next = now;
+    }
+    if (now < next) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       continue;
     }
-    next += interval;
+    next = now + interval;
     refresh(false);
   }
   if (listener.joinable()) {

@@ -31,7 +31,8 @@ class OutputFile : public std::streambuf {
   // A file of its own beside `output`, renamed over it once complete: a reader never sees half a
   // file. The name is new (O_EXCL) and never a link another user planted in a shared directory
   // (O_NOFOLLOW): a <output>.partial.<random> created here, by this process.
-  static std::unique_ptr<OutputFile> beside(const std::string& output, const std::string& what) {
+  static std::unique_ptr<OutputFile> beside(const std::string& output, const std::string& what,
+                                            const std::string& flag) {
     std::random_device random;
     std::string path;
     int fd = -1;
@@ -41,17 +42,17 @@ class OutputFile : public std::streambuf {
       if (fd < 0 && errno != EEXIST) break;
     }
     if (fd < 0)
-      throw UsageError(fmt::format("{}: cannot create the {} ({}): pass a writable path with -o", output, what,
-                                   std::strerror(errno)));
+      throw UsageError(fmt::format("{}: cannot create the {} ({}): pass a writable path with {}", output, what,
+                                   std::strerror(errno), flag));
     return std::unique_ptr<OutputFile>(new OutputFile(path, fd));
   }
   // `output` itself, which exists and is no regular file (a FIFO, /dev/stdout): there is nothing
   // to rename, and a rename would replace the FIFO or the device with a file.
-  static std::unique_ptr<OutputFile> in_place(const std::string& output) {
+  static std::unique_ptr<OutputFile> in_place(const std::string& output, const std::string& flag) {
     const int fd = open(output.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0)
-      throw UsageError(
-          fmt::format("{}: cannot open the output ({}): pass a writable path with -o", output, std::strerror(errno)));
+      throw UsageError(fmt::format("{}: cannot open the output ({}): pass a writable path with {}", output,
+                                   std::strerror(errno), flag));
     return std::unique_ptr<OutputFile>(new OutputFile(output, fd));
   }
 
@@ -102,7 +103,8 @@ class OutputFile : public std::streambuf {
 
 }  // namespace
 
-void write_output(const std::string& output, const std::string& what, const std::function<void(std::ostream&)>& write) {
+void write_output(const std::string& output, const std::string& what, const std::function<void(std::ostream&)>& write,
+                  const std::string& flag) {
   if (output == "-") {
     write(std::cout);
     std::cout.flush();
@@ -110,15 +112,15 @@ void write_output(const std::string& output, const std::string& what, const std:
   }
   struct stat existing;
   if (stat(output.c_str(), &existing) == 0 && !S_ISREG(existing.st_mode)) {
-    const std::unique_ptr<OutputFile> device = OutputFile::in_place(output);
+    const std::unique_ptr<OutputFile> device = OutputFile::in_place(output, flag);
     std::ostream file(device.get());
     write(file);
     file.flush();
     if (!file || !device->close())
-      throw std::runtime_error(fmt::format("{}: cannot write the {}: pass another path with -o", output, what));
+      throw std::runtime_error(fmt::format("{}: cannot write the {}: pass another path with {}", output, what, flag));
     return;
   }
-  const std::unique_ptr<OutputFile> partial = OutputFile::beside(output, what);
+  const std::unique_ptr<OutputFile> partial = OutputFile::beside(output, what, flag);
   std::ostream file(partial.get());
   try {
     write(file);
@@ -126,12 +128,12 @@ void write_output(const std::string& output, const std::string& what, const std:
     // Not the user's mistake: the disk filled up (exit code 1).
     if (!file || !partial->close())
       throw std::runtime_error(
-          fmt::format("{}: cannot write the {}: pass a path with free space with -o", partial->path(), what));
+          fmt::format("{}: cannot write the {}: pass a path with free space with {}", partial->path(), what, flag));
     std::error_code ec;
     std::filesystem::rename(partial->path(), output, ec);
     if (ec)
-      throw UsageError(fmt::format("cannot rename {} to {} ({}): pass a writable path with -o", partial->path(), output,
-                                   ec.message()));
+      throw UsageError(fmt::format("cannot rename {} to {} ({}): pass a writable path with {}", partial->path(), output,
+                                   ec.message(), flag));
   } catch (...) {
     partial->close();
     std::remove(partial->path().c_str());
