@@ -64,7 +64,16 @@ void make_hermetic(SideRecord& r) {
   }
 }
 
+std::string g_database_directory;  // the database's file, kept out of the working directory
 std::unique_ptr<Database> g_database;
+
+// The database and SQLite's side files, gone before the next one is made and at exit.
+void remove_database() {
+  g_database.reset();
+  std::error_code ignored;
+  for (const auto& entry : std::filesystem::directory_iterator(g_database_directory, ignored))
+    std::filesystem::remove(entry.path(), ignored);
+}
 
 }  // namespace
 
@@ -74,14 +83,24 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   std::string pattern = (std::filesystem::temp_directory_path() / "trainshim-fuzz-XXXXXX").string();
   if (!mkdtemp(pattern.data())) abort();
   g_empty_directory = pattern;
-  std::atexit([] { rmdir(g_empty_directory.c_str()); });
+  std::string database_pattern = (std::filesystem::temp_directory_path() / "trainshim-fuzz-db-XXXXXX").string();
+  if (!mkdtemp(database_pattern.data())) abort();
+  g_database_directory = database_pattern;
+  std::atexit([] {
+    rmdir(g_empty_directory.c_str());
+    remove_database();
+    rmdir(g_database_directory.c_str());
+  });
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // A fresh database now and then, so that rows from earlier inputs do not pile up.
   static unsigned inputs = 0;
-  if (!g_database || ++inputs % 256 == 0) g_database = std::make_unique<Database>(":memory:", "fuzz");
+  if (!g_database || ++inputs % 256 == 0) {
+    remove_database();
+    g_database = std::make_unique<Database>(g_database_directory + "/fuzz.db", "fuzz");
+  }
   // No exception is caught: the collector drains side records outside any handler, so one that
   // escapes ProcessStacks stops the whole job's collection.
   const int64_t process = g_database->add_process("fuzz", SegmentHeader{});
