@@ -46,6 +46,7 @@ int64_t rank_waited(const Report& report, int rank) {
 struct StepShares {
   double hidden_sync_bubbles = 0;
   double waiting_for_ranks = 0;
+  std::string largest_bubble;  // the site_location of the hidden sync with the largest bubble
 };
 
 std::optional<StepShares> step_shares(const ProcessReport& p, const Policy& policy) {
@@ -54,8 +55,12 @@ std::optional<StepShares> step_shares(const ProcessReport& p, const Policy& poli
   for (const SyncSite& s : p.sync_sites.hidden)
     if (!allowed(s, policy)) hidden.insert(site_location(s));
   StepShares out;
+  double largest = 0;
   for (const StepShare& part : p.step_breakdown->parts) {
-    if (part.part == StepPart::Sync && hidden.count(part.site)) out.hidden_sync_bubbles += part.share;
+    if (part.part == StepPart::Sync && hidden.count(part.site)) {
+      out.hidden_sync_bubbles += part.share;
+      if (part.share > largest) largest = part.share, out.largest_bubble = part.site;
+    }
     if (part.part == StepPart::WaitingForStraggler || part.part == StepPart::WaitingForPeers)
       out.waiting_for_ranks += part.share;
   }
@@ -185,12 +190,19 @@ AuditResult audit(const Report& report, const Policy& policy, const nlohmann::js
            fmt::format("{}: {:.1f} hidden syncs {}, limit {} (largest: {})", rank_words(p.rank, p.pid),
                        per_step_else_per_run(calls, rs), unit(rs), policy.hidden_syncs_per_step, top)});
     const std::optional<StepShares> shares = step_shares(p, policy);
-    if (shares && shares->hidden_sync_bubbles > policy.blocked_share)
-      blocked.violations.push_back(
-          {blocked.rule, p.rank, top,
-           fmt::format("{}: the GPU idle after hidden syncs {:.1f} % of the step, limit "
-                       "{:.1f} % (largest: {})",
-                       rank_words(p.rank, p.pid), 100 * shares->hidden_sync_bubbles, 100 * policy.blocked_share, top)});
+    if (shares && shares->hidden_sync_bubbles > policy.blocked_share) {
+      std::string largest = top;
+      for (const SyncSite& s : rs.hidden)
+        if (!allowed(s, policy) && site_location(s) == shares->largest_bubble) {
+          largest = fmt::format("{} at {}", s.classification.operation, where(s));
+          break;
+        }
+      blocked.violations.push_back({blocked.rule, p.rank, largest,
+                                    fmt::format("{}: the GPU idle after hidden syncs {:.1f} % of the step, limit "
+                                                "{:.1f} % (largest: {})",
+                                                rank_words(p.rank, p.pid), 100 * shares->hidden_sync_bubbles,
+                                                100 * policy.blocked_share, largest)});
+    }
     if (!shares && rs.span_ns > 0 && blocked_ns / double(rs.span_ns) > policy.blocked_share)
       blocked.violations.push_back({blocked.rule, p.rank, top,
                                     fmt::format("{}: blocked in hidden syncs {:.1f} % of the run, limit {:.1f} % "
