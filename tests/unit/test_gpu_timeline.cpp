@@ -536,25 +536,30 @@ TEST_F(GpuTimelineTest, AStallInsideTheRecordedWindowIsIdleTimeNotTimeOffTheTime
   EXPECT_EQ(inferred["gaps_above_threshold"], 0);
 }
 
+// 12 steps of 100 ms (an all-reduce, then 85 ms of compute) under a duty-cycled timeline: recorded
+// only inside its windows, steps 0-2 and 7-11; off inside step 3, on again inside step 6 (its
+// kernels ran before the window, unrecorded).
+void write_duty_cycled_rank(TimelineRun& run) {
+  run.timeline_edge(kStart - kMs, true);
+  for (int k = 0; k < 12; ++k) {
+    const int64_t t = kStart + k * 100 * kMs;
+    run.all_reduce(t, uint32_t(k + 1));
+    if (k >= 3 && k < 7) continue;
+    run.kernel(t, t + 5 * kMs, TimelineRun::kNccl);
+    run.kernel(t + 5 * kMs, t + 90 * kMs);
+  }
+  run.timeline_edge(kStart + 350 * kMs, false);
+  run.timeline_edge(kStart + 650 * kMs, true);
+  run.finish("on");
+}
+
 // A window is the span from an on edge to the next off edge; a window after the first starts at its
 // first activity (work launched before it may have run unrecorded); one still open at the end ends
 // with its activity.
 TEST_F(GpuTimelineTest, TheDutyCyclesWindowsBoundTheCoveredSteps) {
   {
     TimelineRun run(path_, 3);
-    run.timeline_edge(kStart - kMs, true);
-    for (int k = 0; k < 12; ++k) {
-      const int64_t t = kStart + k * 100 * kMs;
-      run.all_reduce(t, uint32_t(k + 1));
-      // Recorded only inside the windows: steps 0-2 and 7-11.
-      if (k >= 3 && k < 7) continue;
-      run.kernel(t, t + 5 * kMs, TimelineRun::kNccl);
-      run.kernel(t + 5 * kMs, t + 90 * kMs);
-    }
-    // Off inside step 3, on again inside step 6: its kernels ran before the window, unrecorded.
-    run.timeline_edge(kStart + 350 * kMs, false);
-    run.timeline_edge(kStart + 650 * kMs, true);
-    run.finish("on");
+    write_duty_cycled_rank(run);
   }
   const Json gpu = gpu_of_database();
   // Steps 0-2 in the first window; 7-10 in the second, which starts at step 7's first kernel and
@@ -569,17 +574,7 @@ TEST_F(GpuTimelineTest, TheDutyCyclesWindowsBoundTheCoveredSteps) {
 TEST_F(GpuTimelineTest, KinetoTraceOfADutyCycledRunLeavesOutTheTimeNotRecorded) {
   {
     TimelineRun run(path_, 3);
-    run.timeline_edge(kStart - kMs, true);
-    for (int k = 0; k < 12; ++k) {
-      const int64_t t = kStart + k * 100 * kMs;
-      run.all_reduce(t, uint32_t(k + 1));
-      if (k >= 3 && k < 7) continue;
-      run.kernel(t, t + 5 * kMs, TimelineRun::kNccl);
-      run.kernel(t + 5 * kMs, t + 90 * kMs);
-    }
-    run.timeline_edge(kStart + 350 * kMs, false);
-    run.timeline_edge(kStart + 650 * kMs, true);
-    run.finish("on");
+    write_duty_cycled_rank(run);
   }
   RunDatabase db(path_);
   std::vector<Json> traces;
