@@ -42,6 +42,7 @@ TEST(NcclModes, NonBlockingCommunicatorAndItsSplitChildAreNumbered) {
   EXPECT_EQ(waits.at("incomplete"), 0);
   EXPECT_EQ(waits.at("inconsistent"), 0);
   EXPECT_EQ(waits.at("untimed").at("in_group_in_progress"), 0);
+  EXPECT_EQ(waits.at("launched_on_nccl_thread"), 4 * 60);
   EXPECT_EQ(query_int(s.db(), "SELECT count(*) " + kCollectives + " AND (e.flags & 32) <> 0 AND e.result = 7"), 4 * 60);
   EXPECT_EQ(query_int(s.db(), "SELECT count(*) " + kTimings + " AND (e.flags & 32) <> 0"), 4 * 60);
   for (int rank = 0; rank < 4; ++rank) {

@@ -1,5 +1,13 @@
 """R2: real torchrun, ProcessGroupNCCL and DDP, fed by DataLoader(pin_memory=True, num_workers=2):
-pinned uploads are no finding, the per-step loss.item() is, and every rank's all-reduces match."""
+pinned uploads are no finding, the per-step loss.item() is, and every rank's all-reduces match.
+
+R2_INIT picks how the process group makes its NCCL communicator (ProcessGroupNCCL::getNCCLComm):
+  lazy         init_process_group("nccl") as most jobs call it: no device_id, so the communicator
+               is made by the first collective (DDP's constructor's), on the current device;
+  eager        device_id given: made inside init_process_group (eager_connect_single_device);
+  nonblocking  eager, with TORCH_NCCL_USE_COMM_NONBLOCKING=1 set by the scenario: the communicator
+               is made by ncclCommInitRankConfig(blocking=0) and every NCCL call may answer
+               ncclInProgress, which ProcessGroupNCCL polls with ncclCommGetAsyncError."""
 import os
 
 import torch
@@ -8,6 +16,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 
 STEPS = int(os.environ.get("R2_STEPS", "10"))
+INIT = os.environ.get("R2_INIT", "lazy")
 
 
 class Scale(torch.nn.Module):
@@ -25,7 +34,10 @@ class Scale(torch.nn.Module):
 def main():
     local_rank = int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(local_rank)
-    dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
+    if INIT == "lazy":
+        dist.init_process_group("nccl")
+    else:
+        dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
     # DDP's constructor checks the parameters' shapes across ranks and reads the result on the host.
     model = DistributedDataParallel(Scale(1 << 16).cuda(), device_ids=[local_rank])  # PLANT ddp
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)

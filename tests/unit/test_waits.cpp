@@ -80,6 +80,7 @@ TEST_F(WaitsTest, PointToPointCapturedAndInProgressAreReportedApart) {
   EXPECT_EQ(w.p2p.unmatched, 1);
   EXPECT_EQ(w.p2p.timed, 1);
   EXPECT_EQ(w.p2p.gpu_ns, 7'000'000);
+  EXPECT_EQ(w.launched_in_progress, 4);
   EXPECT_EQ(w.untimed_in_group_in_progress, 4);
   ASSERT_EQ(w.captured.size(), 1u);
   EXPECT_EQ(w.captured[0].communicator, kGraphed);
@@ -90,6 +91,7 @@ TEST_F(WaitsTest, PointToPointCapturedAndInProgressAreReportedApart) {
   EXPECT_EQ(json.at("matched"), 1);
   EXPECT_EQ(json.at("inconsistent"), 0);
   EXPECT_EQ(json.at("untimed").at("in_group_in_progress"), 4);
+  EXPECT_EQ(json.at("launched_on_nccl_thread"), 4);
   EXPECT_EQ(json.at("untimed").at("capturing"), 0) << "the header's counter, not the records'";
   ASSERT_EQ(json.at("captured").size(), 1u);
   EXPECT_EQ(json.at("captured")[0].at("communicator"), "00000000000000c0");

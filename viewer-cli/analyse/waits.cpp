@@ -192,8 +192,10 @@ WaitReport load_waits(std::vector<ProcessCollectives>& processes) {
     out.untimed += read_untimed_collectives(*p.db, p.process_id);
     // Operations launched on NCCL's thread: calls outside a group and operations of groups whose
     // end returned ncclInProgress, less those timed once the program waited for the launch.
-    out.untimed_in_group_in_progress += read_operations_in_groups_in_progress(*p.db, p.process_id, kGroupInProgress);
-    out.untimed_in_group_in_progress += c.launched_in_progress - c.timed_in_progress;
+    const int64_t launched =
+        read_operations_in_groups_in_progress(*p.db, p.process_id, kGroupInProgress) + c.launched_in_progress;
+    out.launched_in_progress += launched;
+    out.untimed_in_group_in_progress += launched - c.timed_in_progress;
     for (const auto& [communicator, n] : c.captured) {
       CapturedCollectives& cc = captured[communicator];
       cc.communicator = communicator;

@@ -111,8 +111,10 @@ struct WaitReport {
   // What the straggler's main thread was doing in its late windows, from its samples.
   std::optional<StragglerDoing> straggler_doing;
   UntimedCollectives untimed;  // the processes' counters
-  // Operations launched on NCCL's thread (ncclInProgress) that got no timing: the program did not
-  // wait for the launch with ncclCommGetAsyncError before going on.
+  // Operations launched on NCCL's thread (ncclInProgress: a non-blocking communicator's calls and
+  // groups), and those of them that got no timing: the program did not wait for the launch with
+  // ncclCommGetAsyncError before going on.
+  int64_t launched_in_progress = 0;
   int64_t untimed_in_group_in_progress = 0;
   std::vector<CapturedCollectives> captured;  // by communicator
   PointToPoint p2p;

@@ -284,6 +284,7 @@ nlohmann::ordered_json render_json(const Report& report) {
                                {"inconsistent", a.inconsistent},
                                {"duplicates", a.duplicates},
                                {"untimed", untimed_json(w)},
+                               {"launched_on_nccl_thread", w.launched_in_progress},
                                {"captured", captured},
                                {"p2p",
                                 {{"sends", w.p2p.sends},
