@@ -405,6 +405,40 @@ TEST(ClassifierWheelStacks, PrintingACudaTensorIsOneOperation) {
   EXPECT_EQ(c.kind, SyncKind::Hidden);
 }
 
+// torch.cuda.graph.__enter__ synchronises the device and empties the allocator's cache before each
+// capture: both waits are the capture's, one site at the `with` line, not a synchronize() the user
+// asked for nor an empty_cache() the user called.
+TEST(ClassifierWheelStacks, GraphCaptureSyncsAreTheCapturesWhateverTorchCallsInside) {
+  constexpr const char* kGraphs = "/venv/lib/python3.12/site-packages/torch/cuda/graphs.py";
+  constexpr const char* kCuda = "/venv/lib/python3.12/site-packages/torch/cuda/__init__.py";
+  constexpr const char* kMemory = "/venv/lib/python3.12/site-packages/torch/cuda/memory.py";
+  SyncShape synchronize = wheel("cudaDeviceSynchronize", {{kC10Cuda, "c10::cuda::device_synchronize()"}});
+  synchronize.python.insert(synchronize.python.begin(),
+                            {{kCuda, "synchronize", "", 1080}, {kGraphs, "__enter__", "", 230}});
+  SyncShape empty_cache =
+      wheel("cudaFree", {{kC10Cuda, "c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::emptyCache()"}});
+  empty_cache.api_class = ApiClass::Free;
+  empty_cache.python.insert(empty_cache.python.begin(),
+                            {{kMemory, "empty_cache", "", 224}, {kGraphs, "__enter__", "", 236}});
+  for (const SyncShape& shape : {synchronize, empty_cache}) {
+    SCOPED_TRACE(shape.api);
+    const Classification c = classify(shape);
+    EXPECT_EQ(c.rule, "graph_capture");
+    EXPECT_EQ(c.key, "graph_capture");
+    EXPECT_EQ(c.operation, "CUDA graph capture (torch.cuda.graph)");
+    EXPECT_EQ(c.kind, SyncKind::Hidden);
+  }
+  // The same synchronize() called by the user's own line is the user's.
+  SyncShape asked = wheel("cudaDeviceSynchronize", {{kC10Cuda, "c10::cuda::device_synchronize()"}});
+  asked.python.insert(asked.python.begin(), {kCuda, "synchronize", "", 1080});
+  EXPECT_EQ(classify(asked).rule, "torch.cuda.synchronize");
+  // make_graphed_callables runs the user's module in its warm-up: an item() there is the user's
+  // line inside it, not the capture's.
+  SyncShape warm_up = truth_test();
+  warm_up.python.push_back({kGraphs, "make_graphed_callables", "", 420});
+  EXPECT_EQ(classify(warm_up).rule, "bool");
+}
+
 // CUDAEvent::synchronize and (up to 2.6) CUDAStream::synchronize are inline: only the binding is
 // left (R5); WorkNCCL::synchronize waits for a barrier (R6). All asked for by the code.
 TEST(ClassifierWheelStacks, EventStreamAndBarrierWaitsAreExplicit) {

@@ -245,13 +245,25 @@ bool called_directly(const SyncShape& shape) {
          contains(module, "_cffi");
 }
 
-// torch/_tensor_str.py formats a CUDA tensor with masked_select, then one truth test and one
-// item() per element (_Formatter.__init__): one print is many syncs under one user line.
-bool inside_tensor_printing(const SyncShape& shape) {
-  for (const auto& frame : shape.python)
-    if (frame.file.ends_with("torch/_tensor_str.py")) return true;
+// The library call the user's line made went through `file` (a path's tail): one of the library
+// frames inside the innermost user frame is there.
+bool called_through(const SyncShape& shape, std::string_view file) {
+  for (const auto& frame : shape.python) {
+    if (!is_library_python_frame(frame.file, frame.function)) return false;
+    if (frame.file.ends_with(file)) return true;
+  }
   return false;
 }
+
+// torch/_tensor_str.py formats a CUDA tensor with masked_select, then one truth test and one
+// item() per element (_Formatter.__init__): one print is many syncs under one user line.
+bool inside_tensor_printing(const SyncShape& shape) { return called_through(shape, "torch/_tensor_str.py"); }
+
+// torch/cuda/graphs.py: graph.__enter__ runs torch.cuda.synchronize(), torch.cuda.empty_cache()
+// and torch._C._host_emptyCache() before each capture_begin, and make_graphed_callables
+// synchronises before its warm-up: syncs the user asked for only by capturing a graph, one site
+// at the line that captures.
+bool inside_graph_capture(const SyncShape& shape) { return called_through(shape, "torch/cuda/graphs.py"); }
 
 }  // namespace
 
@@ -310,6 +322,15 @@ Classification classify(const SyncShape& shape) {
             "",
             "print",
             "print"};
+  if (inside_graph_capture(shape))
+    return {"CUDA graph capture (torch.cuda.graph)",
+            SyncKind::Hidden,
+            "torch.cuda.graph synchronises the device and empties the caching allocator before each capture",
+            "capture the graph once, before the loop, and replay() it each step: every capture waits for the "
+            "whole device",
+            "",
+            "graph_capture",
+            "graph_capture"};
   // The outermost framework frame names what the user called: `if t:` runs is_nonzero, which
   // calls item(); masked_select runs nonzero(); unique() reads its size with item().
   for (auto frame = shape.native.rbegin(); frame != shape.native.rend(); ++frame) {
