@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """op_sequences.py record OUT.json | check EXPECTED.json  [--build DIR] [--python PY]
 
-The CUDA calls trainshim records for each operation of r01_ops.py (every op of a training step,
-each at a line marked # PLANT), in the order the op makes them: runs r01_ops.py under
-`trainshim run` with the Python that imports torch, then reads the run database. Per plant, each
+The CUDA calls trainshim records for each operation of r01_ops.py (the syncs and copies a user
+writes) and train_ops.py (pinning, a pinning DataLoader, nn.Linear, SGD and AdamW steps, an
+all-reduce), each at a line marked # PLANT, in the order the op makes them: runs each script
+under `trainshim run` with the Python that imports torch, then reads the run database. Per plant, each
 distinct recorded call (API, copy direction, host memory) that carries the op's line in its Python
 stack, ordered by its first call, with its calls per op (the plant runs STEPS times). Calls that
 carry no stack (a pinned copy that waits for nothing) are not attributed to a line: an op made only
@@ -25,27 +26,29 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-SCRIPT = os.path.join(HERE, "r01_ops.py")
+SCRIPTS = ("r01_ops.py", "train_ops.py")
 PLANT = re.compile(r"#\s*PLANT\s+(\w+)")
 STEPS = re.compile(r"^STEPS\s*=\s*(\d+)", re.M)
 
 
-def plants_and_steps():
-    with open(SCRIPT, encoding="utf-8") as f:
+def plants_and_steps(script):
+    with open(script, encoding="utf-8") as f:
         text = f.read()
     lines = {number: m.group(1) for number, line in enumerate(text.splitlines(), 1) if (m := PLANT.search(line))}
     return lines, int(STEPS.search(text).group(1))
 
 
-def record(build, python):
-    lines, steps = plants_and_steps()
+def record_script(build, python, script):
+    """The sequences of one script's plants."""
+    lines, steps = plants_and_steps(script)
     with tempfile.TemporaryDirectory(prefix="trainshim-ops-") as scratch:
         db = os.path.join(scratch, "ops.db")
-        run = subprocess.run([os.path.join(build, "bin", "trainshim"), "run", "--out", db, "--", python, SCRIPT],
+        run = subprocess.run([os.path.join(build, "bin", "trainshim"), "run", "--out", db, "--", python, script],
                              capture_output=True, text=True, check=False, cwd=scratch,
                              env=dict(os.environ, TRAINSHIM_JOB=f"op_sequences_{os.getpid()}"))
         if run.returncode != 0:
-            sys.exit(f"op_sequences: r01_ops.py under trainshim exited {run.returncode}: {run.stderr[-500:]}")
+            sys.exit(f"op_sequences: {os.path.basename(script)} under trainshim exited {run.returncode}: "
+                     f"{run.stderr[-500:]}")
         con = sqlite3.connect(db)
         rows = con.execute(
             "SELECT a.name, d.name, m.name, c.count, f.line, c.first_begin_ns FROM calls c "
@@ -55,7 +58,7 @@ def record(build, python):
             "WHERE c.python_stack != 0 AND a.class IN ('copy', 'sync', 'free', 'poll', 'pinned_alloc', "
             "'pinned_register', 'pinned_free', 'collective') AND (f.file = ? OR f.file LIKE ?) "
             "ORDER BY c.first_begin_ns",
-            (SCRIPT, "%/" + os.path.basename(SCRIPT))).fetchall()
+            (script, "%/" + os.path.basename(script))).fetchall()
         con.close()
     sequences = {name: [] for name in sorted(lines.values())}
     for api, direction, memory, count, line, _ in rows:
@@ -71,10 +74,17 @@ def record(build, python):
             same["per_op"] = round(same["per_op"] + entry["per_op"], 2)
         else:
             sequence.append(entry)
+    return sequences
+
+
+def record(build, python):
+    scripts = {}
+    for name in SCRIPTS:
+        script = os.path.join(HERE, name)
+        scripts[name] = {"steps": plants_and_steps(script)[1], "sequences": record_script(build, python, script)}
     version = subprocess.run([python, "-c", "import torch; print(torch.__version__)"], capture_output=True,
                              text=True, check=False).stdout.strip()
-    return {"format": "trainshim-op-sequences/1", "script": os.path.basename(SCRIPT), "steps": steps,
-            "torch": version, "sequences": sequences}
+    return {"format": "trainshim-op-sequences/2", "torch": version, "scripts": scripts}
 
 
 def describe(sequence):
@@ -96,13 +106,17 @@ def main():
         return 0
     with open(args.file, encoding="utf-8") as f:
         expected = json.load(f)
-    differing = 0
-    for plant in sorted(set(expected["sequences"]) | set(got["sequences"])):
-        want, have = expected["sequences"].get(plant), got["sequences"].get(plant)
-        if want != have:
-            differing += 1
-            print(f"{plant}: expected {describe(want or [])}; got {describe(have or [])}")
-    print(f"op sequences: {len(got['sequences']) - differing} of {len(got['sequences'])} as expected "
+    differing = total = 0
+    for name in sorted(set(expected["scripts"]) | set(got["scripts"])):
+        want_script = expected["scripts"].get(name, {}).get("sequences", {})
+        have_script = got["scripts"].get(name, {}).get("sequences", {})
+        for plant in sorted(set(want_script) | set(have_script)):
+            total += 1
+            want, have = want_script.get(plant), have_script.get(plant)
+            if want != have:
+                differing += 1
+                print(f"{name} {plant}: expected {describe(want or [])}; got {describe(have or [])}")
+    print(f"op sequences: {total - differing} of {total} as expected "
           f"(torch {got['torch']}, expected from torch {expected.get('torch')})")
     return 1 if differing else 0
 
