@@ -1,5 +1,6 @@
 """scripts/check-scenario on hand-made reports: a report with the expected verdicts passes, and
 each false or missing finding the scenarios plant against fails with its line named."""
+import argparse
 import contextlib
 import copy
 import importlib.machinery
@@ -155,11 +156,16 @@ class CheckScenario(unittest.TestCase):
 
     def test_job_output_with_and_without_trainshim(self):
         module = load_script(RUN)
-        ranks = "rank 0: 20 steps done\nrank 1: 20 steps done\n"
-        self.assertTrue(module.same_output(ranks, "rank 1: 20 steps done\nrank 0: 20 steps done\n"))
-        self.assertTrue(module.same_output(ranks, "rank 0: 20 steps donerank 1: 20 steps done\n\n"))
-        self.assertFalse(module.same_output(ranks, "rank 0: 20 steps done\n"))
-        self.assertFalse(module.same_output(ranks, "rank 0: 20 steps done\nrank 1: 19 steps done\n"))
+        ranks = "[default0]:rank 0: 20 steps done\n[default1]:rank 1: 20 steps done\n"
+        self.assertTrue(module.same_output(ranks, "[default1]:rank 1: 20 steps done\n[default0]:rank 0: 20 steps done\n"))
+        # The launcher's --tee 3 keeps each rank's lines whole: lines run together are a difference.
+        self.assertFalse(module.same_output(ranks, "[default0]:rank 0: 20 steps done[default1]:rank 1: 20 steps done\n\n"))
+        self.assertFalse(module.same_output(ranks, "[default0]:rank 1: 20 steps done\n[default1]:rank 0: 20 steps done\n"))
+        self.assertFalse(module.same_output(ranks, "[default0]:rank 0: 20 steps done\n"))
+        self.assertFalse(module.same_output(ranks, "[default0]:rank 0: 20 steps done\n[default1]:rank 1: 19 steps done\n"))
+        command = module.command_of({"script": "job.py", "ranks": 2}, argparse.Namespace(
+            expected="/x/expected.json", python="python3", launcher="torchrun"))
+        self.assertEqual(command[command.index("--tee") + 1], "3")
 
     def test_gpu_timeline_state(self):
         report = copy.deepcopy(GOOD_S2)
