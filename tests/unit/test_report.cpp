@@ -328,6 +328,28 @@ TEST_F(ReportTest, TheVerdictShowsTheTopCauses) {
       << "the report opens with the verdict";
 }
 
+// A cause that costs the job's step nothing: on several ranks another rank sets the step; on one
+// there is no other rank to blame.
+TEST(ReportVerdict, ACauseThatCostsNothingSaysWhyForOneRankAndForMany) {
+  RootCause item;
+  item.kind = CauseKind::HiddenSync;
+  item.title = "Tensor.item() at train.py:34 in <module>";
+  item.predicted_step_ns = 2'700'000;
+  item.severity = CauseSeverity::Low;
+  Report report;
+  report.processes.resize(1);
+  report.diagnosis = {2'700'000, -1, {item}};
+  const std::string one = render_text(report, {.summary = true});
+  EXPECT_NE(one.find("     fixed, the step would not shorten: it cost the steps measured no time\n"), std::string::npos)
+      << one;
+  EXPECT_EQ(one.find("other ranks"), std::string::npos) << one;
+  report.processes.resize(2);
+  const std::string two = render_text(report, {.summary = true});
+  EXPECT_NE(two.find("     fixed alone, the job's step would not shorten: other ranks would still take 2.7 ms\n"),
+            std::string::npos)
+      << two;
+}
+
 // `trainshim report A B` of two runs: the same rank in both, jobs of different sizes, or two
 // launches, is refused with what to do instead, unless --merge-runs; databases of two nodes of one
 // job are not. `trainshim metrics A B` too.
