@@ -336,6 +336,8 @@ TEST(ReportVerdict, ACauseThatCostsNothingSaysWhyForOneRankAndForMany) {
   item.title = "Tensor.item() at train.py:34 in <module>";
   item.predicted_step_ns = 2'700'000;
   item.severity = CauseSeverity::Low;
+  item.evidence = {"rank 0: Tensor.item() at train.py:34 in <module> blocks the host 0.1 times per step",
+                   "rank 1: Tensor.item() at train.py:34 in <module> blocks the host 0.1 times per step"};
   Report report;
   report.processes.resize(1);
   report.diagnosis = {2'700'000, -1, {item}};
@@ -343,6 +345,9 @@ TEST(ReportVerdict, ACauseThatCostsNothingSaysWhyForOneRankAndForMany) {
   EXPECT_NE(one.find("     fixed, the step would not shorten: it cost the steps measured no time\n"), std::string::npos)
       << one;
   EXPECT_EQ(one.find("other ranks"), std::string::npos) << one;
+  // The evidence under the cause does not repeat its title.
+  EXPECT_NE(one.find("     - rank 0: blocks the host 0.1 times per step (1 more in Findings)\n"), std::string::npos)
+      << one;
   report.processes.resize(2);
   const std::string two = render_text(report, {.summary = true});
   EXPECT_NE(two.find("     fixed alone, the job's step would not shorten: other ranks would still take 2.7 ms\n"),

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "diagnose/findings.hpp"
 #include "diagnose/report_model.hpp"
 #include "diagnose/root_causes.hpp"
 
@@ -130,6 +131,26 @@ TEST(RootCauses, TheStragglersInputIsOneCauseCostedOnEveryRanksStep) {
   EXPECT_EQ(input.evidence, (std::vector<std::string>{"rank 1 arrives last", "rank 1: GPU idle for input",
                                                       "rank 1: main thread waits for the DataLoader"}));
   EXPECT_EQ(input.advice, "advice for rank 1: GPU idle for input");
+}
+
+// The pinning is said once: under the pageable uploads' cause where there is one, else as the input
+// pipeline's second remedy.
+TEST(RootCauses, PinningIsAdvisedUnderItsOwnCauseNotAgainUnderTheInputPipeline) {
+  Report r = job();
+  const std::string loader = "more DataLoader workers";
+  const std::string both = loader + "; " + std::string(kPinAfterLoadingRemedy);
+  for (Finding& f : r.findings)
+    if (f.kind == FindingKind::DataStarvation) f.advice = both;
+  EXPECT_EQ(cause(diagnose(r), "input_pipeline").advice, loader);
+  // No pageable copy, blocking upload or pinned-memory item: no such cause.
+  std::erase_if(r.findings, [](const Finding& f) {
+    return f.kind == FindingKind::PageableCopy || f.kind == FindingKind::Setup ||
+           f.operation == "Tensor.to('cuda') / .cuda() (blocking upload)";
+  });
+  const Diagnosis without = diagnose(r);
+  ASSERT_TRUE(std::none_of(without.causes.begin(), without.causes.end(),
+                           [](const RootCause& c) { return c.kind == CauseKind::PageableInput; }));
+  EXPECT_EQ(cause(without, "input_pipeline").advice, both);
 }
 
 // The item() of both ranks is one cause; its cost is its bubbles, never the wait before them.

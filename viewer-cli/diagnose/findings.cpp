@@ -90,9 +90,7 @@ void add_starvation_finding(Report& report, const ProcessReport& p) {
   else
     remedies.push_back("persistent_workers=True (workers that restart each epoch stall its first steps) and a deeper "
                        "prefetch_factor to absorb the slow batches");
-  if (g.pageable_input)
-    remedies.push_back("then DataLoader(pin_memory=True) and batch.to(device, non_blocking=True), so that the upload "
-                       "overlaps compute");
+  if (g.pageable_input) remedies.emplace_back(kPinAfterLoadingRemedy);
   f.advice = fmt::format("{}", fmt::join(remedies, "; "));
   report.findings.push_back(std::move(f));
 }

@@ -10,6 +10,7 @@
 #include <set>
 #include <vector>
 
+#include "diagnose/findings.hpp"
 #include "diagnose/present.hpp"
 #include "diagnose/report_model.hpp"
 
@@ -253,6 +254,7 @@ class Diagnoser {
     for (const ProcessReport& p : report_.processes)
       if (straggler < 0 || p.rank != straggler) add_input(p);
     add_pageable_input();
+    leave_pinning_to_its_cause();
     add_hidden_syncs();
     for (std::size_t i = 0; i < report_.findings.size(); ++i)
       if (!used_[i]) add_alone(report_.findings[i]);
@@ -341,6 +343,18 @@ class Diagnoser {
       removed[s] = waits_for_input ? own->ns_per_step(StepPart::Input)
                                    : std::max(lateness, own->ns_per_step(StepPart::LaunchBound));
     add(std::move(cause), evidence, removed);
+  }
+
+  // With the pageable uploads a cause of their own, the input pipelines' advice keeps the loader's
+  // remedy alone: the pinning is said once, under that cause.
+  void leave_pinning_to_its_cause() {
+    const bool pageable = std::any_of(out_.causes.begin(), out_.causes.end(),
+                                      [](const RootCause& c) { return c.kind == CauseKind::PageableInput; });
+    if (!pageable) return;
+    const std::string remedy = "; " + std::string(kPinAfterLoadingRemedy);
+    for (RootCause& c : out_.causes)
+      if (c.kind == CauseKind::InputPipeline || c.kind == CauseKind::Input)
+        if (const auto at = c.advice.find(remedy); at != std::string::npos) c.advice.erase(at, remedy.size());
   }
 
   // A rank that is not the straggler waiting for its input.

@@ -149,6 +149,14 @@ void render_straggler(std::string& out, const Report& report, std::size_t shown)
 // The job's verdict first: its step and the causes that cost it most, each with what fixing it buys;
 // the rest, and every finding, in Findings at the end.
 constexpr std::size_t kEvidenceShown = 1;
+// Evidence under its cause, less the cause's title where it repeats it ("rank 1: Tensor.item() at
+// train.py:79 in main blocks the host ..." under "Tensor.item() at train.py:79 in main"): the
+// verdict must fit a first screen.
+std::string without_title(std::string evidence, const std::string& title) {
+  if (const auto at = evidence.find(title + " "); !title.empty() && at != std::string::npos)
+    evidence.erase(at, title.size() + 1);
+  return evidence;
+}
 void render_diagnosis(std::string& out, const Report& report, const TextOptions& options) {
   const Diagnosis& d = report.diagnosis;
   if (d.causes.empty()) return;
@@ -172,9 +180,9 @@ void render_diagnosis(std::string& out, const Report& report, const TextOptions&
     else if (c.predicted_step_ns > 0)
       out += "     fixed, the step would not shorten: it cost the steps measured no time\n";
     for (std::size_t e = 0; e < c.evidence.size() && e < kEvidenceShown; ++e)
-      out += fmt::format("     - {}{}\n", c.evidence[e],
+      out += fmt::format("     - {}{}\n", without_title(c.evidence[e], c.title),
                          e + 1 == kEvidenceShown && c.evidence.size() > kEvidenceShown
-                             ? fmt::format(" (and {} more in Findings)", c.evidence.size() - kEvidenceShown)
+                             ? fmt::format(" ({} more in Findings)", c.evidence.size() - kEvidenceShown)
                              : std::string());
     if (!c.advice.empty()) out += fmt::format("     -> {}\n", c.advice);
   }
