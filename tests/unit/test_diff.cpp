@@ -9,6 +9,7 @@
 #include "diagnose/diff.hpp"
 #include "diagnose/report_model.hpp"
 #include "render/diff_render.hpp"
+#include "text/text_layout.hpp"
 
 namespace trainshim::cli {
 namespace {
@@ -531,6 +532,30 @@ TEST(DiffRender, TextTableOrderAndSummaryLine) {
   EXPECT_NE(lines[std::size_t(rank1)].find("30.0 ms"), std::string::npos);
   EXPECT_NE(lines[std::size_t(rank1)].find("waits more"), std::string::npos);
   EXPECT_NE(text.find("became the straggler, fewer pageable copies"), std::string::npos);
+}
+
+// The operation column takes the longest name, up to 48 columns; a longer one is cut with "…", so
+// every row's figures stay under their headings.
+TEST(DiffRender, TheSitesTableStaysAlignedWhateverTheOperationsLength) {
+  RunDiff d = diff_reports(run_a(), run_b());
+  ASSERT_GE(d.sites.size(), 3u);
+  d.sites[0].operation = "cudaStreamSynchronize() in an unknown library";
+  d.sites[1].operation = "cudaStreamSynchronize() in libsome_vendor_extension_with_a_long_name.so";
+  const auto lines = lines_of(render_diff_text(d));
+  const auto header = std::find_if(lines.begin(), lines.end(),
+                                   [](const std::string& l) { return l.starts_with("  status        rank"); });
+  ASSERT_NE(header, lines.end());
+  const std::size_t width = display_width(*header);
+  std::size_t rows = 0;
+  for (auto row = header + 1; row != lines.end() && !row->empty(); ++row) {
+    if (row->starts_with("      at ")) continue;
+    EXPECT_EQ(display_width(*row), width) << *row;
+    ++rows;
+  }
+  EXPECT_EQ(rows, d.sites.size());
+  const std::string text = render_diff_text(d);
+  EXPECT_NE(text.find(" cudaStreamSynchronize() in an unknown library "), std::string::npos);
+  EXPECT_NE(text.find(" cudaStreamSynchronize() in… "), std::string::npos) << text;
 }
 
 TEST(DiffRender, SummaryLineWords) {

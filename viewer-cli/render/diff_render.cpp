@@ -2,11 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string_view>
 #include <vector>
 
 #include "diagnose/present.hpp"
 #include "text/format.hpp"
+#include "text/text_layout.hpp"
 
 namespace trainshim::cli {
 
@@ -129,6 +132,8 @@ std::string summary_line(const DiffSummary& s) {
 
 std::string cost_text(int64_t ns) { return ns > 0 ? human_duration(ns) : "-"; }
 
+constexpr std::size_t kOperationWidth = 48;
+
 std::string render_diff_text(const RunDiff& diff) {
   std::string out = fmt::format("trainshim diff: A = job {} ({})\n                B = job {} ({})\n", diff.job_a,
                                 diff.database_a, diff.job_b, diff.database_b);
@@ -142,15 +147,20 @@ std::string render_diff_text(const RunDiff& diff) {
   }
 
   out += "\nSync sites: calls per step (/s: per second, a run without steps), share of step time, blocked per step\n";
+  // The operation column as wide as its longest name, up to kOperationWidth (longer ones cut with "…").
+  std::size_t operation_width = std::string_view("operation").size();
+  for (const SiteDiff& s : diff.sites) operation_width = std::max(operation_width, display_width(s.operation));
+  operation_width = std::min(operation_width, kOperationWidth) + 1;
   if (diff.sites.empty()) out += "  no sync sites in either run\n";
   else
-    out += fmt::format("  {:<14}{:<5}{:<9}{:<30}{:>9}{:>9}{:>9}{:>9}{:>10}{:>10}\n", "status", "rank", "kind",
-                       "operation", "calls A", "B", "share A", "B", "blocked A", "B");
+    out += fmt::format("  {:<14}{:<5}{:<9}{:<{}}{:>9}{:>9}{:>9}{:>9}{:>10}{:>10}\n", "status", "rank", "kind",
+                       "operation", operation_width, "calls A", "B", "share A", "B", "blocked A", "B");
   for (const SiteDiff& s : diff.sites) {
-    out += fmt::format("  {:<14}{:<5}{:<9}{:<30}{:>9}{:>9}{:>9}{:>9}{:>10}{:>10}\n", status_name(s.status),
-                       rank_label(s.rank), s.kind == SyncKind::Hidden ? "hidden" : "explicit", s.operation,
-                       rate_text(s.a, s.unit, s.rate_a), rate_text(s.b, s.unit, s.rate_b), share_text(s.a),
-                       share_text(s.b), blocked_text(s.a, s.unit), blocked_text(s.b, s.unit));
+    out += fmt::format("  {:<14}{:<5}{:<9}{:<{}}{:>9}{:>9}{:>9}{:>9}{:>10}{:>10}\n", status_name(s.status),
+                       rank_label(s.rank), s.kind == SyncKind::Hidden ? "hidden" : "explicit",
+                       cut_to_width(s.operation, kOperationWidth), operation_width, rate_text(s.a, s.unit, s.rate_a),
+                       rate_text(s.b, s.unit, s.rate_b), share_text(s.a), share_text(s.b), blocked_text(s.a, s.unit),
+                       blocked_text(s.b, s.unit));
     out += fmt::format("      at {}\n", location_text(s));
   }
 
