@@ -90,8 +90,17 @@ TEST(Collectives, LateRankWaitsAndStraggler) {
   EXPECT_EQ(of(a, 1).steady_waited_ns, 5 * 30 * kMs + 4 * 60 * kUs);
   EXPECT_EQ(of(a, 3).steady_waited_ns, 5 * 30 * kMs + 3 * 60 * kUs);
   EXPECT_EQ(of(a, 2).steady_waited_ns, 5 * 60 * kUs);
-  for (int32_t r : {0, 1, 3}) EXPECT_EQ(of(a, r).steady_waited_for_straggler_ns, 5 * 30 * kMs);
-  EXPECT_EQ(of(a, 2).steady_waited_for_straggler_ns, 0);
+  // Those waits by the rank each waited for: 150 ms for rank 2, the rest 60 us at a time for the
+  // rank last at the second collective of each step.
+  for (int32_t r : {0, 1, 3}) {
+    const RankWaits& w = of(a, r);
+    EXPECT_EQ(w.steady_waited_for_ns.at(2), 5 * 30 * kMs);
+    EXPECT_FALSE(w.steady_waited_for_ns.contains(r)) << "a rank never waits for itself";
+    int64_t all = 0;
+    for (const auto& [rank, ns] : w.steady_waited_for_ns) all += ns;
+    EXPECT_EQ(all, w.steady_waited_ns);
+  }
+  EXPECT_FALSE(of(a, 2).steady_waited_for_ns.contains(2));
   // Straggler scores over the 15 steady collectives: rank 2 last at the first of steps 5 to 9;
   // ranks 3, 0, 1, 3, 0 last at their second; the ties of the third tell nothing.
   EXPECT_DOUBLE_EQ(of(a, 2).straggler_score(), 5.0 / 15);
@@ -155,8 +164,8 @@ TEST(Collectives, BalancedJitterHasNoStraggler) {
     for (const RankWaits& w : a.ranks) {
       EXPECT_GT(w.last_count, 1000 / ranks / 2);
       EXPECT_LT(w.last_count, 1000 / ranks * 2);
-      EXPECT_EQ(w.steady_waited_for_straggler_ns, 0);
       EXPECT_GT(w.steady_waited_ns, 0);
+      EXPECT_EQ(w.steady_waited_for_ns.size(), std::size_t(ranks - 1)) << "each other rank came last at times";
     }
   }
 }

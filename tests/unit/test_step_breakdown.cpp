@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -69,14 +70,15 @@ HostReport sampled_input(int64_t percent, int64_t steps) {
   return host;
 }
 
-// 8 collectives of 5 steps; after start-up, 4 of them waited 60 ms in all, 45 ms for the straggler.
+// 8 collectives of 5 steps; after start-up, 4 of them waited 60 ms in all, 45 ms for the straggler
+// (rank 1) and 15 for rank 2.
 RankWaits waits_for_rank_1() {
   RankWaits w;
   w.rank = 0;
   w.collectives = 10;
   w.steady_collectives = 4;
   w.steady_waited_ns = 60 * kMs;
-  w.steady_waited_for_straggler_ns = 45 * kMs;
+  w.steady_waited_for_ns = {{1, 45 * kMs}, {2, 15 * kMs}};
   return w;
 }
 
@@ -94,6 +96,8 @@ TEST(StepBreakdown, OnTheGpusRecordsAWaitForTheStragglerIsItsOwnPartNotTheSyncs)
   EXPECT_EQ(b->part_at(StepPart::WaitingForStraggler)->ns_per_step, 22'500'000);
   EXPECT_EQ(b->part_at(StepPart::WaitingForStraggler)->rank, 1);
   EXPECT_EQ(b->part_at(StepPart::WaitingForPeers)->ns_per_step, 7'500'000);
+  EXPECT_EQ(b->part_at(StepPart::WaitingForPeers)->rank, 2) << "the peer it waited for";
+  EXPECT_EQ(step_part_words(*b->part_at(StepPart::WaitingForPeers)), "waiting for rank 2");
   EXPECT_EQ(b->part_at(StepPart::Communication)->ns_per_step, 20 * kMs);
   EXPECT_EQ(b->part_at(StepPart::Compute)->ns_per_step, 20 * kMs);
   EXPECT_EQ(b->part_at(StepPart::Input)->ns_per_step, 20 * kMs);
@@ -162,11 +166,36 @@ TEST(StepBreakdown, OnTheTimelineTheWaitsAreTheCollectivesTimeBeyondTheShortestR
   EXPECT_EQ(communication_ns_per_step(GpuTimelineReport{}), 0);
 }
 
+// The waits for ranks other than the straggler are each the rank's own part, on the GPU's records
+// and estimated alike; with no straggler, every wait is for a peer.
+TEST(StepBreakdown, WaitsForPeersAreByTheRankWaitedFor) {
+  RankWaits waits = waits_for_rank_1();
+  waits.steady_waited_for_ns = {{1, 45 * kMs}, {2, 10 * kMs}, {3, 5 * kMs}};
+  for (const bool measured : {true, false}) {
+    SCOPED_TRACE(measured ? "measured" : "estimated");
+    const auto b =
+        step_breakdown(steps_found(5, measured ? 280 * kMs : 100 * kMs),
+                       measured ? timeline_waiting_for_rank_1() : GpuTimelineReport{}, HostReport{}, &waits, 1);
+    ASSERT_TRUE(b);
+    std::map<int, int64_t> peers;
+    for (const StepShare& part : b->parts)
+      if (part.part == StepPart::WaitingForPeers) peers[part.rank] = part.ns_per_step;
+    EXPECT_EQ(peers, (std::map<int, int64_t>{{2, 5 * kMs}, {3, 2'500'000}}));
+    EXPECT_EQ(b->part_at(StepPart::WaitingForStraggler)->ns_per_step, 22'500'000);
+    EXPECT_NEAR(total_share(*b), 1.0, 1e-12);
+    const auto unjudged =
+        step_breakdown(steps_found(5, measured ? 280 * kMs : 100 * kMs),
+                       measured ? timeline_waiting_for_rank_1() : GpuTimelineReport{}, HostReport{}, &waits, -1);
+    EXPECT_FALSE(unjudged->part_at(StepPart::WaitingForStraggler));
+    EXPECT_EQ(unjudged->ns_per_step(StepPart::WaitingForPeers), 30 * kMs);
+  }
+}
+
 // A wait measured longer than the GPU's communication time is capped at it: parts never overlap.
 TEST(StepBreakdown, WaitsAreCappedAtTheCommunicationTime) {
   RankWaits waits = waits_for_rank_1();
   waits.steady_waited_ns = 400 * kMs;
-  waits.steady_waited_for_straggler_ns = 400 * kMs;
+  waits.steady_waited_for_ns = {{1, 400 * kMs}};
   const auto b = step_breakdown(steps_found(5, 280 * kMs), timeline_waiting_for_rank_1(), HostReport{}, &waits, 1);
   ASSERT_TRUE(b);
   EXPECT_EQ(b->part_at(StepPart::WaitingForStraggler)->ns_per_step, 50 * kMs);

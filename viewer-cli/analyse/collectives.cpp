@@ -291,7 +291,6 @@ CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timi
   };
 
   // The straggler, from the waits after start-up.
-  std::size_t straggler_index = waits.size();
   std::size_t candidate = waits.size();
   int64_t total_imposed = 0;
   for (std::size_t i = 0; i < waits.size(); ++i) {
@@ -314,7 +313,6 @@ CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timi
                             quarters_led(candidate) >= kStragglerQuartersLed;
     if (most && dominant && matters && consistent) {
       out.straggler = c.rank;
-      straggler_index = candidate;
       for (const Pair& p : pairs) {
         const uint32_t size = dir.communicators[p.comm_index].size;
         if (p.count == size && size >= 2 && p.min_rank_index == candidate)
@@ -361,7 +359,7 @@ CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timi
     // Its arrival's lateness between the first rank's (0) and the last's (1): the first to arrive
     // waits longest.
     if (p.max_ns > p.min_ns) w.steady_lateness += double(p.max_ns - t.gpu_ns) / double(p.max_ns - p.min_ns);
-    if (p.min_rank_index == straggler_index) w.steady_waited_for_straggler_ns += t.gpu_ns - p.min_ns;
+    if (t.gpu_ns > p.min_ns) w.steady_waited_for_ns[waits[p.min_rank_index].rank] += t.gpu_ns - p.min_ns;
   }
 
   std::sort(waits.begin(), waits.end(), [](const RankWaits& a, const RankWaits& b) { return a.rank < b.rank; });

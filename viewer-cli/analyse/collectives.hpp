@@ -30,8 +30,9 @@ struct RankWaits {
   int64_t collectives = 0;  // matched collectives this rank took part in
   int64_t waited_ns = 0;    // sum of its waits
   // The same after start-up (the collectives the straggler is judged on): how many, the waits, and
-  // the waits in those where the straggler was last.
-  int64_t steady_collectives = 0, steady_waited_ns = 0, steady_waited_for_straggler_ns = 0;
+  // the waits by the rank that arrived last.
+  int64_t steady_collectives = 0, steady_waited_ns = 0;
+  std::map<int32_t, int64_t> steady_waited_for_ns{};
   // Its waits by the rank that arrived last (the one it waited for), in every matched collective.
   std::map<int32_t, int64_t> waited_for_ns{};
   // Over its steady collectives, how late it arrived: in each, 0 when it arrived first, 1 when last,

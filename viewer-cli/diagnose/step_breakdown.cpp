@@ -44,7 +44,7 @@ std::string step_part_words(const StepShare& share) {
     case StepPart::WaitingForStraggler:
       return fmt::format("waiting for rank {}, the straggler", share.rank);
     case StepPart::WaitingForPeers:
-      return "waiting for other late ranks";
+      return share.rank >= 0 ? fmt::format("waiting for rank {}", share.rank) : "waiting for other late ranks";
     case StepPart::Input:
       return "GPU idle for input";
     case StepPart::Sync:
@@ -77,21 +77,39 @@ const StepShare* StepBreakdown::part_at(StepPart part, const std::string& site) 
 namespace {
 
 // The rank's waits for late ranks in one step: its waits after start-up, averaged over those
-// collectives, times its collectives per step; and the part of it spent on the straggler.
+// collectives, times its collectives per step; and that time by the rank it waited for.
 struct PeerWait {
-  int64_t ns = 0, for_straggler_ns = 0;
+  int64_t ns = 0;
+  std::map<int, int64_t> by_rank_ns;
   bool collectives = false;  // it has collectives matched with other ranks'
 };
 
 PeerWait peer_wait_per_step(const RankWaits* waits, int64_t steps) {
   if (!waits || waits->steady_collectives == 0 || steps == 0) return {};
   const long double per_collective = static_cast<long double>(waits->steady_waited_ns) / waits->steady_collectives;
-  const long double straggler_share =
-      waits->steady_waited_ns > 0
-          ? static_cast<long double>(waits->steady_waited_for_straggler_ns) / waits->steady_waited_ns
-          : 0;
   const long double ns = per_collective * waits->collectives / steps;
-  return {static_cast<int64_t>(ns), static_cast<int64_t>(ns * straggler_share), true};
+  PeerWait out{static_cast<int64_t>(ns), {}, true};
+  if (waits->steady_waited_ns > 0)
+    for (const auto& [rank, waited] : waits->steady_waited_for_ns)
+      out.by_rank_ns[rank] = static_cast<int64_t>(ns * waited / waits->steady_waited_ns);
+  return out;
+}
+
+// `total` shared among the ranks waited for as `wait` splits its time (the last rank takes what
+// rounding leaves); all of it to no rank (-1) when the waits name none.
+std::map<int, int64_t> by_rank_waited_for(int64_t total, const PeerWait& wait) {
+  int64_t all = 0;
+  for (const auto& [rank, ns] : wait.by_rank_ns) all += ns;
+  if (all <= 0) return {{-1, total}};
+  std::map<int, int64_t> out;
+  int64_t placed = 0;
+  for (const auto& [rank, ns] : wait.by_rank_ns) {
+    const int64_t share = static_cast<int64_t>(static_cast<long double>(total) * ns / all);
+    out[rank] = share;
+    placed += share;
+  }
+  out.rbegin()->second += total - placed;
+  return out;
 }
 
 class Parts {
@@ -175,13 +193,11 @@ StepBreakdown measured(const GpuTimelineReport& gpu, const HostReport& host, con
       transfer_ns > 0 && wait.collectives
           ? std::clamp<int64_t>(sum.communication_ns - transfer_ns * out.steps, 0, sum.communication_ns)
           : std::min(sum.communication_ns, wait.ns * out.steps);
-  const int64_t for_straggler =
-      wait.ns > 0 ? static_cast<int64_t>(static_cast<long double>(peer) * wait.for_straggler_ns / wait.ns) : 0;
   Parts parts(out, out.steps);
   parts.add(StepPart::Compute, sum.busy_ns - sum.communication_ns);
   parts.add(StepPart::Communication, sum.communication_ns - peer);
-  parts.add(StepPart::WaitingForStraggler, for_straggler, "", straggler);
-  parts.add(StepPart::WaitingForPeers, peer - for_straggler);
+  for (const auto& [rank, ns] : by_rank_waited_for(peer, wait))
+    parts.add(rank >= 0 && rank == straggler ? StepPart::WaitingForStraggler : StepPart::WaitingForPeers, ns, "", rank);
   // A data-loading gap after a sync holds what the host did from the sync's return to the upload:
   // loading the batch, and work of its own first (logging the value it read). Where the sampler
   // measured the main thread's wait for the DataLoader, the input keeps that much of the gaps, and
@@ -238,8 +254,10 @@ StepBreakdown estimated(const RankSyncs& syncs, const HostReport& host, const Pe
     int rank;
     int64_t ns;
   };
-  std::vector<Part> known = {{StepPart::WaitingForStraggler, "", straggler, wait.for_straggler_ns * steps},
-                             {StepPart::WaitingForPeers, "", -1, (wait.ns - wait.for_straggler_ns) * steps}};
+  std::vector<Part> known;
+  for (const auto& [rank, ns] : by_rank_waited_for(wait.ns, wait))
+    known.push_back({rank >= 0 && rank == straggler ? StepPart::WaitingForStraggler : StepPart::WaitingForPeers, "",
+                     rank, ns * steps});
   if (host.input_wait && host.input_wait->ns_per_step())
     known.push_back({StepPart::Input, "", -1, *host.input_wait->ns_per_step() * steps});
   for (const auto* list : {&syncs.hidden, &syncs.explicit_})
