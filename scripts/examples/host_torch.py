@@ -6,7 +6,8 @@ plants as tests/python/host_*.py on the stand-in).
 straggler         rank 1 sleeps 40 ms per step in load_shard (HOST-CHECK sleep) before the all-reduce
                   (HOST_SHARD_MS; 0: the twin without the straggler)
 loader            DataLoader(num_workers=0) whose __getitem__ sleeps 25 ms (HOST_DECODE_MS); next() at
-                  HOST-CHECK next_batch
+                  HOST-CHECK next_batch (HOST_WORKERS: worker processes, 0 by default; the twins fixed
+                  by a fast decode and by 16 workers)
 loader_workers    the same with one worker process, 30 ms per batch
 deadlock          one worker that blocks forever from batch 3 on (a lock held across the fork)
 first_collective  rank 1 never enters the first all-reduce: it sleeps at HOST-CHECK checkpoint
@@ -35,6 +36,7 @@ RANK = int(os.environ.get("RANK", "0"))
 OUT = os.environ.get("HOST_PLANT_OUT")
 SHARD_S = int(os.environ.get("HOST_SHARD_MS", "40")) / 1000
 DECODE_S = int(os.environ.get("HOST_DECODE_MS", "25")) / 1000
+WORKERS = int(os.environ.get("HOST_WORKERS", "0"))
 
 
 def ready():
@@ -143,7 +145,7 @@ def setup():
 
 SCENARIOS = {
     "straggler": straggler,
-    "loader": lambda: train(DataLoader(Decoded(DECODE_S), batch_size=1)),
+    "loader": lambda: train(DataLoader(Decoded(DECODE_S), batch_size=1, num_workers=WORKERS)),
     "loader_workers": lambda: train(DataLoader(Decoded(0.030), batch_size=1, num_workers=1)),
     "deadlock": deadlock,
     "first_collective": first_collective,
