@@ -340,7 +340,7 @@ TEST(ReportVerdict, ACauseThatCostsNothingSaysWhyForOneRankAndForMany) {
                    "rank 1: Tensor.item() at train.py:34 in <module> blocks the host 0.1 times per step"};
   Report report;
   report.processes.resize(1);
-  report.diagnosis = {2'700'000, -1, {item}};
+  report.diagnosis = {2'700'000, -1, {item}, {}};
   const std::string one = render_text(report, {.summary = true});
   EXPECT_NE(one.find("     fixed, the step would not shorten: it cost the steps measured no time\n"), std::string::npos)
       << one;

@@ -116,7 +116,7 @@ Report starved_straggler() {
   sync.site = "/src/train.py:57 in train_step";
   RootCause garbled = sync;
   garbled.site = "/src/train.py:99999999999999999999 in f";
-  r.diagnosis = {10 * kMs, 1, {cause, sync, garbled}};
+  r.diagnosis = {10 * kMs, 1, {cause, sync, garbled}, {}};
   return r;
 }
 

@@ -39,7 +39,6 @@ Finding pageable_finding(int rank, Direction direction, const std::string& messa
 Finding setup_finding(SetupItemKind item, int rank, const std::string& message) {
   Finding f = finding(FindingKind::Setup, rank, message);
   f.setup_item = item;
-  f.severity = FindingSeverity::Warning;
   return f;
 }
 
@@ -131,6 +130,25 @@ TEST(RootCauses, TheStragglersInputIsOneCauseCostedOnEveryRanksStep) {
   EXPECT_EQ(input.evidence, (std::vector<std::string>{"rank 1 arrives last", "rank 1: GPU idle for input",
                                                       "rank 1: main thread waits for the DataLoader"}));
   EXPECT_EQ(input.advice, "advice for rank 1: GPU idle for input");
+}
+
+// A finding is as severe as the cause it is evidence of, whatever its kind: the straggler's
+// finding is high with its input pipeline, a sync medium with its line, a setup item advice.
+TEST(RootCauses, EachFindingTakesItsCausesSeverity) {
+  const Report r = job();
+  const Diagnosis d = diagnose(r);
+  ASSERT_EQ(d.finding_severity.size(), r.findings.size());
+  for (std::size_t i = 0; i < r.findings.size(); ++i) {
+    SCOPED_TRACE(r.findings[i].message);
+    const auto owner = std::find_if(d.causes.begin(), d.causes.end(), [&](const RootCause& c) {
+      return c.title == r.findings[i].message ||
+             std::find(c.evidence.begin(), c.evidence.end(), r.findings[i].message) != c.evidence.end();
+    });
+    ASSERT_NE(owner, d.causes.end());
+    EXPECT_EQ(d.finding_severity[i], owner->severity);
+  }
+  EXPECT_EQ(d.finding_severity[0], CauseSeverity::High);    // rank 1 arrives last
+  EXPECT_EQ(d.finding_severity[1], CauseSeverity::Medium);  // rank 0's item(), 2 ms of 100
 }
 
 // The pinning is said once: under the pageable uploads' cause where there is one, else as the input

@@ -185,7 +185,6 @@ void add_setup_findings(Report& report) {
     Finding f;
     f.kind = FindingKind::Setup;
     f.setup_item = info.item;
-    f.severity = FindingSeverity::Warning;
     f.rank = off.size() == 1 ? off.front()->rank : -1;
     f.calls = int64_t(off.size());
     const bool alike = std::all_of(off.begin(), off.end(), [&](const SetupItem* s) {

@@ -78,10 +78,6 @@ std::string finding_kind_name(FindingKind kind, SetupItemKind setup_item) {
   return "";
 }
 
-const char* finding_severity_name(FindingSeverity severity) {
-  return severity == FindingSeverity::Warning ? "warning" : "error";
-}
-
 int64_t steps_of_rank(const Report& report, int rank) {
   for (const auto& p : report.processes)
     if (p.rank == rank) return p.sync_sites.steps.count;

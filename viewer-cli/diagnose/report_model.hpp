@@ -43,15 +43,11 @@ struct ProcessReport {
   std::optional<StepBreakdown> step_breakdown;  // none without steps
 };
 
-// Warning: a setup item that is off (a recommendation, no measured cost); error: the rest.
-enum class FindingSeverity { Error, Warning };
-
 struct Finding {
   FindingKind kind = FindingKind::HiddenSync;
   int rank = -1;
   int64_t calls = 0, bytes = 0, cost_ns = 0;
   std::string message, advice;
-  FindingSeverity severity = FindingSeverity::Error;
   schema::HangKind hang_kind{};     // a hang's kind
   std::string stacks;               // a hang's ranks' stacks
   std::string site{}, operation{};  // hidden_sync: the site's location and its operation
@@ -61,8 +57,6 @@ struct Finding {
 
 // "hidden_sync", "setup_numa_affinity": the finding's kind in JSON.
 std::string finding_kind_name(const Finding& finding);
-// "error", "warning".
-const char* finding_severity_name(FindingSeverity severity);
 
 struct Report {
   std::string job, database;

@@ -241,6 +241,7 @@ class StepReplay {
 class Diagnoser {
  public:
   explicit Diagnoser(const Report& report) : report_(report), used_(report.findings.size(), false), replay_(report) {
+    out_.finding_severity.assign(report.findings.size(), CauseSeverity::Advice);
     for (const ProcessReport& p : report.processes)
       if (p.step_breakdown && p.step_breakdown->step_ns > out_.step_ns) {
         out_.step_ns = p.step_breakdown->step_ns;
@@ -257,7 +258,7 @@ class Diagnoser {
     leave_pinning_to_its_cause();
     add_hidden_syncs();
     for (std::size_t i = 0; i < report_.findings.size(); ++i)
-      if (!used_[i]) add_alone(report_.findings[i]);
+      if (!used_[i]) add_alone(i);
     std::stable_sort(out_.causes.begin(), out_.causes.end(), [](const RootCause& a, const RootCause& b) {
       if (a.cost_ns_per_step != b.cost_ns_per_step) return a.cost_ns_per_step > b.cost_ns_per_step;
       return a.severity < b.severity;
@@ -311,6 +312,7 @@ class Diagnoser {
       cause.severity = severity_of(-1);
     }
     if (cause.ranks.empty() && cause.rank >= 0) cause.ranks.push_back(cause.rank);
+    for (const Finding* f : evidence) out_.finding_severity[std::size_t(f - report_.findings.data())] = cause.severity;
     out_.causes.push_back(std::move(cause));
   }
 
@@ -470,7 +472,8 @@ class Diagnoser {
   }
 
   // A finding with no step part to remove: a hang, a setup item, lost records, a kernel precision.
-  void add_alone(const Finding& f) {
+  void add_alone(std::size_t index) {
+    const Finding& f = report_.findings[index];
     RootCause cause;
     cause.kind = CauseKind::Finding;
     cause.finding = f.kind;
@@ -480,6 +483,7 @@ class Diagnoser {
     cause.identity = fmt::format("{} rank {}", cause_name(cause), f.rank);
     cause.advice = f.advice;
     cause.severity = f.kind == FindingKind::Hang ? CauseSeverity::High : severity_of(-1);
+    out_.finding_severity[index] = cause.severity;
     if (f.rank >= 0) cause.ranks.push_back(f.rank);
     out_.causes.push_back(std::move(cause));
   }
