@@ -84,6 +84,10 @@ std::string launch_across_nodes(const std::string& launch) {
 
 }  // namespace
 
+OpenDatabases::OpenDatabases(const std::vector<std::string>& paths) {
+  for (const std::string& path : paths) views_.push_back(open_.emplace_back(std::make_unique<RunDatabase>(path)).get());
+}
+
 void check_one_launch(const std::vector<const RunDatabase*>& databases, const std::string& merge_option) {
   const std::string advice =
       "report each alone, compare two with `trainshim diff BEFORE.db AFTER.db`" +

@@ -3,11 +3,13 @@
 // and the report.
 #include <CLI/CLI.hpp>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "diagnose/report_model.hpp"
 #include "render/report_text.hpp"
+#include "store/run_database.hpp"
 #include "text/text_layout.hpp"
 
 namespace trainshim::cli {
@@ -31,6 +33,18 @@ struct TextArguments {
 };
 // Adds --top N, --summary and --color WHEN to `command`.
 void add_text_options(CLI::App& command, TextArguments& text);
+
+// The run databases a command was given, opened (each checked as RunDatabase checks it), and the
+// views the readers take.
+class OpenDatabases {
+ public:
+  explicit OpenDatabases(const std::vector<std::string>& paths);
+  const std::vector<const RunDatabase*>& all() const { return views_; }
+
+ private:
+  std::vector<std::unique_ptr<RunDatabase>> open_;
+  std::vector<const RunDatabase*> views_;
+};
 
 // A job's databases are one per node of one launch: each rank in one of them, every rank of one
 // world size, one launch (torchrun's run id unless it is "none", Slurm's job id, $TRAINSHIM_LAUNCH)

@@ -30,13 +30,10 @@ struct ExportArguments {
 void export_trace(const std::vector<std::string>& paths, const std::string& format, const std::string& output,
                   const std::string& step) {
   if (output.empty()) throw UsageError("no output: pass -o trace.json (or -o - for standard output)");
-  std::vector<std::unique_ptr<RunDatabase>> open;
-  std::vector<const RunDatabase*> databases;
-  for (const std::string& path : paths)
-    databases.push_back(open.emplace_back(std::make_unique<RunDatabase>(path)).get());
-  check_one_launch(databases);
+  const OpenDatabases databases(paths);
+  check_one_launch(databases.all());
   if (format == "chrome") {
-    write_output(output, "trace", [&](std::ostream& file) { export_chrome_trace(databases, file, step); });
+    write_output(output, "trace", [&](std::ostream& file) { export_chrome_trace(databases.all(), file, step); });
     return;
   }
   // Kineto's layout: a folder of one file per rank, as torch.profiler writes for a job; written with
@@ -50,7 +47,7 @@ void export_trace(const std::vector<std::string>& paths, const std::string& form
   if (ec)
     throw UsageError(fmt::format("{}: cannot make the folder for the traces ({}): pass a writable folder with -o",
                                  output, ec.message()));
-  for (const RunDatabase* db : databases)
+  for (const RunDatabase* db : databases.all())
     for_each_kineto_trace(*db, step, [&](const std::string& file, const nlohmann::ordered_json& trace) {
       write_output((std::filesystem::path(output) / file).string(), "trace",
                    [&](std::ostream& out) { out << trace.dump(0) << "\n"; });

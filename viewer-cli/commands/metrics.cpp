@@ -73,21 +73,13 @@ std::string hangs_signature(const std::vector<HangRow>& hangs) {
   return out;
 }
 
-std::vector<std::unique_ptr<RunDatabase>> open_databases(const MetricsArguments& args) {
-  std::vector<std::unique_ptr<RunDatabase>> open;
-  for (const auto& path : args.databases) open.push_back(std::make_unique<RunDatabase>(path));
-  return open;
-}
-
 // The run's metrics now, in both formats; reads every database afresh (the collector goes on
 // writing them).
 Exposed compute(const MetricsArguments& args) {
   const auto began = std::chrono::steady_clock::now();
-  const std::vector<std::unique_ptr<RunDatabase>> open = open_databases(args);
-  std::vector<const RunDatabase*> databases;
-  for (const auto& db : open) databases.push_back(db.get());
-  check_one_launch(databases);
-  const Report report = read_report(databases, step_name(args.step), 0);
+  const OpenDatabases databases(args.databases);
+  check_one_launch(databases.all());
+  const Report report = read_report(databases.all(), step_name(args.step), 0);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   return {render_metrics(report, MetricsFormat::Prometheus, took),
           render_metrics(report, MetricsFormat::OpenMetrics, took), hangs_signature(report.hangs)};
@@ -99,7 +91,8 @@ Exposed compute(const MetricsArguments& args) {
 std::optional<std::string> hangs_now(const MetricsArguments& args) {
   try {
     std::vector<HangRow> hangs;
-    for (const auto& db : open_databases(args))
+    const OpenDatabases databases(args.databases);
+    for (const RunDatabase* db : databases.all())
       for (HangRow& h : read_hangs(*db)) hangs.push_back(std::move(h));
     return hangs_signature(hangs);
   } catch (const std::exception&) {

@@ -38,12 +38,9 @@ struct ReportArguments {
 
 int report(ReportArguments args) {
   if (args.databases.empty()) args.databases.push_back(database_argument(""));
-  std::vector<std::unique_ptr<RunDatabase>> open;
-  std::vector<const RunDatabase*> databases;
-  for (const auto& path : args.databases)
-    databases.push_back(open.emplace_back(std::make_unique<RunDatabase>(path)).get());
-  if (!args.merge_runs) check_one_launch(databases, "--merge-runs");
-  Report report = load_report(databases, step_name(args.step), int64_t(args.idle_gap_ms * 1e6));
+  const OpenDatabases databases(args.databases);
+  if (!args.merge_runs) check_one_launch(databases.all(), "--merge-runs");
+  Report report = load_report(databases.all(), step_name(args.step), int64_t(args.idle_gap_ms * 1e6));
   if (args.rank && !keep_only_rank(report, *args.rank)) {
     std::vector<std::string> ranks;
     for (const ProcessReport& p : report.processes)
