@@ -155,7 +155,11 @@ TEST(MetricsExport, AHangShowsAtOnceWhateverTheInterval) {
           " run --no-report --out " + s.db() + " --metrics textfile:" + textfile + " -- " + Paths::source +
           "/scripts/simrun -n 4 -- python3 " + script + " > " + s.dir + "/job.log 2>&1 & echo $!");
   const pid_t job = std::stoi(started.out);
-  const std::string missing = "trainshim_hang_missing_rank{job=\"" + s.job + "\",rank=\"1\"} 1\n";
+  // Rank 1 runs on this node: the series names its host.
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  const std::string missing =
+      "trainshim_hang_missing_rank{job=\"" + s.job + "\",rank=\"1\",host=\"" + std::string(host) + "\"} 1\n";
   const bool shown = eventually([&] { return read_file(textfile).find(missing) != std::string::npos; });
   kill(-job, SIGTERM);
   EXPECT_TRUE(shown) << read_file(textfile);

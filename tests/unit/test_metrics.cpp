@@ -158,7 +158,12 @@ TEST(Metrics, EachFamilyGivesTheReportsFigures) {
   EXPECT_TRUE(has_line(text, "trainshim_records_lost_total{" + with(kRank0, R"(cause="ring_full")") + "} 0"));
   EXPECT_TRUE(has_line(text, "trainshim_hangs_total{" + job + R"(,kind="collective"} 1)"));
   EXPECT_TRUE(has_line(text, "trainshim_hangs_total{" + job + R"(,kind="no_progress"} 0)"));
-  EXPECT_TRUE(has_line(text, "trainshim_hang_missing_rank{" + job + R"(,rank="1"} 1)"));
+  // Rank 1 runs on this node: its host is named; rank 5 runs on another, which names it.
+  EXPECT_TRUE(has_line(text, "trainshim_hang_missing_rank{" + job + R"(,rank="1",host="nodeA"} 1)"));
+  Report elsewhere = two_ranks();
+  elsewhere.hangs.front().missing = {5};
+  EXPECT_TRUE(has_line(render_metrics(elsewhere, MetricsFormat::Prometheus, 0.25),
+                       "trainshim_hang_missing_rank{" + job + R"(,rank="5"} 1)"));
   EXPECT_TRUE(has_line(text, "trainshim_metrics_compute_seconds{" + job + "} 0.25"));
 }
 

@@ -313,10 +313,17 @@ void hangs(Exposition& e, const Report& report) {
     e.sample({{"job", report.job}, {"kind", std::string(schema::hang_kind_name(kind))}}, double(n));
   }
   e.family("trainshim_hang_missing_rank", "gauge",
-           "1 for each rank a detected hang's collective waits for: it never entered it.");
+           "1 for each rank a detected hang's collective waits for: it never entered it (host: its node, where "
+           "this node runs it).");
   std::set<int> missing;
   for (const HangRow& h : report.hangs) missing.insert(h.missing.begin(), h.missing.end());
-  for (const int rank : missing) e.sample({{"job", report.job}, {"rank", std::to_string(rank)}}, 1);
+  for (const int rank : missing) {
+    Labels labels{{"job", report.job}, {"rank", std::to_string(rank)}};
+    const auto local = std::find_if(report.processes.begin(), report.processes.end(),
+                                    [&](const ProcessReport& p) { return p.rank == rank; });
+    if (local != report.processes.end()) labels.push_back({"host", local->host});
+    e.sample(labels, 1);
+  }
 }
 
 }  // namespace
