@@ -307,6 +307,12 @@ def one_node(scenario, trainshim, scratch, processes, failures):
         print(f"topk(1, trainshim_straggler_score) = {[(r['metric'].get('rank'), r['value'][1]) for r in top]}")
         if not top or top[0]["metric"].get("rank") != "2":
             failures.append(f"the highest straggler score is not rank 2's: {top}")
+        # The counters' score over the whole run (a dashboard's rate() of both over a window:
+        # trainshim:straggler_score:rate10m, tested by promtool).
+        latest = query(prometheus_port, "topk(1, trainshim_collective_lateness_total / trainshim_collective_arrivals_total)")
+        print(f"topk(1, lateness_total / arrivals_total) = {[(r['metric'].get('rank'), r['value'][1]) for r in latest]}")
+        if not latest or latest[0]["metric"].get("rank") != "2":
+            failures.append(f"the counters' lateness is not highest for rank 2: {latest}")
         waited = query(prometheus_port, "topk(1, sum by (waited_for) (trainshim_collective_wait_seconds_total))")
         print(f"topk(1, sum by (waited_for) (...wait_seconds_total)) = "
               f"{[(r['metric'].get('waited_for'), r['value'][1]) for r in waited]}")

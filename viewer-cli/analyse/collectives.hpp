@@ -36,8 +36,9 @@ struct RankWaits {
   // Its waits by the rank that arrived last (the one it waited for), in every matched collective.
   std::map<int32_t, int64_t> waited_for_ns{};
   // Over its steady collectives, how late it arrived: in each, 0 when it arrived first, 1 when last,
-  // in proportion between (the others' durations tell: the first to arrive waits longest), summed.
-  double steady_lateness = 0;
+  // in proportion between (the others' durations tell: the first to arrive waits longest), summed;
+  // and the same over every matched collective, which only grows as the run goes on.
+  double steady_lateness = 0, lateness = 0;
   // How often it arrived last: in matched collectives of two ranks or more, the rank with the
   // shortest duration; on a tie, the lowest rank among those with the shortest duration.
   int64_t last_count = 0;

@@ -167,6 +167,18 @@ void waits(Exposition& e, const Report& report, const std::vector<const ProcessR
   for (const ProcessReport* p : processes)
     if (const RankWaits* w = a.waits_of(p->rank); w && p->rank >= 0 && w->steady_collectives > 0)
       e.sample(process_labels(report, *p), w->straggler_score());
+  // The score of any window, as counters: rate() of the first over rate() of the second.
+  e.family("trainshim_collective_lateness", "counter",
+           "The rank's arrival lateness at each matched collective (0 first, 1 last), summed: over a window, its "
+           "rate() over that of trainshim_collective_arrivals_total is the rank's straggler score then.");
+  for (const ProcessReport* p : processes)
+    if (const RankWaits* w = a.waits_of(p->rank); w && p->rank >= 0 && w->collectives > 0)
+      e.sample(process_labels(report, *p), w->lateness);
+  e.family("trainshim_collective_arrivals", "counter",
+           "The rank's matched collectives, whose lateness trainshim_collective_lateness_total sums.");
+  for (const ProcessReport* p : processes)
+    if (const RankWaits* w = a.waits_of(p->rank); w && p->rank >= 0 && w->collectives > 0)
+      e.sample(process_labels(report, *p), double(w->collectives));
   e.family("trainshim_straggler_rank", "gauge",
            "The rank whose lateness causes most of the job's collective waits; -1 when there is none.");
   e.sample({{"job", report.job}}, a.straggler);
