@@ -195,6 +195,9 @@ TEST(Metrics, CollectivesPerCommunicatorWithNcclInspectorsBandwidths) {
   EXPECT_TRUE(has_line(text, "trainshim_collective_calls_total{" + reduce + "} 120"));
   EXPECT_TRUE(has_line(text, "trainshim_collective_timed_calls_total{" + reduce + "} 100"));
   EXPECT_TRUE(has_line(text, "trainshim_collective_exec_seconds_total{" + reduce + "} 0.4"));
+  // The messages: 100 of 4 MiB; 10 gathered messages of 4 x 1 MiB.
+  EXPECT_TRUE(has_line(text, "trainshim_collective_message_bytes_total{" + reduce + "} 419430400"));
+  EXPECT_TRUE(has_line(text, "trainshim_collective_message_bytes_total{" + gather + "} 41943040"));
   EXPECT_TRUE(has_line(text, "trainshim_collective_algorithm_bandwidth_bytes_per_second{" + reduce + "} 1048576000"));
   EXPECT_TRUE(has_line(text, "trainshim_collective_bus_bandwidth_bytes_per_second{" + reduce + "} 1572864000"));
   EXPECT_TRUE(has_line(text, "trainshim_collective_algorithm_bandwidth_bytes_per_second{" + gather + "} 2097152000"));
@@ -217,6 +220,7 @@ TEST(Metrics, CommunicatorsBeyondTheTopAreSummed) {
   EXPECT_TRUE(has_line(text, "trainshim_collective_exec_seconds_total{" + other + "} 0.003")) << "1 ms + 2 ms";
   EXPECT_EQ(lines_starting(text, "trainshim_collective_calls_total{"), kMetricsTopCommunicatorOps + 1);
   EXPECT_EQ(lines_starting(text, "trainshim_collective_bus_bandwidth_bytes_per_second{"), kMetricsTopCommunicatorOps);
+  EXPECT_EQ(lines_starting(text, "trainshim_collective_message_bytes_total{"), kMetricsTopCommunicatorOps);
   EXPECT_TRUE(has_line(
       text, "trainshim_collective_calls_total{" +
                 with(kRank1, R"(communicator="0000000000000109",collective="all_reduce",comm_size="2")") + "} 1"))
@@ -292,7 +296,7 @@ TEST(Metrics, EightRanksWithEveryFamilyPastItsCapStayWithinTheStatedBound) {
   EXPECT_EQ(lines_starting(text, "trainshim_hidden_sync_calls_total{"), 8 * (kMetricsTopSites + 1));
   EXPECT_EQ(lines_starting(text, "trainshim_collective_calls_total{"), 8 * (kMetricsTopCommunicatorOps + 1));
   EXPECT_EQ(lines_starting(text, "trainshim_hang_missing_rank{"), 8u);
-  EXPECT_EQ(samples, 895u) << text;
+  EXPECT_EQ(samples, 959u) << text;
 }
 
 TEST(Metrics, TheTwoFormatsNameCountersAndInfosAsEachSays) {

@@ -76,12 +76,14 @@ std::vector<CollectiveCall> in_call_order(std::vector<std::pair<int64_t, Collect
 
 }  // namespace
 
-double CommunicatorCollective::algorithm_bandwidth() const {
-  if (gpu_ns <= 0) return 0;
+double CommunicatorCollective::message_bytes() const {
   const bool per_rank_count =
       op == "all_gather" || op == "reduce_scatter" || op == "allto_all" || op == "gather" || op == "scatter";
-  const double message = double(timed_bytes) * (per_rank_count ? double(std::max(comm_size, 1u)) : 1.0);
-  return message / (double(gpu_ns) / 1e9);
+  return double(timed_bytes) * (per_rank_count ? double(std::max(comm_size, 1u)) : 1.0);
+}
+
+double CommunicatorCollective::algorithm_bandwidth() const {
+  return gpu_ns > 0 ? message_bytes() / (double(gpu_ns) / 1e9) : 0;
 }
 
 double CommunicatorCollective::bus_bandwidth() const {

@@ -40,6 +40,7 @@ struct CommunicatorCollective {
   // gather and scatter, the call's per-rank count times the ranks); the bus bandwidth scales it by
   // what each link carries (2(n-1)/n for all_reduce, (n-1)/n for the gathers and scatters, 1 for
   // broadcast and reduce). 0 with no GPU time.
+  double message_bytes() const;  // the timed calls' whole messages, as the algorithm bandwidth counts them
   double algorithm_bandwidth() const;
   double bus_bandwidth() const;
 };

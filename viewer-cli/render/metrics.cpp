@@ -221,6 +221,13 @@ void communicators(Exposition& e, const Report& report, const std::vector<const 
   e.family("trainshim_collective_timed_calls", "counter",
            "Those whose GPU duration was measured (the shim times them on their stream).");
   for (const Row& r : rows) e.sample(r.labels, double(r.totals.timed));
+  e.family("trainshim_collective_message_bytes", "counter",
+           "The timed collectives' whole messages, as the algorithm bandwidth counts them (for all_gather and "
+           "the like, the per-rank count times the ranks); divided by trainshim_collective_timed_calls, NCCL "
+           "Inspector's message size.",
+           "bytes");
+  for (const Row& r : rows)
+    if (r.named) e.sample(r.labels, r.totals.message_bytes());
   e.family("trainshim_collective_exec_seconds", "counter",
            "GPU time of the timed collectives, the wait for the last rank to arrive included (NCCL Inspector's "
            "execution time); divided by trainshim_collective_timed_calls, the mean.",
