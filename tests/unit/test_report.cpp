@@ -10,8 +10,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <tuple>
 
@@ -302,6 +304,25 @@ TEST_F(ReportTest, TextRendering) {
   const std::size_t findings = text.find("\nFindings\n");
   ASSERT_NE(findings, std::string::npos) << text;
   EXPECT_LT(text.find("rank 1 copied 400 B D2H", findings), text.find("rank 0 copied 5.9 KiB H2D", findings)) << text;
+}
+
+// `report --rank N` keeps some findings: each keeps the severity of the cause it is evidence of.
+TEST_F(ReportTest, AFindingKeepsItsSeverityWhenOneRankIsKept) {
+  write_two_rank_run();
+  RunDatabase db(path_);
+  Report report = load_report(db);
+  std::map<std::string, std::string> severity;  // by message
+  std::set<std::string> severities;
+  for (const Finding& f : report.findings) {
+    severity[f.message] = cause_severity_name(f.severity);
+    severities.insert(cause_severity_name(f.severity));
+  }
+  ASSERT_GE(severities.size(), 2u) << "the run's findings must differ in severity for the test to tell";
+  ASSERT_TRUE(keep_only_rank(report, 1));
+  const auto findings = render_json(report).at("findings");
+  ASSERT_FALSE(findings.empty());
+  ASSERT_LT(findings.size(), severity.size()) << "some findings must be left out";
+  for (const auto& f : findings) EXPECT_EQ(f.at("severity"), severity.at(f.at("message"))) << f.dump();
 }
 
 // The verdict alone (--summary) and its length (--top); the golden summary adds the straggler's line.

@@ -186,9 +186,21 @@ TEST(StepBreakdown, WaitsForPeersAreByTheRankWaitedFor) {
     const auto unjudged =
         step_breakdown(steps_found(5, measured ? 280 * kMs : 100 * kMs),
                        measured ? timeline_waiting_for_rank_1() : GpuTimelineReport{}, HostReport{}, &waits, -1);
+    ASSERT_TRUE(unjudged);
     EXPECT_FALSE(unjudged->part_at(StepPart::WaitingForStraggler));
     EXPECT_EQ(unjudged->ns_per_step(StepPart::WaitingForPeers), 30 * kMs);
   }
+  // Waits for many ranks: the straggler and the three waited for most by name, the rest as one.
+  waits.steady_waited_for_ns = {{1, 30 * kMs}, {2, 10 * kMs}, {3, 8 * kMs}, {4, 6 * kMs}, {5, 4 * kMs}, {6, 2 * kMs}};
+  const auto many = step_breakdown(steps_found(5, 280 * kMs), timeline_waiting_for_rank_1(), HostReport{}, &waits, 1);
+  ASSERT_TRUE(many);
+  std::map<int, int64_t> peers;
+  for (const StepShare& part : many->parts)
+    if (part.part == StepPart::WaitingForPeers) peers[part.rank] = part.ns_per_step;
+  EXPECT_EQ(peers, (std::map<int, int64_t>{{-1, 3 * kMs}, {2, 5 * kMs}, {3, 4 * kMs}, {4, 3 * kMs}}));
+  EXPECT_EQ(step_part_words(*many->part_at(StepPart::WaitingForPeers)), "waiting for rank 2");
+  EXPECT_EQ(many->part_at(StepPart::WaitingForStraggler)->ns_per_step, 15 * kMs);
+  EXPECT_NEAR(total_share(*many), 1.0, 1e-12);
 }
 
 // A wait measured longer than the GPU's communication time is capped at it: parts never overlap.

@@ -353,13 +353,13 @@ CollectiveAnalysis analyze_collectives(const std::vector<CollectiveTiming>& timi
       if (after != starts.begin() && after != starts.end())
         w.waited_by_step_ns[std::size_t(after - starts.begin() - 1)] += t.gpu_ns - p.min_ns;
     }
+    // Its arrival's lateness between the first rank's (0) and the last's (1): the first to arrive
+    // waits longest.
     const double lateness = p.max_ns > p.min_ns ? double(p.max_ns - t.gpu_ns) / double(p.max_ns - p.min_ns) : 0;
     w.lateness += lateness;
     if (!steady(p)) continue;
     ++w.steady_collectives;
     w.steady_waited_ns += t.gpu_ns - p.min_ns;
-    // Its arrival's lateness between the first rank's (0) and the last's (1): the first to arrive
-    // waits longest.
     w.steady_lateness += lateness;
     if (t.gpu_ns > p.min_ns) w.steady_waited_for_ns[waits[p.min_rank_index].rank] += t.gpu_ns - p.min_ns;
   }

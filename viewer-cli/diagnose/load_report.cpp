@@ -19,6 +19,8 @@ Report load_report(const std::vector<const RunDatabase*>& databases, const std::
         if (site.classification.rule == "upload") site.classification.advice = kPinnedUploadAdvice;
   add_findings(report);
   report.diagnosis = diagnose(report);
+  for (std::size_t i = 0; i < report.findings.size(); ++i)
+    report.findings[i].severity = report.diagnosis.finding_severity[i];
   return report;
 }
 

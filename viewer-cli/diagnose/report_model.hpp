@@ -53,6 +53,8 @@ struct Finding {
   std::string site{}, operation{};  // hidden_sync: the site's location and its operation
   Direction copy_direction{};       // pageable_copy: the copies' direction
   SetupItemKind setup_item{};       // Setup: the item that is off
+  // That of the root cause it is evidence of (load_report sets it from the diagnosis).
+  CauseSeverity severity = CauseSeverity::Advice;
 };
 
 // "hidden_sync", "setup_numa_affinity": the finding's kind in JSON.

@@ -47,8 +47,8 @@ struct Diagnosis {
   int64_t step_ns = 0;            // the job's step: its slowest rank's (step breakdowns); 0 without
   int step_rank = -1;             // that rank
   std::vector<RootCause> causes;  // by cost, then severity
-  // Each of the report's findings' severity: that of the cause it is evidence of (report.findings'
-  // order).
+  // Each of the report's findings' severity, in report.findings' order: that of the cause it is
+  // evidence of (load_report puts it on each finding).
   std::vector<CauseSeverity> finding_severity;
 };
 

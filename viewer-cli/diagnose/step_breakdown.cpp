@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "diagnose/present.hpp"
 
@@ -95,9 +97,14 @@ PeerWait peer_wait_per_step(const RankWaits* waits, int64_t steps) {
   return out;
 }
 
+// Ranks other than the straggler that get a waiting part of their own: a rank of a job of hundreds
+// waits a little for many; its main culprits are named, the rest is one part (rank -1).
+constexpr std::size_t kPeerParts = 3;
+
 // `total` shared among the ranks waited for as `wait` splits its time (the last rank takes what
-// rounding leaves); all of it to no rank (-1) when the waits name none.
-std::map<int, int64_t> by_rank_waited_for(int64_t total, const PeerWait& wait) {
+// rounding leaves), the straggler and the kPeerParts largest others each by name; all of it to no
+// rank (-1) when the waits name none.
+std::map<int, int64_t> by_rank_waited_for(int64_t total, const PeerWait& wait, int straggler) {
   int64_t all = 0;
   for (const auto& [rank, ns] : wait.by_rank_ns) all += ns;
   if (all <= 0) return {{-1, total}};
@@ -109,6 +116,15 @@ std::map<int, int64_t> by_rank_waited_for(int64_t total, const PeerWait& wait) {
     placed += share;
   }
   out.rbegin()->second += total - placed;
+  std::vector<std::pair<int, int64_t>> others;
+  for (const auto& [rank, ns] : out)
+    if (rank != straggler) others.emplace_back(rank, ns);
+  if (others.size() <= kPeerParts) return out;
+  std::stable_sort(others.begin(), others.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  for (std::size_t i = kPeerParts; i < others.size(); ++i) {
+    out.erase(others[i].first);
+    out[-1] += others[i].second;
+  }
   return out;
 }
 
@@ -196,7 +212,7 @@ StepBreakdown measured(const GpuTimelineReport& gpu, const HostReport& host, con
   Parts parts(out, out.steps);
   parts.add(StepPart::Compute, sum.busy_ns - sum.communication_ns);
   parts.add(StepPart::Communication, sum.communication_ns - peer);
-  for (const auto& [rank, ns] : by_rank_waited_for(peer, wait))
+  for (const auto& [rank, ns] : by_rank_waited_for(peer, wait, straggler))
     parts.add(rank >= 0 && rank == straggler ? StepPart::WaitingForStraggler : StepPart::WaitingForPeers, ns, "", rank);
   // A data-loading gap after a sync holds what the host did from the sync's return to the upload:
   // loading the batch, and work of its own first (logging the value it read). Where the sampler
@@ -255,7 +271,7 @@ StepBreakdown estimated(const RankSyncs& syncs, const HostReport& host, const Pe
     int64_t ns;
   };
   std::vector<Part> known;
-  for (const auto& [rank, ns] : by_rank_waited_for(wait.ns, wait))
+  for (const auto& [rank, ns] : by_rank_waited_for(wait.ns, wait, straggler))
     known.push_back({rank >= 0 && rank == straggler ? StepPart::WaitingForStraggler : StepPart::WaitingForPeers, "",
                      rank, ns * steps});
   if (host.input_wait && host.input_wait->ns_per_step())

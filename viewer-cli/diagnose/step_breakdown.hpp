@@ -22,7 +22,7 @@ enum class StepPart {
   Compute,              // GPU busy with the rank's own kernels and copies
   Communication,        // GPU in collectives, less the waits for late ranks
   WaitingForStraggler,  // GPU in collectives where the straggler arrived last, waiting for it
-  WaitingForPeers,      // the same, waiting for other late ranks
+  WaitingForPeers,      // the same, waiting for another late rank (one part per rank, the minor ones as one)
   Input,                // GPU idle until the step's input arrived
   Sync,                 // GPU idle after a host sync returned (its bubble), by the sync's line
   PageableCopy,         // GPU idle while the host copied from or to pageable memory
@@ -34,7 +34,7 @@ enum class StepPart {
 struct StepShare {
   StepPart part = StepPart::Compute;
   std::string site;  // Sync: the sync's line, when known
-  int rank = -1;     // WaitingForStraggler: the straggler
+  int rank = -1;     // WaitingForStraggler: the straggler; WaitingForPeers: the rank waited for (-1: several)
   int64_t ns_per_step = 0;
   double share = 0;  // of the step
 };

@@ -311,10 +311,7 @@ nlohmann::ordered_json render_json(const Report& report) {
                             {"stacks", h.stacks}});
   doc["setup"] = setup_json(report.setup);
   doc["findings"] = nlohmann::ordered_json::array();
-  const std::vector<CauseSeverity>& severities = report.diagnosis.finding_severity;
-  for (std::size_t i = 0; i < report.findings.size(); ++i) {
-    const Finding& f = report.findings[i];
-    const CauseSeverity severity = i < severities.size() ? severities[i] : CauseSeverity::Advice;
+  for (const Finding& f : report.findings) {
     nlohmann::ordered_json finding = {{"kind", finding_kind_name(f)},
                                       {"rank", rank_json(f.rank)},
                                       {"calls", f.calls},
@@ -322,7 +319,7 @@ nlohmann::ordered_json render_json(const Report& report) {
                                       {"cost_ns", f.cost_ns},
                                       {"message", f.message},
                                       {"advice", f.advice},
-                                      {"severity", cause_severity_name(severity)}};
+                                      {"severity", cause_severity_name(f.severity)}};
     if (f.kind == FindingKind::Hang) {
       finding["hang_kind"] = schema::hang_kind_name(f.hang_kind);
       finding["stacks"] = f.stacks;

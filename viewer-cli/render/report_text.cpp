@@ -174,7 +174,7 @@ void render_diagnosis(std::string& out, const Report& report, const TextOptions&
     if (c.cost_ns_per_step > 0)
       out += fmt::format("     costs {} per step ({:.1f} % of the step); fixed, the step would be about {}\n",
                          human_duration(c.cost_ns_per_step), 100 * c.share, human_duration(c.predicted_step_ns));
-    else if (c.predicted_step_ns > 0 && report.processes.size() > 1)
+    else if (c.predicted_step_ns > 0 && (report.processes.size() > 1 || report.waits.analysis.ranks.size() > 1))
       out += fmt::format("     fixed alone, the job's step would not shorten: other ranks would still take {}\n",
                          human_duration(c.predicted_step_ns));
     else if (c.predicted_step_ns > 0)
