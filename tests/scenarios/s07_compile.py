@@ -1,12 +1,14 @@
 """S7 (R8): a sync inside a torch.compile'd function belongs to the user's script, not to
-inductor's generated module."""
+inductor's generated module. On the real torch the compiled function's frame runs Dynamo's
+transformed code, whose line is the function's first (its decorator's, in Python 3.8 and later):
+the site is pick's, at line 9."""
 import torch
 import torch._dynamo
 
 torch._dynamo.config.capture_dynamic_output_shape_ops = True
 
 
-@torch.compile
+@torch.compile                   # PLANT compiled_def
 def pick(x):
     return x[x > 0].sum()        # PLANT compiled_nonzero
 

@@ -32,6 +32,8 @@ struct Case {
 //  [nsys]    `nsys stats` cuda_gpu_kern_sum tables and torch.profiler key_averages() tables pasted in
 //            public GitHub reports and issues (PyTorch training and vLLM/SGLang serving, A100/H100/B200).
 //  [inductor] PyTorch test/inductor test_profiler ("triton_tem_fused_mm_0") and Inductor output code.
+//  [h200]    CUPTI's names in trainshim's own runs of tests/realtorch (R3, R4) and gpu_timeline_torch.py
+//            (fp32, bf16) on an H200 with torch 2.11.0+cu130 (scripts/gpu-check).
 const Case kCases[] = {
     // FP32 on the CUDA cores: the AMP finding.
     {"ampere_sgemm_128x64_tn", true, P::Fp32},           // [nsys] A100, nn.Linear fp32
@@ -43,6 +45,15 @@ const Case kCases[] = {
      true, P::Fp32},                                                            // [nsys] H100, "Ampere f32 fallback"
     {"sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize64x256x8", true, P::Fp32},  // [nsys-ai]
     {"void gemmSN_TN_kernel<float, (int)128, (int)16, (", true, P::Fp32},       // [nsys] cut as the table printed it
+    {"sm80_xmma_gemm_f32f32_f32f32_f32_nt_n_tilesize64x128x8_stage3_warpsize1x4x1_ffma_aligna4_alignc4_execute_"
+     "kernel__5x_cublas",
+     true, P::Fp32},  // [h200] R3's nn.Linear, fp32
+    {"sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize256x128x8_stage3_warpsize4x2x1_ffma_aligna4_alignc4_execute_"
+     "kernel__5x_cublas",
+     true, P::Fp32},  // [h200] torch.mm, fp32
+    {"void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>(cutlass_80_simt_sgemm_256x128_8x4_nn_"
+     "align1::Params)",
+     true, P::Fp32},  // [h200] R3's backward, fp32
     // TF32 on tensor cores (allow_tf32 / set_float32_matmul_precision('high')).
     {"sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_"
      "cublas",
@@ -54,12 +65,14 @@ const Case kCases[] = {
     // BF16.
     {"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__"
      "5x_cublas",
-     true, P::Bf16},                                               // [nsys] vLLM lm_head
-    {"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn", true, P::Bf16},     // [nsys-ai]
-    {"nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT", true, P::Bf16},  // [nsys] aten::mm on c10::BFloat16
-    {"nvjet_tst_32x64_64x16_4x1_v_bz_TNN", true, P::Bf16},         // [nsys] Input type c10::BFloat16
-    {"nvjet_tst_128x128_64x4_1x2_h_bz_coopA", true, P::Bf16},      // [nsys-ai]
-    {"nvjet_tss_64x8_64x16_2x1_v_bz_splitK_TNT", true, P::Bf16},   // [nsys] bf16 in, fp32 out
+     true, P::Bf16},                                                    // [nsys] vLLM lm_head
+    {"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn", true, P::Bf16},          // [nsys-ai]
+    {"nvjet_tst_128x256_64x4_1x2_h_bz_coopA_TNT", true, P::Bf16},       // [nsys] aten::mm on c10::BFloat16
+    {"nvjet_tst_32x64_64x16_4x1_v_bz_TNN", true, P::Bf16},              // [nsys] Input type c10::BFloat16
+    {"nvjet_tst_128x128_64x4_1x2_h_bz_coopA", true, P::Bf16},           // [nsys-ai]
+    {"nvjet_tss_64x8_64x16_2x1_v_bz_splitK_TNT", true, P::Bf16},        // [nsys] bf16 in, fp32 out
+    {"nvjet_sm90_tst_128x128_64x6_1x2_h_bz_NTT", true, P::Bf16},        // [h200] R4's nn.Linear under autocast
+    {"nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", true, P::Bf16},  // [h200] torch.mm under autocast
     {"void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_128x2_tn_align8>(T1::Params)", true,
      P::Bf16},                                                                      // [nsys] "CUTLASS BF16 GEMM"
     {"cutlass_75_tensorop_bf16_s1688gemm_bf16_16x16_tn_align1", true, P::Bf16},     // [nsys]
@@ -87,6 +100,10 @@ const Case kCases[] = {
     {"triton_poi_fused_mul_silu_2", false, P::Unknown},              // [nsys] vLLM
     {"triton_red_fused_argmax_1", false, P::Unknown},                // [nsys] Inductor
     {"splitKreduce_kernel", false, P::Unknown},                      // [nsys]
+    {"void cublasLt::splitKreduce_kernel<32, 16, int, float, float, float, float, false, float, float, float, true, "
+     "false, false, false>(cublasLt::cublasSplitKParams<float>, float const*, float const*, float*, float*, float "
+     "const*, float const*, float const*, float const*, float*, void*, long, float*, int*)",
+     false, P::Unknown},  // [h200] R3's backward; parameter list completed after the cut
     {"void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctorOnSelf_add<float>, "
      "std::array<char *, (unsigned long)2>>(int, at::native::CUDAFunctorOnSelf_add<float>, "
      "std::array<char *, (unsigned long)2>)",

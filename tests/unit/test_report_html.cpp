@@ -144,6 +144,45 @@ TEST(HtmlReport, StripsSplitEachStepAsTheGpuTimelineDid) {
             std::string::npos);
 }
 
+// A profiler starting made one step of R7 3.47 s among steps of 50 µs on an H200: to scale, the
+// others were slivers a thousandth of a unit tall. A bar over 3 times the 90th percentile's length
+// is drawn at full height, its parts in proportion, cut, and says so.
+TEST(HtmlReport, AFewVeryLongStepsAreDrawnCutSoTheOthersShow) {
+  Report r;
+  ProcessReport& p = r.processes.emplace_back();
+  p.rank = 0;
+  p.pid = 100;
+  int64_t start = 0;
+  for (int k = 0; k <= 20; ++k) {
+    p.sync_sites.steps.starts_ns.push_back(start);
+    start += k == 7 ? 10'000 * kMs : 10 * kMs;
+  }
+  p.sync_sites.steps.count = 21;
+  for (int k = 0; k < 20; ++k) {
+    CoveredStep s = covered(k, 6 * kMs, 0, IdleCause::DataLoading);
+    if (k == 7) {
+      s.ns = 10'000 * kMs;
+      s.busy_ns = 1'000 * kMs;
+      s.idle_by_cause_ns[int(IdleCause::DataLoading)] = 0;
+      s.idle_by_cause_ns[int(IdleCause::Sync)] = 9'000 * kMs;
+    }
+    add_covered(p.gpu, s);
+  }
+  const std::string strip = strip_of(render_html(r), 0);
+  ASSERT_FALSE(strip.empty());
+  // The strip is 30 ms tall: a 10 ms step is a third of it.
+  EXPECT_EQ(count(strip, R"(class="p-compute" x="0.0" y="80.0000" width="3.4" height="20.0000")"), 1u) << strip;
+  EXPECT_EQ(count(strip, R"(height="13.3333" fill="#e45756")"), 19u);
+  EXPECT_EQ(count(strip, "<g data-drawn-at"), 1u);
+  const std::size_t cut = strip.find(R"(<g data-drawn-at="0.003"><title>step 7: 10.00 s a step, cut</title>)");
+  ASSERT_NE(cut, std::string::npos) << strip;
+  const std::string bar = strip.substr(cut, strip.find("</g>", cut) - cut);
+  EXPECT_NE(bar.find(R"(class="p-compute" x="28.0" y="90.0000" width="3.4" height="10.0000")"), std::string::npos)
+      << bar;
+  EXPECT_NE(bar.find(R"(class="p-sync" x="28.0" y="0.0000" width="3.4" height="90.0000")"), std::string::npos) << bar;
+  EXPECT_NE(bar.find(R"(class="cut")"), std::string::npos);
+}
+
 TEST(HtmlReport, WaitsVerdictSitesAndSetupDrawnFromTheReport) {
   Report r = starved_straggler();
   const std::string templated = "void at::native::elementwise_kernel<" + std::string(300, 'x') + ">";

@@ -9,7 +9,7 @@ of it at 1,280 px (the whole page) and at 390 px are saved. Then, on the DOM Chr
 --no-browser, on the file itself, as scripts/run-scenarios does for every scenario):
   - every section the run calls for is there (the waits with collectives, the hang with a hang);
   - each rank's strip draws the GPU idle share the JSON gives, within 1 % of the step, summed from
-    the heights of its bars' parts;
+    the heights of its bars' parts (a cut bar's at the share it is drawn at);
   - the straggler's imposed-wait bar is the longest, and it is the JSON's straggler;
   - when the job hung and the missing rank's stack was sampled, a frame of the merged stacks is
     that rank's alone.
@@ -38,6 +38,7 @@ class ReportPage(html.parser.HTMLParser):
         self.imposed = {}  # rank -> bar width
         self.frames = []  # (frame, ranks)
         self._strip = None
+        self._drawn_at = 1.0  # a cut bar's parts are drawn at this share of their length
         self._imposed_rank = None
 
     def handle_starttag(self, tag, attrs):
@@ -47,9 +48,11 @@ class ReportPage(html.parser.HTMLParser):
         elif tag == "svg" and "data-pid" in a:
             self._strip = self.strips.setdefault(int(a["data-pid"]), {"rank": a["data-rank"], "parts": {},
                                                                       "idle_share": float(a["data-idle-share"])})
+        elif tag == "g" and self._strip is not None:
+            self._drawn_at = float(a.get("data-drawn-at", "1"))
         elif tag == "rect" and self._strip is not None and a.get("class", "").startswith("p-"):
             part = a["class"][2:]
-            self._strip["parts"][part] = self._strip["parts"].get(part, 0.0) + float(a["height"])
+            self._strip["parts"][part] = self._strip["parts"].get(part, 0.0) + float(a["height"]) / self._drawn_at
         elif tag == "g" and "data-imposed-ns" in a:
             self._imposed_rank = int(a["data-rank"])
         elif tag == "rect" and self._imposed_rank is not None:
@@ -61,6 +64,8 @@ class ReportPage(html.parser.HTMLParser):
     def handle_endtag(self, tag):
         if tag == "svg":
             self._strip = None
+        elif tag == "g":
+            self._drawn_at = 1.0
 
 
 def check_page(page_html, report):

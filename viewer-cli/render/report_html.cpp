@@ -261,11 +261,13 @@ void render_strip(std::string& out, const ProcessReport& p, const std::vector<Ba
       rank_label(p.rank), p.pid, g.share(g.idle_ns), width * double(bars.size()), height, escape(process_name(p)));
   for (std::size_t i = 0; i < bars.size(); ++i) {
     const Bar& b = bars[i];
+    // A bar longer than the strip is drawn at full height, its parts in proportion, and cut.
+    const double cut = std::min(1.0, double(scale_ns) / double(std::max<int64_t>(1, b.step_ns())));
     double y = height;
     std::string rects;
     auto part = [&](const PartStyle& s, int64_t ns, int64_t steps) {
       if (ns <= 0) return;
-      const double h = double(ns) / double(steps) / double(scale_ns) * height;
+      const double h = double(ns) / double(steps) / double(scale_ns) * height * cut;
       y -= h;
       rects += fmt::format(R"(<rect class="p-{}" x="{:.1f}" y="{:.4f}" width="{:.1f}" height="{:.4f}" fill="{}"/>)",
                            s.key, width * double(i), y, width * 0.85, h, s.colour);
@@ -281,7 +283,14 @@ void render_strip(std::string& out, const ProcessReport& p, const std::vector<Ba
     std::string steps = b.steps == 1 ? fmt::format("step {}", b.first_step)
                                      : fmt::format("steps {}-{}", b.first_step, b.first_step + b.steps - 1);
     if (b.steps > 1) steps += fmt::format(" ({} recorded)", b.recorded);
-    out += fmt::format("<g><title>{}: {} a step</title>{}</g>", steps, human_duration(b.step_ns()), rects);
+    if (cut < 1) {
+      rects += fmt::format(R"(<rect class="cut" x="{:.1f}" y="8" width="{:.1f}" height="3" fill="#fff"/>)",
+                           width * double(i), width * 0.85);
+      out += fmt::format(R"(<g data-drawn-at="{:.6g}"><title>{}: {} a step, cut</title>{}</g>)", cut, steps,
+                         human_duration(b.step_ns()), rects);
+    } else {
+      out += fmt::format("<g><title>{}: {} a step</title>{}</g>", steps, human_duration(b.step_ns()), rects);
+    }
   }
   out += "</svg></div>";
 }
@@ -319,14 +328,19 @@ void render_steps(std::string& out, const Report& report) {
          R"(communication, or idle and why.</p>)";
   const std::vector<const ProcessReport*> drawn = ranks_drawn(report);
   std::vector<std::vector<Bar>> bars;
-  int64_t scale_ns = 1;
+  std::vector<int64_t> lengths;
   bool not_recorded = false;
   for (const ProcessReport* p : drawn) {
     bars.push_back(bars_of(*p, p->rank >= 0 ? report.waits.analysis.waits_of(p->rank) : nullptr));
     for (const Bar& b : bars.back()) {
-      scale_ns = std::max(scale_ns, b.step_ns());
+      lengths.push_back(b.step_ns());
       not_recorded = not_recorded || b.recorded == 0;
     }
+  }
+  int64_t scale_ns = 1;
+  if (!lengths.empty()) {
+    std::sort(lengths.begin(), lengths.end());
+    scale_ns = std::max(scale_ns, std::min(lengths.back(), kHtmlCutBarsAbove * lengths[(lengths.size() - 1) * 9 / 10]));
   }
   legend(out, not_recorded);
   for (std::size_t i = 0; i < drawn.size(); ++i)

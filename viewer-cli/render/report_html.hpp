@@ -13,6 +13,9 @@ inline constexpr std::size_t kHtmlStripRanks = 16;
 inline constexpr std::size_t kHtmlBarsPerStrip = 300;
 inline constexpr std::size_t kHtmlHeatRows = 32;
 inline constexpr std::size_t kHtmlHeatColumns = 200;
+// A strip's full height is at most this many times its 90th-percentile bar: longer bars (a first
+// step that compiles, a profiler starting) are drawn cut, so that they do not flatten the rest.
+inline constexpr int64_t kHtmlCutBarsAbove = 3;
 
 std::string render_html(const Report& report);
 
