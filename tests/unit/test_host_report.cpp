@@ -369,6 +369,7 @@ TEST_F(SetupTest, EveryItemThatIsOffIsAWarning) {
          {"env.NCCL_P2P_DISABLE", "1"},
          {"env.NCCL_DEBUG", "INFO"},
          {"env.NCCL_SOCKET_IFNAME", "eth0"},
+         {"env.NCCL_VERSION", "2.28.3-1"},  // the CUDA container's label: not a setting
          {"env.OMP_NUM_THREADS", "64"},
          {"workers_max", "4"},
          {"workers_seen", "12"}},

@@ -158,6 +158,9 @@ SetupItem nccl_env(const ProcessReport& p) {
   for (const auto& [key, value] : p.host_report.facts) {
     if (!key.starts_with("env.NCCL_")) continue;
     const std::string name = key.substr(4);
+    // NVIDIA's CUDA container images set NCCL_VERSION to label the NCCL they install; NCCL reads
+    // no such setting.
+    if (name == "NCCL_VERSION") continue;
     set.push_back(name + "=" + value);
     if ((name == "NCCL_P2P_DISABLE" || name == "NCCL_IB_DISABLE" || name == "NCCL_SHM_DISABLE") && value == "1")
       fixes.push_back(fmt::format("unset {} ({})", name,
