@@ -21,7 +21,8 @@ overhead  a loop of many small kernels (CUPTI's worst case) for OVERHEAD_SECONDS
           the mean step time
 
 With GPU_PLANT_OUT set, the job writes its own host measurements of the planted intervals to
-$GPU_PLANT_OUT/rank0.json ({"intervals": {name: [seconds...]}}), for the check to compare.
+$GPU_PLANT_OUT/rank0.json ({"intervals": {name: [seconds...]}, "device": the GPU's name}), for the
+check to compare.
 """
 import ctypes
 import json
@@ -47,7 +48,7 @@ def write_measurements():
     folder = os.environ.get("GPU_PLANT_OUT")
     if folder:
         with open(os.path.join(folder, "rank0.json"), "w", encoding="utf-8") as f:
-            json.dump({"rank": 0, "intervals": MEASURED}, f)
+            json.dump({"rank": 0, "intervals": MEASURED, "device": torch.cuda.get_device_name(0)}, f)
 
 
 def matmul_chain(weights, x, count):
