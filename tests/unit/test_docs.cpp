@@ -246,8 +246,15 @@ Report full_report() {
               schema::HangKind::Collective,
               "rank 1 (pid 4243) thread 4243 sleeping in futex for 312.0 s"}};
   r.setup = {{0, 4242, SetupItemKind::NumaAffinity, "affinity CPUs 0-63", "taskset/numactl to CPUs 0-31", false}};
-  r.findings = {{FindingKind::HiddenSync, 0, 100, 0, 5'000'000, "rank 0 waits", "log less often", {}, ""},
-                {FindingKind::Hang, 1, 0, 0, 312'000'000'000, "ranks 0 waiting", "look", schema::HangKind::Collective,
+  r.findings = {{FindingKind::HiddenSync, 0, 100, 0, 5'000'000, "rank 0 waits", {"log less often"}, {}, ""},
+                {FindingKind::Hang,
+                 1,
+                 0,
+                 0,
+                 312'000'000'000,
+                 "ranks 0 waiting",
+                 {"look"},
+                 schema::HangKind::Collective,
                  "rank 1 ..."}};
   r.diagnosis = diagnose(r);
   return r;

@@ -170,7 +170,7 @@ TEST_F(StragglerTest, TheStragglersMainThreadIsNamedByItsUserFrameAndItsSyscall)
                          {"syscall", "clock_nanosleep"},
                          {"samples", 25}}));
   EXPECT_EQ(kinds(r), std::vector<std::string>{"straggler"});
-  EXPECT_EQ(finding(r, "straggler")->advice,
+  EXPECT_EQ(finding(r, "straggler")->advice(),
             "while rank 1 was late, its main thread was in load_batch at data.py:88 (92 % of samples), sleeping in "
             "clock_nanosleep");
   EXPECT_NE(render_text(r).find("  While rank 1 was late, its main thread was in load_batch at data.py:88 (92 % of "
@@ -191,7 +191,7 @@ TEST_F(StragglerTest, AProgramWithoutPythonIsNamedByItsStateAndSyscall) {
   EXPECT_EQ(doing["state"], "sleeping");
   EXPECT_EQ(doing["syscall"], "clock_nanosleep");
   EXPECT_EQ(doing["samples"], 25);
-  EXPECT_EQ(finding(r, "straggler")->advice,
+  EXPECT_EQ(finding(r, "straggler")->advice(),
             "while rank 1 was late, its main thread was sleeping in clock_nanosleep (92 % of samples)");
 }
 
@@ -201,7 +201,7 @@ TEST_F(StragglerTest, WithoutSamplesTheStragglerKeepsItsOldAdvice) {
   ASSERT_EQ(r.waits.analysis.straggler, 1);
   EXPECT_FALSE(r.waits.straggler_doing);
   EXPECT_TRUE(render_json(r)["collective_waits"]["straggler_doing"].is_null());
-  EXPECT_EQ(finding(r, "straggler")->advice,
+  EXPECT_EQ(finding(r, "straggler")->advice(),
             "find what rank 1 does on the host before its collectives (data loading, logging, evaluation on one rank)");
   EXPECT_EQ(render_text(r).find("its main thread"), std::string::npos);
 }
@@ -276,7 +276,7 @@ TEST_F(InputWaitTest, TheMainThreadsShareInDataLoaderNextAndItsQueue) {
   EXPECT_EQ(f->message,
             "rank 0: the main thread waits for the DataLoader 40 % of each step (40.0 ms per step), in next() at "
             "/src/train.py:40 in train (75 % of it for the workers' queue)");
-  EXPECT_EQ(f->advice, "more workers (num_workers up to 3) and a deeper prefetch_factor");
+  EXPECT_EQ(f->advice(), "more workers (num_workers up to 3) and a deeper prefetch_factor");
   EXPECT_EQ(kinds(r), (std::vector<std::string>{"input_bound", "setup_dataloader_workers"}));
   const std::string text = render_text(r);
   EXPECT_NE(text.find("  sampler: on at 100 Hz, 140 samples (3 torn (the thread's frames changed while read))\n"
@@ -314,7 +314,7 @@ TEST_F(InputWaitTest, NoWorkersWhileInputBoundIsTheAdvice) {
   EXPECT_EQ(wait["share"], 0.5);
   EXPECT_EQ(wait["queue_share"], 0.0);
   EXPECT_EQ(wait["site"], "/src/train.py:41 in train");
-  EXPECT_EQ(finding(r, "input_bound")->advice, "DataLoader(num_workers=7): the main thread loads every batch itself");
+  EXPECT_EQ(finding(r, "input_bound")->advice(), "DataLoader(num_workers=7): the main thread loads every batch itself");
   const SetupItem& workers = r.setup.front();
   EXPECT_EQ(setup_item_name(workers.item), "dataloader_workers");
   EXPECT_FALSE(workers.ok);
@@ -409,7 +409,7 @@ TEST_F(SetupTest, EveryItemThatIsOffIsAWarning) {
   EXPECT_EQ(numa->rank, 0);
   EXPECT_EQ(numa->message,
             "rank 0: CPU affinity against the GPU's NUMA node: affinity CPUs 0-31, not within NUMA node 1 of its GPU");
-  EXPECT_EQ(numa->advice, "taskset/numactl to CPUs 32-63 (NUMA node 1 of GPU 0000:1b:00.0)");
+  EXPECT_EQ(numa->advice(), "taskset/numactl to CPUs 32-63 (NUMA node 1 of GPU 0000:1b:00.0)");
 
   // --setup: the section alone, and only "setup" in JSON.
   const std::string text = render_setup_text(r);
@@ -488,7 +488,7 @@ TEST_F(SetupTest, FewerRanksThanGpusAndRanksSharingAGpu) {
   EXPECT_EQ(r.setup[5].observed, "2 ranks on nodeA, 8 GPUs");
   EXPECT_FALSE(r.setup[5].ok);
   EXPECT_EQ(finding(r, "setup_ranks_per_node")->message, "rank 0, rank 1: ranks per node: 2 ranks on nodeA, 8 GPUs");
-  EXPECT_EQ(finding(r, "setup_ranks_per_node")->advice, "one rank per GPU: 8 per node (torchrun --nproc_per_node=8)");
+  EXPECT_EQ(finding(r, "setup_ranks_per_node")->advice(), "one rank per GPU: 8 per node (torchrun --nproc_per_node=8)");
 
   // Each sees one GPU (CUDA_VISIBLE_DEVICES), the same one.
   std::filesystem::remove(path_);

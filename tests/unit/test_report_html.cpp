@@ -109,7 +109,7 @@ Report starved_straggler() {
   cause.share = 0.5;
   cause.predicted_step_ns = 5 * kMs;
   cause.severity = CauseSeverity::High;
-  cause.advice = "more DataLoader workers";
+  cause.remedies = {"more DataLoader workers"};
   RootCause sync;
   sync.kind = CauseKind::HiddenSync;
   sync.operation = "Tensor.item()";

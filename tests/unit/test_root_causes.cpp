@@ -23,7 +23,7 @@ Finding finding(FindingKind kind, int rank, const std::string& message, const st
   f.kind = kind;
   f.rank = rank;
   f.message = message;
-  f.advice = "advice for " + message;
+  f.remedies = {"advice for " + message};
   f.site = site;
   f.operation = operation;
   return f;
@@ -129,7 +129,7 @@ TEST(RootCauses, TheStragglersInputIsOneCauseCostedOnEveryRanksStep) {
   EXPECT_STREQ(cause_severity_name(input.severity), "high");
   EXPECT_EQ(input.evidence, (std::vector<std::string>{"rank 1 arrives last", "rank 1: GPU idle for input",
                                                       "rank 1: main thread waits for the DataLoader"}));
-  EXPECT_EQ(input.advice, "advice for rank 1: GPU idle for input");
+  EXPECT_EQ(input.advice(), "advice for rank 1: GPU idle for input");
 }
 
 // A finding is as severe as the cause it is evidence of, whatever its kind: the straggler's
@@ -158,8 +158,8 @@ TEST(RootCauses, PinningIsAdvisedUnderItsOwnCauseNotAgainUnderTheInputPipeline) 
   const std::string loader = "more DataLoader workers";
   const std::string both = loader + "; " + std::string(kPinAfterLoadingRemedy);
   for (Finding& f : r.findings)
-    if (f.kind == FindingKind::DataStarvation) f.advice = both;
-  EXPECT_EQ(cause(diagnose(r), "input_pipeline").advice, loader);
+    if (f.kind == FindingKind::DataStarvation) f.remedies = {loader, std::string(kPinAfterLoadingRemedy)};
+  EXPECT_EQ(cause(diagnose(r), "input_pipeline").advice(), loader);
   // No pageable copy, blocking upload or pinned-memory item: no such cause.
   std::erase_if(r.findings, [](const Finding& f) {
     return f.kind == FindingKind::PageableCopy || f.kind == FindingKind::Setup ||
@@ -168,7 +168,7 @@ TEST(RootCauses, PinningIsAdvisedUnderItsOwnCauseNotAgainUnderTheInputPipeline) 
   const Diagnosis without = diagnose(r);
   ASSERT_TRUE(std::none_of(without.causes.begin(), without.causes.end(),
                            [](const RootCause& c) { return c.kind == CauseKind::PageableInput; }));
-  EXPECT_EQ(cause(without, "input_pipeline").advice, both);
+  EXPECT_EQ(cause(without, "input_pipeline").advice(), both);
 }
 
 // The item() of both ranks is one cause; its cost is its bubbles, never the wait before them.
@@ -306,7 +306,7 @@ TEST(RootCauses, PageableInputIsOneCauseWithItsChecklistItem) {
   EXPECT_EQ(pageable.predicted_step_ns, 100 * kMs);
   EXPECT_EQ(pageable.cost_ns_per_step, 0);
   EXPECT_STREQ(cause_severity_name(pageable.severity), "low");
-  EXPECT_EQ(pageable.advice, "advice for pinned memory: off");
+  EXPECT_EQ(pageable.advice(), "advice for pinned memory: off");
 }
 
 // Pinning takes the host's staging copies of pageable uploads off its path (a job that sets its own

@@ -91,7 +91,7 @@ void add_starvation_finding(Report& report, const ProcessReport& p) {
     remedies.push_back("persistent_workers=True (workers that restart each epoch stall its first steps) and a deeper "
                        "prefetch_factor to absorb the slow batches");
   if (g.pageable_input) remedies.emplace_back(kPinAfterLoadingRemedy);
-  f.advice = fmt::format("{}", fmt::join(remedies, "; "));
+  f.remedies = std::move(remedies);
   report.findings.push_back(std::move(f));
 }
 
@@ -106,7 +106,7 @@ void add_fp32_gemm_finding(Report& report, const ProcessReport& p) {
   f.cost_ns = k.fp32_gemm_ns;
   const auto advice = words.find(": use ");
   f.message = fmt::format("{}: {}", rank_words(p.rank, p.pid), words.substr(0, advice));
-  f.advice = advice == std::string::npos ? std::string() : words.substr(advice + 2);
+  f.remedies = {advice == std::string::npos ? std::string() : words.substr(advice + 2)};
   report.findings.push_back(std::move(f));
 }
 
@@ -127,7 +127,7 @@ void add_timeline_findings(Report& report) {
         "measured on the host side only (up to the next kernel launch)",
         fmt::join(who, ", "), state == "yielded" ? " after the other client started" : "",
         gpu_timeline_state_words(state));
-    f.advice = gpu_timeline_state_advice(state);
+    f.remedies = {gpu_timeline_state_advice(state)};
     report.findings.push_back(std::move(f));
   }
 }
@@ -171,7 +171,7 @@ void add_input_bound_finding(Report& report, const ProcessReport& p) {
                              "__getitem__ or transform"
                            : "the batches are loaded on the main thread: DataLoader(num_workers > 0) with "
                              "persistent_workers=True and pin_memory=True");
-  f.advice = fmt::format("{}", fmt::join(remedies, "; "));
+  f.remedies = std::move(remedies);
   report.findings.push_back(std::move(f));
 }
 
@@ -198,7 +198,7 @@ void add_setup_findings(Report& report) {
     }
     f.message = alike ? fmt::format("{}: {}: {}", fmt::join(who, ", "), info.words, off.front()->observed)
                       : fmt::format("{}: {}", info.words, fmt::join(observed, "; "));
-    f.advice = fmt::format("{}", fmt::join(advice, "; "));
+    f.remedies = std::move(advice);
     report.findings.push_back(std::move(f));
   }
 }
@@ -219,18 +219,19 @@ void add_straggler_finding(Report& report) {
       100 * s->last_fraction(),
       steps ? human_duration(s->imposed_ns / steps) + " per step" : human_duration(s->imposed_ns) + " in all");
   if (const auto& doing = report.waits.straggler_doing) {
-    f.advice =
-        fmt::format("while rank {} was late, its main thread was {}", a.straggler, straggler_doing_words(*doing));
+    f.remedies = {
+        fmt::format("while rank {} was late, its main thread was {}", a.straggler, straggler_doing_words(*doing))};
     report.findings.push_back(std::move(f));
     return;
   }
-  f.advice = report.waits.straggler_host.empty()
-                 ? fmt::format("find what rank {} does on the host before its collectives (data loading, logging, "
-                               "evaluation on one rank)",
-                               a.straggler)
-                 : fmt::format("while rank {} was late its host was in {}: balance that work across ranks or move it "
-                               "off the critical path",
-                               a.straggler, host_activity_words(report.waits.straggler_host));
+  f.remedies = {
+      report.waits.straggler_host.empty()
+          ? fmt::format("find what rank {} does on the host before its collectives (data loading, logging, "
+                        "evaluation on one rank)",
+                        a.straggler)
+          : fmt::format("while rank {} was late its host was in {}: balance that work across ranks or move it "
+                        "off the critical path",
+                        a.straggler, host_activity_words(report.waits.straggler_host))};
   report.findings.push_back(std::move(f));
 }
 
@@ -249,12 +250,12 @@ void add_findings(Report& report) {
       if (!h.message.starts_with("no rank progressed"))
         f.message = fmt::format("no rank progressed for {} with no collective pending: {}", human_duration(h.waited_ns),
                                 h.message);
-      f.advice = "every rank is stuck outside NCCL: read each rank's stack (`trainshim dump` while it runs): a "
-                 "DataLoader whose worker died or deadlocked, a lock or a barrier outside NCCL, or I/O that never "
-                 "returns";
+      f.remedies = {"every rank is stuck outside NCCL: read each rank's stack (`trainshim dump` while it runs): a "
+                    "DataLoader whose worker died or deadlocked, a lock or a barrier outside NCCL, or I/O that never "
+                    "returns"};
     } else {
-      f.advice = "look at what the missing rank was doing last: a rank that skips a collective (an evaluation or a "
-                 "checkpoint on one rank, a data-dependent branch) leaves every other rank waiting";
+      f.remedies = {"look at what the missing rank was doing last: a rank that skips a collective (an evaluation or a "
+                    "checkpoint on one rank, a data-dependent branch) leaves every other rank waiting"};
     }
     report.findings.push_back(std::move(f));
   }
@@ -276,10 +277,10 @@ void add_findings(Report& report) {
                               h2d ? "from" : "into", with_thousands(c.calls), human_duration(c.host_ns));
       f.operation = h2d ? "pageable H2D copy" : "pageable D2H copy";
       f.copy_direction = c.direction;
-      f.advice = h2d ? "pin the host buffer (DataLoader pin_memory=True, or tensor.pin_memory()) and copy "
-                       "with non_blocking=True so the copy overlaps compute"
-                     : "copy into a pinned buffer with non_blocking=True; into pageable memory every D2H copy "
-                       "blocks the host until the GPU reaches it";
+      f.remedies = {h2d ? "pin the host buffer (DataLoader pin_memory=True, or tensor.pin_memory()) and copy "
+                          "with non_blocking=True so the copy overlaps compute"
+                        : "copy into a pinned buffer with non_blocking=True; into pageable memory every D2H copy "
+                          "blocks the host until the GPU reaches it"};
       report.findings.push_back(std::move(f));
     }
     const RankSyncs& rs = p.sync_sites;
@@ -298,7 +299,7 @@ void add_findings(Report& report) {
           fmt::format("{}: {} at {} blocks the host {} ({} in all{}){}", rank_words(p.rank, p.pid),
                       site.classification.operation, site_location(site), rate_words(site.calls, rs),
                       human_duration(site.blocked_ns), share_words(site.blocked_ns, rs), bubble_words(site, charged));
-      f.advice = site.classification.advice;
+      f.remedies = {site.classification.advice};
       f.site = site_location(site);
       f.operation = site.classification.operation;
       report.findings.push_back(std::move(f));
@@ -313,7 +314,7 @@ void add_findings(Report& report) {
       f.calls = p.lost.total();
       f.message = fmt::format("{} lost {} records ({}): its figures are lower bounds", rank_words(p.rank, p.pid),
                               with_thousands(p.lost.total()), lost_words(p.lost));
-      f.advice = loss_advice(p.lost);
+      f.remedies = {loss_advice(p.lost)};
       report.findings.push_back(std::move(f));
     }
   }
@@ -326,8 +327,8 @@ void add_findings(Report& report) {
                             "operations are named from its exported op-entry frames alone and "
                             "torch.cuda.Event/Stream.synchronize() can show as unclassified",
                             library);
-    f.advice = "profile with the PyPI wheel of the same version, or a build that strips debug information only "
-               "(strip --strip-debug)";
+    f.remedies = {"profile with the PyPI wheel of the same version, or a build that strips debug information only "
+                  "(strip --strip-debug)"};
     report.findings.push_back(std::move(f));
   }
   std::stable_sort(report.findings.begin(), report.findings.end(),

@@ -47,14 +47,17 @@ struct Finding {
   FindingKind kind = FindingKind::HiddenSync;
   int rank = -1;
   int64_t calls = 0, bytes = 0, cost_ns = 0;
-  std::string message, advice;
-  schema::HangKind hang_kind{};     // a hang's kind
-  std::string stacks;               // a hang's ranks' stacks
-  std::string site{}, operation{};  // hidden_sync: the site's location and its operation
-  Direction copy_direction{};       // pageable_copy: the copies' direction
-  SetupItemKind setup_item{};       // Setup: the item that is off
+  std::string message;
+  std::vector<std::string> remedies;  // what to do, in order
+  schema::HangKind hang_kind{};       // a hang's kind
+  std::string stacks;                 // a hang's ranks' stacks
+  std::string site{}, operation{};    // hidden_sync: the site's location and its operation
+  Direction copy_direction{};         // pageable_copy: the copies' direction
+  SetupItemKind setup_item{};         // Setup: the item that is off
   // That of the root cause it is evidence of (load_report sets it from the diagnosis).
   CauseSeverity severity = CauseSeverity::Advice;
+  // Its remedies in words, "; " between them.
+  std::string advice() const { return join_remedies(remedies); }
 };
 
 // "hidden_sync", "setup_numa_affinity": the finding's kind in JSON.

@@ -333,7 +333,9 @@ class Diagnoser {
     cause.kind = waits_for_input ? CauseKind::InputPipeline : CauseKind::Straggler;
     cause.title = waits_for_input ? fmt::format("rank {}'s input pipeline, which the other ranks wait for", s)
                                   : fmt::format("rank {} comes late to the collectives", s);
-    cause.advice = !input.empty() ? input.front()->advice : evidence.empty() ? "" : evidence.front()->advice;
+    cause.remedies = !input.empty()     ? input.front()->remedies
+                     : evidence.empty() ? std::vector<std::string>{}
+                                        : evidence.front()->remedies;
     // It loses its input wait, or, late for another reason, as much as the others waited for it
     // (its lateness), at least its time launching; the others' waits for it go with it (the replay).
     Removal removed;
@@ -353,10 +355,9 @@ class Diagnoser {
     const bool pageable = std::any_of(out_.causes.begin(), out_.causes.end(),
                                       [](const RootCause& c) { return c.kind == CauseKind::PageableInput; });
     if (!pageable) return;
-    const std::string remedy = "; " + std::string(kPinAfterLoadingRemedy);
     for (RootCause& c : out_.causes)
       if (c.kind == CauseKind::InputPipeline || c.kind == CauseKind::Input)
-        if (const auto at = c.advice.find(remedy); at != std::string::npos) c.advice.erase(at, remedy.size());
+        std::erase(c.remedies, kPinAfterLoadingRemedy);
   }
 
   // A rank that is not the straggler waiting for its input.
@@ -369,7 +370,7 @@ class Diagnoser {
     cause.rank = p.rank;
     cause.kind = CauseKind::Input;
     cause.title = p.rank >= 0 ? fmt::format("rank {}'s input pipeline", p.rank) : "the input pipeline";
-    cause.advice = evidence.front()->advice;
+    cause.remedies = evidence.front()->remedies;
     std::vector<const Finding*> all = evidence;
     all.insert(all.end(), workers.begin(), workers.end());
     Removal removed;
@@ -414,7 +415,7 @@ class Diagnoser {
     RootCause cause;
     cause.kind = CauseKind::PageableInput;
     cause.title = "blocking uploads of the input from pageable memory";
-    cause.advice = !pinning.empty() ? pinning.front()->advice : evidence.front()->advice;
+    cause.remedies = !pinning.empty() ? pinning.front()->remedies : evidence.front()->remedies;
     add(std::move(cause), evidence, removed);
   }
 
@@ -444,7 +445,7 @@ class Diagnoser {
       cause.rank = evidence.size() == 1 ? evidence.front()->rank : -1;
       cause.title = fmt::format("{} at {}", evidence.front()->operation, site);
       cause.identity = "hidden_sync: " + identity_of(key);
-      cause.advice = evidence.front()->advice;
+      cause.remedies = evidence.front()->remedies;
       // The GPU's idle time after a line is charged once: to its costliest operation there (the
       // findings come by cost).
       const bool bubble_here = charged.insert(site).second;
@@ -481,7 +482,7 @@ class Diagnoser {
     cause.rank = f.rank;
     cause.title = f.message;
     cause.identity = fmt::format("{} rank {}", cause_name(cause), f.rank);
-    cause.advice = f.advice;
+    cause.remedies = f.remedies;
     cause.severity = f.kind == FindingKind::Hang ? CauseSeverity::High : severity_of(-1);
     out_.finding_severity[index] = cause.severity;
     if (f.rank >= 0) cause.ranks.push_back(f.rank);

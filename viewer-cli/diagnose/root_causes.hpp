@@ -16,6 +16,13 @@ namespace trainshim::cli {
 
 struct Report;
 
+// Remedies in words, "; " between them: a finding's or a cause's advice.
+inline std::string join_remedies(const std::vector<std::string>& remedies) {
+  std::string out;
+  for (const std::string& r : remedies) out += (out.empty() ? "" : "; ") + r;
+  return out;
+}
+
 // High: >= 10 % of the job's step; medium: >= 2 %; low: less; advice: no measured cost.
 enum class CauseSeverity { High, Medium, Low, Advice };
 
@@ -37,7 +44,8 @@ struct RootCause {
   int64_t predicted_step_ns = 0;  // the job's step without it; 0 when not measured
   CauseSeverity severity = CauseSeverity::Advice;
   std::vector<std::string> evidence;  // the findings it groups, in their words
-  std::string advice;
+  std::vector<std::string> remedies;  // what to do, in order
+  std::string advice() const { return join_remedies(remedies); }
   // What names it from one run to the next (diff): its kind, rank and, for a sync, the operation,
   // file and function, never the line number (an unrelated edit above it must not make it new).
   std::string identity;

@@ -166,7 +166,7 @@ void render_verdict(std::string& out, const Report& report) {
       if (c.cost_ns_per_step > 0)
         out += fmt::format(R"(: <span class="cost">{} a step ({})</span>, the step {} without it)",
                            human_duration(c.cost_ns_per_step), percent(c.share), human_duration(c.predicted_step_ns));
-      if (!c.advice.empty()) out += fmt::format(R"(<p class="advice">{}</p>)", escape(c.advice));
+      if (!c.advice().empty()) out += fmt::format(R"(<p class="advice">{}</p>)", escape(c.advice()));
       if (!c.evidence.empty()) {
         out += "<details><summary>evidence</summary><ul>";
         for (const std::string& e : c.evidence) out += fmt::format("<li>{}</li>", escape(e));

@@ -166,7 +166,7 @@ nlohmann::ordered_json root_causes_json(const Diagnosis& d) {
                                                                 : nlohmann::ordered_json(nullptr)},
                       {"severity", cause_severity_name(c.severity)},
                       {"evidence", c.evidence},
-                      {"advice", c.advice}});
+                      {"advice", c.advice()}});
   return causes;
 }
 
@@ -318,7 +318,7 @@ nlohmann::ordered_json render_json(const Report& report) {
                                       {"bytes", f.bytes},
                                       {"cost_ns", f.cost_ns},
                                       {"message", f.message},
-                                      {"advice", f.advice},
+                                      {"advice", f.advice()},
                                       {"severity", cause_severity_name(f.severity)}};
     if (f.kind == FindingKind::Hang) {
       finding["hang_kind"] = schema::hang_kind_name(f.hang_kind);

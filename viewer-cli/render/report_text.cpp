@@ -184,7 +184,7 @@ void render_diagnosis(std::string& out, const Report& report, const TextOptions&
                          e + 1 == kEvidenceShown && c.evidence.size() > kEvidenceShown
                              ? fmt::format(" ({} more in Findings)", c.evidence.size() - kEvidenceShown)
                              : std::string());
-    if (!c.advice.empty()) out += fmt::format("     -> {}\n", c.advice);
+    if (!c.advice().empty()) out += fmt::format("     -> {}\n", c.advice());
   }
   render_straggler(out, report, options.top);
 }
@@ -358,7 +358,7 @@ std::string render_text(const Report& report, const TextOptions& options) {
   out += render_setup_text(report);
   out += "\nFindings\n";
   if (report.findings.empty()) out += "  none: no pageable copies and no lost events\n";
-  for (const auto& f : report.findings) out += fmt::format("  * {}\n    -> {}\n", f.message, f.advice);
+  for (const auto& f : report.findings) out += fmt::format("  * {}\n    -> {}\n", f.message, f.advice());
   return out;
 }
 
