@@ -1,7 +1,6 @@
 """S7 (R8): a sync inside a torch.compile'd function belongs to the user's script, not to
 inductor's generated module. On the real torch the compiled function's frame runs Dynamo's
-transformed code, whose line is the function's first (its decorator's, in Python 3.8 and later):
-the site is pick's, at line 9."""
+transformed code, whose line is the code object's first: the decorator's (PLANT compiled_def)."""
 import torch
 import torch._dynamo
 

@@ -2,8 +2,10 @@
 // Nsight and torch.profiler traces): FP32 and TF32 through the xmma kernels
 // (sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_..., sm90_xmma_gemm_f32f32_tf32f32_f32_...), BF16 and FP16
 // through cuBLASLt's nvjet kernels, whose type letters say the precision (nvjet_tst_: BF16,
-// nvjet_hsh_: FP16). Durations: 2*m*n*k*batch FLOPs at an H100 SXM's dense peak for that math
-// (67 TFLOP/s FP32 on CUDA cores, 495 TF32, 989 BF16 and FP16, 67 FP64), 2 us at least.
+// nvjet_hsh_: FP16). An H200 with cuBLAS 13 also ran small FP32 GEMMs as sm80_xmma_..._ffma and
+// cutlass_80_simt_sgemm, and BF16 as nvjet_sm90_tst_ (tests/unit/test_kernels.cpp). Durations:
+// 2*m*n*k*batch FLOPs at an H100 SXM's dense peak for that math (67 TFLOP/s FP32 on CUDA cores,
+// 495 TF32, 989 BF16 and FP16, 67 FP64), 2 us at least.
 #include "gemm.h"
 
 #include "simcuda.h"

@@ -333,14 +333,16 @@ void render_steps(std::string& out, const Report& report) {
   for (const ProcessReport* p : drawn) {
     bars.push_back(bars_of(*p, p->rank >= 0 ? report.waits.analysis.waits_of(p->rank) : nullptr));
     for (const Bar& b : bars.back()) {
-      lengths.push_back(b.step_ns());
+      if (b.step_ns() > 0) lengths.push_back(b.step_ns());
       not_recorded = not_recorded || b.recorded == 0;
     }
   }
   int64_t scale_ns = 1;
   if (!lengths.empty()) {
     std::sort(lengths.begin(), lengths.end());
-    scale_ns = std::max(scale_ns, std::min(lengths.back(), kHtmlCutBarsAbove * lengths[(lengths.size() - 1) * 9 / 10]));
+    // The 90th percentile by nearest rank: below 10 bars the longest, so a few bars are never cut.
+    const int64_t p90 = lengths[(lengths.size() * 9 + 9) / 10 - 1];
+    scale_ns = std::max(scale_ns, std::min(lengths.back(), kHtmlCutBarsAbove * p90));
   }
   legend(out, not_recorded);
   for (std::size_t i = 0; i < drawn.size(); ++i)
