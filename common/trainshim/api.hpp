@@ -37,7 +37,7 @@ inline constexpr std::array kHostMemoryNames = {
 #define TS_HOST_MEMORY(value, name) std::string_view(name),
 #include "trainshim/call_kinds.def"
 };
-inline constexpr uint8_t kApiClassCount = uint8_t(ApiClass::SetDevice) + 1;
+inline constexpr uint8_t kApiClassCount = uint8_t(ApiClass::Capture) + 1;
 inline constexpr uint8_t kDirectionCount = uint8_t(Direction::Peer) + 1;
 inline constexpr uint8_t kHostMemoryCount = uint8_t(HostMemory::Device) + 1;
 static_assert(kApiClassNames.size() == kApiClassCount && kDirectionNames.size() == kDirectionCount &&
@@ -148,11 +148,12 @@ inline constexpr bool can_host_sync(ApiClass c) {
   return is_host_sync(c, Direction::HostToHost, HostMemory::Unknown, false);
 }
 
-// Events that carry the caller's native and Python stacks: every host sync, every collective and
-// every copy from or to pageable memory (a pageable site is reported by its line whether it waits
-// or not). A thread's polls carry them only now and then (shim/call.hpp's kPollStackEvery).
+// Events that carry the caller's native and Python stacks: every host sync, every collective, every
+// capture's edges and every copy from or to pageable memory (a pageable site is reported by its line
+// whether it waits or not). A thread's polls carry them only now and then (shim/call.hpp's
+// kPollStackEvery).
 inline constexpr bool captures_stacks(ApiClass c, Direction d, HostMemory m, bool synchronous_copy, bool null_object) {
-  return c == ApiClass::Collective || (c == ApiClass::Copy && m == HostMemory::Pageable) ||
+  return c == ApiClass::Collective || c == ApiClass::Capture || (c == ApiClass::Copy && m == HostMemory::Pageable) ||
          is_host_sync(c, d, m, synchronous_copy, null_object);
 }
 }  // namespace trainshim

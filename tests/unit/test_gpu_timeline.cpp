@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -29,7 +30,7 @@ constexpr int64_t kMs = 1'000'000;
 constexpr uint32_t kThread = 7;
 
 // Stacks by their ids in the process.
-enum Stack : uint32_t { kItem = 1, kUpload = 2, kAllReduce = 3 };
+enum Stack : uint32_t { kItem = 1, kUpload = 2, kAllReduce = 3, kGraph = 4 };
 
 // One process's run: host calls through the collector's Database (as the collector stores them),
 // then the GPU's activities and the timeline's state written into the file as the collector
@@ -47,6 +48,7 @@ class TimelineRun {
     db_->add_python_frame(process_, kItem, 0, "/src/train.py", "train_step", 57, "loss_val = loss.item()");
     db_->add_python_frame(process_, kUpload, 0, "/src/train.py", "train", 40, "x = x.to(device)");
     db_->add_python_frame(process_, kAllReduce, 0, "/src/train.py", "train", 70, "dist.all_reduce(grad)");
+    db_->add_python_frame(process_, kGraph, 0, "/src/train.py", "train_step", 80, "with torch.cuda.graph(g):");
     db_->add_python_string(process_, 901, "ncclDevKernel_AllReduce_Sum_f32_RING_LL");
     db_->add_python_string(process_, 902, "ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_tn");
     db_->add_python_string(process_, 903, "ampere_sgemm_128x64_tn");
@@ -61,6 +63,14 @@ class TimelineRun {
     r.stream = 0x7f00;
     r.object = 1;
     add(r, begin, end);
+  }
+  // torch.cuda.graph's __enter__: a device sync, then a stream capture from `begin` to `end` (its
+  // begin, its end, the graph's instantiation in the last millisecond), all at the with line.
+  void graph_sync(int64_t begin, int64_t end) { add(call(Api::cudaDeviceSynchronize, 0, kGraph), begin, end); }
+  void capture(int64_t begin, int64_t end) {
+    add(call(Api::cudaStreamBeginCapture, 0, kGraph), begin, begin + 10'000);
+    add(call(Api::cudaStreamEndCapture, 0, kGraph), end - kMs, end - kMs + 10'000);
+    add(call(Api::cudaGraphInstantiateWithFlags, 0, kGraph), end - kMs + 10'000, end);
   }
   // A Launch record: the first kernel launch on the thread since its last sync.
   void launch(int64_t begin) { launches_.push_back(begin); }
@@ -379,6 +389,57 @@ TEST_F(GpuTimelineTest, ItemThenHostWorkBubble) {
       << hidden[0]["message"];
   EXPECT_NE(render_text(report).find("      GPU idle after it: 5.0 ms per call, 25.0 ms in all (GPU timeline)\n"),
             std::string::npos);
+}
+
+// A graph captured again every step (torch.cuda.graph in the loop), 20 ms a step: the graph's
+// replay busy 10 ms; __enter__'s sync returns, 1 ms later capture_begin's prologue kernel runs for
+// 1 ms (the RNG's seed and offset, as on the real torch), then the capture and instantiation
+// take 5 ms, and 3 ms pass to the next replay. While the host records the graph it queues
+// nothing: those 5 ms of GPU idle are the capture's, at its line with the sync's 1 ms, not time
+// the host took to launch work.
+TEST_F(GpuTimelineTest, TheGpuIdleWhileTheHostCapturesAGraphIsTheCaptures) {
+  {
+    TimelineRun run(path_, 0);
+    for (int i = 0; i < 6; ++i) {
+      const int64_t base = kStart + i * 20 * kMs;
+      run.launch(base);
+      run.kernel(base, base + 10 * kMs);
+      run.graph_sync(base + 1 * kMs, base + 10 * kMs);
+      run.kernel(base + 11 * kMs, base + 12 * kMs);
+      run.capture(base + 12 * kMs, base + 17 * kMs);
+    }
+    run.finish("on");
+  }
+  RunDatabase db(path_);
+  const Report report = load_report(db);
+  const Json gpu = first_rank(report)["gpu"];
+  EXPECT_EQ(gpu["covered_steps"], 5);
+  EXPECT_NEAR(gpu["idle_by_cause"]["sync"].get<double>(), 6.0 / 20.0, 1e-9);
+  EXPECT_NEAR(gpu["idle_by_cause"]["host"].get<double>(), 3.0 / 20.0, 1e-9);
+  // The first covered step's gaps, in order (the ten longest of the run are listed: the sync's
+  // 1 ms, counted above, is not among them).
+  std::vector<Json> gaps;
+  for (const Json& gap : gpu["gaps"])
+    if (gap["step"] == 0) gaps.push_back(gap);
+  std::sort(gaps.begin(), gaps.end(), [](const Json& a, const Json& b) { return a["start_ns"] < b["start_ns"]; });
+  ASSERT_EQ(gaps.size(), 2u) << gpu["gaps"].dump();
+  const std::string line = "/src/train.py:80 in train_step";
+  EXPECT_EQ(gaps[0]["cause"], "sync");
+  EXPECT_EQ(gaps[0]["start_ns"], 2 * kMs);
+  EXPECT_EQ(gaps[0]["duration_ns"], 5 * kMs);
+  EXPECT_EQ(gaps[0]["site"], line);
+  EXPECT_EQ(gaps[1]["cause"], "host");
+  EXPECT_EQ(gaps[1]["start_ns"], 7 * kMs);
+  EXPECT_EQ(gaps[1]["duration_ns"], 3 * kMs);
+  // What fixing that line buys: the sync's bubble and the capture, 6 ms of each 20 ms step.
+  const Json parts = first_rank(report)["step_breakdown"]["parts"];
+  bool found = false;
+  for (const Json& part : parts)
+    if (part["part"] == "sync" && part["site"] == line) {
+      found = true;
+      EXPECT_EQ(part["ns_per_step"], 6 * kMs);
+    }
+  EXPECT_TRUE(found) << parts.dump();
 }
 
 // Matmuls in FP32 on the CUDA cores: the AMP finding, its cost their GPU time.

@@ -18,6 +18,8 @@ namespace {
 
 constexpr int64_t kMinimumGapNs = 1'000'000;  // the default threshold: max(1 ms, 5 % of the step)
 constexpr std::size_t kGapsListed = 10;
+// A graph's instantiation this soon after its capture ends is the capture's (capture_end's own).
+constexpr int64_t kInstantiateFollowsNs = 1'000'000;
 constexpr int64_t kSilenceWithoutSteps = 1'000'000'000;
 
 struct Span {
@@ -102,6 +104,41 @@ class Loader {
       out.push_back({row.start_ns, row.end_ns, *kind, row.direction, row.host_memory,
                      *kind == ApiClass::GpuKernel && row.name.starts_with("nccl")});
     });
+    return out;
+  }
+
+  // The host's time in each stream capture, in order of begin, with the line that began it: from a
+  // cudaStreamBeginCapture's call to its thread's next cudaStreamEndCapture's return, or to the
+  // return of the cudaGraphInstantiate that follows it there at once (as CUDAGraph::capture_end
+  // calls it; one made later, at a first replay, is not the capture's time).
+  std::vector<HostCall> captures() {
+    const Vocabulary& names = db_.vocabulary();
+    const auto capture = [](ApiClass c) { return c == ApiClass::Capture; };
+    struct Open {
+      HostCall call;
+      bool ended = false;
+    };
+    std::map<int64_t, Open> open;  // by thread
+    std::vector<HostCall> out;
+    for_each_call_event(db_, process_id_, capture, capture, [&](const CallEventRow& call) {
+      const std::string& name = names.api(call.api).name;
+      const auto it = open.find(call.tid);
+      if (name.starts_with("cudaStreamBeginCapture")) {
+        if (it != open.end() && it->second.ended) out.push_back(std::move(it->second.call));
+        open[call.tid] = {{call.begin_ns, call.end_ns, call.tid, site(call.native_stack, call.python_stack)}};
+      } else if (it != open.end() && !it->second.ended && name.starts_with("cudaStreamEndCapture")) {
+        it->second.call.end_ns = call.end_ns;
+        it->second.ended = true;
+      } else if (it != open.end() && it->second.ended) {
+        if (call.begin_ns - it->second.call.end_ns <= kInstantiateFollowsNs) it->second.call.end_ns = call.end_ns;
+        out.push_back(std::move(it->second.call));
+        open.erase(it);
+      }
+    });
+    for (auto& [tid, capture_of] : open)
+      if (capture_of.ended) out.push_back(std::move(capture_of.call));
+    std::stable_sort(out.begin(), out.end(),
+                     [](const HostCall& a, const HostCall& b) { return a.begin_ns < b.begin_ns; });
     return out;
   }
 
@@ -354,12 +391,14 @@ class GapClassifier {
                                              (d == Direction::HostToDevice || d == Direction::DeviceToHost);
                                     })),
         collectives_(load.calls([](ApiClass c) { return c == ApiClass::Collective; })),
-        launches_(load.calls([](ApiClass c) { return c == ApiClass::Launch; })) {
+        launches_(load.calls([](ApiClass c) { return c == ApiClass::Launch; })),
+        captures_(load.captures()) {
     for (const SyncCall& c : syncs.calls) sync_returns_.emplace_back(c.end_ns, &c);
     std::stable_sort(sync_returns_.begin(), sync_returns_.end(),
                      [](const auto& a, const auto& b) { return a.first < b.first; });
     for (const Activity& a : activities)
       if (a.kind == ApiClass::GpuCopy && a.direction == Direction::HostToDevice) gpu_uploads_.push_back(&a);
+    for (const HostCall& c : captures_) longest_capture_ns_ = std::max(longest_capture_ns_, c.end_ns - c.begin_ns);
   }
 
   Classified classify(int64_t from, int64_t to) const {
@@ -401,6 +440,25 @@ class GapClassifier {
     return c;
   }
 
+  // The stream captures the host was in during [from, to), in order.
+  std::vector<const HostCall*> captures_in(int64_t from, int64_t to) const {
+    std::vector<const HostCall*> out;
+    auto it = std::lower_bound(captures_.begin(), captures_.end(), from - longest_capture_ns_,
+                               [](const HostCall& c, int64_t t) { return c.begin_ns < t; });
+    for (; it != captures_.end() && it->begin_ns < to; ++it)
+      if (it->end_ns > from) out.push_back(&*it);
+    return out;
+  }
+
+  // The host recording a graph queues nothing: that idle time is the capture's, charged to its line
+  // as the syncs that come with it are (torch.cuda.graph synchronizes before it captures).
+  static Classified capture_cause(const HostCall& capture) {
+    Classified c;
+    c.cause = IdleCause::Sync;
+    c.site = capture.site;
+    return c;
+  }
+
   // The last sync that returned inside (from, to); nullptr if none.
   const SyncCall* last_return_in(int64_t from, int64_t to) const {
     auto it = std::lower_bound(sync_returns_.begin(), sync_returns_.end(), to,
@@ -432,7 +490,8 @@ class GapClassifier {
   const RankSyncs& syncs_;
   const std::vector<int64_t>& starts_;
   int64_t median_step_ns_;
-  std::vector<HostCall> input_copies_, pageable_copies_, collectives_, launches_;
+  std::vector<HostCall> input_copies_, pageable_copies_, collectives_, launches_, captures_;
+  int64_t longest_capture_ns_ = 0;
   std::vector<std::pair<int64_t, const SyncCall*>> sync_returns_;  // by return
   std::vector<const Activity*> gpu_uploads_;                       // by start
 };
@@ -495,7 +554,19 @@ IdleBySite cut_into_steps(GpuTimelineReport& out, const std::vector<int64_t>& st
         const SyncCall* back = c.cause == IdleCause::DataLoading && !c.input_continued
                                    ? classifier.last_return_in(idle_from, idle_to)
                                    : nullptr;
-        if (back) {
+        const std::vector<const HostCall*> captures = classifier.captures_in(idle_from, idle_to);
+        if (!captures.empty()) {
+          // The host's time in each capture is the capture's; the rest of the gap as it is.
+          int64_t at = idle_from;
+          for (const HostCall* capture : captures) {
+            if (capture->begin_ns > at) count(at, capture->begin_ns, classifier.classify(at, capture->begin_ns));
+            at = std::max(at, capture->begin_ns);
+            const int64_t until = std::min(capture->end_ns, idle_to);
+            count(at, until, GapClassifier::capture_cause(*capture));
+            at = std::max(at, until);
+          }
+          if (at < idle_to) count(at, idle_to, classifier.classify(at, idle_to));
+        } else if (back) {
           const Classified after = classifier.sync_cause(*back);
           count(idle_from, back->end_ns, after);
           count(back->end_ns, idle_to, c);
