@@ -27,7 +27,7 @@ Collector::Collector(CollectorOptions options)
   database_.log("info", fmt::format("collector {} started for job {}", getpid(), options_.job));
   if (!options_.metrics_exporter.empty()) {
     try {
-      exporter_.emplace(options_.metrics_exporter, options_.database_path, options_.metrics_linger_s);
+      exporter_.emplace(options_.metrics_exporter, options_.database_path);
       database_.log("info", fmt::format("metrics exporter {} started: {} metrics {}", exporter_->pid(),
                                         options_.metrics_exporter, options_.database_path));
     } catch (const std::exception& e) {

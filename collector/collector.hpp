@@ -57,9 +57,6 @@ struct CollectorOptions {
   // The trainshim CLI, run as `trainshim metrics` on the database for as long as this collector
   // runs (TRAINSHIM_METRICS is set); empty: none.
   std::string metrics_exporter;
-  // Stopped, it serves on until a scrape has read the job's end, at most this long
-  // (TRAINSHIM_METRICS_LINGER_S).
-  int metrics_linger_s = 30;
 };
 
 class Collector {

@@ -217,10 +217,6 @@ int main(int argc, char** argv) {
     if (!idle) return refuse();
     idle_exit_seconds = *idle;
   }
-  // How long the exporter may wait at the job's end for a scrape that reads it (an exporter gone
-  // before one did would look to Prometheus like one that died while its job ran).
-  const auto metrics_linger = count_from_environment("TRAINSHIM_METRICS_LINGER_S", 30, 600, "seconds");
-  if (!metrics_linger) return refuse();
   int64_t test_clock_offset_ns = 0;
   if (const char* value = std::getenv("TRAINSHIM_TEST_CLOCK_OFFSET_NS"); value && *value) {
     char* end = nullptr;
@@ -323,7 +319,6 @@ int main(int argc, char** argv) {
     options.test_clock_offset_ns = test_clock_offset_ns;
     if (const char* metrics = std::getenv("TRAINSHIM_METRICS"); metrics && *metrics)
       options.metrics_exporter = trainshim::collector::exporter_program();
-    options.metrics_linger_s = int(*metrics_linger);
     std::optional<trainshim::collector::Collector> collector(std::in_place, options);
     std::error_code no_cwd;
     const std::string database = std::filesystem::absolute(options.database_path, no_cwd).lexically_normal();

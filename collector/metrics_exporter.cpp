@@ -37,8 +37,7 @@ std::string exporter_program() {
   return (ec ? std::filesystem::path(".") : own.parent_path()).append("trainshim").string();
 }
 
-MetricsExporter::MetricsExporter(const std::string& program, const std::string& database, int linger_s)
-    : linger_s_(linger_s) {
+MetricsExporter::MetricsExporter(const std::string& program, const std::string& database) {
   if (access(program.c_str(), X_OK) != 0)
     throw std::runtime_error(fmt::format("{}: {}", program, std::strerror(errno)));
   // Its standard output says what it does (the address it serves), its standard error what went wrong.
@@ -51,8 +50,7 @@ MetricsExporter::MetricsExporter(const std::string& program, const std::string& 
   }
   // Everything the child needs is made before fork: between fork and exec it may only make
   // async-signal-safe calls (the collector has threads).
-  std::vector<std::string> args{"trainshim",        "metrics",  database,
-                                "--remove-on-exit", "--linger", std::to_string(linger_s)};
+  std::vector<std::string> args{"trainshim", "metrics", database, "--remove-on-exit"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -94,7 +92,7 @@ MetricsExporter::MetricsExporter(const std::string& program, const std::string& 
 MetricsExporter::~MetricsExporter() {
   if (!exited_ && pid_ > 0) {
     kill(pid_, SIGTERM);
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(linger_s_) + kStopGrace;
+    const auto deadline = std::chrono::steady_clock::now() + kStopGrace;
     int status = 0;
     while (waitpid(pid_, &status, WNOHANG) == 0) {
       if (std::chrono::steady_clock::now() >= deadline) {

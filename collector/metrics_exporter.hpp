@@ -1,10 +1,9 @@
 #pragma once
-// The node's metrics exporter, `trainshim metrics DB --remove-on-exit --linger N`, run by the
-// collector while it writes DB when the job's environment asks for it (TRAINSHIM_METRICS): the
-// job's metrics are served, or written for node_exporter, for as long as its collector runs, and
-// over HTTP until a scrape has read the job's end (at most N s more, TRAINSHIM_METRICS_LINGER_S).
-// The exporter is a process of its own: computing the metrics never holds up the drain. It dies
-// with the collector, even a killed one (PR_SET_PDEATHSIG).
+// The node's metrics exporter, `trainshim metrics DB --remove-on-exit`, run by the collector while
+// it writes DB when the job's environment asks for it (TRAINSHIM_METRICS): the job's metrics are
+// served, or written for node_exporter, for exactly as long as its collector runs. The exporter is
+// a process of its own: computing the metrics never holds up the drain. It dies with the
+// collector, even a killed one (PR_SET_PDEATHSIG).
 #include <sys/types.h>
 
 #include <string>
@@ -15,9 +14,8 @@ namespace trainshim::collector {
 class MetricsExporter {
  public:
   // Starts `program` (the trainshim CLI) on `database`; std::runtime_error when it cannot.
-  // `linger_s`: once stopped, it serves on until a scrape has read the job's end, at most this long.
-  MetricsExporter(const std::string& program, const std::string& database, int linger_s);
-  // Stops it (SIGTERM, SIGKILL after its linger and kStopGrace): it removes its textfile as it goes.
+  MetricsExporter(const std::string& program, const std::string& database);
+  // Stops it (SIGTERM, SIGKILL after kStopGrace): it removes its textfile as it goes.
   ~MetricsExporter();
   MetricsExporter(const MetricsExporter&) = delete;
   MetricsExporter& operator=(const MetricsExporter&) = delete;
@@ -40,7 +38,6 @@ class MetricsExporter {
     void take_lines(std::vector<std::string>& lines, bool all);
   };
   pid_t pid_ = -1;
-  int linger_s_ = 0;
   Stream output_, errors_;
   bool exited_ = false;
 };

@@ -1,8 +1,7 @@
 // The job's collector runs the metrics exporter when the job asks for it (TRAINSHIM_METRICS, or
 // `trainshim run --metrics`, `trainshim collect --metrics`): the metrics are there while the job
-// runs, the exporter stops with the collector (over HTTP once a scrape has read the job's end) and
-// leaves no textfile behind, and a target that cannot be served is said in the database's log
-// without touching the job.
+// runs, the exporter stops with the collector and leaves no textfile behind, and a target that
+// cannot be served is said in the database's log without touching the job.
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
@@ -11,9 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
-#include <thread>
 
 #include "harness.hpp"
 
@@ -52,24 +49,10 @@ struct LoopbackPort {
   ~LoopbackPort() { release(); }
 };
 
-// The series of the job's one process, running or ended.
-std::string process_ended(const std::string& job, bool ended) {
+std::string running_rank(const std::string& job) {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
-  return "trainshim_process_ended{job=\"" + job + "\",rank=\"-1\",local_rank=\"-1\",host=\"" + host + "\"} " +
-         (ended ? "1" : "0") + "\n";
-}
-std::string running_rank(const std::string& job) { return process_ended(job, false); }
-
-bool accepts_connections(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = htons(uint16_t(port));
-  const bool connected = connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
-  close(fd);
-  return connected;
+  return "trainshim_process_ended{job=\"" + job + "\",rank=\"-1\",local_rank=\"-1\",host=\"" + host + "\"} 0\n";
 }
 
 int64_t log_lines(const std::string& db, const std::string& level, const std::string& like) {
@@ -119,13 +102,6 @@ TEST(MetricsExport, TrainshimRunServesTheMetricsOverHttpForAsLongAsItsCollectorR
     return body.find(running_rank(s.job)) != std::string::npos;
   })) << body;
   gate.open();
-  // At the job's end the exporter reads once more and serves until a scrape has read that: the
-  // target does not go down before Prometheus saw the job end (TrainshimExporterDown).
-  EXPECT_TRUE(eventually([&] {
-    const auto response = client.Get("/metrics");
-    body = response && response->status == 200 ? response->body : body;
-    return body.find(process_ended(s.job, true)) != std::string::npos;
-  })) << body;
   const Outcome done = job.get();
   ASSERT_EQ(done.exit_code, 0) << done.out;
   // `trainshim run` returns once its collector has exited, and the collector once its exporter has.
@@ -133,47 +109,6 @@ TEST(MetricsExport, TrainshimRunServesTheMetricsOverHttpForAsLongAsItsCollectorR
   EXPECT_EQ(processes_naming(s.db()), 0);
   EXPECT_EQ(
       log_lines(s.db(), "info", "trainshim metrics: serving http://127.0.0.1:" + std::to_string(port) + "/metrics"), 1);
-}
-
-// Stopped, an exporter that has been scraped reads once more and serves until a scrape has read
-// that (here --linger 600, never reached); one that no one scraped stops at once.
-TEST(MetricsExport, AStoppedExporterServesUntilAScrapeHasReadTheEnd) {
-  Scratch s;
-  const Gate gate{s.dir + "/open"};
-  gate.open();
-  const Outcome recorded =
-      run(preload_env(s.job) + " TRAINSHIM_OUT=" + s.db() + " " + program("gated_copies") + " 1 " + gate.path);
-  ASSERT_EQ(recorded.exit_code, 0) << recorded.out;
-  ASSERT_TRUE(eventually([&] { return collectors_of(s.job).empty(); }));
-  for (const bool scraped_before : {true, false}) {
-    LoopbackPort free;
-    const int port = free.port;
-    ASSERT_GT(port, 0);
-    free.release();
-    std::future<Outcome> exporter =
-        in_background(trainshim_cli() + " metrics " + s.db() +
-                      " --interval 3600 --linger 600 --listen 127.0.0.1:" + std::to_string(port));
-    httplib::Client client("127.0.0.1", port);
-    // Listening (its signal handlers are set by then): a connection, no request.
-    ASSERT_TRUE(eventually([&] { return accepts_connections(port); }));
-    if (scraped_before) {
-      ASSERT_TRUE(client.Get("/metrics"));
-    }
-    run("pkill -TERM -f '^" + trainshim_cli() + " metrics " + s.db() + "'");
-    const auto ended = [&] { return exporter.wait_for(std::chrono::seconds(0)) == std::future_status::ready; };
-    if (scraped_before) {
-      // It waits for the scrape: a second on, it still serves; the scrape ends it.
-      std::this_thread::sleep_for(std::chrono::seconds(1));
-      EXPECT_FALSE(ended()) << "it stopped before a scrape read the job's end";
-      EXPECT_TRUE(eventually([&] {
-        client.Get("/metrics");
-        return ended();
-      }));
-    } else {
-      EXPECT_TRUE(eventually(ended)) << "never scraped, it waits for no scrape";
-    }
-    EXPECT_EQ(exporter.get().exit_code, 0);
-  }
 }
 
 TEST(MetricsExport, ATargetThatCannotBeServedIsLoggedAndTheJobIsCollectedAsAlways) {

@@ -18,10 +18,7 @@ what an operator would ask:
              for it inside its collectives); each node's `trainshim metrics` runs beside the job,
              after it. The hang is rank 3's, on node-b: the alert fires for rank 3 alone, within
              TRAINSHIM_HANG_S plus 10 s of the job's last progress; the exporters are the nodes'
-             collectors' own (TRAINSHIM_METRICS in the job's environment). The jobs then stopped
-             while Prometheus scrapes, each exporter serves until a scrape has read its ranks
-             ended: both targets go down and TrainshimExporterDown's condition holds for neither.
-             Needs root.
+             collectors' own (TRAINSHIM_METRICS in the job's environment). Needs root.
 Every process it starts (the job, the exporter, Prometheus) is stopped when it ends, and the
 namespaces are removed. Exit status 0 when every check holds; one line per failed check. The
 simulated runtime and the torch stand-in come from the environment (LD_LIBRARY_PATH, PYTHONPATH),
@@ -275,36 +272,6 @@ def two_nodes_checks(scenario, trainshim, scratch, processes, failures, nodes):
         hangs = query(port, f'trainshim_hangs_total{{job="{job}",kind="collective"}}')
         print(f"trainshim_hangs_total{{kind=\"collective\"}} per host: "
               f"{sorted((r['metric'].get('instance'), r['value'][1]) for r in hangs)}")
-        exporters_down_at_the_end(port, jobs, failures)
-
-
-def alert_expression(name):
-    """The expression of the alert `name` in the rules file, as Prometheus evaluates it."""
-    with open(os.path.join(ROOT, "scripts", "prometheus", "trainshim.rules.yml"), encoding="utf-8") as f:
-        lines = f.read().splitlines()
-    at = lines.index(f"      - alert: {name}")
-    expr = lines.index("        expr: |", at)
-    body = []
-    for line in lines[expr + 1:]:
-        if not line.startswith("          "):
-            break
-        body.append(line.strip())
-    return " ".join(body)
-
-
-def exporters_down_at_the_end(port, jobs, failures):
-    """The jobs stopped, as a scheduler stops a hung one, while Prometheus scrapes: each node's
-    exporter serves until a scrape has read its ranks ended, then its target goes down, and
-    TrainshimExporterDown's condition holds for neither node."""
-    for job_process in jobs.values():
-        stop(job_process)
-    wait_for("the nodes' targets did not go down after their jobs",
-             lambda: len(query(port, 'up{job="trainshim"} == 0')) == 2, 60)
-    expression = alert_expression("TrainshimExporterDown")
-    down = query(port, expression)
-    print(f"after the jobs ended, both targets down; {expression} = {down}")
-    if down:
-        failures.append(f"TrainshimExporterDown's condition holds after the jobs ended normally: {down}")
 
 
 def one_node(scenario, trainshim, scratch, processes, failures):

@@ -33,7 +33,6 @@ struct MetricsArguments {
   std::vector<std::string> databases;
   std::string listen, textfile, format, step;
   double interval_s = 15;
-  double linger_s = 0;
   bool once = false;
   bool remove_on_exit = false;
 };
@@ -101,8 +100,8 @@ std::optional<std::string> hangs_now(const MetricsArguments& args) {
   }
 }
 
-std::atomic<int> g_stops{0};
-void request_stop(int) { g_stops.fetch_add(1); }
+std::atomic<bool> g_stop{false};
+void request_stop(int) { g_stop = true; }
 
 int serve(MetricsArguments args, const CLI::App& command) {
   interval_from_environment(args, command);
@@ -127,10 +126,6 @@ int serve(MetricsArguments args, const CLI::App& command) {
   // the databases could be read once it is empty.
   std::mutex latest_mutex;
   auto latest = std::make_shared<const Exposed>(Exposed{"", "# EOF\n", ""});
-  // Each reading's number, and the latest a scrape was served: what --linger waits for.
-  uint64_t reading = 0;
-  std::atomic<uint64_t> reading_served{0};
-  std::atomic<bool> scraped{false};
   // A database that cannot be read is tried again next interval; a textfile that cannot be
   // written the first time is the user's mistake (exit 2), later a passing one (a full disk).
   auto refresh = [&](bool first) {
@@ -149,7 +144,6 @@ int serve(MetricsArguments args, const CLI::App& command) {
     }
     std::lock_guard lock(latest_mutex);
     latest = std::move(fresh);
-    ++reading;
   };
   // Before the first textfile is written: one stopped at once still removes it (--remove-on-exit).
   struct sigaction action {};
@@ -164,20 +158,14 @@ int serve(MetricsArguments args, const CLI::App& command) {
     const auto [host, port] = host_and_port(args.listen, "--listen ");
     server.Get("/metrics", [&](const httplib::Request& request, httplib::Response& response) {
       std::shared_ptr<const Exposed> now;
-      uint64_t served = 0;
       {
         std::lock_guard lock(latest_mutex);
         now = latest;
-        served = reading;
       }
       const bool open_metrics =
           request.get_header_value("Accept").find("application/openmetrics-text") != std::string::npos;
-      const MetricsFormat served_format = open_metrics ? MetricsFormat::OpenMetrics : MetricsFormat::Prometheus;
-      response.set_content(open_metrics ? now->open_metrics : now->prometheus, metrics_content_type(served_format));
-      uint64_t before = reading_served.load();
-      while (before < served && !reading_served.compare_exchange_weak(before, served)) {
-      }
-      scraped = true;
+      const MetricsFormat served = open_metrics ? MetricsFormat::OpenMetrics : MetricsFormat::Prometheus;
+      response.set_content(open_metrics ? now->open_metrics : now->prometheus, metrics_content_type(served));
     });
     const int bound = port == 0 ? server.bind_to_any_port(host) : (server.bind_to_port(host, port) ? port : -1);
     if (bound < 0)
@@ -192,7 +180,7 @@ int serve(MetricsArguments args, const CLI::App& command) {
       std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(args.interval_s));
   auto next = std::chrono::steady_clock::now() + interval;
   auto next_hang_check = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  while (g_stops.load() == 0) {
+  while (!g_stop) {
     const auto now = std::chrono::steady_clock::now();
     if (now >= next_hang_check) {
       next_hang_check = now + std::chrono::seconds(1);
@@ -210,20 +198,6 @@ int serve(MetricsArguments args, const CLI::App& command) {
     }
     next = now + interval;
     refresh(false);
-  }
-  if (listener.joinable() && args.linger_s > 0 && scraped) {
-    // Stopped at the job's end: one more reading shows it ended, and the endpoint stays until a
-    // scrape has read that (or --linger passes, or a second signal comes). Gone sooner, it would
-    // look to Prometheus like an exporter that died while its job ran.
-    refresh(false);
-    uint64_t last = 0;
-    {
-      std::lock_guard lock(latest_mutex);
-      last = reading;
-    }
-    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(args.linger_s);
-    while (reading_served.load() < last && g_stops.load() < 2 && std::chrono::steady_clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   if (listener.joinable()) {
     server.stop();
@@ -252,13 +226,6 @@ Command add_metrics_command(CLI::App& app) {
       ->default_str("$TRAINSHIM_METRICS_INTERVAL, else 15")
       ->check(CLI::Range(1.0, 3600.0));
   command->add_flag("--once", args->once, "read once, print or write, and exit");
-  command
-      ->add_option("--linger", args->linger_s,
-                   "stopped (SIGTERM, SIGINT), read once more and serve until a scrape has read that, at most this "
-                   "many seconds, when scrapes came before; a second signal stops at once (with --listen; set by "
-                   "a collector that runs the exporter, from TRAINSHIM_METRICS_LINGER_S)")
-      ->default_val(0)
-      ->check(CLI::Range(0.0, 600.0));
   command->add_flag("--remove-on-exit", args->remove_on_exit,
                     "remove the textfile when stopped (SIGTERM, SIGINT), so that node_exporter serves no ended job's "
                     "series; set when a collector runs the exporter");
