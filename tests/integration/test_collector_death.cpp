@@ -241,17 +241,17 @@ INSTANTIATE_TEST_SUITE_P(Ways, EndedRun,
 
 // A torchrun rank lives in a session of its own and may end a moment after the launcher that
 // trainshim run waits for: the collector, stopped then, drains its segment once it ends instead of
-// leaving it in /dev/shm. The launcher ends once the rank has made its first call (its segment is
-// there), as a torchrun does only after its ranks started: a fixed sleep lost that race on a
-// loaded machine.
+// leaving it in /dev/shm. The launcher ends once the rank has made its first call (its segment,
+// not the collector's lock file, is there), as a torchrun does only after its ranks started: a
+// fixed sleep lost that race on a loaded machine.
 TEST(CollectorDeath, ARankThatOutlivesItsLauncherIsStillDrainedAndRemoved) {
   Scratch s;
   constexpr int kCalls = 100;
-  const auto result =
-      run("cd " + s.dir + " && TRAINSHIM_JOB=" + s.job + " TRAINSHIM_SAMPLE_HZ=0 " + trainshim_cli() +
-          " run --no-report --out " + s.db() + " -- sh -c 'setsid " +
-          program("steady_calls " + std::to_string(kCalls) + " 2000") +
-          " >rank.out & for i in $(seq 3000); do ls /dev/shm | grep -q " + s.job + " && break; sleep 0.01; done'");
+  const auto result = run("cd " + s.dir + " && TRAINSHIM_JOB=" + s.job + " TRAINSHIM_SAMPLE_HZ=0 " + trainshim_cli() +
+                          " run --no-report --out " + s.db() + " -- sh -c 'setsid " +
+                          program("steady_calls " + std::to_string(kCalls) + " 2000") +
+                          " >rank.out & for i in $(seq 3000); do ls /dev/shm/trainshim-$(id -u)-" + s.job +
+                          "-* >/dev/null 2>&1 && break; sleep 0.01; done'");
   ASSERT_EQ(result.exit_code, 0) << result.out;
   ASSERT_TRUE(eventually([&] { return read_file(s.dir + "/rank.out") == "done " + std::to_string(kCalls) + "\n"; }));
   EXPECT_EQ(query_int(s.db(), "SELECT count(*) FROM processes"), 1);

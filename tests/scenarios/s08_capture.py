@@ -7,12 +7,17 @@ side stream, the default), `context` (the torch.cuda.graph context manager, whos
 synchronises the device and empties the caching allocator's cache before each capture: R12), or
 `context_once` (the same, captured at the first step only and replayed after: R12's fix)."""
 import os
+import socket
 
 import torch
 import torch.distributed as dist
 
 os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-os.environ.setdefault("MASTER_PORT", "29512")
+if "MASTER_PORT" not in os.environ:
+    # A port of its own: S8 and R12 (this script too) run side by side in CI.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        os.environ["MASTER_PORT"] = str(probe.getsockname()[1])
 dist.init_process_group("nccl", rank=0, world_size=1)
 big = torch.randn(int(os.environ.get("S8_BIG_ELEMENTS", 256 << 20)), device="cuda")
 static = torch.randn(int(os.environ.get("S8_STATIC_ELEMENTS", 1 << 20)), device="cuda")

@@ -457,7 +457,6 @@ TEST(ApiTable, NamesAndClassesMatchTheEnum) {
       {Api::cudaStreamBeginCapture_ptsz, "cudaStreamBeginCapture_ptsz", ApiClass::Capture, Library::Cudart},
       {Api::cudaStreamEndCapture, "cudaStreamEndCapture", ApiClass::Capture, Library::Cudart},
       {Api::cudaStreamEndCapture_ptsz, "cudaStreamEndCapture_ptsz", ApiClass::Capture, Library::Cudart},
-      {Api::cudaGraphInstantiate, "cudaGraphInstantiate", ApiClass::Capture, Library::Cudart},
       {Api::cudaGraphInstantiateWithFlags, "cudaGraphInstantiateWithFlags", ApiClass::Capture, Library::Cudart},
       {Api::ncclAllReduce, "ncclAllReduce", ApiClass::Collective, Library::Nccl},
       {Api::ncclReduceScatter, "ncclReduceScatter", ApiClass::Collective, Library::Nccl},

@@ -109,7 +109,7 @@ class Loader {
 
   // The host's time in each stream capture, in order of begin, with the line that began it: from a
   // cudaStreamBeginCapture's call to its thread's next cudaStreamEndCapture's return, or to the
-  // return of the cudaGraphInstantiate that follows it there at once (as CUDAGraph::capture_end
+  // return of the cudaGraphInstantiateWithFlags that follows it there at once (as CUDAGraph::capture_end
   // calls it; one made later, at a first replay, is not the capture's time).
   std::vector<HostCall> captures() {
     const Vocabulary& names = db_.vocabulary();
@@ -129,7 +129,7 @@ class Loader {
       } else if (it != open.end() && !it->second.ended && name.starts_with("cudaStreamEndCapture")) {
         it->second.call.end_ns = call.end_ns;
         it->second.ended = true;
-      } else if (it != open.end() && it->second.ended) {
+      } else if (it != open.end() && it->second.ended && name.starts_with("cudaGraphInstantiate")) {
         if (call.begin_ns - it->second.call.end_ns <= kInstantiateFollowsNs) it->second.call.end_ns = call.end_ns;
         out.push_back(std::move(it->second.call));
         open.erase(it);
@@ -554,7 +554,11 @@ IdleBySite cut_into_steps(GpuTimelineReport& out, const std::vector<int64_t>& st
         const SyncCall* back = c.cause == IdleCause::DataLoading && !c.input_continued
                                    ? classifier.last_return_in(idle_from, idle_to)
                                    : nullptr;
-        const std::vector<const HostCall*> captures = classifier.captures_in(idle_from, idle_to);
+        // A gap that ends with the step's input is the loader's, captures or not (their time is
+        // what the host did before loading, as logging is).
+        const std::vector<const HostCall*> captures = c.cause == IdleCause::DataLoading
+                                                          ? std::vector<const HostCall*>{}
+                                                          : classifier.captures_in(idle_from, idle_to);
         if (!captures.empty()) {
           // The host's time in each capture is the capture's; the rest of the gap as it is.
           int64_t at = idle_from;
