@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 
 #include "harness.hpp"
 
@@ -165,6 +166,29 @@ TEST(MetricsExport, AHangShowsAtOnceWhateverTheInterval) {
   EXPECT_TRUE(shown) << read_file(textfile);
   EXPECT_TRUE(eventually([&] { return collectors_of(s.job).empty(); }));
   EXPECT_FALSE(std::filesystem::exists(textfile));
+}
+
+// Stopped before its endpoint runs (here during the first reading, of a database it cannot read),
+// the exporter still stops: it never serves on after SIGTERM.
+TEST(MetricsExport, AnExporterStoppedDuringItsFirstReadingStops) {
+  Scratch s;
+  const std::string db = s.dir + "/garbage.db";
+  const std::string log = s.dir + "/exporter.log";
+  std::ofstream(db) << std::string(4096, 'x');
+  const Outcome started = run("setsid " + trainshim_cli() + " metrics " + db +
+                              " --listen 127.0.0.1:0 --interval 3600 > " + log + " 2>&1 & echo $!");
+  const pid_t exporter = std::stoi(started.out);
+  EXPECT_TRUE(eventually([&] { return read_file(log).find("trying again in 3600 s") != std::string::npos; }))
+      << read_file(log);
+  kill(exporter, SIGTERM);
+  // Gone, or a zombie its new parent has not reaped yet.
+  const auto ended = [&] {
+    const std::string stat = read_file("/proc/" + std::to_string(exporter) + "/stat");
+    return stat.empty() || stat.find(") Z ") != std::string::npos;
+  };
+  const bool stopped = eventually(ended);
+  if (!stopped) kill(exporter, SIGKILL);
+  EXPECT_TRUE(stopped) << "the exporter went on serving after SIGTERM: " << read_file(log);
 }
 
 // A textfile that cannot be written is refused at once, naming the option that gave its path.

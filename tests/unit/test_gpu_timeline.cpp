@@ -67,11 +67,22 @@ class TimelineRun {
   // torch.cuda.graph's __enter__: a device sync, then a stream capture from `begin` to `end` (its
   // begin, its end, the graph's instantiation in the last millisecond), all at the with line.
   void graph_sync(int64_t begin, int64_t end) { add(call(Api::cudaDeviceSynchronize, 0, kGraph), begin, end); }
-  void capture(int64_t begin, int64_t end) {
-    add(call(Api::cudaStreamBeginCapture, 0, kGraph), begin, begin + 10'000);
-    add(call(Api::cudaStreamEndCapture, 0, kGraph), end - kMs, end - kMs + 10'000);
+  void capture(int64_t begin, int64_t end, uint64_t stream = kCaptureStream) {
+    add(on_stream(call(Api::cudaStreamBeginCapture, 0, kGraph), stream), begin, begin + 10'000);
+    add(on_stream(call(Api::cudaStreamEndCapture, 0, kGraph), stream), end - kMs, end - kMs + 10'000);
     add(call(Api::cudaGraphInstantiateWithFlags, 0, kGraph), end - kMs + 10'000, end);
   }
+  // A capture refused at its begin (cudaErrorStreamCaptureUnsupported), then ended in vain
+  // (cudaErrorIllegalState), on `stream`.
+  void refused_capture(int64_t begin, int64_t end, uint64_t stream) {
+    EventRecord refused = on_stream(call(Api::cudaStreamBeginCapture, 0, kGraph), stream);
+    refused.result = 900;
+    add(refused, begin, begin + 10'000);
+    EventRecord in_vain = on_stream(call(Api::cudaStreamEndCapture, 0, kGraph), stream);
+    in_vain.result = 401;
+    add(in_vain, end - 10'000, end);
+  }
+  static constexpr uint64_t kCaptureStream = 0x5700;
   // A Launch record: the first kernel launch on the thread since its last sync.
   void launch(int64_t begin) { launches_.push_back(begin); }
   void all_reduce(int64_t begin, uint32_t sequence) {
@@ -137,6 +148,10 @@ class TimelineRun {
     r.tid = kThread;
     r.native_stack = native_stack;
     r.python_stack = python_stack;
+    return r;
+  }
+  static EventRecord on_stream(EventRecord r, uint64_t stream) {
+    r.stream = stream;
     return r;
   }
   void add(const EventRecord& r, int64_t begin, int64_t end) { records_->add(process_, r, begin, end); }
@@ -397,6 +412,8 @@ TEST_F(GpuTimelineTest, ItemThenHostWorkBubble) {
 // take 5 ms, and 3 ms pass to the next replay. While the host records the graph it queues
 // nothing: those 5 ms of GPU idle are the capture's, at its line with the sync's 1 ms, not time
 // the host took to launch work.
+// A capture is paired by its stream, and a begin that failed began none: here the thread's second
+// capture, on another stream, is refused in the middle of its first.
 TEST_F(GpuTimelineTest, TheGpuIdleWhileTheHostCapturesAGraphIsTheCaptures) {
   {
     TimelineRun run(path_, 0);
@@ -407,6 +424,7 @@ TEST_F(GpuTimelineTest, TheGpuIdleWhileTheHostCapturesAGraphIsTheCaptures) {
       run.graph_sync(base + 1 * kMs, base + 10 * kMs);
       run.kernel(base + 11 * kMs, base + 12 * kMs);
       run.capture(base + 12 * kMs, base + 17 * kMs);
+      run.refused_capture(base + 13 * kMs, base + 14 * kMs, 0x5800);
     }
     run.finish("on");
   }

@@ -108,35 +108,36 @@ class Loader {
   }
 
   // The host's time in each stream capture, in order of begin, with the line that began it: from a
-  // cudaStreamBeginCapture's call to its thread's next cudaStreamEndCapture's return, or to the
-  // return of the cudaGraphInstantiateWithFlags that follows it there at once (as CUDAGraph::capture_end
-  // calls it; one made later, at a first replay, is not the capture's time).
+  // cudaStreamBeginCapture's call to the return of the next cudaStreamEndCapture on its stream, or of
+  // the cudaGraphInstantiateWithFlags that the ending thread calls next, at once (as
+  // CUDAGraph::capture_end does; one made later, at a first replay, is not the capture's time). A
+  // begin that failed captured nothing; an end that failed still ends the capture (invalidated).
   std::vector<HostCall> captures() {
     const Vocabulary& names = db_.vocabulary();
     const auto capture = [](ApiClass c) { return c == ApiClass::Capture; };
-    struct Open {
-      HostCall call;
-      bool ended = false;
-    };
-    std::map<int64_t, Open> open;  // by thread
+    std::map<int64_t, HostCall> begun;  // by stream
+    std::map<int64_t, HostCall> ended;  // by the thread that ended it, until its instantiation
     std::vector<HostCall> out;
     for_each_call_event(db_, process_id_, capture, capture, [&](const CallEventRow& call) {
       const std::string& name = names.api(call.api).name;
-      const auto it = open.find(call.tid);
       if (name.starts_with("cudaStreamBeginCapture")) {
-        if (it != open.end() && it->second.ended) out.push_back(std::move(it->second.call));
-        open[call.tid] = {{call.begin_ns, call.end_ns, call.tid, site(call.native_stack, call.python_stack)}};
-      } else if (it != open.end() && !it->second.ended && name.starts_with("cudaStreamEndCapture")) {
-        it->second.call.end_ns = call.end_ns;
-        it->second.ended = true;
-      } else if (it != open.end() && it->second.ended && name.starts_with("cudaGraphInstantiate")) {
-        if (call.begin_ns - it->second.call.end_ns <= kInstantiateFollowsNs) it->second.call.end_ns = call.end_ns;
-        out.push_back(std::move(it->second.call));
-        open.erase(it);
+        if (call.result == 0)
+          begun[call.stream] = {call.begin_ns, call.end_ns, call.tid, site(call.native_stack, call.python_stack)};
+      } else if (name.starts_with("cudaStreamEndCapture")) {
+        const auto it = begun.find(call.stream);
+        if (it == begun.end()) return;
+        it->second.end_ns = call.end_ns;
+        if (const auto earlier = ended.find(call.tid); earlier != ended.end())
+          out.push_back(std::move(earlier->second));
+        ended[call.tid] = std::move(it->second);
+        begun.erase(it);
+      } else if (const auto it = ended.find(call.tid); it != ended.end() && name.starts_with("cudaGraphInstantiate")) {
+        if (call.begin_ns - it->second.end_ns <= kInstantiateFollowsNs) it->second.end_ns = call.end_ns;
+        out.push_back(std::move(it->second));
+        ended.erase(it);
       }
     });
-    for (auto& [tid, capture_of] : open)
-      if (capture_of.ended) out.push_back(std::move(capture_of.call));
+    for (auto& [tid, capture_of] : ended) out.push_back(std::move(capture_of));
     std::stable_sort(out.begin(), out.end(),
                      [](const HostCall& a, const HostCall& b) { return a.begin_ns < b.begin_ns; });
     return out;

@@ -154,6 +154,7 @@ int serve(MetricsArguments args, const CLI::App& command) {
 
   httplib::Server server;
   std::thread listener;
+  std::atomic<bool> listener_done{false};
   if (!args.listen.empty()) {
     const auto [host, port] = host_and_port(args.listen, "--listen ");
     server.Get("/metrics", [&](const httplib::Request& request, httplib::Response& response) {
@@ -173,7 +174,10 @@ int serve(MetricsArguments args, const CLI::App& command) {
                                    "host's); choose another port",
                                    args.listen));
     std::cout << fmt::format("trainshim metrics: serving http://{}:{}/metrics", host, bound) << std::endl;
-    listener = std::thread([&server] { server.listen_after_bind(); });
+    listener = std::thread([&server, &listener_done] {
+      server.listen_after_bind();
+      listener_done = true;
+    });
   }
 
   const auto interval =
@@ -200,6 +204,9 @@ int serve(MetricsArguments args, const CLI::App& command) {
     refresh(false);
   }
   if (listener.joinable()) {
+    // stop() does nothing until the listener runs: a stop asked for during the first reading would
+    // otherwise leave it serving for good.
+    while (!server.is_running() && !listener_done) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     server.stop();
     listener.join();
   }

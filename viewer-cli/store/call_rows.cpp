@@ -39,7 +39,8 @@ std::vector<CallAggregateRow> read_call_aggregates(const RunDatabase& db, int64_
 void for_each_call_event(const RunDatabase& db, int64_t process_id, bool (*from_events)(ApiClass),
                          bool (*from_recent)(ApiClass), const std::function<void(const CallEventRow&)>& fn) {
   constexpr const char* kColumns =
-      "tid, begin_ns, end_ns, api, direction, host_memory, native_stack, python_stack, object, follows_copy";
+      "tid, begin_ns, end_ns, api, direction, host_memory, native_stack, python_stack, object, follows_copy, stream, "
+      "result";
   std::string sql =
       fmt::format("SELECT {} FROM events WHERE process_id = ?1 AND api IN {}", kColumns, apis_of(from_events));
   if (from_recent)
@@ -61,6 +62,8 @@ void for_each_call_event(const RunDatabase& db, int64_t process_id, bool (*from_
     row.python_stack = q.integer(7);
     row.object = q.integer(8);
     row.follows_copy = names.direction(q.integer(9));
+    row.stream = q.integer(10);
+    row.result = q.integer(11);
     fn(row);
   }
 }

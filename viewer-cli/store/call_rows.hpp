@@ -33,8 +33,9 @@ struct CallEventRow {
   int64_t tid = 0, begin_ns = 0, end_ns = 0, api = 0;
   Direction direction = Direction::None;
   HostMemory host_memory = HostMemory::Unknown;
-  int64_t native_stack = 0, python_stack = 0, object = 0;
+  int64_t native_stack = 0, python_stack = 0, object = 0, stream = 0;
   Direction follows_copy = Direction::None;
+  int64_t result = 0;  // the real function's return code
 };
 // A process's calls of the classes `from_events` selects in `events` and of those `from_recent`
 // selects in `recent_events` (none when null), by begin then end; a call in both is seen once.

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""check_fleet_docs.py PROMTOOL
+
+The YAML examples of docs/fleet.md, read by what reads them in a cluster:
+  - every Kubernetes manifest validates against the Kubernetes API's schema (kubernetes-validate,
+    strict: a misspelt field is an error, as `kubectl apply --validate=strict` makes it);
+  - every Prometheus configuration passes `promtool check config`, its rule file
+    scripts/prometheus/trainshim.rules.yml. Debian's Prometheus is built without Kubernetes
+    discovery: there a `kubernetes_sd_configs` gives way to two static pods with the labels a pod's
+    discovery gives (one annotated prometheus.io/scrape, one not), and a real Prometheus, started on
+    loopback, shows that its relabelling keeps the annotated pod alone, at its annotated port;
+  - a container that exports trainshim's metrics (TRAINSHIM_METRICS=HOST:PORT) declares that port,
+    its pod's prometheus.io/port annotation names it, and it sets TRAINSHIM_JOB (one job label on
+    every node) and mounts a /dev/shm of its own (the container's default is 64 MiB).
+Runs with the venv of scripts/install-pytools (PyYAML, kubernetes-validate). Exit status 0 when every
+check holds; one line per failed check.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+import kubernetes_validate
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+KUBERNETES_VERSION = "1.31.0"  # batch.kubernetes.io/job-name, the pods' label, is there since 1.27
+
+
+def yaml_blocks(path):
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    return [m.group(1) for m in re.finditer(r"^```yaml\n(.*?)^```", text, re.S | re.M)]
+
+
+# Two pods as Kubernetes' pod discovery gives them: their address (the container port, or none),
+# and their annotations as labels.
+ANNOTATED_POD = {"__meta_kubernetes_pod_annotation_prometheus_io_scrape": "true",
+                 "__meta_kubernetes_pod_annotation_prometheus_io_port": "9464"}
+PODS = {"10.0.0.2:8080": ANNOTATED_POD, "10.0.0.3": {"__meta_kubernetes_pod_name": "not-annotated"}}
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def without_kubernetes_discovery(config):
+    """`config` with each scrape job's Kubernetes discovery in place of the two pods of PODS."""
+    scrapes = []
+    for scrape in config.get("scrape_configs", []):
+        if "kubernetes_sd_configs" in scrape:
+            scrape = {k: v for k, v in scrape.items() if k != "kubernetes_sd_configs"}
+            scrape["static_configs"] = [{"targets": [address], "labels": labels} for address, labels in PODS.items()]
+        scrapes.append(scrape)
+    return dict(config, scrape_configs=scrapes)
+
+
+def targets_kept(config_path, scratch):
+    """The addresses of the targets a Prometheus of `config_path` keeps after relabelling."""
+    port = free_port()
+    prometheus = subprocess.Popen(["prometheus", f"--config.file={config_path}",
+                                   f"--storage.tsdb.path={os.path.join(scratch, 'tsdb')}",
+                                   f"--web.listen-address=127.0.0.1:{port}"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/targets", timeout=5) as response:
+                    active = json.load(response)["data"]["activeTargets"]
+                if active:
+                    return sorted(t["labels"]["instance"] for t in active)
+            except OSError:
+                pass  # not listening yet
+            time.sleep(0.5)
+        return None
+    finally:
+        os.killpg(prometheus.pid, signal.SIGTERM)
+        prometheus.wait()
+
+
+def check_prometheus_config(config, promtool, failures, n):
+    rules = os.path.join(ROOT, "scripts", "prometheus", "trainshim.rules.yml")
+    discovers_pods = any("kubernetes_sd_configs" in s for s in config.get("scrape_configs", []))
+    config = dict(without_kubernetes_discovery(config), rule_files=[rules for _ in config.get("rule_files", [])])
+    scratch = tempfile.mkdtemp(prefix="trainshim-fleet-docs-")
+    try:
+        path = os.path.join(scratch, "prometheus.yml")
+        with open(path, "w") as f:
+            yaml.safe_dump(config, f)
+        checked = subprocess.run([promtool, "check", "config", path], capture_output=True, text=True)
+        print(f"block {n}: promtool check config: exit {checked.returncode}")
+        if checked.returncode != 0:
+            failures.append(f"block {n}: promtool check config: {checked.stdout}{checked.stderr}")
+        elif discovers_pods:
+            kept = targets_kept(path, scratch)
+            print(f"block {n}: of the pods {sorted(PODS)}, Prometheus scrapes {kept}")
+            if kept != ["10.0.0.2:9464"]:
+                failures.append(f"block {n}: the relabelling keeps {kept}, not the annotated pod at its port 9464")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    for scrape in config.get("scrape_configs", []):
+        if not scrape.get("honor_labels"):
+            failures.append(f"block {n}: scrape job {scrape.get('job_name')} lacks honor_labels: true")
+
+
+def pod_templates(manifest):
+    spec = manifest.get("spec", {})
+    if manifest["kind"] == "Pod":
+        return [manifest]
+    if "template" in spec:
+        return [spec["template"]]
+    return []
+
+
+def check_exporting_pod(template, failures, where):
+    annotations = template.get("metadata", {}).get("annotations", {})
+    for container in template["spec"]["containers"]:
+        env = {e["name"]: e for e in container.get("env", [])}
+        metrics = env.get("TRAINSHIM_METRICS", {}).get("value", "")
+        if not re.fullmatch(r"[^:]+:\d+", metrics):
+            continue
+        port = int(metrics.rsplit(":", 1)[1])
+        declared = [p["containerPort"] for p in container.get("ports", [])]
+        print(f"{where}: container {container['name']} exports on {port}; declares {declared}, "
+              f"annotation prometheus.io/port {annotations.get('prometheus.io/port')}")
+        if port not in declared:
+            failures.append(f"{where}: TRAINSHIM_METRICS={metrics} but the container declares ports {declared}")
+        if annotations.get("prometheus.io/port") != str(port):
+            failures.append(f"{where}: prometheus.io/port is {annotations.get('prometheus.io/port')}, not {port}")
+        if annotations.get("prometheus.io/scrape") != "true":
+            failures.append(f"{where}: no prometheus.io/scrape: \"true\" annotation")
+        if "TRAINSHIM_JOB" not in env:
+            failures.append(f"{where}: no TRAINSHIM_JOB: each pod would name a job of its own")
+        if not any(m["mountPath"] == "/dev/shm" for m in container.get("volumeMounts", [])):
+            failures.append(f"{where}: /dev/shm is the container's default 64 MiB")
+
+
+def main():
+    promtool = sys.argv[1]
+    failures = []
+    kinds = []
+    blocks = yaml_blocks(os.path.join(ROOT, "docs", "fleet.md"))
+    for n, block in enumerate(blocks, 1):
+        documents = [d for d in yaml.safe_load_all(block) if d]
+        for document in documents:
+            if "scrape_configs" in document:
+                check_prometheus_config(document, promtool, failures, n)
+                kinds.append("prometheus")
+            elif "kind" in document:
+                where = f"block {n}: {document['kind']} {document['metadata']['name']}"
+                try:
+                    kubernetes_validate.validate(document, KUBERNETES_VERSION, strict=True)
+                    print(f"{where}: valid for Kubernetes {KUBERNETES_VERSION}")
+                except kubernetes_validate.ValidationError as e:
+                    failures.append(f"{where}: {e.message} at {'.'.join(map(str, e.path))}")
+                for template in pod_templates(document):
+                    check_exporting_pod(template, failures, where)
+                kinds.append(document["kind"])
+    # The page's examples: two scrape configurations, and the Kubernetes Service and Job.
+    if sorted(kinds) != ["Job", "Service", "prometheus", "prometheus"]:
+        failures.append(f"docs/fleet.md's YAML examples are {sorted(kinds)}: a check here for each new kind")
+    for failure in failures:
+        print(f"FAIL: {failure}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
