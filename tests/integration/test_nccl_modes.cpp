@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
+#include <sstream>
 
 #include "harness.hpp"
 
@@ -28,6 +30,15 @@ const std::string kCollectives = "FROM events e JOIN apis a ON a.id = e.api JOIN
 const std::string kTimings = kCollectives + "AND e.gpu_ns IS NOT NULL ";
 
 std::string of_rank(int rank) { return " AND p.rank = " + std::to_string(rank); }
+
+// The value of label `key` in an exposition's sample line ("" when it has none).
+std::string label_of(const std::string& line, const std::string& key) {
+  const std::string opening = "," + key + "=\"";
+  const auto at = line.find(opening);
+  if (at == std::string::npos) return "";
+  const auto from = at + opening.size();
+  return line.substr(from, line.find('"', from) - from);
+}
 
 // A non-blocking world communicator (init returns ncclInProgress) and a child split from it whose
 // handle NCCL writes only once the split completed: both are registered, their collectives
@@ -163,6 +174,29 @@ TEST(NcclModes, PointToPointDoesNotShiftCollectiveNumbers) {
     }
   }
   for (const auto& r : waits.at("ranks")) EXPECT_EQ(r.at("collectives"), 30) << r.dump();
+
+  // The metrics per rank: ranks 0 and 1 each sent and received 10 messages of 4 KiB, in 10 timed
+  // groups; ranks 2 and 3 made no point-to-point call and have no series.
+  const Outcome metrics = run(trainshim_cli() + " metrics " + s.db() + " --once");
+  ASSERT_EQ(metrics.exit_code, 0) << metrics.out;
+  std::map<std::string, std::string> p2p;  // "family rank direction" -> value
+  std::istringstream lines(metrics.out);
+  for (std::string line; std::getline(lines, line);)
+    if (line.starts_with("trainshim_p2p_"))
+      p2p[line.substr(0, line.find('{')) + " " + label_of(line, "rank") + " " + label_of(line, "direction")] =
+          line.substr(line.rfind(' ') + 1);
+  std::map<std::string, std::string> expected;
+  for (const std::string rank : {"0", "1"}) {
+    for (const std::string direction : {"send", "recv"}) {
+      expected["trainshim_p2p_calls_total " + rank + " " + direction] = "10";
+      expected["trainshim_p2p_bytes_total " + rank + " " + direction] = "40960";
+    }
+    expected["trainshim_p2p_timed_groups_total " + rank + " "] = "10";
+    const std::string gpu_time = p2p["trainshim_p2p_exec_seconds_total " + rank + " "];
+    EXPECT_GT(gpu_time.empty() ? 0 : std::stod(gpu_time), 0) << "rank " << rank;
+    expected["trainshim_p2p_exec_seconds_total " + rank + " "] = gpu_time;
+  }
+  EXPECT_EQ(p2p, expected) << metrics.out;
 
   // The timeline links the all-reduces across ranks; point-to-point timings join none of them.
   ASSERT_EQ(run(trainshim_cli() + " export " + s.db() + " --format chrome -o " + s.dir + "/trace.json").exit_code, 0);

@@ -180,6 +180,22 @@ CommunicatorCollective collective(uint64_t communicator, const std::string& op, 
   return c;
 }
 
+// A pipeline stage's point-to-point calls: rank 0 sent 30 activations of 4 MiB and received 20
+// gradients of 2 MiB, in 20 timed groups taking 0.25 s of GPU time; rank 1 made none, and has no series.
+TEST(Metrics, PointToPointCallsPerRankAndDirection) {
+  Report r = two_ranks();
+  r.processes[0].p2p = {30, 20, 30 * (4 << 20), 20 * (2 << 20), 20, 250 * kMs};
+  const std::string text = render_metrics(r, MetricsFormat::Prometheus, 0);
+  EXPECT_TRUE(has_line(text, "trainshim_p2p_calls_total{" + with(kRank0, R"(direction="send")") + "} 30"));
+  EXPECT_TRUE(has_line(text, "trainshim_p2p_calls_total{" + with(kRank0, R"(direction="recv")") + "} 20"));
+  EXPECT_TRUE(has_line(text, "trainshim_p2p_bytes_total{" + with(kRank0, R"(direction="send")") + "} 125829120"));
+  EXPECT_TRUE(has_line(text, "trainshim_p2p_bytes_total{" + with(kRank0, R"(direction="recv")") + "} 41943040"));
+  EXPECT_TRUE(has_line(text, "trainshim_p2p_timed_groups_total{" + std::string(kRank0) + "} 20"));
+  EXPECT_TRUE(has_line(text, "trainshim_p2p_exec_seconds_total{" + std::string(kRank0) + "} 0.25"));
+  EXPECT_EQ(lines_starting(text, "trainshim_p2p_"), 6u) << text;
+  EXPECT_EQ(lines_starting(render_metrics(two_ranks(), MetricsFormat::Prometheus, 0), "trainshim_p2p_"), 0u);
+}
+
 // NCCL Inspector's figures per communicator and collective: 100 all-reduces of 4 MB each over 4
 // ranks in 0.4 s of GPU time move 1 GB/s of messages and 1.5 GB/s on the bus (2(n-1)/n); all-gathers
 // of 1 MB pieces move the whole gathered message (4 MB) and (n-1)/n of it on the bus.
@@ -273,6 +289,7 @@ TEST(Metrics, EightRanksWithEveryFamilyPastItsCapStayWithinTheStatedBound) {
     p.step_breakdown->parts = {{StepPart::Compute, "", -1, 6 * kMs, 0.6}, {StepPart::Input, "", -1, 4 * kMs, 0.4}};
 #define TS_LOST(column, json_key, words, meaning) p.lost.column = 1;
 #include "trainshim/counters.def"
+    p.p2p = {10, 10, 10 << 20, 10 << 20, 10, 10 * kMs};
     for (uint64_t i = 0; i < kMetricsTopCommunicatorOps + 4; ++i)
       p.communicator_collectives.push_back(
           collective(0x100 + i, "all_reduce", 8, 10, 10, 10 << 20, int64_t(i + 1) * kMs));
@@ -296,7 +313,7 @@ TEST(Metrics, EightRanksWithEveryFamilyPastItsCapStayWithinTheStatedBound) {
   EXPECT_EQ(lines_starting(text, "trainshim_hidden_sync_calls_total{"), 8 * (kMetricsTopSites + 1));
   EXPECT_EQ(lines_starting(text, "trainshim_collective_calls_total{"), 8 * (kMetricsTopCommunicatorOps + 1));
   EXPECT_EQ(lines_starting(text, "trainshim_hang_missing_rank{"), 8u);
-  EXPECT_EQ(samples, 959u) << text;
+  EXPECT_EQ(samples, 1007u) << text;
 }
 
 TEST(Metrics, TheTwoFormatsNameCountersAndInfosAsEachSays) {

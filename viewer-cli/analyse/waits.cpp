@@ -122,8 +122,12 @@ std::map<int64_t, CollectiveCalls> load_collective_calls(const RunDatabase& db, 
     process_calls->emplace_back(row.begin_ns, CollectiveCall{row.api, row.bytes, row.begin_ns});
     if ((flags & (kGroupInProgress | kInGroup)) == kGroupInProgress) ++c.launched_in_progress;
     if (flags & kUntimedCapturing) ++c.captured[communicator];
-    if ((flags & kPointToPoint) && sequence > 0)
-      c.p2p.push_back({communicator, rank_in_comm, uint32_t(row.peer), sequence, (flags & kSend) != 0});
+    if (flags & kPointToPoint) {
+      const bool send = (flags & kSend) != 0;
+      ++(send ? c.p2p_calls.sends : c.p2p_calls.recvs);
+      (send ? c.p2p_calls.send_bytes : c.p2p_calls.recv_bytes) += row.bytes;
+      if (sequence > 0) c.p2p.push_back({communicator, rank_in_comm, uint32_t(row.peer), sequence, send});
+    }
     CommunicatorCollective* totals = nullptr;
     if (!(flags & kPointToPoint)) {
       totals = &c.by_communicator[{communicator, row.api}];
@@ -145,8 +149,8 @@ std::map<int64_t, CollectiveCalls> load_collective_calls(const RunDatabase& db, 
     uint64_t series = communicator;
     uint32_t number = sequence;
     if (flags & kPointToPoint) {
-      ++c.p2p_timed;
-      c.p2p_gpu_ns += gpu_ns;
+      ++c.p2p_calls.timed;
+      c.p2p_calls.gpu_ns += gpu_ns;
       if (!(flags & kExchange)) return;
       ++c.exchanges;
       series = exchange_series(communicator);
@@ -188,8 +192,10 @@ WaitReport load_waits(std::vector<ProcessCollectives>& processes) {
     CollectiveCalls& c = p.collectives;
     timings.insert(timings.end(), c.timings.begin(), c.timings.end());
     std::vector<CollectiveTiming>().swap(c.timings);
-    out.p2p.timed += c.p2p_timed;
-    out.p2p.gpu_ns += c.p2p_gpu_ns;
+    out.p2p.sends += c.p2p_calls.sends;
+    out.p2p.recvs += c.p2p_calls.recvs;
+    out.p2p.timed += c.p2p_calls.timed;
+    out.p2p.gpu_ns += c.p2p_calls.gpu_ns;
     out.p2p.exchanges += c.exchanges;
     out.untimed += read_untimed_collectives(*p.db, p.process_id);
     // Operations launched on NCCL's thread: calls outside a group and operations of groups whose
@@ -204,11 +210,9 @@ WaitReport load_waits(std::vector<ProcessCollectives>& processes) {
       cc.collectives = std::max(cc.collectives, n);
       ++cc.ranks;
     }
-    for (const auto& call : c.p2p) {
-      ++(call.send ? out.p2p.sends : out.p2p.recvs);
+    for (const auto& call : c.p2p)
       pairs[{call.communicator, call.send ? call.rank_in_comm : call.peer, call.send ? call.peer : call.rank_in_comm,
              call.n}] |= call.send ? 1 : 2;
-    }
   }
   for (const auto& [key, seen] : pairs) {
     if (seen == 3) ++out.p2p.matched;

@@ -45,6 +45,14 @@ struct CommunicatorCollective {
   double bus_bandwidth() const;
 };
 
+// One process's point-to-point calls (ncclSend, ncclRecv) over the run, and the GPU time of those
+// timed: the shim times a group's point-to-point work once, on its first call.
+struct PointToPointCalls {
+  int64_t sends = 0, recvs = 0;
+  int64_t send_bytes = 0, recv_bytes = 0;
+  int64_t timed = 0, gpu_ns = 0;
+};
+
 // A process's collective calls and their GPU timings, read in one pass for both the step detection
 // and the waits.
 struct CollectiveCalls {
@@ -62,7 +70,8 @@ struct CollectiveCalls {
   // a series of their own.
   std::vector<CollectiveTiming> timings;
   int64_t timed_in_progress = 0;  // timings of operations launched on NCCL's thread
-  int64_t p2p_timed = 0, p2p_gpu_ns = 0, exchanges = 0;
+  PointToPointCalls p2p_calls;
+  int64_t exchanges = 0;
   // Per (communicator, api): its collectives, point-to-point calls aside.
   std::map<std::pair<uint64_t, int64_t>, CommunicatorCollective> by_communicator;
 };

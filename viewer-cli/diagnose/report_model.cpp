@@ -140,6 +140,7 @@ Report read_report(const std::vector<const RunDatabase*>& databases, const std::
       p.api_waits = read_wait_totals(*db, p.id, waits_or_polls);
       p.collectives = read_collective_totals(*db, p.id);
       for (auto& [key, totals] : c.by_communicator) p.communicator_collectives.push_back(std::move(totals));
+      p.p2p = c.p2p_calls;
       p.sync_sites = load_syncs(*db, p.id, step_name, std::exchange(c.sequence, {}));
       const GpuRecordCounters records = p.gpu.records;
       p.gpu = load_gpu_timeline(*db, p.id, p.gpu.timeline, p.sync_sites, idle_gap_ns);

@@ -36,6 +36,7 @@ struct ProcessReport {
   std::vector<SyncRow> api_waits;  // per API: its syncs, frees and polls
   std::vector<CollectiveRow> collectives;
   std::vector<CommunicatorCollective> communicator_collectives;  // by communicator, then op
+  PointToPointCalls p2p;
   LostEvents lost;
   RankSyncs sync_sites;  // its sync, pageable-copy and poll sites
   GpuTimelineReport gpu;

@@ -244,6 +244,31 @@ void communicators(Exposition& e, const Report& report, const std::vector<const 
     if (r.named && r.totals.gpu_ns > 0) e.sample(r.labels, r.totals.bus_bandwidth());
 }
 
+// Per rank that sent or received, its point-to-point calls (pipeline parallelism's activations and
+// gradients), which NCCL's Inspector leaves out of its Prometheus metrics.
+void point_to_point(Exposition& e, const Report& report, const std::vector<const ProcessReport*>& processes) {
+  std::vector<const ProcessReport*> with_p2p;
+  for (const ProcessReport* p : processes)
+    if (p->p2p.sends + p->p2p.recvs > 0) with_p2p.push_back(p);
+  const auto by_direction = [&](int64_t PointToPointCalls::*send, int64_t PointToPointCalls::*recv) {
+    for (const ProcessReport* p : with_p2p) {
+      e.sample(with(process_labels(report, *p), "direction", "send"), double(p->p2p.*send));
+      e.sample(with(process_labels(report, *p), "direction", "recv"), double(p->p2p.*recv));
+    }
+  };
+  e.family("trainshim_p2p_calls", "counter", "Point-to-point calls (ncclSend, ncclRecv), by direction.");
+  by_direction(&PointToPointCalls::sends, &PointToPointCalls::recvs);
+  e.family("trainshim_p2p_bytes", "counter", "Their bytes, by direction.", "bytes");
+  by_direction(&PointToPointCalls::send_bytes, &PointToPointCalls::recv_bytes);
+  e.family("trainshim_p2p_timed_groups", "counter",
+           "Groups of point-to-point calls whose GPU duration was measured (the shim times a group's point-to-point "
+           "work once).");
+  for (const ProcessReport* p : with_p2p) e.sample(process_labels(report, *p), double(p->p2p.timed));
+  e.family("trainshim_p2p_exec_seconds", "counter",
+           "GPU time of the timed point-to-point work, the wait for the peer included.", "seconds");
+  for (const ProcessReport* p : with_p2p) e.sample(process_labels(report, *p), seconds(p->p2p.gpu_ns));
+}
+
 void step_shares(Exposition& e, const Report& report, const std::vector<const ProcessReport*>& processes) {
   e.family("trainshim_input_wait_ratio", "gauge", "Share of the rank's step its GPU waited for the step's input.",
            "ratio");
@@ -361,6 +386,7 @@ std::string render_metrics(const Report& report, MetricsFormat format, double co
   progress(e, report, processes);
   waits(e, report, processes);
   communicators(e, report, processes);
+  point_to_point(e, report, processes);
   step_shares(e, report, processes);
   sites(e, report, processes);
   lost(e, report, processes);
