@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 
 #include "harness.hpp"
 
@@ -168,26 +167,43 @@ TEST(MetricsExport, AHangShowsAtOnceWhateverTheInterval) {
   EXPECT_FALSE(std::filesystem::exists(textfile));
 }
 
-// Stopped before its endpoint runs (here during the first reading, of a database it cannot read),
-// the exporter still stops: it never serves on after SIGTERM.
+// Stopped during its first reading, before its endpoint runs, the exporter still stops: httplib's
+// stop() does nothing until the listener runs, and a stop asked for before it would leave it
+// serving for good. The reading is held by an exclusive lock on the database (SQLite's busy
+// timeout) until the exporter's SIGTERM handler is in and the signal sent.
 TEST(MetricsExport, AnExporterStoppedDuringItsFirstReadingStops) {
   Scratch s;
-  const std::string db = s.dir + "/garbage.db";
+  ASSERT_TRUE(write_empty_database(s.db(), s.job));
+  sqlite3* lock = nullptr;
+  ASSERT_EQ(sqlite3_open(s.db().c_str(), &lock), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(lock, "PRAGMA journal_mode=DELETE; BEGIN EXCLUSIVE", nullptr, nullptr, nullptr), SQLITE_OK)
+      << sqlite3_errmsg(lock);
+  // In a session of its own, under a timeout that kills it should this test be killed first.
   const std::string log = s.dir + "/exporter.log";
-  std::ofstream(db) << std::string(4096, 'x');
-  const Outcome started = run("setsid " + trainshim_cli() + " metrics " + db +
+  const Outcome started = run("setsid timeout -s KILL 120 " + trainshim_cli() + " metrics " + s.db() +
                               " --listen 127.0.0.1:0 --interval 3600 > " + log + " 2>&1 & echo $!");
-  const pid_t exporter = std::stoi(started.out);
-  EXPECT_TRUE(eventually([&] { return read_file(log).find("trying again in 3600 s") != std::string::npos; }))
-      << read_file(log);
-  kill(exporter, SIGTERM);
-  // Gone, or a zombie its new parent has not reaped yet.
+  const pid_t session = std::stoi(started.out);
+  const auto proc = [](pid_t pid) { return "/proc/" + std::to_string(pid); };
+  const auto exporter_pid = [&] {
+    const std::string children = read_file(proc(session) + "/task/" + std::to_string(session) + "/children");
+    return children.empty() ? 0 : std::stoi(children);
+  };
+  const auto handles_sigterm = [&] {
+    const pid_t exporter = exporter_pid();
+    const std::string status = exporter ? read_file(proc(exporter) + "/status") : "";
+    const auto at = status.find("SigCgt:\t");
+    return at != std::string::npos && (std::stoull(status.substr(at + 8, 16), nullptr, 16) & (1ull << (SIGTERM - 1)));
+  };
+  EXPECT_TRUE(eventually(handles_sigterm)) << read_file(log);
+  kill(exporter_pid(), SIGTERM);
+  sqlite3_exec(lock, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(lock);
   const auto ended = [&] {
-    const std::string stat = read_file("/proc/" + std::to_string(exporter) + "/stat");
+    const std::string stat = read_file(proc(session) + "/stat");
     return stat.empty() || stat.find(") Z ") != std::string::npos;
   };
   const bool stopped = eventually(ended);
-  if (!stopped) kill(exporter, SIGKILL);
+  if (!stopped) kill(-session, SIGKILL);
   EXPECT_TRUE(stopped) << "the exporter went on serving after SIGTERM: " << read_file(log);
 }
 
@@ -196,6 +212,8 @@ TEST(MetricsExport, ATextfileThatCannotBeWrittenIsRefusedNamingItsOption) {
   Scratch s;
   ASSERT_EQ(run(preload_env(s.job) + " TRAINSHIM_OUT=" + s.db() + " " + program("host_copies_prog") + " 2 1").exit_code,
             0);
+  // The job's collector writes the database after the job: read it once written.
+  ASSERT_TRUE(eventually([&] { return collectors_of(s.job).empty(); }));
   const std::string textfile = s.dir + "/absent/trainshim.prom";
   const Outcome refused = run(trainshim_cli() + " metrics " + s.db() + " --textfile " + textfile + " --once 2>&1");
   EXPECT_EQ(refused.exit_code, 2);

@@ -1,17 +1,17 @@
 #!/usr/bin/env python3
-"""check_fleet_docs.py PROMTOOL
+"""check_fleet_docs.py PROMTOOL PROMETHEUS
 
 The YAML examples of docs/fleet.md, read by what reads them in a cluster:
   - every Kubernetes manifest validates against the Kubernetes API's schema (kubernetes-validate,
     strict: a misspelt field is an error, as `kubectl apply --validate=strict` makes it);
   - every Prometheus configuration passes `promtool check config`, its rule file
     scripts/prometheus/trainshim.rules.yml. Debian's Prometheus is built without Kubernetes
-    discovery: there a `kubernetes_sd_configs` gives way to two static pods with the labels a pod's
-    discovery gives (one annotated prometheus.io/scrape, one not), and a real Prometheus, started on
-    loopback, shows that its relabelling keeps the annotated pod alone, at its annotated port;
-  - a container that exports trainshim's metrics (TRAINSHIM_METRICS=HOST:PORT) declares that port,
-    its pod's prometheus.io/port annotation names it, and it sets TRAINSHIM_JOB (one job label on
-    every node) and mounts a /dev/shm of its own (the container's default is 64 MiB).
+    discovery: there a `kubernetes_sd_configs` gives way to the targets a pod discovery gives, with
+    their labels (PODS), and a real Prometheus, started on loopback, shows that its relabelling
+    keeps the running pods' `trainshim` ports alone, IPv4 and IPv6;
+  - a container that exports trainshim's metrics (TRAINSHIM_METRICS=HOST:PORT; the page has one at
+    least) declares that port, named `trainshim`, and sets TRAINSHIM_JOB (one job label on every
+    node) and a /dev/shm of its own (the container's default is 64 MiB).
 Runs with the venv of scripts/install-pytools (PyYAML, kubernetes-validate). Exit status 0 when every
 check holds; one line per failed check.
 """
@@ -28,6 +28,7 @@ import time
 import urllib.request
 
 import kubernetes_validate
+import kubernetes_validate.utils
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -40,11 +41,15 @@ def yaml_blocks(path):
     return [m.group(1) for m in re.finditer(r"^```yaml\n(.*?)^```", text, re.S | re.M)]
 
 
-# Two pods as Kubernetes' pod discovery gives them: their address (the container port, or none),
-# and their annotations as labels.
-ANNOTATED_POD = {"__meta_kubernetes_pod_annotation_prometheus_io_scrape": "true",
-                 "__meta_kubernetes_pod_annotation_prometheus_io_port": "9464"}
-PODS = {"10.0.0.2:8080": ANNOTATED_POD, "10.0.0.3": {"__meta_kubernetes_pod_name": "not-annotated"}}
+# The targets Kubernetes' pod discovery makes of four pods' declared container ports: the address
+# (the pod's, with the port) and the labels it gives each.
+def discovered(port_name, phase):
+    return {"__meta_kubernetes_pod_container_port_name": port_name, "__meta_kubernetes_pod_phase": phase}
+
+
+PODS = {"10.0.0.2:9464": discovered("trainshim", "Running"), "[fd00::5]:9464": discovered("trainshim", "Running"),
+        "10.0.0.3:8080": discovered("http", "Running"), "10.0.0.4:9464": discovered("trainshim", "Succeeded")}
+KEPT = ["10.0.0.2:9464", "[fd00::5]:9464"]
 
 
 def free_port():
@@ -64,10 +69,10 @@ def without_kubernetes_discovery(config):
     return dict(config, scrape_configs=scrapes)
 
 
-def targets_kept(config_path, scratch):
+def targets_kept(prometheus_binary, config_path, scratch):
     """The addresses of the targets a Prometheus of `config_path` keeps after relabelling."""
     port = free_port()
-    prometheus = subprocess.Popen(["prometheus", f"--config.file={config_path}",
+    prometheus = subprocess.Popen([prometheus_binary, f"--config.file={config_path}",
                                    f"--storage.tsdb.path={os.path.join(scratch, 'tsdb')}",
                                    f"--web.listen-address=127.0.0.1:{port}"],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -88,7 +93,7 @@ def targets_kept(config_path, scratch):
         prometheus.wait()
 
 
-def check_prometheus_config(config, promtool, failures, n):
+def check_prometheus_config(config, promtool, prometheus, failures, n):
     rules = os.path.join(ROOT, "scripts", "prometheus", "trainshim.rules.yml")
     discovers_pods = any("kubernetes_sd_configs" in s for s in config.get("scrape_configs", []))
     config = dict(without_kubernetes_discovery(config), rule_files=[rules for _ in config.get("rule_files", [])])
@@ -102,10 +107,10 @@ def check_prometheus_config(config, promtool, failures, n):
         if checked.returncode != 0:
             failures.append(f"block {n}: promtool check config: {checked.stdout}{checked.stderr}")
         elif discovers_pods:
-            kept = targets_kept(path, scratch)
-            print(f"block {n}: of the pods {sorted(PODS)}, Prometheus scrapes {kept}")
-            if kept != ["10.0.0.2:9464"]:
-                failures.append(f"block {n}: the relabelling keeps {kept}, not the annotated pod at its port 9464")
+            kept = targets_kept(prometheus, path, scratch)
+            print(f"block {n}: of the pods' ports {sorted(PODS)}, Prometheus scrapes {kept}")
+            if kept != KEPT:
+                failures.append(f"block {n}: the relabelling keeps {kept}, not the running pods' trainshim ports {KEPT}")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     for scrape in config.get("scrape_configs", []):
@@ -123,38 +128,40 @@ def pod_templates(manifest):
 
 
 def check_exporting_pod(template, failures, where):
-    annotations = template.get("metadata", {}).get("annotations", {})
+    """The number of containers of the pod that export trainshim's metrics."""
+    exporting = 0
     for container in template["spec"]["containers"]:
         env = {e["name"]: e for e in container.get("env", [])}
         metrics = env.get("TRAINSHIM_METRICS", {}).get("value", "")
+        if not metrics:
+            continue
+        exporting += 1
         if not re.fullmatch(r"[^:]+:\d+", metrics):
+            failures.append(f"{where}: TRAINSHIM_METRICS={metrics} is not HOST:PORT")
             continue
         port = int(metrics.rsplit(":", 1)[1])
-        declared = [p["containerPort"] for p in container.get("ports", [])]
-        print(f"{where}: container {container['name']} exports on {port}; declares {declared}, "
-              f"annotation prometheus.io/port {annotations.get('prometheus.io/port')}")
-        if port not in declared:
-            failures.append(f"{where}: TRAINSHIM_METRICS={metrics} but the container declares ports {declared}")
-        if annotations.get("prometheus.io/port") != str(port):
-            failures.append(f"{where}: prometheus.io/port is {annotations.get('prometheus.io/port')}, not {port}")
-        if annotations.get("prometheus.io/scrape") != "true":
-            failures.append(f"{where}: no prometheus.io/scrape: \"true\" annotation")
+        named = {p.get("name"): p["containerPort"] for p in container.get("ports", [])}
+        print(f"{where}: container {container['name']} exports on {port}; its ports {named}")
+        if named.get("trainshim") != port:
+            failures.append(f"{where}: TRAINSHIM_METRICS={metrics} but the port named trainshim is {named.get('trainshim')}")
         if "TRAINSHIM_JOB" not in env:
             failures.append(f"{where}: no TRAINSHIM_JOB: each pod would name a job of its own")
         if not any(m["mountPath"] == "/dev/shm" for m in container.get("volumeMounts", [])):
             failures.append(f"{where}: /dev/shm is the container's default 64 MiB")
+    return exporting
 
 
 def main():
-    promtool = sys.argv[1]
+    promtool, prometheus = sys.argv[1], sys.argv[2]
     failures = []
     kinds = []
+    exporting = 0
     blocks = yaml_blocks(os.path.join(ROOT, "docs", "fleet.md"))
     for n, block in enumerate(blocks, 1):
         documents = [d for d in yaml.safe_load_all(block) if d]
         for document in documents:
             if "scrape_configs" in document:
-                check_prometheus_config(document, promtool, failures, n)
+                check_prometheus_config(document, promtool, prometheus, failures, n)
                 kinds.append("prometheus")
             elif "kind" in document:
                 where = f"block {n}: {document['kind']} {document['metadata']['name']}"
@@ -163,9 +170,13 @@ def main():
                     print(f"{where}: valid for Kubernetes {KUBERNETES_VERSION}")
                 except kubernetes_validate.ValidationError as e:
                     failures.append(f"{where}: {e.message} at {'.'.join(map(str, e.path))}")
+                except (kubernetes_validate.SchemaNotFoundError, kubernetes_validate.utils.VersionNotSupportedError) as e:
+                    failures.append(f"{where}: no Kubernetes schema to check it: {e}")
                 for template in pod_templates(document):
-                    check_exporting_pod(template, failures, where)
+                    exporting += check_exporting_pod(template, failures, where)
                 kinds.append(document["kind"])
+    if not exporting:
+        failures.append("no container of docs/fleet.md's manifests exports trainshim's metrics")
     # The page's examples: two scrape configurations, and the Kubernetes Service and Job.
     if sorted(kinds) != ["Job", "Service", "prometheus", "prometheus"]:
         failures.append(f"docs/fleet.md's YAML examples are {sorted(kinds)}: a check here for each new kind")

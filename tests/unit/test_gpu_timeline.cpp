@@ -82,6 +82,13 @@ class TimelineRun {
     in_vain.result = 401;
     add(in_vain, end - 10'000, end);
   }
+  // A cudaStreamEndCapture that failed (cudaErrorInvalidValue: no graph pointer), the capture
+  // running on.
+  void failed_end(int64_t at, uint64_t stream) {
+    EventRecord failed = on_stream(call(Api::cudaStreamEndCapture, 0, kGraph), stream);
+    failed.result = 1;
+    add(failed, at, at + 10'000);
+  }
   static constexpr uint64_t kCaptureStream = 0x5700;
   // A Launch record: the first kernel launch on the thread since its last sync.
   void launch(int64_t begin) { launches_.push_back(begin); }
@@ -412,8 +419,9 @@ TEST_F(GpuTimelineTest, ItemThenHostWorkBubble) {
 // take 5 ms, and 3 ms pass to the next replay. While the host records the graph it queues
 // nothing: those 5 ms of GPU idle are the capture's, at its line with the sync's 1 ms, not time
 // the host took to launch work.
-// A capture is paired by its stream, and a begin that failed began none: here the thread's second
-// capture, on another stream, is refused in the middle of its first.
+// A capture is paired by its stream, a begin that failed began none, and an end that failed ended
+// none: here the thread's second capture, on another stream, is refused in the middle of its
+// first, and then the first's end fails once.
 TEST_F(GpuTimelineTest, TheGpuIdleWhileTheHostCapturesAGraphIsTheCaptures) {
   {
     TimelineRun run(path_, 0);
@@ -425,6 +433,7 @@ TEST_F(GpuTimelineTest, TheGpuIdleWhileTheHostCapturesAGraphIsTheCaptures) {
       run.kernel(base + 11 * kMs, base + 12 * kMs);
       run.capture(base + 12 * kMs, base + 17 * kMs);
       run.refused_capture(base + 13 * kMs, base + 14 * kMs, 0x5800);
+      run.failed_end(base + 14 * kMs + kMs / 2, TimelineRun::kCaptureStream);
     }
     run.finish("on");
   }

@@ -20,6 +20,9 @@ constexpr int64_t kMinimumGapNs = 1'000'000;  // the default threshold: max(1 ms
 constexpr std::size_t kGapsListed = 10;
 // A graph's instantiation this soon after its capture ends is the capture's (capture_end's own).
 constexpr int64_t kInstantiateFollowsNs = 1'000'000;
+// cudaErrorStreamCaptureInvalidated: cudaStreamEndCapture's return for a capture a forbidden call
+// broke, which ends it.
+constexpr int64_t kCaptureInvalidated = 901;
 constexpr int64_t kSilenceWithoutSteps = 1'000'000'000;
 
 struct Span {
@@ -108,24 +111,28 @@ class Loader {
   }
 
   // The host's time in each stream capture, in order of begin, with the line that began it: from a
-  // cudaStreamBeginCapture's call to the return of the next cudaStreamEndCapture on its stream, or of
-  // the cudaGraphInstantiateWithFlags that the ending thread calls next, at once (as
-  // CUDAGraph::capture_end does; one made later, at a first replay, is not the capture's time). A
-  // begin that failed captured nothing; an end that failed still ends the capture (invalidated).
+  // cudaStreamBeginCapture's call to the return of the next cudaStreamEndCapture on its stream and
+  // thread (CUDA ends a capture on the thread that began it), or of the cudaGraphInstantiateWithFlags
+  // that thread calls next, at once (as CUDAGraph::capture_end does; one made later, at a first
+  // replay, is not the capture's time). A begin that failed captured nothing; an end that failed
+  // left the capture running, unless the capture was invalidated, which ends it all the same. A
+  // capture still running when the run was read has no end yet, and no time here.
   std::vector<HostCall> captures() {
     const Vocabulary& names = db_.vocabulary();
     const auto capture = [](ApiClass c) { return c == ApiClass::Capture; };
-    std::map<int64_t, HostCall> begun;  // by stream
-    std::map<int64_t, HostCall> ended;  // by the thread that ended it, until its instantiation
+    // By (stream, thread): cudaStreamPerThread is one handle for every thread's own stream.
+    std::map<std::pair<int64_t, int64_t>, HostCall> begun;
+    std::map<int64_t, HostCall> ended;  // by thread, until its instantiation
     std::vector<HostCall> out;
     for_each_call_event(db_, process_id_, capture, capture, [&](const CallEventRow& call) {
       const std::string& name = names.api(call.api).name;
       if (name.starts_with("cudaStreamBeginCapture")) {
         if (call.result == 0)
-          begun[call.stream] = {call.begin_ns, call.end_ns, call.tid, site(call.native_stack, call.python_stack)};
+          begun[{call.stream, call.tid}] = {call.begin_ns, call.end_ns, call.tid,
+                                            site(call.native_stack, call.python_stack)};
       } else if (name.starts_with("cudaStreamEndCapture")) {
-        const auto it = begun.find(call.stream);
-        if (it == begun.end()) return;
+        const auto it = begun.find({call.stream, call.tid});
+        if (it == begun.end() || (call.result != 0 && call.result != kCaptureInvalidated)) return;
         it->second.end_ns = call.end_ns;
         if (const auto earlier = ended.find(call.tid); earlier != ended.end())
           out.push_back(std::move(earlier->second));

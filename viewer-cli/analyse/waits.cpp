@@ -192,8 +192,6 @@ WaitReport load_waits(std::vector<ProcessCollectives>& processes) {
     CollectiveCalls& c = p.collectives;
     timings.insert(timings.end(), c.timings.begin(), c.timings.end());
     std::vector<CollectiveTiming>().swap(c.timings);
-    out.p2p.sends += c.p2p_calls.sends;
-    out.p2p.recvs += c.p2p_calls.recvs;
     out.p2p.timed += c.p2p_calls.timed;
     out.p2p.gpu_ns += c.p2p_calls.gpu_ns;
     out.p2p.exchanges += c.exchanges;
@@ -210,9 +208,11 @@ WaitReport load_waits(std::vector<ProcessCollectives>& processes) {
       cc.collectives = std::max(cc.collectives, n);
       ++cc.ranks;
     }
-    for (const auto& call : c.p2p)
+    for (const auto& call : c.p2p) {
+      ++(call.send ? out.p2p.sends : out.p2p.recvs);
       pairs[{call.communicator, call.send ? call.rank_in_comm : call.peer, call.send ? call.peer : call.rank_in_comm,
              call.n}] |= call.send ? 1 : 2;
+    }
   }
   for (const auto& [key, seen] : pairs) {
     if (seen == 3) ++out.p2p.matched;
