@@ -41,12 +41,13 @@ def yaml_blocks(path):
     return [m.group(1) for m in re.finditer(r"^```yaml\n(.*?)^```", text, re.S | re.M)]
 
 
-# The targets Kubernetes' pod discovery makes of four pods' declared container ports: the address
-# (the pod's, with the port) and the labels it gives each.
 def discovered(port_name, phase):
+    """The labels Kubernetes' pod discovery gives the target of a declared container port."""
     return {"__meta_kubernetes_pod_container_port_name": port_name, "__meta_kubernetes_pod_phase": phase}
 
 
+# The targets pod discovery makes of four pods' declared container ports, by address (the pod's,
+# with the port); the relabelling must keep the running pods' ports named trainshim alone.
 PODS = {"10.0.0.2:9464": discovered("trainshim", "Running"), "[fd00::5]:9464": discovered("trainshim", "Running"),
         "10.0.0.3:8080": discovered("http", "Running"), "10.0.0.4:9464": discovered("trainshim", "Succeeded")}
 KEPT = ["10.0.0.2:9464", "[fd00::5]:9464"]
@@ -59,7 +60,7 @@ def free_port():
 
 
 def without_kubernetes_discovery(config):
-    """`config` with each scrape job's Kubernetes discovery in place of the two pods of PODS."""
+    """`config` with the targets of PODS in place of each scrape job's Kubernetes discovery."""
     scrapes = []
     for scrape in config.get("scrape_configs", []):
         if "kubernetes_sd_configs" in scrape:
