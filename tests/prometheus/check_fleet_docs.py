@@ -19,17 +19,16 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 
 import kubernetes_validate
 import kubernetes_validate.utils
 import yaml
+
+from check_scrape import free_port, start, stop, wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 KUBERNETES_VERSION = "1.31.0"  # batch.kubernetes.io/job-name, the pods' label, is there since 1.27
@@ -53,12 +52,6 @@ PODS = {"10.0.0.2:9464": discovered("trainshim", "Running"), "[fd00::5]:9464": d
 KEPT = ["10.0.0.2:9464", "[fd00::5]:9464"]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def without_kubernetes_discovery(config):
     """`config` with the targets of PODS in place of each scrape job's Kubernetes discovery."""
     scrapes = []
@@ -73,25 +66,18 @@ def without_kubernetes_discovery(config):
 def targets_kept(prometheus_binary, config_path, scratch):
     """The addresses of the targets a Prometheus of `config_path` keeps after relabelling."""
     port = free_port()
-    prometheus = subprocess.Popen([prometheus_binary, f"--config.file={config_path}",
-                                   f"--storage.tsdb.path={os.path.join(scratch, 'tsdb')}",
-                                   f"--web.listen-address=127.0.0.1:{port}"],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    with open(os.path.join(scratch, "prometheus.out"), "w") as log:
+        prometheus = start([prometheus_binary, f"--config.file={config_path}",
+                            f"--storage.tsdb.path={os.path.join(scratch, 'tsdb')}",
+                            f"--web.listen-address=127.0.0.1:{port}"], log=log)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/targets", timeout=5) as response:
-                    active = json.load(response)["data"]["activeTargets"]
-                if active:
-                    return sorted(t["labels"]["instance"] for t in active)
-            except OSError:
-                pass  # not listening yet
-            time.sleep(0.5)
-        return None
+        def active():
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/targets", timeout=5) as response:
+                return json.load(response)["data"]["activeTargets"]
+
+        return sorted(t["labels"]["instance"] for t in wait_for("Prometheus kept no target", active, 60))
     finally:
-        os.killpg(prometheus.pid, signal.SIGTERM)
-        prometheus.wait()
+        stop(prometheus)
 
 
 def check_prometheus_config(config, promtool, prometheus, failures, n):
@@ -108,7 +94,10 @@ def check_prometheus_config(config, promtool, prometheus, failures, n):
         if checked.returncode != 0:
             failures.append(f"block {n}: promtool check config: {checked.stdout}{checked.stderr}")
         elif discovers_pods:
-            kept = targets_kept(prometheus, path, scratch)
+            try:
+                kept = targets_kept(prometheus, path, scratch)
+            except TimeoutError:
+                kept = []  # none, after a minute
             print(f"block {n}: of the pods' ports {sorted(PODS)}, Prometheus scrapes {kept}")
             if kept != KEPT:
                 failures.append(f"block {n}: the relabelling keeps {kept}, not the running pods' trainshim ports {KEPT}")
