@@ -59,6 +59,11 @@ std::string read_file(const std::string& path) {
   return text;
 }
 
+bool process_running(pid_t pid) {
+  const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  return !stat.empty() && stat.find(") Z ") == std::string::npos;
+}
+
 std::vector<pid_t> collectors_of(const std::string& job) {
   std::vector<pid_t> pids;
   const std::filesystem::path collector = std::filesystem::path(Paths::bin) / "trainshim-collector";
@@ -70,9 +75,8 @@ std::vector<pid_t> collectors_of(const std::string& job) {
     std::string command = read_file(entry.path() / "cmdline");
     for (char& c : command)
       if (c == '\0') c = ' ';
-    const std::string state = read_file(entry.path() / "stat");
-    if (command.find(" --job " + job + " ") != std::string::npos && state.find(") Z ") == std::string::npos)
-      pids.push_back(pid_t(std::stol(name)));
+    const auto pid = pid_t(std::stol(name));
+    if (command.find(" --job " + job + " ") != std::string::npos && process_running(pid)) pids.push_back(pid);
   }
   return pids;
 }

@@ -46,6 +46,10 @@ struct Scratch {
   bool segments_left = false;
 };
 
+// Whether process `pid` runs: it exists and has not ended (a zombie its parent has not reaped yet
+// has ended).
+bool process_running(pid_t pid);
+
 // The trainshim-collector processes of `job` that run now (their command line names the job).
 std::vector<pid_t> collectors_of(const std::string& job);
 

@@ -198,11 +198,7 @@ TEST(MetricsExport, AnExporterStoppedDuringItsFirstReadingStops) {
   kill(exporter_pid(), SIGTERM);
   sqlite3_exec(lock, "ROLLBACK", nullptr, nullptr, nullptr);
   sqlite3_close(lock);
-  const auto ended = [&] {
-    const std::string stat = read_file(proc(session) + "/stat");
-    return stat.empty() || stat.find(") Z ") != std::string::npos;
-  };
-  const bool stopped = eventually(ended);
+  const bool stopped = eventually([&] { return !process_running(session); });
   if (!stopped) kill(-session, SIGKILL);
   EXPECT_TRUE(stopped) << "the exporter went on serving after SIGTERM: " << read_file(log);
 }
